@@ -1,0 +1,62 @@
+"""R(d): the rotation that rotary position embeddings put between a query and a key d positions apart.
+
+With q_i = R(i) W_Q x_i and k_j = R(j) W_K x_j, the score is k_j^T q_i = x_j^T W_K^T R(j)^T R(i) W_Q x_i,
+and R(j)^T R(i) = R(i - j). So the bilinear form at offset d = query position - key position is
+L(d) = W_K^T R(d) W_Q.
+
+Styles
+------
+``"half"`` (GPT-NeoX, Llama, Mistral in transformers): the first ``rotary_dim`` dimensions of a head are
+rotated, dimension i paired with i + rotary_dim/2, at angle d * base**(-2i/rotary_dim); the remaining
+dimensions (partial rotary, e.g. Pythia's 16 of 64) are left alone.
+``"interleaved"`` (GPT-J style): dimension 2i paired with 2i + 1.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+N_OFFSETS = 129  # d = 0..128
+
+
+def inverse_frequencies(rotary_dim: int, base: float) -> np.ndarray:
+    """theta_i = base ** (-2i / rotary_dim) for i < rotary_dim / 2, float64."""
+    if rotary_dim <= 0 or rotary_dim % 2:
+        raise ValueError(f"rotary_dim must be a positive even number; got {rotary_dim}")
+    return 1.0 / (float(base) ** (np.arange(0, rotary_dim, 2, dtype=np.float64) / rotary_dim))
+
+
+def rotation_matrices(
+    head_dim: int,
+    rotary_dim: int,
+    base: float,
+    offsets: np.ndarray | int = N_OFFSETS,
+    style: str = "half",
+    inv_freq: np.ndarray | None = None,
+) -> np.ndarray:
+    """R(d) for each offset, shape (D, head_dim, head_dim), float64.
+
+    ``offsets`` is an array of d values or a count D (meaning d = 0..D-1). ``inv_freq`` overrides the
+    default frequencies (e.g. to match a checkpoint's scaled RoPE or transformers' float32 angles).
+    """
+    d = np.arange(offsets) if np.isscalar(offsets) else np.asarray(offsets)
+    if not 0 < rotary_dim <= head_dim:
+        raise ValueError(f"rotary_dim must be in 1..head_dim={head_dim}; got {rotary_dim}")
+    freqs = inverse_frequencies(rotary_dim, base) if inv_freq is None else np.asarray(inv_freq, np.float64)
+    half = rotary_dim // 2
+    if freqs.shape != (half,):
+        raise ValueError(f"need {half} inverse frequencies, got shape {freqs.shape}")
+    if style == "half":
+        first, second = np.arange(half), np.arange(half) + half
+    elif style == "interleaved":
+        first, second = np.arange(0, rotary_dim, 2), np.arange(1, rotary_dim, 2)
+    else:
+        raise ValueError(f"unknown rotary style {style!r}; expected 'half' or 'interleaved'")
+    angle = d[:, None].astype(np.float64) * freqs[None, :]  # (D, half)
+    cos, sin = np.cos(angle), np.sin(angle)
+    R = np.broadcast_to(np.eye(head_dim), (len(d), head_dim, head_dim)).copy()
+    R[:, first, first] = cos
+    R[:, second, second] = cos
+    R[:, first, second] = -sin  # new_first = first*cos - second*sin
+    R[:, second, first] = sin  # new_second = second*cos + first*sin
+    return R
