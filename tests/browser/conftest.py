@@ -1,0 +1,219 @@
+"""Fixtures for the browser tests: small synthetic stores, a served app, headless chromium.
+
+The synthetic data are built with the public store API (``pipeline.store``), never copied from the
+committed store, so the tests do not depend on which models happen to be computed.
+
+``synthetic_orbits_dataset`` and ``write_synthetic_store`` are plain functions so other tests can
+import them: ``from tests.browser.conftest import synthetic_orbits_dataset``.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import numpy as np
+import pytest
+import xarray as xr
+
+from pipeline import store
+
+REPO = Path(__file__).resolve().parents[2]
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-dev-shm-usage",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-gpu",
+]
+
+ROPE_MODEL = "synthetic-rope"
+ABSOLUTE_MODEL = "synthetic-absolute"
+EMPTY_MODEL = "synthetic-empty"
+
+
+# ------------------------------------------------------------------------------------ synthetic data
+
+
+def synthetic_orbits_dataset(n_frames: int = 12, n_heads: int = 32, n_tokens: int = 24, seed: int = 0) -> xr.Dataset:
+    """An ``orbits`` group following the store contract, with heads moving on circles over the frames.
+
+    Returns a Dataset with ``position`` (frame, head, panel, xy), coords ``epoch`` (frame) and
+    ``panel`` (str), per-panel ``panel_kind`` ("QK"/"OV"), ``freq_a``, ``freq_b``, ``eps``,
+    ``rotation``; per-frame metrics; ``M``, ``R`` (head, row, col) of size n_tokens; ``orbit`` (head);
+    ``shift_image``, ``shift_error`` (shift, head). Frame f places head h at radius (f + 1) / n_frames
+    and angle 2 pi (h + f) / n_heads in panel p (rotated by p), so every frame differs from the last.
+    """
+    rng = np.random.default_rng(seed)
+    panels = ["QK k=1", "QK k=5", "OV k=1", "OV k=5"]
+    kinds = ["QK", "QK", "OV", "OV"]
+    f = np.arange(n_frames)[:, None, None]
+    h = np.arange(n_heads)[None, :, None]
+    p = np.arange(len(panels))[None, None, :]
+    radius = (f + 1) / n_frames
+    angle = 2 * np.pi * (h + f) / n_heads + p * np.pi / 7
+    position = np.stack([radius * np.cos(angle), radius * np.sin(angle)], axis=-1)  # (frame, head, panel, 2)
+    epochs = np.arange(n_frames) * 10
+    t = np.linspace(0, 1, n_frames)
+    orbit = np.where(np.arange(n_heads) < 24, np.arange(n_heads) // 8, -1)
+    shifts = np.arange(n_tokens)
+    shift_image = (np.arange(n_heads)[None, :] + shifts[:, None]) % n_heads
+    ds = xr.Dataset(
+        {
+            "position": (("frame", "head", "panel", "xy"), position),
+            "panel_kind": (("panel",), np.array(kinds, dtype=object)),
+            "freq_a": (("panel",), np.array([1, 5, 1, 5], dtype=np.int64)),
+            "freq_b": (("panel",), np.array([1, 5, 2, 10], dtype=np.int64)),
+            "eps": (("panel",), np.array([1, 1, -1, 1], dtype=np.int64)),
+            "rotation": (("panel",), np.array([0, 1, 2, 3], dtype=np.int64)),
+            "train_accuracy": (("frame",), 0.1 + 0.9 * t),
+            "heldout_accuracy": (("frame",), 0.05 + 0.85 * t**2),
+            "loss": (("frame",), 3.2 * np.exp(-3 * t)),
+            "equivariance_error": (("frame",), np.exp(-2 * t)),
+            "M": (("head", "row", "col"), rng.standard_normal((n_heads, n_tokens, n_tokens))),
+            "R": (("head", "row", "col"), rng.standard_normal((n_heads, n_tokens, n_tokens))),
+            "orbit": (("head",), orbit.astype(np.int64)),
+            "shift_image": (("shift", "head"), shift_image.astype(np.int64)),
+            "shift_error": (("shift", "head"), rng.uniform(0, 0.05, (n_tokens, n_heads))),
+        },
+        coords={
+            "epoch": (("frame",), epochs),
+            "panel": (("panel",), np.array(panels, dtype=object)),
+            "head": np.arange(n_heads),
+            "shift": shifts,
+            "xy": np.array(["x", "y"], dtype=object),
+        },
+        attrs={"seed": seed, "n_tokens": n_tokens, "note": "synthetic orbits for tests"},
+    )
+    return ds
+
+
+def _simplex_points(rng: np.random.Generator, n: int) -> np.ndarray:
+    """(n, 4) points on the 3-simplex (Dirichlet(1,1,1,1))."""
+    return rng.dirichlet(np.ones(4), size=n)
+
+
+def rope_profiles(n_layers: int, n_heads: int, seed: int = 1) -> np.ndarray:
+    """(n_layers, n_heads, 129, 4) simplex points that move with d: a mixture of two fixed points."""
+    rng = np.random.default_rng(seed)
+    p0 = _simplex_points(rng, n_layers * n_heads).reshape(n_layers, n_heads, 1, 4)
+    p1 = _simplex_points(rng, n_layers * n_heads).reshape(n_layers, n_heads, 1, 4)
+    w = 0.5 - 0.5 * np.cos(2 * np.pi * np.arange(store.N_OFFSETS) / 64.0)  # 0 at d = 0, 1 at d = 32
+    w = w[None, None, :, None]
+    return (1 - w) * p0 + w * p1
+
+
+def write_synthetic_store(path, rope_shape=(4, 8), absolute_shape=(3, 6), empty_shape=(2, 4),
+                          with_orbits: bool = True) -> Path:
+    """A store with one rope model (varies with d), one learned-absolute model, one all-NaN model.
+
+    The empty model is registered but never written (not complete), as the pipeline leaves a model
+    whose run has not started. Returns the path.
+    """
+    path = Path(path)
+    L, H = rope_shape
+    store.register_model(path, store.ModelInfo(ROPE_MODEL, L, H, 64, 16, "rope", source="synthetic",
+                                               family="gpt-neox", command=f"python -m pipeline profiles {ROPE_MODEL}"))
+    prof = rope_profiles(L, H)
+    for layer in range(L):
+        store.write_layer(path, ROPE_MODEL, layer, prof[layer], np.ones((H, store.N_OFFSETS)))
+    store.mark_complete(path, ROPE_MODEL, revision="synthetic")
+
+    L, H = absolute_shape
+    store.register_model(path, store.ModelInfo(ABSOLUTE_MODEL, L, H, 48, 8, "learned absolute", source="synthetic",
+                                               family="gpt2", command=f"python -m pipeline profiles {ABSOLUTE_MODEL}"))
+    rng = np.random.default_rng(2)
+    for layer in range(L):
+        store.write_layer(path, ABSOLUTE_MODEL, layer, _simplex_points(rng, H), np.ones(H))
+    store.mark_complete(path, ABSOLUTE_MODEL, revision="synthetic")
+
+    L, H = empty_shape
+    store.register_model(path, store.ModelInfo(EMPTY_MODEL, L, H, 32, 8, "learned absolute", source="synthetic",
+                                               family="gpt2", command=f"python -m pipeline profiles {EMPTY_MODEL}"))
+    if with_orbits:
+        store.write_group(path, store.ORBITS, synthetic_orbits_dataset())
+    return path
+
+
+# ---------------------------------------------------------------------------------------- fixtures
+
+
+@pytest.fixture(scope="session")
+def synthetic_store(tmp_path_factory) -> Path:
+    """A synthetic store shared by the whole session (read-only for the tests)."""
+    return write_synthetic_store(tmp_path_factory.mktemp("store") / "store.zarr")
+
+
+@pytest.fixture(scope="session")
+def browser():
+    """Debian's chromium, headless, driven by playwright (sync API)."""
+    if not os.path.exists(CHROMIUM):
+        pytest.skip(f"browser tests need Debian's chromium at {CHROMIUM} (apt-get install chromium)")
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as pw:
+        b = pw.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
+        yield b
+        b.close()
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def serve_app(store_path, port: int | None = None, timeout: float = 90.0):
+    """Start ``panel serve dashboard/app.py`` on 127.0.0.1 in a subprocess; returns (process, url)."""
+    port = port or free_port()
+    cmd = [sys.executable, "-m", "panel", "serve", str(REPO / "dashboard" / "app.py"), "--port", str(port),
+           "--address", "127.0.0.1", "--allow-websocket-origin", f"127.0.0.1:{port}", "--args", "--store",
+           str(store_path)]
+    env = dict(os.environ, BOKEH_LOG_LEVEL="warning")
+    proc = subprocess.Popen(cmd, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    url = f"http://127.0.0.1:{port}/app"
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        if proc.poll() is not None:
+            out = proc.stdout.read().decode(errors="replace") if proc.stdout else ""
+            raise RuntimeError(f"panel serve exited with {proc.returncode}:\n{out}")
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/liveness", timeout=2):
+                return proc, url
+        except OSError:
+            time.sleep(0.5)
+    proc.kill()
+    raise RuntimeError(f"panel serve did not answer on port {port} within {timeout} s")
+
+
+def stop(proc: subprocess.Popen) -> None:
+    proc.terminate()
+    try:
+        proc.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+
+
+@pytest.fixture(scope="session")
+def served_app(synthetic_store):
+    """The app served over the synthetic store; yields its URL."""
+    proc, url = serve_app(synthetic_store)
+    try:
+        yield url
+    finally:
+        stop(proc)
+
+
+def console_errors(page) -> list[str]:
+    """Attach a collector of console errors and page errors to ``page``; returns the (live) list."""
+    errors: list[str] = []
+    page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    return errors
