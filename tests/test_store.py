@@ -1,0 +1,157 @@
+"""The Zarr store contract: region writes, completeness, resume, growth, and clear errors."""
+
+import json
+import warnings
+
+import numpy as np
+import pytest
+import xarray as xr
+
+from pipeline import store as st
+
+
+def info(name="m", L=2, H=3, positional="learned absolute", **kw):
+    return st.ModelInfo(name=name, n_layers=L, n_heads=H, d_model=16, d_head=4, positional=positional, **kw)
+
+
+def rand_layer(rng, H, rotary=False):
+    p = rng.dirichlet(np.ones(4), size=(H, st.N_OFFSETS) if rotary else H)
+    return p, rng.uniform(1, 2, size=p.shape[:-1])
+
+
+def test_round_trip_through_plain_xarray(tmp_path):
+    path = tmp_path / "s.zarr"
+    rng = np.random.default_rng(0)
+    st.register_model(path, info("abs", L=2, H=3, source="here"))
+    st.register_model(path, info("rot", L=1, H=2, positional="rope", rotary_dim=4))
+    layers = [rand_layer(rng, 3) for _ in range(2)]
+    for layer, (p, n) in enumerate(layers):
+        st.write_layer(path, "abs", layer, p, n)
+    pr, nr = rand_layer(rng, 2, rotary=True)
+    st.write_layer(path, "rot", 0, pr, nr)
+    st.mark_complete(path, "abs", revision="deadbeef")
+    st.mark_complete(path, "rot")
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # the contract: plain open_zarr with a group, no warnings
+        ds = xr.open_zarr(path, group="profiles")
+    assert list(ds.model.values) == ["abs", "rot"]
+    assert list(ds.coordinate.values) == ["a", "b", "c", "d"]
+    assert ds.sizes == {"model": 2, "layer": 2, "head": 3, "d": 129, "coordinate": 4}
+    got = ds.profile.sel(model="abs").values
+    for layer, (p, n) in enumerate(layers):
+        np.testing.assert_array_equal(got[layer, :, 5], p)  # position-independent: repeated at every d
+        np.testing.assert_array_equal(ds.norm.sel(model="abs").values[layer, :, 77], n)
+    np.testing.assert_array_equal(ds.profile.sel(model="rot").values[0, :2], pr)
+    assert np.isnan(ds.profile.sel(model="rot").values[1]).all()  # layer padding
+    assert np.isnan(ds.profile.sel(model="rot").values[0, 2]).all()  # head padding
+    assert ds.complete.values.tolist() == [True, True]
+    assert ds.revision.values.tolist() == ["deadbeef", ""]
+    assert ds.positional.values.tolist() == ["learned absolute", "rope"]
+    assert ds.n_layers.values.tolist() == [2, 1] and ds.n_heads.values.tolist() == [3, 2]
+    assert ds.attrs["schema_version"] == st.SCHEMA_VERSION
+    assert "W_K^T W_Q" in ds.attrs["bilinear_form"] and "query position - key position" in ds.attrs["offset"]
+    # strings are variable-length in Zarr v3, not fixed-width numpy <U
+    meta = json.loads((path / "profiles" / "model" / "zarr.json").read_text())
+    assert meta["data_type"] == "string"
+
+
+def test_complete_only_when_every_layer_written(tmp_path):
+    path = tmp_path / "s.zarr"
+    st.register_model(path, info(L=3))
+    p, n = rand_layer(np.random.default_rng(1), 3)
+    st.write_layer(path, "m", 0, p, n)
+    st.write_layer(path, "m", 2, p, n)
+    with pytest.raises(st.StoreError, match=r"layers \[1\]"):
+        st.mark_complete(path, "m")
+    assert not st.is_complete(path, "m")
+    assert st.layers_done(path, "m").tolist() == [True, False, True]
+
+
+def test_growth_keeps_what_was_written(tmp_path):
+    path = tmp_path / "s.zarr"
+    rng = np.random.default_rng(2)
+    st.register_model(path, info("small", L=1, H=2))
+    p, n = rand_layer(rng, 2)
+    st.write_layer(path, "small", 0, p, n)
+    st.mark_complete(path, "small")
+    st.register_model(path, info("big", L=4, H=5))  # more layers and heads than the store had
+    p2, n2 = rand_layer(rng, 5)
+    st.write_layer(path, "big", 3, p2, n2)
+    ds = st.open_profiles(path)
+    assert ds.sizes["layer"] == 4 and ds.sizes["head"] == 5
+    np.testing.assert_array_equal(ds.profile.sel(model="small").values[0, :2, 0], p)
+    assert np.isnan(ds.profile.sel(model="small").values[0, 2:]).all()
+    np.testing.assert_array_equal(ds.profile.sel(model="big").values[3, :, 0], p2)
+    assert ds["layer"].values.tolist() == [0, 1, 2, 3] and ds["head"].values.tolist() == [0, 1, 2, 3, 4]
+
+
+def test_reregistering_keeps_data_and_reset_forgets(tmp_path):
+    path = tmp_path / "s.zarr"
+    st.register_model(path, info(L=2))
+    p, n = rand_layer(np.random.default_rng(3), 3)
+    st.write_layer(path, "m", 0, p, n)
+    st.register_model(path, info(L=2, source="again"))  # resume: nothing lost
+    assert st.layers_done(path, "m").tolist() == [True, False]
+    assert st.model_info(path, "m").source == "again"
+    st.reset_model(path, "m")
+    assert st.layers_done(path, "m").tolist() == [False, False]
+    assert np.isnan(st.open_profiles(path).profile.values).all()
+
+
+def test_complete_model_with_other_shape_is_refused(tmp_path):
+    path = tmp_path / "s.zarr"
+    st.register_model(path, info(L=1))
+    p, n = rand_layer(np.random.default_rng(4), 3)
+    st.write_layer(path, "m", 0, p, n)
+    st.mark_complete(path, "m")
+    with pytest.raises(st.StoreError, match="--name"):
+        st.register_model(path, info(L=2))
+    assert st.is_complete(path, "m") and st.model_info(path, "m").n_layers == 1
+
+
+def test_bad_writes_are_refused(tmp_path):
+    path = tmp_path / "s.zarr"
+    st.register_model(path, info(L=2))
+    with pytest.raises(st.StoreError, match="out of range"):
+        st.write_layer(path, "m", 5, np.zeros((3, 4)), np.zeros(3))
+    with pytest.raises(st.StoreError, match="expected profile"):
+        st.write_layer(path, "m", 0, np.zeros((2, 4)), np.zeros(2))
+    with pytest.raises(st.StoreError, match="not in the store"):
+        st.write_layer(path, "nope", 0, np.zeros((3, 4)), np.zeros(3))
+    with pytest.raises(ValueError, match="positional"):
+        info(positional="sinusoidal")
+
+
+def test_open_errors_say_what_to_do(tmp_path):
+    with pytest.raises(st.StoreError, match="no store at"):
+        st.open_profiles(tmp_path / "missing.zarr")
+    (tmp_path / "junk").mkdir()
+    (tmp_path / "junk" / "file.txt").write_text("not zarr")
+    with pytest.raises(st.StoreError, match="not a Zarr store"):
+        st.open_profiles(tmp_path / "junk")
+    path = tmp_path / "s.zarr"
+    st.register_model(path, info())
+    with pytest.raises(st.StoreError, match="python -m pipeline orbits"):
+        st.open_orbits(path)
+    # an older schema
+    meta_path = path / "profiles" / "zarr.json"
+    meta = json.loads(meta_path.read_text())
+    meta["attributes"]["schema_version"] = 0
+    meta_path.write_text(json.dumps(meta))
+    st._consolidate(path)  # refresh the root's consolidated copy, as the old writer would have left it
+    with pytest.raises(st.StoreError, match="schema version 0"):
+        st.open_profiles(path)
+
+
+def test_write_group_replaces_only_its_group(tmp_path):
+    path = tmp_path / "s.zarr"
+    st.register_model(path, info())
+    ds = xr.Dataset({"x": (("frame",), np.arange(3.0)), "label": (("panel",), np.array(["QK 0x10", "OV"]))})
+    st.write_group(path, "orbits", ds, {"seed": 7})
+    st.write_group(path, "orbits", ds.assign(x=ds.x * 2), {"seed": 8})
+    got = st.open_orbits(path)
+    assert got.x.values.tolist() == [0.0, 2.0, 4.0] and got.attrs["seed"] == 8
+    assert got.label.values.tolist() == ["QK 0x10", "OV"]
+    assert st.open_profiles(path).model.values.tolist() == ["m"]
+    assert sorted(p.name for p in path.iterdir() if p.is_dir()) == ["orbits", "profiles"]
