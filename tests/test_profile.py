@@ -46,7 +46,11 @@ def test_low_rank_matches_naive_oracle(seed, N, n, H):
 
 
 @settings(max_examples=10, deadline=None)
-@given(seed=st.integers(0, 2**31 - 1), rot_frac=st.sampled_from([0.25, 0.5, 1.0]), style=st.sampled_from(["half", "interleaved"]))
+@given(
+    seed=st.integers(0, 2**31 - 1),
+    rot_frac=st.sampled_from([0.25, 0.5, 1.0]),
+    style=st.sampled_from(["half", "interleaved"]),
+)
 def test_rotary_low_rank_matches_naive_at_every_offset(seed, rot_frac, style):
     rng = np.random.default_rng(seed)
     H, n, N = 2, 16, 40
