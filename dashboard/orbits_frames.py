@@ -1,0 +1,181 @@
+"""Pack the ``orbits`` group for the client-side movie: plain numpy, no Bokeh.
+
+Everything the browser needs per frame is computed here once, so the JavaScript only indexes arrays:
+the flat float32 positions, the first frame of each frame's trail, the radius in view per frame and
+panel, the colour of each head and the per-orbit verification rows.
+
+Flat position layout: ``pos[((f * H + h) * P + p) * 2 + k]`` = coordinate k (0 = x, 1 = y) of head h
+in panel p at frame f (F frames, H heads, P panels).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import xarray as xr
+
+DEFAULT_TRAIL_EPOCHS = 250
+FIX_COMMAND = "python -m pipeline orbits --store PATH"
+METRICS = ("train_accuracy", "heldout_accuracy", "equivariance_error", "loss")
+# Category10 without its gray: the first orbit blue, the second orange, then other distinct colours.
+PALETTE = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#bcbd22", "#17becf",
+           "#393b79", "#ad494a", "#637939", "#7b4173", "#3182bd", "#e6550d", "#31a354")
+NO_ORBIT = "#a6a6a6"
+
+
+def orbits_problem(ds) -> str | None:
+    """Why ``ds`` cannot be shown as a movie (a message with the fix), or None when it can."""
+    fix = f"Recompute it with `{FIX_COMMAND}`."
+    if ds is None:
+        return f"The store has no orbits group. {fix}"
+    if "position" not in ds:
+        return f"The orbits group has no `position` variable. {fix}"
+    dims = set(ds["position"].dims)
+    need = {"frame", "head", "panel", "xy"}
+    if not need <= dims:
+        return (f"`position` has dimensions {sorted(dims)}; the movie needs (frame, head, panel, xy). {fix}")
+    if ds.sizes["frame"] == 0 or ds.sizes["head"] == 0 or ds.sizes["panel"] == 0:
+        return (f"The orbits group is empty ({ds.sizes['frame']} frames, {ds.sizes['head']} heads, "
+                f"{ds.sizes['panel']} panels). {fix}")
+    if ds.sizes["xy"] != 2:
+        return f"`position` has {ds.sizes['xy']} entries along xy, expected 2 (x, y). {fix}"
+    return None
+
+
+def sorted_by_epoch(ds: xr.Dataset) -> xr.Dataset:
+    """The frames in increasing epoch order (the frame index when there is no epoch coordinate)."""
+    if "epoch" not in ds.coords and "epoch" not in ds:
+        ds = ds.assign_coords(epoch=("frame", np.arange(ds.sizes["frame"])))
+    epochs = np.asarray(ds["epoch"].values)
+    if np.all(np.diff(epochs) >= 0):
+        return ds
+    return ds.isel(frame=np.argsort(epochs, kind="stable"))
+
+
+def positions(ds: xr.Dataset) -> np.ndarray:
+    """(F, H, P, 2) float64 positions, xy ordered (x, y) whatever the stored order."""
+    pos = ds["position"]
+    if "xy" in pos.coords and set(map(str, pos["xy"].values)) == {"x", "y"}:
+        pos = pos.sel(xy=["x", "y"])
+    return np.asarray(pos.transpose("frame", "head", "panel", "xy").values, dtype=np.float64)
+
+
+def pack_positions(pos: np.ndarray) -> np.ndarray:
+    """(F, H, P, 2) positions -> flat float32 array of length F * H * P * 2 (C order, see module doc)."""
+    return np.ascontiguousarray(pos, dtype=np.float32).reshape(-1)
+
+
+def trail_epochs(ds: xr.Dataset) -> float:
+    """The trail length in epochs from the attrs (``trail_epochs``), 250 when absent or unusable."""
+    value = ds.attrs.get("trail_epochs", DEFAULT_TRAIL_EPOCHS)
+    try:
+        value = float(value)
+    except (TypeError, ValueError):
+        return float(DEFAULT_TRAIL_EPOCHS)
+    return value if np.isfinite(value) and value >= 0 else float(DEFAULT_TRAIL_EPOCHS)
+
+
+def trail_starts(epochs: np.ndarray, trail: float) -> np.ndarray:
+    """(F,) int: the first frame whose epoch is within ``trail`` epochs before frame f (epochs increasing).
+
+    The trail of frame f is frames ``start[f] .. f`` inclusive: every g <= f with epoch[f] - epoch[g] <= trail.
+    """
+    epochs = np.asarray(epochs, dtype=np.float64)
+    return np.searchsorted(epochs, epochs - trail, side="left").astype(np.int32)
+
+
+def view_radii(pos: np.ndarray, starts: np.ndarray) -> np.ndarray:
+    """(F, P) largest distance from the origin of any head over its trail (frames start[f] .. f); NaN -> 0."""
+    r = np.hypot(pos[..., 0], pos[..., 1])  # (F, H, P)
+    per_frame = np.max(np.where(np.isfinite(r), r, 0.0), axis=1)  # (F, P)
+    out = np.empty_like(per_frame)
+    for f, s in enumerate(starts):
+        out[f] = per_frame[s: f + 1].max(axis=0)
+    return out
+
+
+def orbit_labels(ds: xr.Dataset) -> np.ndarray:
+    """(H,) int orbit label per head; all -1 when the group has no ``orbit`` variable."""
+    if "orbit" not in ds:
+        return np.full(ds.sizes["head"], -1, dtype=np.int64)
+    return np.asarray(ds["orbit"].values, dtype=np.int64)
+
+
+def orbit_order(orbit: np.ndarray) -> list[int]:
+    """Orbit labels (excluding -1), largest orbit first, ties by label: the order of the palette."""
+    labels, counts = np.unique(orbit[orbit >= 0], return_counts=True)
+    return [int(lab) for _, lab in sorted(zip(-counts, labels, strict=True))]
+
+
+def orbit_colours(orbit: np.ndarray) -> tuple[dict[int, str], list[str]]:
+    """({label: colour}, per-head colour list); -1 (no orbit) is gray."""
+    colours = {lab: PALETTE[i % len(PALETTE)] for i, lab in enumerate(orbit_order(orbit))}
+    return colours, [colours.get(int(o), NO_ORBIT) for o in orbit]
+
+
+@dataclass
+class OrbitCheck:
+    """One row of the verification table."""
+
+    label: int
+    colour: str
+    heads: list[int]
+    worst_error: float  # max over the 24 shifts and the orbit's heads of shift_error; NaN if not stored
+    closed: bool | None  # every shift maps the orbit's heads into the orbit (None if shift_image absent)
+
+
+def orbit_checks(ds: xr.Dataset) -> list[OrbitCheck]:
+    """Per orbit (palette order): its heads, the worst relative error over all shifts, closure under shifts."""
+    orbit = orbit_labels(ds)
+    colours, _ = orbit_colours(orbit)
+    err = np.asarray(ds["shift_error"].transpose("shift", "head").values, dtype=float) if "shift_error" in ds else None
+    img = np.asarray(ds["shift_image"].transpose("shift", "head").values) if "shift_image" in ds else None
+    rows = []
+    for lab in orbit_order(orbit):
+        heads = np.flatnonzero(orbit == lab)
+        worst = float(np.nanmax(err[:, heads])) if err is not None and np.isfinite(err[:, heads]).any() else np.nan
+        closed = bool(np.isin(img[:, heads], heads).all()) if img is not None else None
+        rows.append(OrbitCheck(lab, colours[lab], heads.tolist(), worst, closed))
+    return rows
+
+
+def metric_columns(ds: xr.Dataset) -> dict[str, np.ndarray]:
+    """Per-frame metrics as float64 (F,) arrays; NaN where the group lacks one."""
+    F = ds.sizes["frame"]
+    out = {}
+    for name in METRICS:
+        if name in ds and ds[name].dims == ("frame",):
+            out[name] = np.asarray(ds[name].values, dtype=np.float64)
+        else:
+            out[name] = np.full(F, np.nan)
+    return out
+
+
+def _panel_value(ds: xr.Dataset, name: str, p: int):
+    if name in ds and ds[name].dims == ("panel",):
+        return ds[name].values[p]
+    return None
+
+
+def panel_title(ds: xr.Dataset, p: int) -> str:
+    """e.g. "QK: query freq 0 × key freq 10 (rotation 10)"; the stored label when metadata is missing."""
+    label = str(ds["panel"].values[p]) if "panel" in ds.coords else f"panel {p}"
+    kind, a, b = (_panel_value(ds, n, p) for n in ("panel_kind", "freq_a", "freq_b"))
+    rot, eps = _panel_value(ds, "rotation", p), _panel_value(ds, "eps", p)
+    if kind is None or a is None or b is None:
+        return label
+    kind = str(kind)
+    names = ("query", "key") if kind == "QK" else ("output", "input") if kind == "OV" else ("freq a", "freq b")
+    title = f"{kind}: {names[0]} freq {int(a)} × {names[1]} freq {int(b)}"
+    extras = []
+    if rot is not None:
+        extras.append(f"rotation {int(rot)}")
+    if eps is not None and int(eps) == -1:
+        extras.append("ε = −1")
+    return title + (f" ({', '.join(extras)})" if extras else "")
+
+
+def vertex_count(rotation: int, n: int = 24) -> int:
+    """Vertices of the polygon a full C_n orbit draws in a plane that a shift by 1 turns by rotation·2π/n."""
+    return n // int(np.gcd(int(rotation), n))
