@@ -1,0 +1,243 @@
+"""A loopback stand-in for the Hugging Face Hub: the part of its HTTP protocol that huggingface_hub uses.
+
+Serves model repositories from memory (bytes) or from disk (paths) on 127.0.0.1 only, and counts the
+body bytes it sends per file, so tests can bound what a client fetched. Point huggingface_hub at it with
+``HF_ENDPOINT=hub.endpoint``. No mock of huggingface_hub: the real client talks HTTP to this server.
+
+Endpoints (as huggingface_hub 2.x calls them)::
+
+    HEAD/GET /{repo}/resolve/{revision}/{filename}   X-Repo-Commit, ETag, Content-Length, Accept-Ranges;
+                                                      "Range: bytes=a-b" -> 206 Partial Content
+    GET /api/models/{repo}[/revision/{revision}]     model_info JSON: id, sha, siblings
+    GET /api/models/{repo}/tree/{revision}[/{path}]  file listing (HfFileSystem)
+
+Errors follow the Hub's convention (X-Error-Code: RepoNotFound / RevisionNotFound / EntryNotFound) so
+huggingface_hub raises its own typed errors. ``fail_with`` makes every request answer that status
+(e.g. 500); ``fail_after_ranges`` answers 500 to every Range request after that many succeeded
+(an interrupted transfer); ``token`` makes the repos private (401 without ``Authorization: Bearer``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import threading
+from collections import defaultdict
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from urllib.parse import unquote, urlparse
+
+RANGE = re.compile(r"bytes=(\d+)-(\d*)$")
+
+
+class LoopbackHub:
+    """Serve ``repos = {repo_id: {filename: bytes | path}}`` like the Hub, at ``self.endpoint``.
+
+    Use as a context manager (or ``start()`` / ``stop()``). Every repo has one commit, ``self.sha[repo]``,
+    reachable as "main" or by its sha.
+    """
+
+    def __init__(self, repos: dict[str, dict[str, bytes | str | os.PathLike]], token: str | None = None):
+        self.repos = {r: dict(files) for r, files in repos.items()}
+        self.sha = {r: hashlib.sha1(r.encode()).hexdigest() for r in repos}
+        self.token = token
+        self.fail_with: int | None = None
+        self.fail_after_ranges: int | None = None
+        self.bytes_served: dict[tuple[str, str], int] = defaultdict(int)
+        self.requests: list[tuple[str, str, str | None]] = []  # (method, path, Range header)
+        self._ranges_ok = 0
+        self._lock = threading.Lock()
+        self._server: ThreadingHTTPServer | None = None
+        self._thread: threading.Thread | None = None
+
+    # ------------------------------------------------------------------------------------- lifecycle
+    def start(self) -> LoopbackHub:
+        hub = self
+
+        class Handler(_Handler):
+            pass
+
+        Handler.hub = hub
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._server.daemon_threads = True
+        self._thread = threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.05},
+                                        name="loopback-hub", daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        if self._server is not None:
+            self._server.shutdown()
+            self._server.server_close()
+            self._thread.join(timeout=5)
+            self._server = None
+
+    def __enter__(self) -> LoopbackHub:
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+    @property
+    def endpoint(self) -> str:
+        host, port = self._server.server_address[:2]
+        return f"http://{host}:{port}"
+
+    # ------------------------------------------------------------------------------------- accounting
+    def total_bytes(self, repo: str | None = None) -> int:
+        return sum(n for (r, _f), n in self.bytes_served.items() if repo is None or r == repo)
+
+    def reset_counts(self) -> None:
+        with self._lock:
+            self.bytes_served.clear()
+            self.requests.clear()
+            self._ranges_ok = 0
+
+    # ------------------------------------------------------------------------------------- content
+    def size(self, repo: str, filename: str) -> int:
+        f = self.repos[repo][filename]
+        return len(f) if isinstance(f, bytes | bytearray) else os.path.getsize(f)
+
+    def read(self, repo: str, filename: str, start: int, end: int) -> bytes:
+        f = self.repos[repo][filename]
+        if isinstance(f, bytes | bytearray):
+            return bytes(f[start:end])
+        with open(f, "rb") as fh:
+            fh.seek(start)
+            return fh.read(end - start)
+
+    def etag(self, repo: str, filename: str) -> str:
+        key = f"{self.sha[repo]}/{filename}/{self.size(repo, filename)}"
+        return '"' + hashlib.sha256(key.encode()).hexdigest() + '"'
+
+
+class _Handler(BaseHTTPRequestHandler):
+    hub: LoopbackHub
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, *args) -> None:  # quiet
+        pass
+
+    # --------------------------------------------------------------------------------- helpers
+    def _send(self, status: int, body: bytes = b"", headers: dict | None = None, head: bool = False) -> None:
+        self.send_response(status)
+        for k, v in (headers or {}).items():
+            self.send_header(k, str(v))
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        if not head and body:
+            self.wfile.write(body)
+
+    def _error(self, status: int, code: str | None, message: str, head: bool, extra: dict | None = None) -> None:
+        headers = {"Content-Type": "application/json", **(extra or {})}
+        if code:
+            headers["X-Error-Code"] = code
+        headers["X-Error-Message"] = message
+        self._send(status, json.dumps({"error": message}).encode(), headers, head)
+
+    def _repo_and_rev(self, repo: str, rev: str | None, head: bool) -> str | None:
+        """The commit sha for (repo, rev), or None after answering the error."""
+        hub = self.hub
+        if hub.fail_with:
+            self._error(hub.fail_with, None, f"loopback hub configured to fail with {hub.fail_with}", head)
+            return None
+        if repo not in hub.repos:
+            self._error(404, "RepoNotFound", "Repository not found", head)
+            return None
+        if hub.token and self.headers.get("Authorization") != f"Bearer {hub.token}":
+            self._error(401, "RepoNotFound", "Invalid credentials in Authorization header", head)
+            return None
+        sha = hub.sha[repo]
+        if rev not in (None, "main", sha):
+            self._error(404, "RevisionNotFound", f"Invalid rev id: {rev}", head)
+            return None
+        return sha
+
+    # --------------------------------------------------------------------------------- routes
+    def do_HEAD(self) -> None:
+        self._route(head=True)
+
+    def do_GET(self) -> None:
+        self._route(head=False)
+
+    def _route(self, head: bool) -> None:
+        path = unquote(urlparse(self.path).path)
+        with self.hub._lock:
+            self.hub.requests.append((self.command, path, self.headers.get("Range")))
+        if path.startswith("/api/models/"):
+            return self._api(path[len("/api/models/"):], head)
+        m = re.match(r"^/(.+?)/resolve/([^/]+)/(.+)$", path)
+        if m:
+            return self._resolve(m.group(1), m.group(2), m.group(3), head)
+        self._error(404, None, f"no route for {path}", head)
+
+    def _api(self, rest: str, head: bool) -> None:
+        m = re.match(r"^(.+?)/tree/([^/]+)(?:/(.*))?$", rest)
+        if m:
+            repo, rev, sub = m.group(1), m.group(2), (m.group(3) or "").strip("/")
+            sha = self._repo_and_rev(repo, rev, head)
+            if sha is None:
+                return
+            items = [{"type": "file", "path": f, "size": self.hub.size(repo, f), "oid": self.hub.etag(repo, f)[1:41]}
+                     for f in sorted(self.hub.repos[repo]) if not sub or f.startswith(sub + "/")]
+            return self._send(200, json.dumps(items).encode(), {"Content-Type": "application/json"}, head)
+        m = re.match(r"^(.+?)(?:/revision/([^/]+))?$", rest)
+        repo, rev = m.group(1), m.group(2)
+        sha = self._repo_and_rev(repo, rev, head)
+        if sha is None:
+            return
+        info = {"id": repo, "modelId": repo, "sha": sha, "private": bool(self.hub.token),
+                "siblings": [{"rfilename": f} for f in sorted(self.hub.repos[repo])]}
+        self._send(200, json.dumps(info).encode(), {"Content-Type": "application/json"}, head)
+
+    def _resolve(self, repo: str, rev: str, filename: str, head: bool) -> None:
+        hub = self.hub
+        sha = self._repo_and_rev(repo, rev, head)
+        if sha is None:
+            return
+        if filename not in hub.repos[repo]:
+            return self._error(404, "EntryNotFound", f"{filename} does not exist on {rev}", head,
+                               {"X-Repo-Commit": sha})
+        size = hub.size(repo, filename)
+        headers = {"X-Repo-Commit": sha, "ETag": hub.etag(repo, filename), "Accept-Ranges": "bytes",
+                   "Content-Type": "application/octet-stream"}
+        rng = self.headers.get("Range")
+        if rng is None:
+            headers["Content-Length"] = str(size)
+            self.send_response(200)
+            start, end = 0, size
+        else:
+            m = RANGE.match(rng.strip())
+            if not m or int(m.group(1)) >= size:
+                return self._error(416, None, f"unsatisfiable range {rng!r} for a file of {size} bytes", head,
+                                   {"Content-Range": f"bytes */{size}"})
+            with hub._lock:
+                if hub.fail_after_ranges is not None and hub._ranges_ok >= hub.fail_after_ranges:
+                    fail = True
+                else:
+                    fail = False
+                    hub._ranges_ok += 1
+            if fail:
+                return self._error(500, None, "loopback hub: simulated interruption", head)
+            start = int(m.group(1))
+            end = min(int(m.group(2)) + 1, size) if m.group(2) else size
+            headers["Content-Length"] = str(end - start)
+            headers["Content-Range"] = f"bytes {start}-{end - 1}/{size}"
+            self.send_response(206)
+        for k, v in headers.items():
+            self.send_header(k, v)
+        self.end_headers()
+        if head:
+            return
+        body = hub.read(repo, filename, start, end)
+        self.wfile.write(body)
+        with hub._lock:
+            hub.bytes_served[(repo, filename)] += len(body)
+
+
+def serve_folder(folder: str | os.PathLike, repo: str) -> dict[str, dict[str, Path]]:
+    """``{repo: {relative filename: path}}`` for every file under ``folder`` (to build a LoopbackHub)."""
+    folder = Path(folder)
+    return {repo: {p.relative_to(folder).as_posix(): p for p in sorted(folder.rglob("*")) if p.is_file()}}

@@ -1,0 +1,180 @@
+"""Hub range reads against a loopback Hub (tests/hub_server.py): the real huggingface_hub client talks
+HTTP to a local server that serves a small sharded bf16 checkpoint with Range support."""
+
+from __future__ import annotations
+
+import json
+import socket
+import time
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch", reason="the pipeline tests need torch (pip install -e .[pipeline])")
+pytest.importorskip("huggingface_hub", reason="the Hub tests need huggingface_hub")
+
+from pipeline.hub import HubCheckpoint, HubError, read_header  # noqa: E402
+from pipeline.profile import head_profiles  # noqa: E402
+from tests.hub_server import LoopbackHub, serve_folder  # noqa: E402
+
+REPO = "test-org/tiny-opt"
+H, N, LAYERS = 4, 32, 3
+
+
+@pytest.fixture(scope="module")
+def checkpoint_dir(tmp_path_factory):
+    """A tiny OPT saved in bfloat16 over several shards (save_pretrained, as on the Hub)."""
+    import transformers
+
+    folder = tmp_path_factory.mktemp("tiny-opt")
+    cfg = transformers.OPTConfig(hidden_size=N, num_attention_heads=H, num_hidden_layers=LAYERS, ffn_dim=64,
+                                 vocab_size=64, max_position_embeddings=32, word_embed_proj_dim=N)
+    torch.manual_seed(0)
+    model = transformers.OPTForCausalLM(cfg).to(torch.bfloat16)
+    model.save_pretrained(str(folder), max_shard_size="12KB")
+    assert (folder / "model.safetensors.index.json").exists()
+    return folder
+
+
+@pytest.fixture
+def hub_env(monkeypatch, tmp_path):
+    """A fresh Hub cache, no token, online, no retries (so failures are fast)."""
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf-home"))
+    monkeypatch.delenv("HF_HUB_CACHE", raising=False)
+    monkeypatch.delenv("HF_TOKEN", raising=False)
+    monkeypatch.delenv("HUGGING_FACE_HUB_TOKEN", raising=False)
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    monkeypatch.setenv("HEADGEOMETRY_HUB_RETRIES", "0")
+    return monkeypatch
+
+
+@pytest.fixture
+def hub(checkpoint_dir, hub_env):
+    with LoopbackHub(serve_folder(checkpoint_dir, REPO)) as server:
+        hub_env.setenv("HF_ENDPOINT", server.endpoint)
+        yield server
+
+
+def qk_names(layer: int) -> list[str]:
+    return [f"model.decoder.layers.{layer}.self_attn.{p}_proj.weight" for p in ("q", "k")]
+
+
+def disk_tensors(folder) -> dict[str, np.ndarray]:
+    from safetensors import safe_open
+
+    out = {}
+    for f in sorted(folder.glob("*.safetensors")):
+        with safe_open(str(f), framework="pt") as fh:
+            out.update({k: fh.get_tensor(k).to(torch.float64).numpy() for k in fh.keys()})
+    return out
+
+
+def header_bytes(folder) -> dict[str, int]:
+    """8 + JSON header length of each shard (what a range reader must fetch to locate tensors)."""
+    return {f.name: 8 + int.from_bytes(f.read_bytes()[:8], "little") for f in folder.glob("*.safetensors")}
+
+
+def test_range_reads_equal_disk_and_fetch_only_qk(hub, checkpoint_dir):
+    ck = HubCheckpoint(REPO)
+    assert ck.revision == hub.sha[REPO]  # the commit the branch resolved to, recorded by the caller
+    assert ck.config["model_type"] == "opt"
+    disk = disk_tensors(checkpoint_dir)
+    assert set(ck.tensor_names()) == set(disk)
+    for layer in range(LAYERS):
+        q_name, k_name = qk_names(layer)
+        W_Q, W_K = ck.read(q_name), ck.read(k_name)
+        np.testing.assert_array_equal(W_Q, disk[q_name])
+        np.testing.assert_array_equal(W_K, disk[k_name])
+        got = head_profiles(W_Q.reshape(H, -1, N), W_K.reshape(H, -1, N))
+        want = head_profiles(disk[q_name].reshape(H, -1, N), disk[k_name].reshape(H, -1, N))
+        np.testing.assert_array_equal(got[0], want[0])
+
+    # The bound: config.json + the index + (8 + JSON header) of every shard that holds a Q/K tensor
+    # + the Q/K bytes themselves (bf16: 2 bytes per entry), and not one byte more.
+    index = json.loads((checkpoint_dir / "model.safetensors.index.json").read_text())["weight_map"]
+    wanted = [n for layer in range(LAYERS) for n in qk_names(layer)]
+    qk_bytes = sum(disk[n].size * 2 for n in wanted)
+    heads = header_bytes(checkpoint_dir)
+    shards = {index[n] for n in wanted}
+    bound = (qk_bytes + sum(heads[s] for s in shards) + (checkpoint_dir / "config.json").stat().st_size
+             + (checkpoint_dir / "model.safetensors.index.json").stat().st_size)
+    served = hub.total_bytes(REPO)
+    assert served <= bound
+    assert served >= qk_bytes
+    total = sum(f.stat().st_size for f in checkpoint_dir.glob("*.safetensors"))
+    assert served < total / 2, f"fetched {served} of {total} checkpoint bytes"
+    assert all(r[2] is not None for r in hub.requests if r[0] == "GET" and r[1].endswith(".safetensors"))
+
+
+def test_header_is_two_small_range_reads(hub, checkpoint_dir):
+    ck = HubCheckpoint(REPO)
+    shard = sorted(header_bytes(checkpoint_dir))[0]
+    source = ck.snapshot.source(shard)
+    entries = read_header(source)
+    assert source.requests == 2 and source.bytes_fetched == header_bytes(checkpoint_dir)[shard]
+    with open(checkpoint_dir / shard, "rb") as fh:
+        raw = fh.read()
+    name, e = sorted(entries.items())[0]
+    assert e.end - e.start == int(np.prod(e.shape)) * 2
+    assert source.read(e.start, e.end - e.start) == raw[e.start:e.end]
+
+
+def test_revision_pinning_and_cache_reuse(hub):
+    sha = hub.sha[REPO]
+    ck = HubCheckpoint(REPO, revision=sha)
+    assert ck.revision == sha
+    hub.reset_counts()
+    again = HubCheckpoint(REPO, revision=sha)  # config and index come from the Hub cache (HF_HOME) now
+    assert again.revision == sha
+    assert hub.total_bytes(REPO) == 0
+    with pytest.raises(HubError, match="no revision 'v9.9'"):
+        HubCheckpoint(REPO, revision="v9.9")
+
+
+def test_token_is_sent(checkpoint_dir, hub_env):
+    with LoopbackHub(serve_folder(checkpoint_dir, REPO), token="hf_secret") as server:
+        hub_env.setenv("HF_ENDPOINT", server.endpoint)
+        with pytest.raises(HubError, match="HF_TOKEN"):
+            HubCheckpoint(REPO)
+        hub_env.setenv("HF_TOKEN", "hf_secret")
+        ck = HubCheckpoint(REPO)
+        np.testing.assert_array_equal(ck.read(qk_names(0)[0]), disk_tensors(checkpoint_dir)[qk_names(0)[0]])
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_unreachable_404_and_500_are_clear(checkpoint_dir, hub_env):
+    hub_env.setenv("HF_ENDPOINT", f"http://127.0.0.1:{free_port()}")
+    t0 = time.perf_counter()
+    with pytest.raises(HubError, match="could not reach the Hub"):
+        HubCheckpoint(REPO)
+    assert time.perf_counter() - t0 < 10  # no long backoff before telling the user
+    with LoopbackHub(serve_folder(checkpoint_dir, REPO)) as server:
+        hub_env.setenv("HF_ENDPOINT", server.endpoint)
+        with pytest.raises(HubError, match="no model repository 'test-org/missing'"):
+            HubCheckpoint("test-org/missing")
+        server.fail_with = 500
+        with pytest.raises(HubError, match="answered 500"):
+            HubCheckpoint(REPO)
+        server.fail_with = None
+        ck = HubCheckpoint(REPO)
+        server.fail_after_ranges = 0  # the server breaks in the middle of a run
+        with pytest.raises(HubError, match="answered 500"):
+            ck.read(qk_names(0)[0])
+
+
+def test_offline_needs_the_cache(hub, hub_env):
+    hub_env.setenv("HF_HUB_OFFLINE", "1")
+    with pytest.raises(HubError, match="HF_HUB_OFFLINE is set and config.json"):
+        HubCheckpoint(REPO)
+    hub_env.delenv("HF_HUB_OFFLINE")
+    HubCheckpoint(REPO)  # caches config and index only
+    hub_env.setenv("HF_HUB_OFFLINE", "1")
+    before = len(hub.requests)
+    with pytest.raises(HubError, match="HF_HUB_OFFLINE is set and model-0000"):
+        HubCheckpoint(REPO)
+    assert len(hub.requests) == before  # offline means no request at all
