@@ -96,8 +96,8 @@ def view_radii(pos: np.ndarray, starts: np.ndarray) -> np.ndarray:
 
 
 def orbit_labels(ds: xr.Dataset) -> np.ndarray:
-    """(H,) int orbit label per head; all -1 when the group has no ``orbit`` variable."""
-    if "orbit" not in ds:
+    """(H,) int orbit label per head; all -1 when the group has no ``orbit`` (head) variable."""
+    if "orbit" not in ds or ds["orbit"].dims != ("head",):
         return np.full(ds.sizes["head"], -1, dtype=np.int64)
     return np.asarray(ds["orbit"].values, dtype=np.int64)
 
