@@ -10,6 +10,7 @@ import them: ``from tests.browser.conftest import synthetic_orbits_dataset``.
 from __future__ import annotations
 
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -217,3 +218,58 @@ def console_errors(page) -> list[str]:
     page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
     page.on("pageerror", lambda e: errors.append(str(e)))
     return errors
+
+
+def _local_resource(url: str) -> Path | None:
+    """The installed file behind a BokehJS / Panel CDN url, or None."""
+    import bokeh
+    import panel
+
+    name = url.split("?")[0].rsplit("/", 1)[-1]
+    if "cdn.bokeh.org" in url:
+        base = re.sub(r"-\d+\.\d+\.\d+(\.\w+)?(?=(\.min)?\.(js|css)$)", "", name)
+        path = Path(bokeh.__file__).parent / "server" / "static" / "js" / base
+        return path if path.exists() else None
+    if "cdn.holoviz.org" in url or "cdn.jsdelivr.net" in url or "unpkg.com" in url:
+        rel = re.sub(r"^https?://[^/]+/panel/[^/]+/dist/", "", url.split("?")[0])
+        path = Path(panel.__file__).parent / "dist" / rel
+        return path if path.exists() else None
+    return None
+
+
+def route_offline(page, requested: list[str] | None = None) -> None:
+    """Serve CDN requests from the installed bokeh/panel files and refuse every other remote request.
+
+    Every remote url asked for is appended to ``requested`` (when given), so a test can check that a
+    page asks for nothing it cannot get.
+    """
+
+    def handle(route):
+        url = route.request.url
+        if url.startswith(("file://", "data:", "http://127.0.0.1", "http://localhost", "ws://127.0.0.1")):
+            return route.continue_()
+        if requested is not None:
+            requested.append(url)
+        path = _local_resource(url)
+        if path is None:
+            return route.abort()
+        ctype = "text/css" if path.suffix == ".css" else "application/javascript"
+        return route.fulfill(status=200, body=path.read_bytes(), headers={"content-type": ctype,
+                                                                           "access-control-allow-origin": "*"})
+
+    page.route("**/*", handle)
+
+
+def wait_for_bokeh(page, name: str, timeout: float = 60_000) -> None:
+    """Wait until the Bokeh document holds a model named ``name`` (the page has rendered)."""
+    page.wait_for_function(
+        "(n) => window.Bokeh && Bokeh.documents.length > 0 && "
+        "Bokeh.documents.some(d => d.get_model_by_name(n) != null)", arg=name, timeout=timeout)
+
+
+def model_data(page, name: str, column: str) -> list:
+    """``data[column]`` of the ColumnDataSource named ``name`` in the page's Bokeh documents, as a list."""
+    return page.evaluate(
+        "([n, c]) => { for (const d of Bokeh.documents) { const m = d.get_model_by_name(n);"
+        " if (m != null) { return Array.from(m.data[c], v => (v === null || Number.isNaN(v)) ? null : v); } }"
+        " return null; }", [name, column])

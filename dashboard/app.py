@@ -1,0 +1,72 @@
+"""The served dashboard: ``panel serve dashboard/app.py [--args --store PATH]`` (or ``python -m dashboard``).
+
+A thin Panel shell over the Bokeh layouts of ``profiles_page`` and ``orbits_page`` (the same ones the
+static exporter writes), with a model selector that rebuilds the profiles view on the server. Every
+interaction inside a view runs in the browser.
+
+The store is chosen only at start-up: ``--store PATH`` after ``--args``, else $HEADGEOMETRY_STORE, else
+the committed store.zarr. URL query parameters are ignored. Bind to localhost (``python -m dashboard``
+does; with ``panel serve`` pass ``--address 127.0.0.1``).
+"""
+
+from __future__ import annotations
+
+import html
+import sys
+
+import panel as pn
+
+from dashboard import data
+from dashboard.export import orbits_content
+from dashboard.profiles_page import CSS, header, message, not_computed_html, profiles_view
+
+TITLE = "Attention-head geometry"
+STORE = data.store_path(sys.argv[1:])  # argv after --args; never the URL
+
+pn.extension(raw_css=[CSS.replace(":host", "body")], design="bootstrap", notifications=False)
+
+
+def _error_view(title: str, text: str):
+    return header(title, message(html.escape(text), "error", name="store_error").text)
+
+
+def profiles_panel() -> pn.viewable.Viewable:
+    """The model selector and the profiles view of the chosen model (or the store's problem)."""
+    try:
+        ds = data.profiles(STORE)
+        models = data.summaries(ds)
+    except data.StoreError as exc:
+        return pn.pane.Bokeh(_error_view("Profiles of attention heads", str(exc)))
+    computed = [m for m in models if m.computed]
+    if not computed:
+        body = "The store holds no computed model yet. " + (not_computed_html(models) or
+                                                             "Compute one with <code>python -m pipeline profiles "
+                                                             "MODEL</code>.")
+        return pn.pane.Bokeh(header("Profiles of attention heads", message(body, name="no_models").text))
+    by_name = {m.name: m for m in models}
+    labels = {(m.name if m.computed else f"{m.name} (not computed)"): m.name for m in models}
+    select = pn.widgets.Select(name="Model", options=labels, value=computed[0].name, width=340)
+    pane = pn.pane.Bokeh(sizing_mode="fixed")
+
+    def show(name: str) -> None:
+        m = by_name[name]
+        pane.object = profiles_view(m, data.model_profile(ds, m), models=models)
+
+    select.param.watch(lambda ev: show(ev.new), "value")
+    show(select.value)
+    return pn.Column(select, pane, name="Profiles")
+
+
+def orbits_panel() -> pn.viewable.Viewable:
+    content = orbits_content(STORE)
+    return content if isinstance(content, pn.viewable.Viewable) else pn.pane.Bokeh(content)
+
+
+def app() -> pn.template.BaseTemplate:
+    tmpl = pn.template.BootstrapTemplate(title=TITLE, header_background="#1f2a3a")
+    tmpl.main.append(pn.Tabs(("Profiles", profiles_panel()), ("Orbits", orbits_panel()), dynamic=False))
+    tmpl.main.append(pn.pane.HTML(f"<p class='meta'>Store: <code>{html.escape(str(STORE))}</code></p>"))
+    return tmpl
+
+
+app().servable(title=TITLE)

@@ -1,0 +1,163 @@
+"""python -m dashboard.export OUT/ : the dashboard as static HTML pages that need no server.
+
+Writes ``OUT/index.html`` (every model of the store: a link to its page, or the command that computes
+it), ``OUT/profiles-<model>.html`` per computed model and ``OUT/orbits.html``. The pages are the same
+Bokeh layouts the served app shows; every interaction runs client-side, so they work opened with
+file://. By default the pages load BokehJS (and, for a Panel orbits view, Panel's bundle) from the
+CDN; ``--self-contained`` inlines all JS and CSS for offline use.
+"""
+
+from __future__ import annotations
+
+import argparse
+import html
+import re
+import sys
+from pathlib import Path
+
+from bokeh.embed import file_html
+from bokeh.model import Model
+from bokeh.resources import CDN, INLINE
+
+from dashboard import data
+from dashboard.profiles_page import CSS, header, message, profiles_view
+
+PAGE_CSS = """
+<style>
+  body { margin: 0; padding: 18px 28px 40px 28px; background: #fafbfc; color: #222831;
+         font-family: "Source Sans 3", "Source Sans Pro", "Segoe UI", Helvetica, Arial, sans-serif; }
+  nav.hg { font-size: 0.92em; margin-bottom: 6px; }
+  nav.hg a { color: #1565c0; text-decoration: none; margin-right: 1.2em; }
+  nav.hg a:hover { text-decoration: underline; }
+</style>
+"""
+
+
+def orbits_content(store):
+    """The orbits page's content: ``dashboard.orbits_page.orbits_view`` over the store's orbits group.
+
+    A store without a (readable) orbits group gives a page with the fixing command; while
+    ``dashboard/orbits_page.py`` does not exist, a placeholder says so.
+    """
+    from bokeh.layouts import column
+
+    title = "Orbits of attention heads"
+    try:
+        ds = data.orbits(store)
+    except data.StoreError as exc:
+        return column(header(title), message(html.escape(str(exc)), "error", name="store_error"), name="orbits_page")
+    try:
+        from dashboard.orbits_page import orbits_view
+    except ModuleNotFoundError as exc:
+        if exc.name != "dashboard.orbits_page":
+            raise
+        return column(header(title), message("The orbits movie view is not part of this version of the dashboard yet "
+                                             "(dashboard/orbits_page.py).", name="orbits_placeholder"),
+                      name="orbits_page")
+    return orbits_view(ds)
+
+
+def slug(name: str) -> str:
+    """A file-name-safe form of a model name: 'EleutherAI/pythia-70m' -> 'EleutherAI_pythia-70m'."""
+    return re.sub(r"[^A-Za-z0-9._-]+", "_", name).strip("_") or "model"
+
+
+def profile_page_name(name: str) -> str:
+    return f"profiles-{slug(name)}.html"
+
+
+def _nav(links: list[tuple[str, str]]) -> str:
+    return '<nav class="hg">' + "".join(f'<a href="{html.escape(u)}">{html.escape(t)}</a>' for t, u in links) + "</nav>"
+
+
+def _template(nav_html: str) -> str:
+    return ("{% block postamble %}" + PAGE_CSS + "{% endblock %}"
+            "{% block contents %}" + nav_html + "{{ super() }}{% endblock %}")
+
+
+def save_bokeh(layout: Model, path: Path, title: str, resources, nav_html: str = "") -> None:
+    path.write_text(file_html(layout, resources=resources, title=title, template=_template(nav_html)),
+                    encoding="utf-8")
+
+
+def save_any(obj, path: Path, title: str, resources, nav_html: str = "") -> None:
+    """Save a Bokeh layout with ``file_html``, or a Panel object with Panel's ``save`` (no embed)."""
+    if isinstance(obj, Model):
+        save_bokeh(obj, path, title, resources, nav_html)
+        return
+    import panel as pn
+
+    pn.panel(obj).save(str(path), title=title, resources=resources, embed=False)
+
+
+def index_html(store: Path, models: list[data.ModelSummary], problem: str | None, resources) -> str:
+    rows = []
+    for m in models:
+        if m.computed:
+            state = "complete" if m.complete else f"incomplete: {m.layers_done} of {m.n_layers} layers"
+            rows.append(f'<li><a href="{profile_page_name(m.name)}">{html.escape(m.name)}</a> '
+                        f'<span class="meta">({m.n_layers} × {m.n_heads} heads, {html.escape(m.positional)}, '
+                        f"{state})</span></li>")
+        else:
+            rows.append(f"<li>{html.escape(m.name)} <span class='meta'>not computed: "
+                        f"<code>{html.escape(m.fix_command)}</code></span></li>")
+    body = f'<div class="error">{html.escape(problem)}</div>' if problem else ""
+    body += f"<h2>Profiles</h2><ul>{''.join(rows) or '<li>no models in the store</li>'}</ul>"
+    body += ('<h2>Orbits</h2><ul><li><a href="orbits.html">The orbit experiment: the heads of one layer under '
+             "C<sub>24</sub></a></li></ul>")
+    css = CSS.replace(":host", "body")
+    return (f"<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'><title>Attention-head geometry</title>"
+            f"{PAGE_CSS}<style>{css}</style></head><body><h1>Attention-head geometry</h1>"
+            f"<p class='meta'>Static pages exported from <code>{html.escape(store.name)}</code>; every view works "
+            f"without a server.</p>{body}</body></html>")
+
+
+def export(out, store=None, self_contained: bool = False) -> list[Path]:
+    """Write the index, one page per computed model and the orbits page into ``out``; returns the paths."""
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    store = Path(store) if store else data.store_path([])
+    resources = INLINE if self_contained else CDN
+    written: list[Path] = []
+    models: list[data.ModelSummary] = []
+    problem = None
+    try:
+        ds = data.profiles(store)
+        models = data.summaries(ds)
+    except data.StoreError as exc:
+        problem = str(exc)
+    computed = [m for m in models if m.computed]
+    nav = {m.name: profile_page_name(m.name) for m in computed}
+    links = [("← index", "index.html"), ("orbits", "orbits.html")]
+    for m in computed:
+        layout = profiles_view(m, data.model_profile(ds, m), nav=nav, current_url=nav[m.name], models=models)
+        path = out / nav[m.name]
+        save_bokeh(layout, path, f"Profiles of attention heads · {m.name}", resources, _nav(links))
+        written.append(path)
+    path = out / "orbits.html"
+    save_any(orbits_content(store), path, "Orbits of attention heads", resources,
+             _nav([("← index", "index.html")] + [(m.name, nav[m.name]) for m in computed[:1]]))
+    written.append(path)
+    path = out / "index.html"
+    path.write_text(index_html(store, models, problem, resources), encoding="utf-8")
+    written.append(path)
+    return written
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m dashboard.export", description=__doc__.split("\n\n")[0])
+    parser.add_argument("out", type=Path, help="folder to write the pages into (created if needed)")
+    parser.add_argument("--store", default=None, help=f"store to read (default: ${data.ENV_VAR}, else the "
+                        f"committed {data.DEFAULT_STORE.name})")
+    parser.add_argument("--self-contained", action="store_true",
+                        help="inline all JS and CSS (offline pages, ~+2 MB each) instead of loading them from the CDN")
+    args = parser.parse_args(argv)
+    store = data.store_path(["--store", args.store] if args.store else [])
+    paths = export(args.out, store, self_contained=args.self_contained)
+    for p in paths:
+        print(f"{p}  ({p.stat().st_size / 1e6:.2f} MB)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
