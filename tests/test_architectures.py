@@ -1,0 +1,193 @@
+"""Every family against the real transformers forward pass.
+
+For a tiny random model (biases non-zero, float64, eager attention, saved with save_pretrained), the
+pre-softmax scores captured from the model must equal
+
+    scale * (x_j^T L(i - j) x_i + b_K^T R(i - j) W_Q x_i + x_j^T W_K^T R(i - j) b_Q + b_K^T R(i - j) b_Q) (+ ALiBi)
+
+with L(d) = W_K^T R(d) W_Q built from the W_Q, W_K that ``layer_weights`` reads from the saved files,
+and x the hidden states that actually enter the Q/K projections (captured with hooks).
+Rotary models: transformers computes the rotation angles in float32, so they compare at 1e-5 relative
+(a wrong pairing or sign gives errors of order 1); everything else at 1e-10.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from pipeline.architectures import (
+    ArchitectureError,
+    Layout,
+    layer_weights,
+    layout_from_config,
+    qk_tensor_names,
+    rotations,
+)
+from pipeline.checkpoints import open_checkpoint
+from pipeline.rotary import N_OFFSETS, rotation_matrices
+
+from .conftest import attention_inputs, qk_biases, torch
+
+T = 9  # sequence length: offsets -8..8
+
+
+def expected_scores(layout: Layout, W_Q, W_K, bq, bk, x, alibi_slopes=None):
+    """(H, T, T) scores from the bilinear form, the bias terms and ALiBi; numpy float64 only."""
+    H, n, N = W_Q.shape
+    out = np.zeros((H, T, T))
+    if layout.positional == "rope":
+        R = rotation_matrices(n, layout.rotary_dim, layout.rope_theta, offsets=np.arange(-(T - 1), T))
+    else:
+        R = np.broadcast_to(np.eye(n), (2 * T - 1, n, n))
+    for h in range(H):
+        for i in range(T):
+            for j in range(T):
+                Rd = R[i - j + T - 1]
+                L = W_K[h].T @ Rd @ W_Q[h]  # (N, N)
+                s = x[j] @ L @ x[i] + bk[h] @ Rd @ W_Q[h] @ x[i] + x[j] @ W_K[h].T @ Rd @ bq[h] + bk[h] @ Rd @ bq[h]
+                out[h, i, j] = layout.scale * s + (0.0 if alibi_slopes is None else alibi_slopes[h] * j)
+    return out
+
+
+CASES = {  # case -> (kind, save options, relative tolerance)
+    "gpt2": ("gpt2", {}, 1e-10),
+    "opt": ("opt", {}, 1e-10),
+    "opt-postnorm": ("opt-postnorm", {}, 1e-10),
+    "bloom": ("bloom", {}, 1e-10),
+    "gpt_neox-rotary_pct-0.25": ("gpt_neox", {}, 1e-5),
+    "mistral-gqa-head_dim-12": ("mistral", {}, 1e-5),
+    "bert": ("bert", {}, 1e-10),
+    "gpt2-sharded-bf16": ("gpt2", dict(dtype=torch.bfloat16, max_shard_size="4KB"), 1e-10),
+    "opt-sharded-fp16": ("opt", dict(dtype=torch.float16, max_shard_size="4KB"), 1e-10),
+}
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_scores_equal_forward_pass(tiny_model, case):
+    kind, save_kw, rtol = CASES[case]
+    model, folder = tiny_model(kind, **save_kw)
+    ckpt = open_checkpoint(folder)
+    layout = layout_from_config(ckpt.config)
+    if "sharded" in case:
+        assert len({id(s) for s in ckpt.sources.values()}) > 1, "the checkpoint should be sharded"
+    ids = torch.randint(0, 50, (1, T), generator=torch.Generator().manual_seed(1))
+    xs, scores = attention_inputs(model, kind, ids)
+    assert len(xs) == len(scores) == layout.n_layers
+    causal = layout.family != "bert"
+    allowed = np.tril(np.ones((T, T), bool)) if causal else np.ones((T, T), bool)
+    slopes = None
+    if layout.positional == "alibi":  # H = 4, a power of two: slope_h = 2^(-8 (h + 1) / H)
+        slopes = 2.0 ** (-8.0 * (np.arange(layout.n_heads) + 1) / layout.n_heads)
+    for layer in range(layout.n_layers):
+        W_Q, W_K = layer_weights(ckpt, layout, layer)
+        bq, bk = qk_biases(model, kind, layer)
+        want = expected_scores(layout, W_Q, W_K, bq, bk, xs[layer], slopes)
+        got = scores[layer]
+        assert got.shape == want.shape
+        err = np.abs(got - want)[:, allowed].max() / np.abs(got[:, allowed]).max()
+        assert err < rtol, f"{case} layer {layer}: relative error {err:.2e}"
+        if causal:  # the captured scores really are the masked pre-softmax scores
+            assert (got[:, ~allowed] < -1e30).all()
+
+
+def test_layouts_of_the_variants(tiny_model):
+    _, folder = tiny_model("gpt_neox")
+    neox = layout_from_config(open_checkpoint(folder).config)
+    assert (neox.positional, neox.d_head, neox.rotary_dim, neox.rotary_style) == ("rope", 16, 4, "half")
+    _, folder = tiny_model("mistral")
+    mistral = layout_from_config(open_checkpoint(folder).config)
+    assert (mistral.n_heads, mistral.n_kv_heads, mistral.d_head, mistral.d_model) == (4, 2, 12, 32)
+    assert mistral.rope_theta == 1000.0 and mistral.scale == pytest.approx(12 ** -0.5, rel=1e-15)
+    _, folder = tiny_model("opt-postnorm")
+    assert not layout_from_config(open_checkpoint(folder).config).pre_norm
+
+
+def test_grouped_query_heads_share_their_key_head(tiny_model):
+    model, folder = tiny_model("mistral")
+    ckpt = open_checkpoint(folder)
+    layout = layout_from_config(ckpt.config)
+    W_Q, W_K = layer_weights(ckpt, layout, 1)
+    wk = model.model.layers[1].self_attn.k_proj.weight.detach().numpy().reshape(2, 12, 32)
+    for h in range(4):  # 4 query heads over 2 key heads: 0, 0, 1, 1
+        np.testing.assert_array_equal(W_K[h], wk[h // 2])
+    assert W_Q.shape == W_K.shape == (4, 12, 32)
+
+
+@pytest.mark.parametrize("kind", ["gpt2", "opt", "opt-postnorm", "bloom", "gpt_neox", "mistral", "bert"])
+def test_fold_ln_scales_by_the_gain_entering_attention(tiny_model, kind):
+    """Folded weights times the normalised input equal raw weights times the actual attention input."""
+    model, folder = tiny_model(kind)
+    ckpt = open_checkpoint(folder)
+    layout = layout_from_config(ckpt.config)
+    for layer in range(layout.n_layers):
+        raw_q, raw_k = layer_weights(ckpt, layout, layer)
+        fq, fk = layer_weights(ckpt, layout, layer, fold_ln=True)
+        gain = _gain_module_weight(model, kind, layer)
+        if gain is None:  # post-norm OPT layer 0: embeddings + positions, no norm
+            np.testing.assert_array_equal(fq, raw_q)
+            continue
+        np.testing.assert_allclose(fq, raw_q * gain, rtol=0, atol=0)
+        np.testing.assert_allclose(fk, raw_k * gain, rtol=0, atol=0)
+
+
+def _gain_module_weight(model, kind, layer):
+    """The gain of the norm whose output is layer ``layer``'s attention input, found from the module graph."""
+    w = {
+        "gpt2": lambda: model.transformer.h[layer].ln_1.weight,
+        "opt": lambda: model.model.decoder.layers[layer].self_attn_layer_norm.weight,
+        "opt-postnorm": lambda: None if layer == 0 else model.model.decoder.layers[layer - 1].final_layer_norm.weight,
+        "bloom": lambda: model.transformer.h[layer].input_layernorm.weight,
+        "gpt_neox": lambda: model.gpt_neox.layers[layer].input_layernorm.weight,
+        "mistral": lambda: model.model.layers[layer].input_layernorm.weight,
+        "bert": lambda: (model.embeddings.LayerNorm if layer == 0
+                         else model.encoder.layer[layer - 1].output.LayerNorm).weight,
+    }[kind]()
+    return None if w is None else w.detach().numpy()
+
+
+def test_post_norm_fold_uses_the_norm_that_produced_the_attention_input(tiny_model):
+    """For post-norm models the attention input is the previous norm's output: check it in the graph."""
+    model, _ = tiny_model("bert")
+    outs = {}
+
+    def keep(key):
+        def hook(_module, _args, output):
+            outs.setdefault(key, output[0].detach().numpy().copy())  # returns None: output unchanged
+        return hook
+
+    model.embeddings.LayerNorm.register_forward_hook(keep("emb"))
+    model.encoder.layer[0].output.LayerNorm.register_forward_hook(keep("l0"))
+    ids = torch.randint(0, 50, (1, T), generator=torch.Generator().manual_seed(2))
+    xs, _ = attention_inputs(model, "bert", ids)
+    np.testing.assert_array_equal(xs[0], outs["emb"])
+    np.testing.assert_array_equal(xs[1], outs["l0"])
+
+
+def test_rotations_only_for_rope():
+    base = dict(family="gpt_neox", n_layers=1, n_heads=2, n_kv_heads=2, d_model=16, d_head=8)
+    assert rotations(Layout(positional="learned absolute", **base)) is None
+    R = rotations(Layout(positional="rope", rotary_dim=4, rope_theta=100.0, rotary_style="half", **base))
+    assert R.shape == (N_OFFSETS, 8, 8)
+    np.testing.assert_allclose(R[5] @ R[3], R[8], atol=1e-12)  # R(a) R(b) = R(a + b)
+    np.testing.assert_array_equal(R[7][4:, 4:], np.eye(4))  # partial rotary: the rest untouched
+
+
+def test_unsupported_and_broken_configs_say_what_to_do():
+    with pytest.raises(ArchitectureError, match="model_type 't5' is not supported; supported families"):
+        layout_from_config({"model_type": "t5"})
+    with pytest.raises(ArchitectureError, match="not divisible"):
+        layout_from_config({"model_type": "opt", "hidden_size": 10, "num_attention_heads": 3, "num_hidden_layers": 1})
+    with pytest.raises(ArchitectureError, match="rope type 'yarn'"):
+        layout_from_config({"model_type": "mistral", "hidden_size": 8, "num_attention_heads": 2,
+                            "num_hidden_layers": 1, "rope_scaling": {"rope_type": "yarn", "factor": 4.0}})
+
+
+def test_suffix_matching_ignores_mask_buffers_and_prefixes():
+    layout = layout_from_config({"model_type": "gpt2", "n_embd": 8, "n_head": 2, "n_layer": 12})
+    names = ["transformer.h.1.attn.bias", "transformer.h.1.attn.masked_bias", "transformer.h.11.attn.c_attn.weight",
+             "transformer.h.1.attn.c_attn.bias", "transformer.h.1.attn.c_attn.weight", "transformer.h.1.ln_1.weight"]
+    assert qk_tensor_names(layout, names, 1) == {"qkv": "transformer.h.1.attn.c_attn.weight"}
+    assert qk_tensor_names(layout, names, 1, fold_ln=True)["ln"] == "transformer.h.1.ln_1.weight"
+    with pytest.raises(ArchitectureError, match=r"no tensor named '\*h.1.attn.c_attn.weight'"):
+        qk_tensor_names(layout, [n for n in names if n != "transformer.h.1.attn.c_attn.weight"], 1)

