@@ -1,0 +1,144 @@
+"""The orbits movie in headless chromium, from a static HTML file opened with file:// (no server).
+
+The view is exported alone with INLINE resources (the test runs offline) and a short interval; the
+JavaScript's per-frame output is compared with its Python twin ``frame_state``.
+"""
+
+from __future__ import annotations
+
+import io
+
+import numpy as np
+import pytest
+from bokeh.embed import file_html
+from bokeh.resources import INLINE
+
+from dashboard import orbits_frames as of
+from dashboard.orbits_page import frame_state, orbits_view
+from tests.browser.conftest import console_errors, synthetic_orbits_dataset
+
+pytestmark = pytest.mark.browser
+
+N_FRAMES = 8
+INTERVAL_MS = 40
+HOLD_MS = 500
+
+READY = "() => window.Bokeh && Bokeh.documents.length > 0 && Bokeh.documents[0].get_model_by_name('orbits_frame')"
+MODEL = "(name) => Bokeh.documents[0].get_model_by_name(name)"
+# Every value the frame slider takes, with its time: what a benchmark of the frame interval reads too.
+RECORD = """() => {
+  const s = Bokeh.documents[0].get_model_by_name('orbits_frame');
+  window.__frames = [];
+  s.property('value').change.connect(() => window.__frames.push([s.value, performance.now()]));
+}"""
+
+
+def _dataset():
+    ds = synthetic_orbits_dataset(n_frames=N_FRAMES)  # epochs 0, 10, ..., 70
+    ds.attrs["trail_epochs"] = 25  # trails of up to 3 frames
+    return ds
+
+
+@pytest.fixture(scope="module")
+def movie_page(browser, tmp_path_factory):
+    path = tmp_path_factory.mktemp("orbits") / "orbits.html"
+    path.write_text(file_html(orbits_view(_dataset(), interval_ms=INTERVAL_MS, hold_ms=HOLD_MS), INLINE, "orbits"),
+                    encoding="utf-8")
+    page = browser.new_page(viewport={"width": 1100, "height": 800})
+    errors = console_errors(page)
+    page.goto(path.as_uri())
+    page.wait_for_function(READY, timeout=30_000)
+    page.wait_for_timeout(300)
+    yield page, errors
+    page.close()
+
+
+def _frame(page) -> int:
+    return page.evaluate(f"() => ({MODEL})('orbits_frame').value")
+
+
+def test_plots_exist_and_draw_the_dots(movie_page):
+    page, errors = movie_page
+    names = page.evaluate("() => [...Bokeh.documents[0].all_models].filter(m => m.type == 'Figure').length")
+    assert names == 4 + 1  # four Fourier planes and the metrics chart
+    from PIL import Image
+
+    png = Image.open(io.BytesIO(page.screenshot(full_page=True))).convert("RGB")
+    px = np.asarray(png).reshape(-1, 3).astype(int)
+    for colour in ("#1f77b4", "#ff7f0e", "#2ca02c"):  # the three orbits of the synthetic data
+        rgb = np.array([int(colour[i: i + 2], 16) for i in (1, 3, 5)])
+        assert (np.abs(px - rgb).sum(axis=1) < 12).sum() > 200, f"no dots of colour {colour} drawn"
+    assert _frame(page) == N_FRAMES - 1  # opens on the trained state
+    assert errors == []
+
+
+def test_movie_advances_holds_the_last_frame_and_loops(movie_page):
+    page, errors = movie_page
+    page.evaluate(RECORD)
+    page.get_by_role("button", name="▶ Play").click()
+    # wait until it has played through the last frame and come back round past frame 2
+    page.wait_for_function(
+        f"() => {{ const v = window.__frames.map(r => r[0]); const i = v.indexOf({N_FRAMES - 1}, 1);"
+        " return i > 0 && v.slice(i).includes(2); }", timeout=15_000)
+    page.get_by_role("button", name="⏸ Pause").click()
+    rec = page.evaluate("() => window.__frames")
+    values = [int(v) for v, _ in rec]
+    assert values[0] == 0  # pressed at the last frame: restarts from the first
+    first_last = values.index(N_FRAMES - 1)
+    assert values[: first_last + 1] == list(range(N_FRAMES))  # one frame at a time, none skipped
+    assert values[first_last + 1: first_last + 4] == [0, 1, 2]  # the loop
+    times = {i: t for i, (_, t) in enumerate(rec)}
+    held = times[first_last + 1] - times[first_last]
+    step = np.median(np.diff([times[i] for i in range(first_last + 1)]))
+    assert held >= HOLD_MS - 20, f"last frame shown {held:.0f} ms, expected the {HOLD_MS} ms hold"
+    assert INTERVAL_MS - 10 <= step < 4 * INTERVAL_MS, f"median frame interval {step:.0f} ms"
+    paused_at = _frame(page)
+    page.wait_for_timeout(4 * INTERVAL_MS)
+    assert _frame(page) == paused_at
+    assert errors == []
+
+
+def test_interval_is_settable_from_js(movie_page):
+    page, errors = movie_page
+    page.evaluate(f"() => {{ ({MODEL})('orbits_frame').value = 0; ({MODEL})('orbits_interval_ms').value = 10; }}")
+    page.evaluate(RECORD)
+    page.get_by_role("button", name="▶ Play").click()
+    page.wait_for_function(f"() => window.__frames.some(r => r[0] == {N_FRAMES - 1})", timeout=10_000)
+    page.get_by_role("button", name="⏸ Pause").click()
+    t = [r[1] for r in page.evaluate("() => window.__frames")][: N_FRAMES - 1]
+    assert np.median(np.diff(t)) < INTERVAL_MS - 10  # faster than the 40 ms it was built with
+    page.evaluate(f"() => {{ ({MODEL})('orbits_interval_ms').value = {INTERVAL_MS}; }}")
+    assert errors == []
+
+
+@pytest.mark.parametrize("frame", [0, 1, 5])
+def test_each_frame_matches_its_python_twin(movie_page, frame):
+    """Step buttons and the slider drive the dots, trails, axis ranges and metrics line as frame_state says."""
+    page, errors = movie_page
+    page.evaluate(f"() => {{ ({MODEL})('orbits_frame').value = {frame + 1}; }}")
+    page.get_by_role("button", name="◀").click()  # step back lands on `frame`
+    assert _frame(page) == frame
+    ds = _dataset()
+    pos = of.positions(ds)
+    starts = of.trail_starts(ds["epoch"].values, 25)
+    radii = of.view_radii(pos, starts)
+    for p in range(4):
+        got = page.evaluate(
+            f"""() => {{ const d = ({MODEL})('orbits_dots_{p}').data, t = ({MODEL})('orbits_trails_{p}').data;
+                 const fig = [...Bokeh.documents[0].all_models].filter(m => m.type == 'Figure')[{p}];
+                 return {{head: [...d.head], x: [...d.x], y: [...d.y], xs: t.xs.map(a => [...a]),
+                          ys: t.ys.map(a => [...a]), xr: [fig.x_range.start, fig.x_range.end],
+                          yr: [fig.y_range.start, fig.y_range.end]}}; }}""")
+        dots, trails, r = frame_state(pos, starts, radii, frame, p)
+        heads = got["head"]
+        np.testing.assert_allclose(got["x"], dots[heads, 0], rtol=1e-6)
+        np.testing.assert_allclose(got["y"], dots[heads, 1], rtol=1e-6)
+        for i, h in enumerate(heads):
+            np.testing.assert_allclose(got["xs"][i], trails[h][:, 0], rtol=1e-6)
+            np.testing.assert_allclose(got["ys"][i], trails[h][:, 1], rtol=1e-6)
+        np.testing.assert_allclose(got["xr"], [-r, r], rtol=1e-6)
+        np.testing.assert_allclose(got["yr"], [-r, r], rtol=1e-6)
+    info = page.evaluate(f"() => ({MODEL})('orbits_info').text")
+    acc = ds["train_accuracy"].values[frame]
+    assert f"<b>epoch {ds['epoch'].values[frame]}</b>" in info and f"{100 * acc:.1f}%" in info
+    assert errors == []
