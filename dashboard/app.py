@@ -21,7 +21,6 @@ from dashboard.export import orbits_content
 from dashboard.profiles_page import CSS, header, message, not_computed_html, profiles_view
 
 TITLE = "Attention-head geometry"
-STORE = data.store_path(sys.argv[1:])  # argv after --args; never the URL
 
 pn.extension(raw_css=[CSS.replace(":host", "body")], design="bootstrap", notifications=False)
 
@@ -30,10 +29,10 @@ def _error_view(title: str, text: str):
     return header(title, message(html.escape(text), "error", name="store_error").text)
 
 
-def profiles_panel() -> pn.viewable.Viewable:
+def profiles_panel(store) -> pn.viewable.Viewable:
     """The model selector and the profiles view of the chosen model (or the store's problem)."""
     try:
-        ds = data.profiles(STORE)
+        ds = data.profiles(store)
         models = data.summaries(ds)
     except data.StoreError as exc:
         return pn.pane.Bokeh(_error_view("Profiles of attention heads", str(exc)))
@@ -46,7 +45,7 @@ def profiles_panel() -> pn.viewable.Viewable:
     by_name = {m.name: m for m in models}
     labels = {(m.name if m.computed else f"{m.name} (not computed)"): m.name for m in models}
     select = pn.widgets.Select(name="Model", options=labels, value=computed[0].name, width=340)
-    pane = pn.pane.Bokeh(sizing_mode="fixed")
+    pane = pn.pane.Bokeh()
 
     def show(name: str) -> None:
         m = by_name[name]
@@ -57,16 +56,19 @@ def profiles_panel() -> pn.viewable.Viewable:
     return pn.Column(select, pane, name="Profiles")
 
 
-def orbits_panel() -> pn.viewable.Viewable:
-    content = orbits_content(STORE)
+def orbits_panel(store) -> pn.viewable.Viewable:
+    content = orbits_content(store)
     return content if isinstance(content, pn.viewable.Viewable) else pn.pane.Bokeh(content)
 
 
-def app() -> pn.template.BaseTemplate:
+def build(store) -> pn.template.BaseTemplate:
+    """The whole served page over ``store``: a Profiles tab and an Orbits tab."""
     tmpl = pn.template.BootstrapTemplate(title=TITLE, header_background="#1f2a3a")
-    tmpl.main.append(pn.Tabs(("Profiles", profiles_panel()), ("Orbits", orbits_panel()), dynamic=False))
-    tmpl.main.append(pn.pane.HTML(f"<p class='meta'>Store: <code>{html.escape(str(STORE))}</code></p>"))
+    tmpl.main.append(pn.Tabs(("Profiles", profiles_panel(store)), ("Orbits", orbits_panel(store)), dynamic=False))
+    tmpl.main.append(pn.pane.HTML(f"<p class='meta'>Store: <code>{html.escape(str(store))}</code></p>",
+                                  name="store_path"))
     return tmpl
 
 
-app().servable(title=TITLE)
+if __name__.startswith("bokeh"):  # run by `panel serve`: the store comes from argv after --args, never the URL
+    build(data.store_path(sys.argv[1:])).servable(title=TITLE)

@@ -153,6 +153,11 @@ def main(argv: list[str] | None = None) -> int:
                         help="inline all JS and CSS (offline pages, ~+2 MB each) instead of loading them from the CDN")
     args = parser.parse_args(argv)
     store = data.store_path(["--store", args.store] if args.store else [])
+    try:
+        data.profiles(store)
+    except data.StoreError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
     paths = export(args.out, store, self_contained=args.self_contained)
     for p in paths:
         print(f"{p}  ({p.stat().st_size / 1e6:.2f} MB)")

@@ -17,6 +17,7 @@ import html
 import numpy as np
 from bokeh.layouts import column, row
 from bokeh.models import (
+    BasicTicker,
     BoxSelectTool,
     Button,
     ColumnDataSource,
@@ -168,7 +169,7 @@ function histograms(ctx, heat_too) {
 """
 
 PLAY_JS = """
-const b = cb_obj;
+const b = button;
 if (b.__timer != null) {
   clearInterval(b.__timer); b.__timer = null; b.label = '▶ Play'; b.button_type = 'success';
 } else {
@@ -224,6 +225,7 @@ def _per_layer_views(heads: ColumnDataSource, summary: ModelSummary, profile0: n
         f.toolbar.active_drag = f.tools[0]
         f.toolbar_location = "above"
         f.yaxis.axis_label = "layer" if k == 0 else None
+        f.yaxis.ticker = BasicTicker(min_interval=1, desired_num_ticks=min(L, 10))
         f.xaxis.axis_label = c
         f.grid.visible = False
         all_h = histogram_counts(values.ravel())
@@ -322,8 +324,8 @@ def profiles_view(summary: ModelSummary, profile: np.ndarray, *, nav: dict[str, 
         step = "decode_d(ctx, cb_obj.value); project_all(ctx); histograms(ctx, true);"
         dslider.js_on_change("value", CustomJS(args=dict(ctx=ctx), code=UPDATE_JS + PROJECT_JS + step))
         play = Button(label="▶ Play", width=100, button_type="success", name="play")
-        play.js_on_event("button_click", CustomJS(args=dict(slider=dslider, interval=int(play_interval_ms)),
-                                                  code=PLAY_JS))
+        play.js_on_event("button_click", CustomJS(args=dict(slider=dslider, button=play,
+                                                            interval=int(play_interval_ms)), code=PLAY_JS))
         position = row(dslider, play, name="position_controls")
     else:
         position = Div(text=f'<p class="note">The form of a <b>{html.escape(summary.positional)}</b> model does not '

@@ -12,12 +12,12 @@ from __future__ import annotations
 
 import numpy as np
 from bokeh.models import (
+    BasicTicker,
     BoxSelectTool,
     ColorBar,
     ColumnDataSource,
     CustomJS,
     HoverTool,
-    LabelSet,
     LassoSelectTool,
     LinearColorMapper,
     Range1d,
@@ -35,7 +35,7 @@ VERTEX_LABELS = (
     "c = 1 positive semidefinite",
     "d = 1 negative semidefinite",
 )
-VERTEX_SHORT = ("a: antisymmetric", "b: H (±spectrum)", "c: PSD", "d: NSD")
+VERTEX_SHORT = ("a: antisymmetric", "b: H", "c: PSD", "d: NSD")
 EDGES = ((0, 1), (0, 2), (0, 3), (1, 2), (1, 3), (2, 3))
 DEFAULT_AZIMUTH = 30.0
 DEFAULT_ELEVATION = 20.0
@@ -75,6 +75,9 @@ function project_all(ctx) {
   for (let k = 0; k < v.x3.length; k++) {
     v.x[k] = px(v.x3[k], v.y3[k], v.z3[k]);
     v.y[k] = py(v.x3[k], v.y3[k], v.z3[k]);
+    v.align[k] = v.x[k] < -0.15 ? 'right' : (v.x[k] > 0.15 ? 'left' : 'center');
+    v.dx[k] = v.align[k] === 'right' ? -8 : (v.align[k] === 'left' ? 8 : 0);
+    v.dy[k] = v.y[k] >= 0 ? 8 : -18;
   }
   const e = ctx.edges.data;
   for (let k = 0; k < e.i.length; k++) {
@@ -102,11 +105,20 @@ ctx.elevation.value = Math.round(el * 10) / 10;
 """
 
 
+def label_placement(x: np.ndarray, y: np.ndarray) -> tuple[list[str], np.ndarray, np.ndarray]:
+    """Vertex labels sit outside the figure: aligned away from the centre (same rule as the JS)."""
+    align = ["right" if v < -0.15 else ("left" if v > 0.15 else "center") for v in x]
+    dx = np.array([{"right": -8.0, "left": 8.0, "center": 0.0}[a] for a in align])
+    dy = np.where(np.asarray(y) >= 0, 8.0, -18.0)
+    return align, dx, dy
+
+
 def vertex_source(azimuth: float = DEFAULT_AZIMUTH, elevation: float = DEFAULT_ELEVATION) -> ColumnDataSource:
     x, y = project(VERTICES, azimuth, elevation)
+    align, dx, dy = label_placement(x, y)
     return ColumnDataSource(
         dict(x3=VERTICES[:, 0].copy(), y3=VERTICES[:, 1].copy(), z3=VERTICES[:, 2].copy(), x=x, y=y,
-             label=list(VERTEX_SHORT)),
+             label=list(VERTEX_SHORT), align=align, dx=dx, dy=dy),
         name="tetra_vertices",
     )
 
@@ -133,7 +145,7 @@ def tetrahedron_figure(heads: ColumnDataSource, model: str, n_layers: int, azimu
     """
     vertices = vertex_source(azimuth.value, elevation.value)
     edges = edge_source(vertices)
-    lim = 1.22
+    lim = 1.3
     fig = figure(width=size, height=size, x_range=Range1d(-lim, lim), y_range=Range1d(-lim, lim),
                  tools=[], toolbar_location="above", match_aspect=True, name="tetrahedron",
                  title="Profiles on the 3-simplex (drag to rotate)")
@@ -142,14 +154,15 @@ def tetrahedron_figure(heads: ColumnDataSource, model: str, n_layers: int, azimu
     fig.outline_line_color = None
     fig.segment("x0", "y0", "x1", "y1", source=edges, line_color="#5b6270", line_width=1.5, line_alpha=0.8)
     fig.scatter("x", "y", source=vertices, size=9, color="#222831", marker="diamond")
-    fig.add_layout(LabelSet(x="x", y="y", text="label", source=vertices, x_offset=6, y_offset=4,
-                            text_font_size="11pt", text_color="#222831", text_font_style="bold"))
+    fig.text("x", "y", text="label", source=vertices, x_offset="dx", y_offset="dy", text_align="align",
+             text_baseline="bottom", text_font_size="10.5pt", text_color="#222831", text_font_style="bold")
     mapper = LinearColorMapper(palette=Viridis256, low=0, high=max(n_layers - 1, 1))
     dots = fig.scatter("x", "y", source=heads, size=7, fill_color={"field": "layer", "transform": mapper},
                        line_color="#ffffff", line_width=0.4, fill_alpha=0.85,
                        selection_fill_color="#ff5a1f", selection_line_color="#222831", selection_fill_alpha=1.0,
                        nonselection_fill_alpha=0.15, nonselection_line_alpha=0.1, name="head_dots")
     fig.add_layout(ColorBar(color_mapper=mapper, title="layer", width=10, label_standoff=6,
+                            ticker=BasicTicker(min_interval=1, desired_num_ticks=min(max(n_layers, 2), 10)),
                             title_text_font_style="normal"), "right")
     hover = HoverTool(renderers=[dots], tooltips=[
         ("model", model), ("layer", "@layer"), ("head", "@head"),

@@ -271,5 +271,39 @@ def model_data(page, name: str, column: str) -> list:
     """``data[column]`` of the ColumnDataSource named ``name`` in the page's Bokeh documents, as a list."""
     return page.evaluate(
         "([n, c]) => { for (const d of Bokeh.documents) { const m = d.get_model_by_name(n);"
-        " if (m != null) { return Array.from(m.data[c], v => (v === null || Number.isNaN(v)) ? null : v); } }"
+        " if (m != null) { return Array.from(m.data[c], v => ArrayBuffer.isView(v) ? Array.from(v)"
+        " : ((v === null || Number.isNaN(v)) ? null : v)); } }"
         " return null; }", [name, column])
+
+
+def model_prop(page, name: str, prop: str):
+    """A property of the Bokeh model named ``name`` (JSON-able)."""
+    return page.evaluate(
+        "([n, p]) => { for (const d of Bokeh.documents) { const m = d.get_model_by_name(n);"
+        " if (m != null) { const v = m[p]; return (v != null && v.length !== undefined && typeof v !== 'string')"
+        " ? Array.from(v) : v; } } return null; }", [name, prop])
+
+
+def frame_box(page, name: str) -> tuple[float, float, float, float]:
+    """(left, top, width, height) in page pixels of the plotting frame of the figure named ``name``."""
+    return tuple(page.evaluate(
+        "(n) => { for (const d of Bokeh.documents) { const m = d.get_model_by_name(n); if (m == null) continue;"
+        " const v = Bokeh.index.find_one(m); const r = v.el.getBoundingClientRect(); const f = v.frame.bbox;"
+        " return [r.left + f.left, r.top + f.top, f.width, f.height]; } return null; }", name))
+
+
+def element_box(page, name: str) -> tuple[float, float, float, float]:
+    """(left, top, width, height) in page pixels of the view of the Bokeh model named ``name``."""
+    return tuple(page.evaluate(
+        "(n) => { for (const d of Bokeh.documents) { const m = d.get_model_by_name(n); if (m == null) continue;"
+        " const r = Bokeh.index.find_one(m).el.getBoundingClientRect();"
+        " return [r.left, r.top, r.width, r.height]; } return null; }", name))
+
+
+def drag(page, x0: float, y0: float, x1: float, y1: float, steps: int = 12) -> None:
+    """Press at (x0, y0), move to (x1, y1) in ``steps``, release."""
+    page.mouse.move(x0, y0)
+    page.mouse.down()
+    for i in range(1, steps + 1):
+        page.mouse.move(x0 + (x1 - x0) * i / steps, y0 + (y1 - y0) * i / steps)
+    page.mouse.up()

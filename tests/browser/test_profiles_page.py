@@ -1,0 +1,175 @@
+"""The profiles page in chromium, from the exported static files (file://, no server, CDN routed offline).
+
+Every number the browser computes is checked against an independent numpy computation: the
+projection (``tetrahedron.project``), the decoded profiles (the synthetic store's values), the
+histograms (``np.histogram``-style counts of the heads' values).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from dashboard.export import export, profile_page_name
+from dashboard.tetrahedron import project, to_3d
+from tests.browser.conftest import (
+    ABSOLUTE_MODEL,
+    ROPE_MODEL,
+    console_errors,
+    drag,
+    frame_box,
+    model_data,
+    model_prop,
+    rope_profiles,
+    route_offline,
+    wait_for_bokeh,
+)
+
+pytestmark = pytest.mark.browser
+ROPE_SHAPE = (4, 8)  # write_synthetic_store's default
+
+
+@pytest.fixture(scope="module")
+def pages(synthetic_store, tmp_path_factory):
+    out = tmp_path_factory.mktemp("export")
+    export(out, synthetic_store)
+    return out
+
+
+@pytest.fixture
+def rope_page(browser, pages):
+    page = browser.new_page(viewport={"width": 1500, "height": 1100})
+    errors = console_errors(page)
+    route_offline(page)
+    page.goto((pages / profile_page_name(ROPE_MODEL)).as_uri())
+    wait_for_bokeh(page, "heads")
+    yield page, errors
+    page.close()
+
+
+def screen_positions(page, figure: str, source: str) -> tuple[np.ndarray, np.ndarray]:
+    """Page-pixel positions of the (x, y) points of ``source`` as drawn in ``figure`` (Bokeh's own scales)."""
+    sx, sy = page.evaluate(
+        "([f, s]) => { const d = Bokeh.documents[0]; const v = Bokeh.index.find_one(d.get_model_by_name(f));"
+        " const src = d.get_model_by_name(s).data; const r = v.el.getBoundingClientRect();"
+        " const xs = Array.from(src.x, x => r.left + v.frame.x_scale.compute(x));"
+        " const ys = Array.from(src.y, y => r.top + v.frame.y_scale.compute(y)); return [xs, ys]; }", [figure, source])
+    return np.array(sx, dtype=float), np.array(sy, dtype=float)
+
+
+def heads_profile(page) -> np.ndarray:
+    """(heads, 4) current a, b, c, d of the page's heads source, NaN for null."""
+    return np.array([model_data(page, "heads", c) for c in "abcd"], dtype=float).T
+
+
+def expected_at(d: int) -> np.ndarray:
+    """The synthetic rope model's profile at offset d, (layers * heads, 4), rounded as quantised."""
+    L, H = ROPE_SHAPE
+    return rope_profiles(L, H)[:, :, d].reshape(L * H, 4)
+
+
+def test_renders_without_errors_and_draws_every_head(rope_page):
+    page, errors = rope_page
+    L, H = ROPE_SHAPE
+    assert model_data(page, "heads", "layer") == list(np.repeat(np.arange(L), H))
+    np.testing.assert_allclose(heads_profile(page), expected_at(0), atol=1 / 65534)
+    for name in ("tetrahedron", "layers_a", "hist_fig_d", "d_slider", "play"):
+        assert model_prop(page, name, "name") == name
+    assert page.get_by_text("Profiles of attention heads").count() >= 1
+    assert errors == []
+
+
+def test_drag_rotates_and_matches_numpy_projection(rope_page):
+    page, errors = rope_page
+    x_before = model_data(page, "heads", "x")
+    left, top, w, h = frame_box(page, "tetrahedron")
+    drag(page, left + w / 2, top + h / 2, left + w / 2 + 80, top + h / 2 + 30)
+    page.wait_for_timeout(200)
+    az, el = model_prop(page, "azimuth", "value"), model_prop(page, "elevation", "value")
+    assert (az, el) != (30, 20)
+    x, y = np.array(model_data(page, "heads", "x")), np.array(model_data(page, "heads", "y"))
+    assert not np.allclose(x, x_before)
+    ex, ey = project(to_3d(heads_profile(page)), az, el)
+    np.testing.assert_allclose(x, ex, atol=1e-9)
+    np.testing.assert_allclose(y, ey, atol=1e-9)
+    assert errors == []
+
+
+def test_d_slider_moves_every_view(rope_page):
+    page, errors = rope_page
+    heat_before = model_data(page, "heat_a", "image")
+    track = page.locator(".noUi-base").first.bounding_box()
+    page.mouse.click(track["x"] + track["width"] * 0.25, track["y"] + track["height"] / 2)
+    page.wait_for_timeout(300)
+    d = model_prop(page, "d_slider", "value")
+    assert 20 <= d <= 44
+    p = expected_at(d)
+    np.testing.assert_allclose(heads_profile(page), p, atol=1 / 65534)
+    L, H = ROPE_SHAPE
+    bins = np.minimum(np.floor(np.rint(p * 65534) / 65534 * 40).astype(int), 39)
+    for k, c in enumerate("abcd"):
+        img = np.array(model_data(page, f"heat_{c}", "image")[0], dtype=float).reshape(L, 40)
+        expected = np.zeros((L, 40))
+        np.add.at(expected, (np.repeat(np.arange(L), H), bins[:, k]), 1)
+        np.testing.assert_array_equal(img, expected)
+        np.testing.assert_allclose(model_data(page, f"hist_{c}", "all"), expected.sum(0) / (L * H))
+    assert model_data(page, "heat_a", "image") != heat_before
+    ex, ey = project(to_3d(heads_profile(page)), 30, 20)
+    np.testing.assert_allclose(model_data(page, "heads", "x"), ex, atol=1e-9)
+    assert errors == []
+
+
+def test_box_selection_changes_histograms(rope_page):
+    page, errors = rope_page
+    assert model_data(page, "hist_b", "sel") == [0] * 40
+    page.locator(".bk-tool-icon-box-select").first.click()
+    fl, ft, fw, fh = frame_box(page, "tetrahedron")
+    sx, sy = screen_positions(page, "tetrahedron", "heads")  # page pixels of every dot
+    x_cut = float(np.median(sx[np.isfinite(sx)]))  # a box over the left half of the dots
+    drag(page, fl + 2, ft + 2, x_cut, ft + fh - 2)
+    page.wait_for_timeout(300)
+    sel = sorted(page.evaluate("() => Array.from(Bokeh.documents[0].get_model_by_name('heads').selected.indices)"))
+    n = len(sx)
+    assert 0 < len(sel) < n
+    clearly_in = np.flatnonzero(sx < x_cut - 1)
+    clearly_out = np.flatnonzero(sx > x_cut + 1)
+    assert set(clearly_in) <= set(sel) and not set(clearly_out) & set(sel)
+    values = heads_profile(page)[sel]
+    for k, c in enumerate("abcd"):
+        counts = np.bincount(np.minimum((values[:, k] * 40).astype(int), 39), minlength=40)
+        np.testing.assert_allclose(model_data(page, f"hist_{c}", "sel"), counts / len(sel), atol=1e-12)
+    assert f"{len(sel)}" in model_prop(page, "selection_info", "text")
+    page.get_by_text("Clear selection").click()
+    page.wait_for_timeout(200)
+    assert model_data(page, "hist_b", "sel") == [0] * 40
+    assert errors == []
+
+
+def test_play_advances_and_loops(rope_page):
+    page, errors = rope_page
+    page.evaluate("() => { Bokeh.documents[0].get_model_by_name('d_slider').value = 124; }")
+    page.get_by_text("Play").click()
+    page.wait_for_function("() => Bokeh.documents[0].get_model_by_name('d_slider').value < 20", timeout=10_000)
+    assert "Pause" in model_prop(page, "play", "label")
+    page.get_by_text("Pause").click()
+    v = model_prop(page, "d_slider", "value")
+    page.wait_for_timeout(500)
+    assert model_prop(page, "d_slider", "value") == v
+    np.testing.assert_allclose(heads_profile(page), expected_at(v), atol=1 / 65534)
+    assert errors == []
+
+
+def test_absolute_model_has_no_d_slider(browser, pages):
+    page = browser.new_page(viewport={"width": 1500, "height": 1100})
+    errors = console_errors(page)
+    route_offline(page)
+    page.goto((pages / profile_page_name(ABSOLUTE_MODEL)).as_uri())
+    wait_for_bokeh(page, "heads")
+    assert model_prop(page, "d_slider", "name") is None
+    assert "does not depend on position" in model_prop(page, "position_note", "text")
+    # the selector navigates to the other model's page
+    page.locator("select").first.select_option(label=ROPE_MODEL)
+    page.wait_for_url("**/" + profile_page_name(ROPE_MODEL))
+    wait_for_bokeh(page, "d_slider")
+    assert errors == []
+    page.close()
