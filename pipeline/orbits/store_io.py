@@ -1,0 +1,165 @@
+"""Write a run, its orbits and the sweep table to the store (``orbits``, ``orbits_sweep``, and one profiles model).
+
+A *run* here is the mapping saved by the sweep / the CLI (``sweep.save_run``): ``epoch`` (F,), ``M`` and
+``R`` (F, H, p, p) per frame, ``metric_<name>`` (F,), ``config`` (JSON), ``train_mask`` (p, p, p) and the
+final ``param_<name>`` weights.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+
+import numpy as np
+import xarray as xr
+
+from .. import store
+from ..store import ModelInfo
+from .config import METRICS
+from .find import Orbits
+from .fourier import panel_positions, panels_for
+
+TRAIL_EPOCHS = 250
+FINDER_DOC = {
+    "orbit": "orbit id per head, -1 where none (dead heads and heads in no closed set); ids ordered by size",
+    "shift_image": "for shift s, the head that s.h matched (Hungarian assignment on the matching error, among "
+    "merged live heads; a merged group is named by its first head); -1 for dead heads",
+    "shift_error": "matching error err(s, h, pi_s(h)) = ||(T_s M_h T_s^-1 - M_g, T_2s R_h T_s^-1 - R_g)||_F / "
+    "||(M_h, R_h)||_F on gauge-centred heads (M rows and R columns centred), merged heads' R summed",
+    "orbit_definition": "a set of merged heads closed under all 24 shifts with every error <= finder_tol, connected, "
+    "and |orbit| * |stabiliser of h| = 24 for each head h in it",
+    "orbit_worst_error": "the largest shift_error over the orbit's heads and all 24 shifts",
+    "M": "final QK circuit W_E W_Q^T W_K W_E^T / sqrt(d_head), rows = query token, cols = key token (raw, not centred)",
+    "R": "final OV circuit W_U W_O W_V W_E^T, rows = output class, cols = input token (raw, not centred)",
+    "position": "(Re z, Im z) of each head in each panel; QK: z = sqrt(2)/24 sum_ab M[a,b] exp(+i theta (freq_a a + "
+    "eps freq_b b)), OV: the same with R[c,b] (freq_a on the output c), theta = 2 pi / 24; raw M and R (the panels' "
+    "nonzero frequencies make them gauge-independent)",
+    "rotation": "a shift by s rotates every dot of the panel by rotation * s * 2 pi / 24 "
+    "(QK: freq_a + eps freq_b; OV: 2 freq_a + eps freq_b, mod 24)",
+}
+
+
+def load_run(path: str) -> dict:
+    """A saved run (npz) as a plain dict; ``config`` decoded."""
+    with np.load(path, allow_pickle=False) as z:
+        run = {k: z[k] for k in z.files}
+    run["config"] = json.loads(str(run["config"]))
+    run["name"] = str(run["name"])
+    return run
+
+
+def _flat_attrs(prefix: str, d: dict) -> dict:
+    out = {}
+    for k, v in d.items():
+        if isinstance(v, (list, tuple)):
+            v = [x if isinstance(x, (int, float, str, bool)) else str(x) for x in v]
+        elif isinstance(v, dict):
+            v = json.dumps(v)
+        elif isinstance(v, (np.integer, np.floating)):
+            v = v.item()
+        out[f"{prefix}{k}"] = v
+    return out
+
+
+def orbits_dataset(run: dict, found: Orbits, A: int, B: int, finder: dict) -> xr.Dataset:
+    """The ``orbits`` group for one run: frames, panels, metrics, final circuits and the verified orbits."""
+    panels = panels_for(A, B)
+    pos = panel_positions(run["M"].astype(np.float64), run["R"].astype(np.float64), panels)  # (F, H, panel, 2)
+    F, H = pos.shape[:2]
+    p = run["M"].shape[-1]
+    n_orb = len(found.sizes)
+    data = {
+        "position": (("frame", "head", "panel", "xy"), pos),
+        "panel_kind": (("panel",), np.array([pn.kind for pn in panels], dtype=object)),
+        "freq_a": (("panel",), np.array([pn.freq_a for pn in panels], dtype=np.int32)),
+        "freq_b": (("panel",), np.array([pn.freq_b for pn in panels], dtype=np.int32)),
+        "eps": (("panel",), np.array([pn.eps for pn in panels], dtype=np.int32)),
+        "rotation": (("panel",), np.array([pn.rotation for pn in panels], dtype=np.int32)),
+        "M": (("head", "row", "col"), run["M"][-1].astype(np.float64)),
+        "R": (("head", "row", "col"), run["R"][-1].astype(np.float64)),
+        "orbit": (("head",), found.orbit.astype(np.int32)),
+        "alive": (("head",), found.alive),
+        "merged_group": (("head",), found.group.astype(np.int32)),
+        "shift_image": (("shift", "head"), found.shift_image.astype(np.int32)),
+        "shift_error": (("shift", "head"), found.shift_error),
+        "orbit_size": (("orbit_id",), np.array(found.sizes, dtype=np.int32)),
+        "orbit_worst_error": (("orbit_id",), np.array(found.worst_error, dtype=np.float64)),
+    }
+    for k in METRICS:
+        data[k] = (("frame",), run[f"metric_{k}"].astype(np.float64))
+    coords = {
+        "frame": np.arange(F), "epoch": (("frame",), run["epoch"].astype(np.int64)),
+        "head": np.arange(H), "panel": np.array([pn.label for pn in panels], dtype=object),
+        "xy": np.array(["x", "y"], dtype=object), "row": np.arange(p), "col": np.arange(p),
+        "shift": np.arange(p), "orbit_id": np.arange(n_orb),
+    }
+    ds = xr.Dataset(data, coords=coords)
+    cfg = run["config"]
+    attrs = {
+        "run": run.get("name", ""),
+        "seed": int(cfg["seed"]),
+        "split": f"{cfg['split']} split (whole orbits of triples under shifts and permutations go to train or "
+        f"held-out), train_fraction {cfg['train_fraction']}, drawn with seed {cfg['seed']}; "
+        f"{int(run['train_mask'].sum())} of {run['train_mask'].size} triples in train",
+        "config": json.dumps(cfg),
+        "trail_epochs": TRAIL_EPOCHS,
+        "frames": f"every {cfg['frame_every']} epochs up to {cfg['frame_switch']}, then every "
+        f"{cfg['frame_every_late']}, and the final epoch; epochs past {cfg['epochs']} are LBFGS polishing steps",
+        "panel_frequencies": [int(A), int(B)],
+        "orbit_sizes": [int(s) for s in found.sizes],
+        "orbit_worst_errors": [float(e) for e in found.worst_error],
+        "median_matching_error": found.median_error,
+        "objective": "CE(train) + w(t) * (E3^2 + context_weight * Ectx^2), see pipeline/orbits/train.py",
+    }
+    attrs |= _flat_attrs("hp_", cfg)
+    attrs |= _flat_attrs("finder_", finder)
+    attrs |= {f"metric_{k}": v for k, v in METRICS.items()}
+    attrs |= {f"doc_{k}": v for k, v in FINDER_DOC.items()}
+    ds.attrs = attrs
+    return ds
+
+
+def sweep_dataset(rows: list[dict]) -> xr.Dataset:
+    """One row per run (dim ``run``): each key of the rows becomes a variable (strings variable-length)."""
+    keys = list(rows[0])
+    data = {}
+    for k in keys:
+        vals = [r.get(k) for r in rows]
+        if all(isinstance(v, (bool, np.bool_)) for v in vals):
+            arr = np.array(vals, dtype=bool)
+        elif all(isinstance(v, (int, float, np.integer, np.floating)) and not isinstance(v, bool) for v in vals):
+            arr = np.array(vals, dtype=np.float64)
+        else:
+            arr = np.array([str(v) for v in vals], dtype=object)
+        data[k] = (("run",), arr)
+    return xr.Dataset(data, coords={"run": np.arange(len(rows))})
+
+
+def write_orbits(path, ds: xr.Dataset) -> None:
+    store.write_group(path, store.ORBITS, ds)
+
+
+def write_sweep(path, ds: xr.Dataset, attrs: dict | None = None) -> None:
+    store.write_group(path, "orbits_sweep", ds, attrs)
+
+
+def write_profiles_model(path, params: dict, name: str = "orbits-c24",
+                         command: str = "python -m pipeline orbits") -> None:
+    """The trained layer's heads as one more model of the profiles group (L = W_K^T W_Q in the residual space)."""
+    from ..profile import head_profiles
+
+    W_Q, W_K = np.asarray(params["W_Q"], np.float64), np.asarray(params["W_K"], np.float64)
+    H, n, N = W_Q.shape
+    digest = hashlib.sha256(W_Q.tobytes() + W_K.tobytes()).hexdigest()[:16]
+    info = ModelInfo(name=name, n_layers=1, n_heads=H, d_model=N, d_head=n, positional="none",
+                     source="trained by pipeline.orbits (addition mod 24 with an equivariance penalty)",
+                     revision=f"sha256:{digest}", family="orbits", command=command)
+    try:
+        if name in store.model_names(store._profiles_group(path)):
+            store.reset_model(path, name)
+    except store.StoreError:
+        pass  # no profiles group yet: register_model creates it
+    store.register_model(path, info)
+    prof, norm = head_profiles(W_Q, W_K)
+    store.write_layer(path, name, 0, prof, norm)
+    store.mark_complete(path, name, revision=info.revision)

@@ -1,0 +1,68 @@
+"""The sweep table: one row per finished run, the orbit finder applied to its final heads.
+
+Columns: the run's name and hyperparameters, its final metrics (see ``train.METRICS``), and the
+finder's verdict at the issue's tolerance 2% and, to show how far a run is from orbits, at 5%, 10%
+and 20%: the sizes of the orbits found (heads per orbit after merging, "" = none) and the largest
+worst error among orbits of at least two heads; plus the median matching error over live heads and
+shifts (``Orbits.median_error``).
+"""
+
+from __future__ import annotations
+
+import csv
+import glob
+import json
+import os
+
+from .find import find_orbits
+from .store_io import load_run, sweep_dataset, write_sweep
+
+TOLS = (0.02, 0.05, 0.10, 0.20)
+HP_KEYS = ("seed", "epochs", "polish_steps", "d_model", "d_head", "n_heads", "init_scale", "learn_embed",
+           "weight_decay", "penalty_end", "context_weight", "context_kind", "context_lengths", "train_fraction")
+
+
+def run_row(run: dict) -> dict:
+    cfg = run["config"]
+    row = {"name": run["name"]} | {k: (json.dumps(cfg[k]) if isinstance(cfg[k], list) else cfg[k]) for k in HP_KEYS}
+    for k in ("train_accuracy", "heldout_accuracy", "loss", "equivariance_error", "context_error"):
+        row[k] = float(run[f"metric_{k}"][-1])
+    M, R = run["M"][-1], run["R"][-1]
+    for tol in TOLS:
+        f = find_orbits(M, R, tol=tol)
+        big = [i for i, s in enumerate(f.sizes) if s >= 2]
+        tag = f"{round(tol * 100)}pct"
+        row[f"orbits_{tag}"] = " ".join(str(f.sizes[i]) for i in big)
+        row[f"worst_{tag}"] = max((f.worst_error[i] for i in big), default=float("nan"))
+        if tol == TOLS[0]:
+            row["alive_heads"] = int(f.alive.sum())
+            row["merged_groups"] = int(f.group.max() + 1)
+            row["median_matching_error"] = f.median_error
+    return row
+
+
+def summarize(runs: str, csv_path: str, store_path: str | None = None) -> list[dict]:
+    """Rows for every RUNS/*.npz (sorted by name); written to ``csv_path`` and optionally the store."""
+    paths = sorted(glob.glob(os.path.join(runs, "*.npz")))
+    if not paths:
+        raise SystemExit(f"no finished runs (*.npz) in {runs!r}; start the sweep first (see --help)")
+    rows = []
+    for path in paths:
+        row = run_row(load_run(path))
+        rows.append(row)
+        print(f"{row['name']:>14}  train {row['train_accuracy']:.3f}  held {row['heldout_accuracy']:.3f}  "
+              f"eq {row['equivariance_error']:.1e}  ctx {row['context_error']:.1e}  "
+              + "  ".join(f"{t}:[{row['orbits_' + t]}]" for t in ("2pct", "5pct", "10pct", "20pct"))
+              + f"  median {row['median_matching_error']:.2f}")
+    os.makedirs(os.path.dirname(csv_path) or ".", exist_ok=True)
+    with open(csv_path, "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=list(rows[0]))
+        w.writeheader()
+        for r in rows:
+            w.writerow({k: (f"{v:.6g}" if isinstance(v, float) else v) for k, v in r.items()})
+    if store_path:
+        ds = sweep_dataset(rows)
+        write_sweep(store_path, ds, {"description": __doc__.strip(), "tolerances": list(TOLS),
+                                     "source": "python -m pipeline.orbits.sweep summarize"})
+    return rows
+

@@ -1,0 +1,123 @@
+"""The sweep for the regime where orbits emerge: a fixed, named list of runs, run by workers, summarised.
+
+Run (each worker runs every ``workers``-th run of the list, one thread, logging to RUNS/NAME.log):
+
+    nohup python -m pipeline.orbits.sweep run --runs /work/orbits_runs --worker 0 --workers 2 &
+    nohup python -m pipeline.orbits.sweep run --runs /work/orbits_runs --worker 1 --workers 2 &
+    python -m pipeline.orbits.sweep summarize --runs /work/orbits_runs --csv docs/orbits_sweep.csv
+
+Each run saves RUNS/NAME.npz (frames of M, R, metrics, final params, split) and appends its final
+metrics to RUNS/results.jsonl; a finished run is skipped on restart. ``summarize`` applies the orbit
+finder to every run's final heads and writes one row per run (CSV, and the store's ``orbits_sweep``
+group with ``--store``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import time
+
+import numpy as np
+
+BASE = {}  # the prototype's recipe (Config defaults): d_model 128, d_head 24, wd 1, penalty 1 -> 3000
+PHASES: dict[str, list[tuple[str, dict]]] = {
+    "smoke": [("smoke", {"epochs": 30, "polish_steps": 2})],
+    "A": [
+        ("long-s0", {"epochs": 4500, "seed": 0, "polish_steps": 100}),
+        ("base-s1", {"seed": 1, "polish_steps": 50}),
+        ("dir-s0", {"context_kind": "dirichlet", "context_lengths": (4, 8, 16, 32), "polish_steps": 50}),
+        ("init2-s0", {"init_scale": 2.0, "polish_steps": 50}),
+        ("base-s2", {"seed": 2, "polish_steps": 50}),
+        ("wd0.1-s0", {"weight_decay": 0.1, "polish_steps": 50}),
+        ("frac0.4-s0", {"train_fraction": 0.4, "polish_steps": 50}),
+        ("ctxlong-s0", {"context_lengths": (4, 8, 16, 32), "polish_steps": 50}),
+        ("pen1e4-s0", {"penalty_end": 1e4, "polish_steps": 50}),
+        ("fixedE-s0", {"learn_embed": False, "polish_steps": 50}),
+        ("dh32-s0", {"d_head": 32, "polish_steps": 50}),
+        ("noctx-s0", {"context_weight": 0.0, "polish_steps": 50}),
+        ("init0.5-s0", {"init_scale": 0.5, "polish_steps": 50}),
+        ("dh8-s0", {"d_head": 8, "polish_steps": 50}),
+        ("frac0.3-s0", {"train_fraction": 0.3, "polish_steps": 50}),
+        ("pen300-s0", {"penalty_end": 300.0, "polish_steps": 50}),
+        ("base-s3", {"seed": 3, "polish_steps": 50}),
+    ],
+}
+
+
+def run_list(phase: str) -> list[tuple[str, dict]]:
+    if phase not in PHASES:
+        raise SystemExit(f"unknown phase {phase!r}; known: {', '.join(PHASES)}")
+    return PHASES[phase]
+
+
+def done_names(runs: str) -> set[str]:
+    path = os.path.join(runs, "results.jsonl")
+    if not os.path.exists(path):
+        return set()
+    with open(path) as f:
+        return {json.loads(line)["name"] for line in f if line.strip()}
+
+
+def save_run(path: str, name: str, result: dict) -> None:
+    np.savez_compressed(
+        path, epoch=result["epoch"], M=result["M"], R=result["R"], train_mask=result["train_mask"],
+        config=json.dumps(result["config"]), name=name,
+        **{f"metric_{k}": v for k, v in result["metrics"].items()},
+        **{f"param_{k}": v for k, v in result["params"].items()},
+    )
+
+
+def run_worker(runs: str, phase: str, worker: int, workers: int) -> None:
+    import torch
+
+    from .train import Config, train
+
+    torch.set_num_threads(1)
+    os.makedirs(runs, exist_ok=True)
+    for i, (name, over) in enumerate(run_list(phase)):
+        if i % workers != worker or name in done_names(runs):
+            continue
+        cfg = Config(**(BASE | over))
+        with open(os.path.join(runs, f"{name}.log"), "w") as logf:
+            def log(line, logf=logf):
+                logf.write(f"{time.strftime('%H:%M:%S')} {line}\n")
+                logf.flush()
+
+            log(f"config {json.dumps(cfg.to_dict())}")
+            try:
+                result = train(cfg, progress=False, log=log)
+            except Exception as exc:  # noqa: BLE001 - record and continue with the next run
+                log(f"FAILED {exc!r}")
+                continue
+        save_run(os.path.join(runs, f"{name}.npz"), name, result)
+        with open(os.path.join(runs, "results.jsonl"), "a") as f:
+            f.write(json.dumps({"name": name, "phase": phase, "config": result["config"], "final": result["final"],
+                                "seconds": result["seconds"]}) + "\n")
+
+
+def main(argv=None) -> None:
+    ap = argparse.ArgumentParser(prog="python -m pipeline.orbits.sweep", description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    r = sub.add_parser("run", help="run this worker's share of a phase")
+    r.add_argument("--runs", required=True, help="folder for the runs' npz, logs and results.jsonl")
+    r.add_argument("--phase", default="A", help="which list of runs (default A)")
+    r.add_argument("--worker", type=int, default=0)
+    r.add_argument("--workers", type=int, default=1)
+    s = sub.add_parser("summarize", help="apply the orbit finder to every finished run; write the table")
+    s.add_argument("--runs", required=True)
+    s.add_argument("--csv", default="docs/orbits_sweep.csv")
+    s.add_argument("--store", default=None, help="also write the store's orbits_sweep group")
+    args = ap.parse_args(argv)
+    if args.cmd == "run":
+        run_worker(args.runs, args.phase, args.worker, args.workers)
+    else:
+        from .summary import summarize
+
+        summarize(args.runs, args.csv, args.store)
+
+
+if __name__ == "__main__":
+    main()

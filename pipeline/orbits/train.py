@@ -1,0 +1,151 @@
+"""Training: full-batch cross-entropy on the train split plus an exact group-averaged equivariance penalty.
+
+One epoch is one full-batch AdamW step on every train query instance (the fast circuit forward makes
+this cheap). The objective at epoch t is
+
+    CE(train) + w(t) * (E3^2 + context_weight * Ectx^2)
+
+with E3 the relative equivariance error on every length-3 input (exact, all 24 shifts) and Ectx the
+same on random contexts of other lengths (each context with all 24 of its shifts). w(t) ramps
+geometrically from ``penalty_start`` to ``penalty_end`` over epochs [ramp_start, ramp_end]. Optionally
+``polish_steps`` LBFGS steps follow (fixed contexts, penalty at ``penalty_end``), counted as further epochs.
+Frames (M, R of every head and the metrics) are kept every 25 epochs up to 4000, then every 100.
+"""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from .config import METRICS, Config, is_frame, learning_rate, penalty_weight  # noqa: F401 (re-exported)
+from .equivariance import context_error2, random_contexts, triple_error2
+from .model import circuits, init_params, table_forward
+from .task import P, split_mask, targets
+
+
+def _eval_contexts(seed: int = 12345) -> torch.Tensor:
+    g = torch.Generator().manual_seed(seed)
+    return torch.cat([random_contexts(8, (L,), P, g) for L in (4, 8, 16)])
+
+
+def evaluate(M, R, train_mask: torch.Tensor, tgt: torch.Tensor, eval_ctx: torch.Tensor | None = None) -> dict:
+    """Every metric of METRICS (except penalty_weight) for circuits M, R (H, p, p)."""
+    with torch.no_grad():
+        G = table_forward(M, R)
+        pred = G.argmax(-1)
+        ok = pred == tgt
+        out = {
+            "train_accuracy": float(ok[train_mask].float().mean()),
+            "heldout_accuracy": float(ok[~train_mask].float().mean()) if (~train_mask).any() else float("nan"),
+            "loss": float(F.cross_entropy(G[train_mask], tgt[train_mask])),
+            "equivariance_error": float(triple_error2(G).sqrt()),
+        }
+        if eval_ctx is not None:
+            out["context_error"] = float(context_error2(M, R, eval_ctx).sqrt())
+    return out
+
+
+def train(cfg: Config, progress: bool = True, log=None) -> dict:
+    """Train one layer; returns the config, frames (epochs, M, R, metrics), final params and metrics.
+
+    ``log``: optional callable receiving one line of text per frame (for sweep logs).
+    """
+    torch.manual_seed(cfg.seed)
+    params = init_params(cfg.n_heads, cfg.d_model, cfg.d_head, P, cfg.init_scale, cfg.seed)
+    for k, v in params.items():
+        v.requires_grad_(cfg.learn_embed or k != "W_E")
+    trainable = [v for v in params.values() if v.requires_grad]
+    opt = torch.optim.AdamW(trainable, lr=cfg.lr, weight_decay=cfg.weight_decay)
+    mask = torch.from_numpy(split_mask(cfg.train_fraction, cfg.seed, cfg.split))
+    tgt = torch.from_numpy(targets()).long()
+    gen = torch.Generator().manual_seed(cfg.seed + 1)
+    eval_ctx = _eval_contexts()
+    frames = {"epoch": [], "M": [], "R": []}
+    metrics: dict[str, list] = {k: [] for k in METRICS}
+
+    def objective(w, ctx):
+        M, R = circuits(params)
+        G = table_forward(M, R)
+        ce = F.cross_entropy(G[mask], tgt[mask])
+        pen = triple_error2(G)
+        if cfg.context_weight > 0 and ctx is not None:
+            pen = pen + cfg.context_weight * context_error2(M, R, ctx)
+        return ce + w * pen, M, R
+
+    def record(epoch, w):
+        with torch.no_grad():
+            M, R = circuits(params)
+        m = evaluate(M, R, mask, tgt, eval_ctx) | {"penalty_weight": w}
+        frames["epoch"].append(epoch)
+        frames["M"].append(M.numpy().astype(np.float32))
+        frames["R"].append(R.numpy().astype(np.float32))
+        for k in METRICS:
+            metrics[k].append(m[k])
+        if log is not None:
+            log(f"epoch {epoch} " + " ".join(f"{k}={v:.4g}" for k, v in m.items()))
+        return m
+
+    t0 = time.time()
+    total = cfg.epochs + cfg.polish_steps
+    bar = None
+    if progress:
+        from tqdm.auto import tqdm
+
+        bar = tqdm(total=total, desc=f"orbits seed {cfg.seed}", unit="epoch")
+    m = {}
+    for epoch in range(cfg.epochs):
+        w = penalty_weight(cfg, epoch)
+        if is_frame(cfg, epoch):
+            m = record(epoch, w)
+            if bar is not None:
+                bar.set_postfix(train=f"{m['train_accuracy']:.3f}", held=f"{m['heldout_accuracy']:.3f}",
+                                eq=f"{m['equivariance_error']:.1e}")
+        for gparam in opt.param_groups:
+            gparam["lr"] = learning_rate(cfg, epoch)
+        ctx = None
+        if cfg.context_weight > 0:
+            ctx = random_contexts(cfg.context_batch, cfg.context_lengths, P, gen, cfg.context_kind)
+        opt.zero_grad(set_to_none=True)
+        loss, _, _ = objective(w, ctx)
+        if not torch.isfinite(loss):
+            raise FloatingPointError(f"the loss became {float(loss)} at epoch {epoch}; lower --lr or the penalty")
+        loss.backward()
+        opt.step()
+        if bar is not None:
+            bar.update(1)
+    if cfg.polish_steps:
+        lbfgs = torch.optim.LBFGS(trainable, lr=1.0, max_iter=10, history_size=50, line_search_fn="strong_wolfe")
+        ctx = None
+        if cfg.context_weight > 0:
+            ctx = random_contexts(2 * cfg.context_batch, cfg.context_lengths, P, gen, cfg.context_kind)
+
+        def closure():
+            lbfgs.zero_grad(set_to_none=True)
+            loss, _, _ = objective(cfg.penalty_end, ctx)
+            loss.backward()
+            return loss
+
+        for i in range(cfg.polish_steps):
+            epoch = cfg.epochs + i
+            if is_frame(cfg, epoch):
+                record(epoch, cfg.penalty_end)
+            lbfgs.step(closure)
+            if bar is not None:
+                bar.update(1)
+    m = record(total, penalty_weight(cfg, total) if not cfg.polish_steps else cfg.penalty_end)
+    if bar is not None:
+        bar.close()
+    return {
+        "config": cfg.to_dict(),
+        "epoch": np.array(frames["epoch"]),
+        "M": np.stack(frames["M"]),
+        "R": np.stack(frames["R"]),
+        "metrics": {k: np.array(v) for k, v in metrics.items()},
+        "final": m,
+        "params": {k: v.detach().numpy().copy() for k, v in params.items()},
+        "train_mask": mask.numpy(),
+        "seconds": time.time() - t0,
+    }
