@@ -1,0 +1,152 @@
+"""(model, layer) tasks on dask.distributed: a LocalCluster of 2 worker processes on loopback gives the
+same store as the single-process run, survives a killed worker, and never marks partial data complete."""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+import time
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch", reason="the pipeline tests need torch (pip install -e .[pipeline])")
+pytest.importorskip("distributed", reason="the cluster tests need dask.distributed")
+
+from pipeline.distributed import (  # noqa: E402
+    ClusterError,
+    close_client,
+    layer_profiles,
+    make_client,
+    plan_job,
+    run_jobs,
+)
+from pipeline.store import is_complete, layers_done, open_profiles  # noqa: E402
+
+LAYERS = 4
+
+
+@pytest.fixture(scope="module")
+def mistral_dir(tmp_path_factory):
+    """A tiny grouped-query rotary model (so every layer has 129 offsets), saved sharded in bfloat16."""
+    import transformers
+
+    folder = tmp_path_factory.mktemp("tiny-mistral")
+    cfg = transformers.MistralConfig(hidden_size=32, num_attention_heads=4, num_key_value_heads=2, head_dim=8,
+                                     num_hidden_layers=LAYERS, intermediate_size=32, vocab_size=64,
+                                     rope_theta=1000.0, max_position_embeddings=64)
+    torch.manual_seed(1)
+    transformers.MistralForCausalLM(cfg).to(torch.bfloat16).save_pretrained(str(folder), max_shard_size="20KB")
+    return str(folder)
+
+
+def single_process(folder) -> tuple[np.ndarray, np.ndarray]:
+    """The reference: every layer profiled in this process, no cluster and no store."""
+    from pipeline.checkpoints import open_checkpoint
+
+    ck = open_checkpoint(folder)
+    out = [layer_profiles(ck, layer) for layer in range(LAYERS)]
+    return np.stack([p for p, _ in out]), np.stack([n for _, n in out])
+
+
+def stored(store, name) -> tuple[np.ndarray, np.ndarray]:
+    ds = open_profiles(store).sel(model=name)
+    return ds.profile.values[:LAYERS], ds.norm.values[:LAYERS]
+
+
+def test_two_worker_processes_equal_single_process(mistral_dir, tmp_path):
+    store = str(tmp_path / "store.zarr")
+    job = plan_job(mistral_dir, name="tiny-mistral")
+    client = make_client(workers=2)
+    try:
+        assert len(client.scheduler_info()["workers"]) == 2
+        done = run_jobs(client, [job], "file://" + store, progress=False)
+    finally:
+        close_client(client)
+    assert done == {"tiny-mistral": job.info.revision}
+    assert is_complete(store, "tiny-mistral")
+    prof, norm = stored(store, "tiny-mistral")
+    want_prof, want_norm = single_process(mistral_dir)
+    assert prof.shape == (LAYERS, 4, 129, 4)
+    np.testing.assert_array_equal(prof, want_prof)
+    np.testing.assert_array_equal(norm, want_norm)
+    assert str(open_profiles(store).sel(model="tiny-mistral").revision.values) == job.info.revision
+
+
+def test_fsspec_url_store_with_thread_workers(mistral_dir):
+    """An fsspec URL store (memory://, shared by threads of this process) written region by region."""
+    store = f"memory://headgeometry-test-{os.getpid()}/store.zarr"
+    client = make_client(workers=2, processes=False)
+    try:
+        run_jobs(client, [plan_job(mistral_dir, name="m")], store, progress=False)
+    finally:
+        close_client(client)
+    prof, norm = stored(store, "m")
+    want_prof, want_norm = single_process(mistral_dir)
+    np.testing.assert_array_equal(prof, want_prof)
+    np.testing.assert_array_equal(norm, want_norm)
+
+
+def test_killing_a_worker_mid_run_still_completes_correctly(mistral_dir, tmp_path, monkeypatch):
+    monkeypatch.setenv("HEADGEOMETRY_TEST_TASK_DELAY", "1.0")  # inherited by the worker processes
+    store = str(tmp_path / "store.zarr")
+    client = make_client(workers=2)
+    killed = []
+
+    def kill_one_worker():
+        time.sleep(1.5)  # both workers are inside their first task
+        pids = client.run(os.getpid)
+        victim = sorted(pids.values())[0]
+        os.kill(victim, signal.SIGKILL)
+        killed.append(victim)
+
+    try:
+        killer = threading.Thread(target=kill_one_worker)
+        killer.start()
+        try:
+            run_jobs(client, [plan_job(mistral_dir, name="k")], store, progress=False)
+            outcome = "complete"
+        except ClusterError:
+            outcome = "failed"
+        killer.join()
+    finally:
+        close_client(client)
+    assert killed
+    print("after killing a worker the run", outcome)
+    if outcome == "complete":
+        assert is_complete(store, "k")
+        prof, norm = stored(store, "k")
+        want_prof, want_norm = single_process(mistral_dir)
+        np.testing.assert_array_equal(prof, want_prof)
+        np.testing.assert_array_equal(norm, want_norm)
+    else:  # allowed by the contract: a clear failure, nothing partial marked complete
+        assert not is_complete(store, "k")
+
+
+def test_failed_tasks_leave_the_model_incomplete_and_a_rerun_resumes(mistral_dir, tmp_path):
+    store = str(tmp_path / "store.zarr")
+    job = plan_job(mistral_dir, name="r")
+    client = make_client(workers=1, processes=False)
+    try:
+        broken = plan_job(mistral_dir, name="r")
+        broken.source = str(tmp_path / "gone")  # every task fails: the weights vanished after planning
+        with pytest.raises(ClusterError, match=r"(?s)Rerun the same command.*r: layers \[0, 1, 2, 3\] failed"):
+            run_jobs(client, [broken], store, retries=0, progress=False)
+        assert not is_complete(store, "r")
+        assert not layers_done(store, "r").any()
+        run_jobs(client, [job], store, progress=False)
+    finally:
+        close_client(client)
+    assert is_complete(store, "r")
+    np.testing.assert_array_equal(stored(store, "r")[0], single_process(mistral_dir)[0])
+
+
+def test_unreachable_scheduler_is_a_clear_error():
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    with pytest.raises(ClusterError, match="cannot reach the dask scheduler"):
+        make_client(scheduler=f"tcp://127.0.0.1:{port}", timeout="2s")
