@@ -148,3 +148,22 @@ def qk_biases(model, kind: str, layer: int) -> tuple[np.ndarray, np.ndarray]:
     a = model.encoder.layer[layer].attention.self
     H = cfg.num_attention_heads
     return a.query.bias.detach().numpy().reshape(H, -1), a.key.bias.detach().numpy().reshape(H, -1)
+
+
+def ln_module(model, kind: str, layer: int):
+    """The norm module whose output is layer ``layer``'s attention input (None: no norm), from the module graph."""
+    return {
+        "gpt2": lambda: model.transformer.h[layer].ln_1,
+        "opt": lambda: model.model.decoder.layers[layer].self_attn_layer_norm,
+        "opt-postnorm": lambda: None if layer == 0 else model.model.decoder.layers[layer - 1].final_layer_norm,
+        "bloom": lambda: model.transformer.h[layer].input_layernorm,
+        "gpt_neox": lambda: model.gpt_neox.layers[layer].input_layernorm,
+        "mistral": lambda: model.model.layers[layer].input_layernorm,
+        "bert": lambda: model.embeddings.LayerNorm if layer == 0 else model.encoder.layer[layer - 1].output.LayerNorm,
+    }[kind]()
+
+
+def ln_gain(model, kind: str, layer: int):
+    """The gain (N,) of :func:`ln_module`, or None."""
+    m = ln_module(model, kind, layer)
+    return None if m is None else m.weight.detach().numpy()

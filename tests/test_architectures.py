@@ -27,7 +27,7 @@ from pipeline.architectures import (
 from pipeline.checkpoints import open_checkpoint
 from pipeline.rotary import N_OFFSETS, rotation_matrices
 
-from .conftest import attention_inputs, qk_biases, torch
+from .conftest import attention_inputs, ln_gain, ln_module, qk_biases, torch
 
 T = 9  # sequence length: offsets -8..8
 
@@ -123,7 +123,7 @@ def test_fold_ln_scales_by_the_gain_entering_attention(tiny_model, kind):
     for layer in range(layout.n_layers):
         raw_q, raw_k = layer_weights(ckpt, layout, layer)
         fq, fk = layer_weights(ckpt, layout, layer, fold_ln=True)
-        gain = _gain_module_weight(model, kind, layer)
+        gain = ln_gain(model, kind, layer)
         if gain is None:  # post-norm OPT layer 0: embeddings + positions, no norm
             np.testing.assert_array_equal(fq, raw_q)
             continue
@@ -131,37 +131,28 @@ def test_fold_ln_scales_by_the_gain_entering_attention(tiny_model, kind):
         np.testing.assert_allclose(fk, raw_k * gain, rtol=0, atol=0)
 
 
-def _gain_module_weight(model, kind, layer):
-    """The gain of the norm whose output is layer ``layer``'s attention input, found from the module graph."""
-    w = {
-        "gpt2": lambda: model.transformer.h[layer].ln_1.weight,
-        "opt": lambda: model.model.decoder.layers[layer].self_attn_layer_norm.weight,
-        "opt-postnorm": lambda: None if layer == 0 else model.model.decoder.layers[layer - 1].final_layer_norm.weight,
-        "bloom": lambda: model.transformer.h[layer].input_layernorm.weight,
-        "gpt_neox": lambda: model.gpt_neox.layers[layer].input_layernorm.weight,
-        "mistral": lambda: model.model.layers[layer].input_layernorm.weight,
-        "bert": lambda: (model.embeddings.LayerNorm if layer == 0
-                         else model.encoder.layer[layer - 1].output.LayerNorm).weight,
-    }[kind]()
-    return None if w is None else w.detach().numpy()
-
-
-def test_post_norm_fold_uses_the_norm_that_produced_the_attention_input(tiny_model):
-    """For post-norm models the attention input is the previous norm's output: check it in the graph."""
-    model, _ = tiny_model("bert")
+@pytest.mark.parametrize("kind", ["gpt2", "opt", "opt-postnorm", "bloom", "gpt_neox", "mistral", "bert"])
+def test_the_folded_norm_is_the_one_that_produces_the_attention_input(tiny_model, kind):
+    """The forward pass confirms the choice of norm: its output is exactly what enters the Q/K projection."""
+    model, _ = tiny_model(kind)
     outs = {}
 
-    def keep(key):
+    def keep(layer):
         def hook(_module, _args, output):
-            outs.setdefault(key, output[0].detach().numpy().copy())  # returns None: output unchanged
+            outs.setdefault(layer, output[0].detach().numpy().copy())  # returns None: output unchanged
         return hook
 
-    model.embeddings.LayerNorm.register_forward_hook(keep("emb"))
-    model.encoder.layer[0].output.LayerNorm.register_forward_hook(keep("l0"))
+    n_layers = model.config.num_hidden_layers
+    for layer in range(n_layers):
+        if (m := ln_module(model, kind, layer)) is not None:
+            m.register_forward_hook(keep(layer))
     ids = torch.randint(0, 50, (1, T), generator=torch.Generator().manual_seed(2))
-    xs, _ = attention_inputs(model, "bert", ids)
-    np.testing.assert_array_equal(xs[0], outs["emb"])
-    np.testing.assert_array_equal(xs[1], outs["l0"])
+    xs, _ = attention_inputs(model, kind, ids)
+    for layer in range(n_layers):
+        if kind == "opt-postnorm" and layer == 0:  # projected embeddings + positions, no norm
+            assert layer not in outs
+            continue
+        np.testing.assert_array_equal(xs[layer], outs[layer])
 
 
 def test_rotations_only_for_rope():
