@@ -162,18 +162,24 @@ def panel_title(ds: xr.Dataset, p: int) -> str:
     """e.g. "QK: query freq 0 × key freq 10 (rotation 10)"; the stored label when metadata is missing."""
     label = str(ds["panel"].values[p]) if "panel" in ds.coords else f"panel {p}"
     kind, a, b = (_panel_value(ds, n, p) for n in ("panel_kind", "freq_a", "freq_b"))
-    rot, eps = _panel_value(ds, "rotation", p), _panel_value(ds, "eps", p)
+    rot = _panel_value(ds, "rotation", p)
     if kind is None or a is None or b is None:
         return label
     kind = str(kind)
     names = ("query", "key") if kind == "QK" else ("output", "input") if kind == "OV" else ("freq a", "freq b")
     title = f"{kind}: {names[0]} freq {int(a)} × {names[1]} freq {int(b)}"
-    extras = []
+    return title + (f" (rotation {int(rot)})" if rot is not None else "")
+
+
+def panel_subtitle(ds: xr.Dataset, p: int) -> str:
+    """e.g. "a full orbit draws a 12-gon · ε = +1" (empty when the panel records neither)."""
+    rot, eps = _panel_value(ds, "rotation", p), _panel_value(ds, "eps", p)
+    parts = []
     if rot is not None:
-        extras.append(f"rotation {int(rot)}")
-    if eps is not None and int(eps) == -1:
-        extras.append("ε = −1")
-    return title + (f" ({', '.join(extras)})" if extras else "")
+        parts.append(f"a full orbit draws a {vertex_count(int(rot))}-gon")
+    if eps is not None:
+        parts.append(f"ε = {'+1' if int(eps) > 0 else '−1'}")
+    return " · ".join(parts)
 
 
 def vertex_count(rotation: int, n: int = 24) -> int:

@@ -9,6 +9,8 @@ Named models for tests and benchmarks (``Bokeh.documents[0].get_model_by_name(NA
 ``orbits_frame`` (Slider, value = current frame index), ``orbits_play`` (Toggle), ``orbits_step``,
 ``orbits_step_back`` (Buttons), ``orbits_interval_ms`` (Spinner, ms per frame, read at every tick),
 ``orbits_dots_{p}``, ``orbits_trails_{p}`` (the per-panel sources), ``orbits_info`` (Div).
+``page.evaluate(RECORD_FRAMES_JS)`` (playwright) then logs ``[frame, performance.now()]`` of every frame
+shown in ``window.__orbitsFrames``: the frame interval is the difference of successive times.
 """
 
 from __future__ import annotations
@@ -30,13 +32,14 @@ from bokeh.models import (
     Slider,
     Span,
     Spinner,
+    Title,
     Toggle,
 )
 from bokeh.plotting import figure
 
 from dashboard import orbits_frames as of
 
-PANEL_PX = 285
+PANEL_PX = 240
 SIDE_PX = 430
 
 WHAT_TO_LOOK_FOR = (
@@ -109,6 +112,16 @@ play.active = false;
 const F = slider.end - slider.start + 1;
 slider.value = slider.start + (((slider.value - slider.start + step) % F) + F) % F;
 """
+
+# For tests and benchmarks: records every frame shown, with its time, in window.__orbitsFrames.
+RECORD_FRAMES_JS = """() => {
+  const s = Bokeh.documents[0].get_model_by_name('orbits_frame');
+  window.__orbitsFrames = [];
+  if (!window.__orbitsRecording) {
+    window.__orbitsRecording = true;
+    s.property('value').change.connect(() => window.__orbitsFrames.push([s.value, performance.now()]));
+  }
+}"""
 
 # Click on the metrics chart: jump to the frame nearest the clicked epoch.
 TAP_JS = """
@@ -241,16 +254,21 @@ def orbits_view(ds: xr.Dataset | None, interval_ms: int = 120, hold_ms: int = 15
     for p in range(P):
         d, tr, r = frame_state(pos, starts, radii, f0, p)
         xr_, yr_ = Range1d(-r, r), Range1d(-r, r)
-        fig = figure(width=panel_px, height=panel_px, x_range=xr_, y_range=yr_, tools="",
+        fig = figure(frame_width=panel_px, frame_height=panel_px, x_range=xr_, y_range=yr_, tools="",
                      toolbar_location=None, title=of.panel_title(ds, p), min_border=4)
         fig.title.text_font_size = "10.5px"
+        sub = of.panel_subtitle(ds, p)
+        if sub:
+            fig.add_layout(Title(text=sub, text_font_size="9.5px", text_font_style="normal", text_color="#555"),
+                           "above")
         fig.axis.major_label_text_font_size = "8px"
         fig.grid.grid_line_alpha = 0.3
         for dim in ("width", "height"):
             fig.add_layout(Span(location=0, dimension=dim, line_color="#444", line_width=0.7, line_alpha=0.7))
         src_t = ColumnDataSource({"xs": [tr[h][:, 0] for h in draw_order], "ys": [tr[h][:, 1] for h in draw_order],
-                                  "colour": [head_colour[h] for h in draw_order]}, name=f"orbits_trails_{p}")
-        fig.multi_line("xs", "ys", source=src_t, line_color="colour", line_alpha=0.45, line_width=1.3)
+                                  "colour": [head_colour[h] for h in draw_order],
+                                  "alpha": np.where(orbit[draw_order] >= 0, 0.55, 0.22)}, name=f"orbits_trails_{p}")
+        fig.multi_line("xs", "ys", source=src_t, line_color="colour", line_alpha="alpha", line_width=1.3)
         src_d = ColumnDataSource({"x": d[draw_order, 0], "y": d[draw_order, 1], "head": draw_order.astype(np.int32),
                                   "orbit": orbit_name, "colour": [head_colour[h] for h in draw_order]},
                                  name=f"orbits_dots_{p}")

@@ -210,8 +210,12 @@ def test_verification_table_and_titles_in_the_page(store_ds):
     titles = [f.title.text for f in next(m for m in layout.references() if isinstance(m, GridPlot)).children
               for f in [f[0]]]
     assert titles == ["QK: query freq 0 × key freq 10 (rotation 10)",
-                      "OV: output freq 10 × input freq 10 (rotation 6, ε = −1)",
+                      "OV: output freq 10 × input freq 10 (rotation 6)",
                       "QK: query freq 0 × key freq 6 (rotation 2)"]
+    assert [of.panel_subtitle(store_ds, p) for p in range(3)] == [
+        "a full orbit draws a 12-gon · ε = +1", "a full orbit draws a 4-gon · ε = −1",
+        "a full orbit draws a 12-gon · ε = +1"]
+    assert [of.vertex_count(r) for r in (0, 1, 2, 3, 6, 8, 10, 12, 23)] == [1, 24, 12, 8, 4, 3, 12, 2, 24]
 
 
 @pytest.mark.parametrize("n_panels", [1, 3, 5])
