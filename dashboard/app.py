@@ -15,6 +15,7 @@ import html
 import sys
 
 import panel as pn
+from bokeh.layouts import column
 
 from dashboard import data
 from dashboard.export import orbits_content
@@ -26,7 +27,7 @@ pn.extension(raw_css=[CSS.replace(":host", "body")], design="bootstrap", notific
 
 
 def _error_view(title: str, text: str):
-    return header(title, message(html.escape(text), "error", name="store_error").text)
+    return column(header(title), message(html.escape(text), "error", name="store_error"))
 
 
 def profiles_panel(store) -> pn.viewable.Viewable:
@@ -41,7 +42,7 @@ def profiles_panel(store) -> pn.viewable.Viewable:
         body = "The store holds no computed model yet. " + (not_computed_html(models) or
                                                              "Compute one with <code>python -m pipeline profiles "
                                                              "MODEL</code>.")
-        return pn.pane.Bokeh(header("Profiles of attention heads", message(body, name="no_models").text))
+        return pn.pane.Bokeh(column(header("Profiles of attention heads"), message(body, name="no_models")))
     by_name = {m.name: m for m in models}
     labels = {(m.name if m.computed else f"{m.name} (not computed)"): m.name for m in models}
     select = pn.widgets.Select(name="Model", options=labels, value=computed[0].name, width=340)

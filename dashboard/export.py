@@ -45,14 +45,15 @@ def orbits_content(store):
     try:
         ds = data.orbits(store)
     except data.StoreError as exc:
-        return column(header(title), message(html.escape(str(exc)), "error", name="store_error"), name="orbits_page")
+        return column(header(title, name="orbits_header"),
+                      message(html.escape(str(exc)), "error", name="orbits_store_error"), name="orbits_page")
     try:
         from dashboard.orbits_page import orbits_view
     except ModuleNotFoundError as exc:
         if exc.name != "dashboard.orbits_page":
             raise
-        return column(header(title), message("The orbits movie view is not part of this version of the dashboard yet "
-                                             "(dashboard/orbits_page.py).", name="orbits_placeholder"),
+        text = "The orbits movie view is not part of this version of the dashboard yet (dashboard/orbits_page.py)."
+        return column(header(title, name="orbits_header"), message(text, name="orbits_placeholder"),
                       name="orbits_page")
     return orbits_view(ds)
 

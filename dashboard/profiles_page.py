@@ -250,9 +250,8 @@ def _per_layer_views(heads: ColumnDataSource, summary: ModelSummary, profile0: n
     return heats, hists, mappers, row(*cols)
 
 
-def header(title: str, body_html: str = "") -> Div:
-    return Div(text=f"<h1>{html.escape(title)}</h1>{body_html}", stylesheets=[style()], width=1420,
-               name="page_header")
+def header(title: str, body_html: str = "", name: str = "page_header") -> Div:
+    return Div(text=f"<h1>{html.escape(title)}</h1>{body_html}", stylesheets=[style()], width=1420, name=name)
 
 
 def message(text_html: str, kind: str = "warn", name: str = "message") -> Div:

@@ -14,6 +14,7 @@ import re
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 import urllib.request
 from pathlib import Path
@@ -174,15 +175,16 @@ def serve_app(store_path, port: int | None = None, timeout: float = 90.0):
     """Start ``panel serve dashboard/app.py`` on 127.0.0.1 in a subprocess; returns (process, url)."""
     port = port or free_port()
     cmd = [sys.executable, "-m", "panel", "serve", str(REPO / "dashboard" / "app.py"), "--port", str(port),
-           "--address", "127.0.0.1", "--allow-websocket-origin", f"127.0.0.1:{port}", "--args", "--store",
-           str(store_path)]
-    env = dict(os.environ, BOKEH_LOG_LEVEL="warning")
-    proc = subprocess.Popen(cmd, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+           "--address", "127.0.0.1", "--allow-websocket-origin", f"127.0.0.1:{port}", "--log-level", "warning",
+           "--liveness", "--args", "--store", str(store_path)]
+    log = tempfile.NamedTemporaryFile(prefix="panel-serve-", suffix=".log", delete=False)
+    proc = subprocess.Popen(cmd, cwd=REPO, stdout=log, stderr=subprocess.STDOUT)
+    proc.log_path = log.name
     url = f"http://127.0.0.1:{port}/app"
     deadline = time.time() + timeout
     while time.time() < deadline:
         if proc.poll() is not None:
-            out = proc.stdout.read().decode(errors="replace") if proc.stdout else ""
+            out = Path(proc.log_path).read_text(errors="replace")
             raise RuntimeError(f"panel serve exited with {proc.returncode}:\n{out}")
         try:
             with urllib.request.urlopen(f"http://127.0.0.1:{port}/liveness", timeout=2):
@@ -260,44 +262,72 @@ def route_offline(page, requested: list[str] | None = None) -> None:
     page.route("**/*", handle)
 
 
+# JS: the model named n among those reachable from the documents' roots (BokehJS keeps replaced models in
+# its index for a while, so get_model_by_name can see a view the served app has already swapped out).
+FIND_JS = """
+const find = (n) => {
+  if (!window.Bokeh) { return null; }
+  for (const d of Bokeh.documents) {
+    const hits = new Set();
+    for (const r of d.roots()) { for (const m of r.references()) { if (m.name === n) { hits.add(m); } } }
+    if (hits.size > 1) { throw new Error(`${hits.size} models named ${n} in the document`); }
+    if (hits.size === 1) { return [...hits][0]; }
+  }
+  return null;
+};
+"""
+
+
+def js(page, body: str, arg=None):
+    """Evaluate ``body`` (a function body that may use ``find(name)`` and ``arg``) in the page."""
+    return page.evaluate("(arg) => {" + FIND_JS + body + "}", arg)
+
+
 def wait_for_bokeh(page, name: str, timeout: float = 60_000) -> None:
-    """Wait until the Bokeh document holds a model named ``name`` (the page has rendered)."""
-    page.wait_for_function(
-        "(n) => window.Bokeh && Bokeh.documents.length > 0 && "
-        "Bokeh.documents.some(d => d.get_model_by_name(n) != null)", arg=name, timeout=timeout)
+    """Wait until the page's Bokeh documents hold a model named ``name`` (the page has rendered)."""
+    page.wait_for_function("(arg) => {" + FIND_JS + "return find(arg) != null; }", arg=name, timeout=timeout)
 
 
 def model_data(page, name: str, column: str) -> list:
-    """``data[column]`` of the ColumnDataSource named ``name`` in the page's Bokeh documents, as a list."""
-    return page.evaluate(
-        "([n, c]) => { for (const d of Bokeh.documents) { const m = d.get_model_by_name(n);"
-        " if (m != null) { return Array.from(m.data[c], v => ArrayBuffer.isView(v) ? Array.from(v)"
-        " : ((v === null || Number.isNaN(v)) ? null : v)); } }"
-        " return null; }", [name, column])
+    """``data[column]`` of the ColumnDataSource named ``name``, as a list (NaN -> None)."""
+    return js(page, "const m = find(arg[0]); if (m == null) { return null; }"
+              " return Array.from(m.data[arg[1]], v => ArrayBuffer.isView(v) ? Array.from(v)"
+              " : ((v === null || Number.isNaN(v)) ? null : v));", [name, column])
 
 
 def model_prop(page, name: str, prop: str):
-    """A property of the Bokeh model named ``name`` (JSON-able)."""
-    return page.evaluate(
-        "([n, p]) => { for (const d of Bokeh.documents) { const m = d.get_model_by_name(n);"
-        " if (m != null) { const v = m[p]; return (v != null && v.length !== undefined && typeof v !== 'string')"
-        " ? Array.from(v) : v; } } return null; }", [name, prop])
+    """A property of the Bokeh model named ``name`` (JSON-able), or None where there is no such model."""
+    return js(page, "const m = find(arg[0]); if (m == null) { return null; } const v = m[arg[1]];"
+              " return (v != null && typeof v !== 'string' && v.length !== undefined) ? Array.from(v) : v;",
+              [name, prop])
+
+
+def set_prop(page, name: str, prop: str, value) -> None:
+    """Set a property of the Bokeh model named ``name`` as a script (or a widget) would."""
+    js(page, "find(arg[0])[arg[1]] = arg[2];", [name, prop, value])
+
+
+def selected(page, source: str) -> list[int]:
+    return js(page, "return Array.from(find(arg).selected.indices);", source)
+
+
+def set_selected(page, source: str, indices: list[int]) -> None:
+    js(page, "find(arg[0]).selected.indices = arg[1];", [source, list(indices)])
 
 
 def frame_box(page, name: str) -> tuple[float, float, float, float]:
     """(left, top, width, height) in page pixels of the plotting frame of the figure named ``name``."""
-    return tuple(page.evaluate(
-        "(n) => { for (const d of Bokeh.documents) { const m = d.get_model_by_name(n); if (m == null) continue;"
-        " const v = Bokeh.index.find_one(m); const r = v.el.getBoundingClientRect(); const f = v.frame.bbox;"
-        " return [r.left + f.left, r.top + f.top, f.width, f.height]; } return null; }", name))
+    return tuple(js(page, "const v = Bokeh.index.find_one(find(arg)); const r = v.el.getBoundingClientRect();"
+                    " const f = v.frame.bbox; return [r.left + f.left, r.top + f.top, f.width, f.height];", name))
 
 
-def element_box(page, name: str) -> tuple[float, float, float, float]:
-    """(left, top, width, height) in page pixels of the view of the Bokeh model named ``name``."""
-    return tuple(page.evaluate(
-        "(n) => { for (const d of Bokeh.documents) { const m = d.get_model_by_name(n); if (m == null) continue;"
-        " const r = Bokeh.index.find_one(m).el.getBoundingClientRect();"
-        " return [r.left, r.top, r.width, r.height]; } return null; }", name))
+def screen_positions(page, figure: str, source: str):
+    """Page-pixel positions (sx, sy arrays) of the (x, y) points of ``source`` as drawn in ``figure``."""
+    sx, sy = js(page, "const v = Bokeh.index.find_one(find(arg[0])); const src = find(arg[1]).data;"
+                " const r = v.el.getBoundingClientRect();"
+                " return [Array.from(src.x, x => r.left + v.frame.x_scale.compute(x)),"
+                " Array.from(src.y, y => r.top + v.frame.y_scale.compute(y))];", [figure, source])
+    return np.array(sx, dtype=float), np.array(sy, dtype=float)
 
 
 def drag(page, x0: float, y0: float, x1: float, y1: float, steps: int = 12) -> None:

@@ -14,6 +14,7 @@ from dashboard.export import export, profile_page_name
 from dashboard.tetrahedron import project, to_3d
 from tests.browser.conftest import (
     ABSOLUTE_MODEL,
+    FIND_JS,
     ROPE_MODEL,
     console_errors,
     drag,
@@ -22,6 +23,9 @@ from tests.browser.conftest import (
     model_prop,
     rope_profiles,
     route_offline,
+    screen_positions,
+    selected,
+    set_prop,
     wait_for_bokeh,
 )
 
@@ -45,16 +49,6 @@ def rope_page(browser, pages):
     wait_for_bokeh(page, "heads")
     yield page, errors
     page.close()
-
-
-def screen_positions(page, figure: str, source: str) -> tuple[np.ndarray, np.ndarray]:
-    """Page-pixel positions of the (x, y) points of ``source`` as drawn in ``figure`` (Bokeh's own scales)."""
-    sx, sy = page.evaluate(
-        "([f, s]) => { const d = Bokeh.documents[0]; const v = Bokeh.index.find_one(d.get_model_by_name(f));"
-        " const src = d.get_model_by_name(s).data; const r = v.el.getBoundingClientRect();"
-        " const xs = Array.from(src.x, x => r.left + v.frame.x_scale.compute(x));"
-        " const ys = Array.from(src.y, y => r.top + v.frame.y_scale.compute(y)); return [xs, ys]; }", [figure, source])
-    return np.array(sx, dtype=float), np.array(sy, dtype=float)
 
 
 def heads_profile(page) -> np.ndarray:
@@ -128,7 +122,7 @@ def test_box_selection_changes_histograms(rope_page):
     x_cut = float(np.median(sx[np.isfinite(sx)]))  # a box over the left half of the dots
     drag(page, fl + 2, ft + 2, x_cut, ft + fh - 2)
     page.wait_for_timeout(300)
-    sel = sorted(page.evaluate("() => Array.from(Bokeh.documents[0].get_model_by_name('heads').selected.indices)"))
+    sel = sorted(selected(page, "heads"))
     n = len(sx)
     assert 0 < len(sel) < n
     clearly_in = np.flatnonzero(sx < x_cut - 1)
@@ -147,9 +141,9 @@ def test_box_selection_changes_histograms(rope_page):
 
 def test_play_advances_and_loops(rope_page):
     page, errors = rope_page
-    page.evaluate("() => { Bokeh.documents[0].get_model_by_name('d_slider').value = 124; }")
+    set_prop(page, "d_slider", "value", 124)
     page.get_by_text("Play").click()
-    page.wait_for_function("() => Bokeh.documents[0].get_model_by_name('d_slider').value < 20", timeout=10_000)
+    page.wait_for_function("() => " + "{" + FIND_JS + "return find('d_slider').value < 20; }", timeout=10_000)
     assert "Pause" in model_prop(page, "play", "label")
     page.get_by_text("Pause").click()
     v = model_prop(page, "d_slider", "value")

@@ -1,0 +1,112 @@
+"""The served app (``panel serve dashboard/app.py --args --store ...``) in chromium.
+
+One server over the synthetic store and one over a missing store; the views are the same Bokeh models
+as the exported pages (tested in depth in test_profiles_page.py), so here: no console errors, the
+plots exist, a drag rotates, the d slider changes the data, selection reaches the histograms, the
+model selector reaches the not-computed model, URL parameters cannot choose the store, and a broken
+store gives a message with the fixing command.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from dashboard.tetrahedron import project, to_3d
+from tests.browser.conftest import (
+    EMPTY_MODEL,
+    ROPE_MODEL,
+    console_errors,
+    drag,
+    frame_box,
+    model_data,
+    model_prop,
+    rope_profiles,
+    route_offline,
+    serve_app,
+    set_prop,
+    set_selected,
+    stop,
+    wait_for_bokeh,
+)
+
+pytestmark = pytest.mark.browser
+
+
+def open_page(browser, url):
+    page = browser.new_page(viewport={"width": 1500, "height": 1100})
+    errors = console_errors(page)
+    requested: list[str] = []
+    route_offline(page, requested)
+    page.goto(url)
+    return page, errors, requested
+
+
+def test_served_profiles_page(browser, served_app):
+    page, errors, requested = open_page(browser, served_app)
+    wait_for_bokeh(page, "heads")
+    assert page.get_by_text("Profiles of attention heads").count() >= 1
+    for name in ("tetrahedron", "layers_a", "hist_fig_b", "d_slider", "azimuth"):
+        assert model_prop(page, name, "name") == name
+
+    # a drag rotates; the projection equals numpy's for the new camera
+    x0 = model_data(page, "heads", "x")
+    left, top, w, h = frame_box(page, "tetrahedron")
+    drag(page, left + w / 2, top + h / 2, left + w / 2 - 60, top + h / 2 - 40)
+    page.wait_for_timeout(300)
+    az, el = model_prop(page, "azimuth", "value"), model_prop(page, "elevation", "value")
+    p = np.array([model_data(page, "heads", c) for c in "abcd"], dtype=float).T
+    x = np.array(model_data(page, "heads", "x"))
+    assert not np.allclose(x, x0)
+    np.testing.assert_allclose(x, project(to_3d(p), az, el)[0], atol=1e-9)
+
+    # the d slider moves the data to the stored profile at that offset
+    set_prop(page, "d_slider", "value", 32)
+    page.wait_for_timeout(300)
+    p32 = np.array([model_data(page, "heads", c) for c in "abcd"], dtype=float).T
+    np.testing.assert_allclose(p32, rope_profiles(4, 8)[:, :, 32].reshape(-1, 4), atol=1 / 65534)
+
+    # a selection reaches the histograms
+    set_selected(page, "heads", [0, 1, 2, 3])
+    page.wait_for_timeout(300)
+    sel = np.array(model_data(page, "hist_a", "sel"))
+    counts = np.bincount(np.minimum((p32[:4, 0] * 40).astype(int), 39), minlength=40)
+    np.testing.assert_allclose(sel, counts / 4)
+    assert requested == []  # the served app asks nothing of the internet
+    assert errors == []
+    page.close()
+
+
+def test_selector_shows_not_computed_model_with_command(browser, served_app):
+    page, errors, _ = open_page(browser, served_app)
+    wait_for_bokeh(page, "heads")
+    page.locator("select", has_text=EMPTY_MODEL).first.select_option(label=f"{EMPTY_MODEL} (not computed)")
+    wait_for_bokeh(page, "model_status", timeout=30_000)
+    text = model_prop(page, "model_status", "text")
+    assert "No profiles are stored" in text and f"python -m pipeline profiles {EMPTY_MODEL}" in text
+    assert all(v is None for v in model_data(page, "heads", "a"))
+    assert errors == []
+    page.close()
+
+
+def test_url_cannot_choose_the_store(browser, served_app, tmp_path):
+    page, errors, _ = open_page(browser, served_app + f"?store={tmp_path}&args=--store%20{tmp_path}")
+    wait_for_bokeh(page, "heads")
+    assert ROPE_MODEL in model_prop(page, "model_line", "text")
+    assert str(tmp_path) not in page.content()
+    assert errors == []
+    page.close()
+
+
+def test_missing_store_says_what_to_do(browser, tmp_path):
+    proc, url = serve_app(tmp_path / "nowhere.zarr")
+    try:
+        page, errors, _ = open_page(browser, url)
+        wait_for_bokeh(page, "store_error")
+        text = model_prop(page, "store_error", "text")
+        assert "no store at" in text and "python -m pipeline profiles" in text
+        assert "Traceback" not in page.content()
+        assert errors == []
+        page.close()
+    finally:
+        stop(proc)
