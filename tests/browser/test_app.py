@@ -15,6 +15,7 @@ import pytest
 from dashboard.tetrahedron import project, to_3d
 from tests.browser.conftest import (
     EMPTY_MODEL,
+    FIND_JS,
     ROPE_MODEL,
     console_errors,
     drag,
@@ -110,3 +111,19 @@ def test_missing_store_says_what_to_do(browser, tmp_path):
         page.close()
     finally:
         stop(proc)
+
+
+def test_served_orbits_movie_advances_and_loops(browser, served_app):
+    page, errors, _ = open_page(browser, served_app)
+    wait_for_bokeh(page, "orbits_frame")
+    page.get_by_text("Orbits", exact=True).first.click()
+    last = model_prop(page, "orbits_frame", "end")
+    x0 = model_data(page, "orbits_dots_0", "x")
+    page.get_by_text("Play").last.click()
+    page.wait_for_function("() => {" + FIND_JS + "return find('orbits_frame').value > 0; }", timeout=10_000)
+    page.wait_for_timeout(100)
+    assert model_data(page, "orbits_dots_0", "x") != x0
+    page.wait_for_function("() => {" + FIND_JS + f"return find('orbits_frame').value === {last}; }}", timeout=20_000)
+    page.wait_for_function("() => {" + FIND_JS + f"return find('orbits_frame').value < {last}; }}", timeout=20_000)
+    assert errors == []
+    page.close()

@@ -1,0 +1,113 @@
+"""The exported static pages opened from file:// with no server and no internet.
+
+Self-contained pages are opened with every remote request refused (none may be made); CDN pages are
+opened with the CDN answered from the installed bokeh/panel files. Both must render without console
+errors, keep the interactions (d slider, selection, the orbits movie) and link to each other.
+"""
+
+from __future__ import annotations
+
+import re
+
+import bokeh
+import numpy as np
+import pytest
+
+from dashboard.export import export, profile_page_name
+from tests.browser.conftest import (
+    FIND_JS,
+    ROPE_MODEL,
+    console_errors,
+    model_data,
+    model_prop,
+    rope_profiles,
+    route_offline,
+    set_prop,
+    set_selected,
+    wait_for_bokeh,
+)
+
+pytestmark = pytest.mark.browser
+
+
+@pytest.fixture(scope="module")
+def inline_pages(synthetic_store, tmp_path_factory):
+    out = tmp_path_factory.mktemp("export_inline")
+    export(out, synthetic_store, self_contained=True)
+    return out
+
+
+@pytest.fixture(scope="module")
+def cdn_pages(synthetic_store, tmp_path_factory):
+    out = tmp_path_factory.mktemp("export_cdn")
+    export(out, synthetic_store)
+    return out
+
+
+def open_offline(browser, path):
+    page = browser.new_page(viewport={"width": 1500, "height": 1100})
+    errors = console_errors(page)
+    requested: list[str] = []
+    route_offline(page, requested)
+    page.goto(path.as_uri())
+    return page, errors, requested
+
+
+def test_self_contained_pages_need_nothing_from_outside(browser, inline_pages):
+    html = (inline_pages / profile_page_name(ROPE_MODEL)).read_text()
+    assert "cdn.bokeh.org" not in html and "<script src=" not in html
+    page, errors, requested = open_offline(browser, inline_pages / profile_page_name(ROPE_MODEL))
+    wait_for_bokeh(page, "heads")
+    set_prop(page, "d_slider", "value", 40)
+    page.wait_for_timeout(300)
+    a = np.array(model_data(page, "heads", "a"), dtype=float)
+    np.testing.assert_allclose(a, rope_profiles(4, 8)[:, :, 40, 0].ravel(), atol=1 / 65534)
+    set_selected(page, "heads", [5, 6])
+    page.wait_for_timeout(200)
+    assert sum(model_data(page, "hist_a", "sel")) == pytest.approx(1.0)
+    assert requested == [] and errors == []
+    page.close()
+
+
+def test_cdn_pages_ask_only_for_this_bokeh_version(browser, cdn_pages):
+    html = (cdn_pages / profile_page_name(ROPE_MODEL)).read_text()
+    urls = set(re.findall(r'src="(https://[^"]+)"', html))
+    assert urls and all(f"-{bokeh.__version__}" in u and u.startswith("https://cdn.bokeh.org/") for u in urls)
+    page, errors, requested = open_offline(browser, cdn_pages / profile_page_name(ROPE_MODEL))
+    wait_for_bokeh(page, "heads")
+    assert set(requested) == urls
+    assert errors == []
+    page.close()
+
+
+@pytest.mark.parametrize("variant", ["inline", "cdn"])
+def test_orbits_movie_advances_and_loops(browser, inline_pages, cdn_pages, variant):
+    pages = inline_pages if variant == "inline" else cdn_pages
+    page, errors, requested = open_offline(browser, pages / "orbits.html")
+    wait_for_bokeh(page, "orbits_frame")
+    last = model_prop(page, "orbits_frame", "end")
+    set_prop(page, "orbits_frame", "value", 0)
+    x0 = model_data(page, "orbits_dots_0", "x")
+    page.get_by_text("Play").first.click()
+    page.wait_for_function("() => {" + FIND_JS + "return find('orbits_frame').value > 0; }", timeout=10_000)
+    page.wait_for_timeout(100)
+    assert model_data(page, "orbits_dots_0", "x") != x0
+    page.wait_for_function("() => {" + FIND_JS + f"return find('orbits_frame').value === {last}; }}", timeout=20_000)
+    page.wait_for_function("() => {" + FIND_JS + f"return find('orbits_frame').value < {last}; }}", timeout=20_000)
+    assert errors == []
+    if variant == "inline":
+        assert requested == []
+    page.close()
+
+
+def test_index_links_every_page_and_lists_commands(browser, cdn_pages):
+    page, errors, _ = open_offline(browser, cdn_pages / "index.html")
+    assert "python -m pipeline profiles synthetic-empty" in page.content()
+    page.get_by_text(ROPE_MODEL).first.click()
+    page.wait_for_url("**/" + profile_page_name(ROPE_MODEL))
+    wait_for_bokeh(page, "heads")
+    page.get_by_text("orbits").first.click()
+    page.wait_for_url("**/orbits.html")
+    wait_for_bokeh(page, "orbits_frame")
+    assert errors == []
+    page.close()
