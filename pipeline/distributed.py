@@ -29,7 +29,7 @@ from functools import lru_cache
 
 import numpy as np
 
-from pipeline.store import ModelInfo, StoreError, layers_done, mark_complete, register_model, reset_model, write_layer
+from pipeline.store import ModelInfo, layers_done, mark_complete, register_model, reset_model, write_layer
 
 
 class ClusterError(RuntimeError):
@@ -48,24 +48,26 @@ def store_location(store: str | os.PathLike) -> str:
 
 @lru_cache(maxsize=4)
 def _checkpoint(source: str, revision: str | None):
-    """One open checkpoint per (source, revision) per worker process (headers are read once)."""
+    """One open checkpoint per (source, revision) per worker process (Hub shard headers are read once)."""
     from pipeline.checkpoints import open_checkpoint
 
     return open_checkpoint(source, revision)
 
 
 def layer_profiles(checkpoint, layer: int, fold_ln: bool = False) -> tuple[np.ndarray, np.ndarray]:
-    """Profile (H, 4) or (H, 129, 4) and norm of one layer of an open checkpoint."""
-    from pipeline.architectures import layer_weights, layout_from_config, rotations
-    from pipeline.profile import head_profiles
+    """Profile (H, 4) or (H, 129, 4) and norm of one layer of an open checkpoint (profile_tasks.compute_layer)."""
+    from pipeline.architectures import layout_from_config
+    from pipeline.profile_tasks import compute_layer
 
-    layout = layout_from_config(checkpoint.config)
-    W_Q, W_K = layer_weights(checkpoint, layout, layer, fold_ln)
-    return head_profiles(W_Q, W_K, rotations(layout))
+    return compute_layer(checkpoint, layout_from_config(checkpoint.config), layer, fold_ln)
 
 
 def layer_task(source: str, revision: str | None, store: str, name: str, layer: int, fold_ln: bool = False) -> int:
-    """Runs on a worker: read one layer's Q/K tensors, profile its heads, write its store region."""
+    """Runs on a worker: read one layer's Q/K tensors, profile its heads, write its store region.
+
+    Same work as ``pipeline.profile_tasks.profile_layer``, but the checkpoint stays open in the worker
+    between tasks, so a Hub checkpoint's config, index and shard headers are fetched once per worker.
+    """
     delay = float(os.environ.get("HEADGEOMETRY_TEST_TASK_DELAY", "0") or 0)
     if delay:
         time.sleep(delay)
@@ -79,32 +81,31 @@ def layer_task(source: str, revision: str | None, store: str, name: str, layer: 
 
 @dataclass
 class Job:
-    """One model to profile: where its weights are, the revision pinned for every task, its store row."""
+    """One model to profile: what the tasks open (source at the pinned revision) and its store row."""
 
     name: str
-    source: str  # what the tasks pass to open_checkpoint: a local folder or a Hub id
-    revision: str | None  # Hub commit for Hub ids (tasks open exactly it); None for local folders
+    source: str  # what the tasks pass to open_checkpoint: the folder, registry name or Hub id as given
+    revision: str | None  # the revision the client resolved (Hub commit); every task opens exactly it
     info: ModelInfo
     fold_ln: bool = False
+    reset: bool = False  # --force on a stored model: forget its values first
 
 
-def plan_job(model_or_path: str, name: str | None = None, revision: str | None = None,
-             fold_ln: bool = False, command: str = "") -> Job:
-    """Open ``model_or_path`` for its config (Hub: config and index only) and describe its store row."""
-    from pipeline.architectures import layout_from_config
-    from pipeline.checkpoints import open_checkpoint
+def plan_job(model_or_path: str, store, name: str | None = None, fold_ln: bool = False, force: bool = False,
+             revision: str | None = None) -> Job | None:
+    """Open and validate one model with ``profile_tasks.plan_model`` (a Hub id costs its config and index
+    only); None if the store already holds exactly these values."""
+    from pipeline.profile_tasks import plan_model
 
-    ck = open_checkpoint(model_or_path, revision)
-    layout = layout_from_config(ck.config)
-    is_folder = os.path.isdir(os.path.expanduser(str(model_or_path)))
-    source = str(model_or_path) if is_folder else ck.source
-    default = os.path.basename(os.path.normpath(str(model_or_path))) if is_folder else str(model_or_path)
-    info = ModelInfo(name=name or default, n_layers=layout.n_layers,
-                     n_heads=layout.n_heads, d_model=layout.d_model, d_head=layout.d_head,
-                     positional=layout.positional, source=ck.source, revision=ck.revision, family=layout.family,
-                     command=command, n_kv_heads=layout.n_kv_heads, rotary_dim=layout.rotary_dim,
-                     layernorm_folded=fold_ln)
-    return Job(info.name, source, None if is_folder else ck.revision, info, fold_ln)
+    store = store_location(store)
+    if "://" in store:  # a fresh URL store has no root group yet, which plan_model would take for a non-store
+        import zarr
+
+        zarr.open_group(store, mode="a")
+    plan = plan_model(model_or_path, store, fold_ln, name, force, revision)
+    if plan is None:
+        return None
+    return Job(plan.name, str(model_or_path), plan.ckpt.revision, plan.info, fold_ln, plan.reset)
 
 
 # ------------------------------------------------------------------------------------------ cluster
@@ -140,8 +141,7 @@ def close_client(client) -> None:
         cluster.close()
 
 
-def run_jobs(client, jobs: Sequence[Job], store, retries: int = 2, force: bool = False,
-             progress: bool = True) -> dict[str, str]:
+def run_jobs(client, jobs: Sequence[Job], store, retries: int = 2, progress: bool = True) -> dict[str, str]:
     """Profile every layer of every job on the cluster; returns {name: revision} of the models completed.
 
     Layers already written (``layer_done``) are skipped. Raises ClusterError naming the failed layers if
@@ -153,17 +153,13 @@ def run_jobs(client, jobs: Sequence[Job], store, retries: int = 2, force: bool =
     store = store_location(store)
     futures, owner = [], {}
     for job in jobs:
-        if force:
-            try:
-                reset_model(store, job.name)
-            except StoreError:
-                pass  # not in the store yet
+        if job.reset:
+            reset_model(store, job.name)
         register_model(store, job.info)
-        todo = np.flatnonzero(~layers_done(store, job.name)).tolist()
-        for layer in todo:
+        for layer in np.flatnonzero(~layers_done(store, job.name)).tolist():
             fut = client.submit(layer_task, job.source, job.revision, store, job.name, int(layer), job.fold_ln,
-                                key=f"profile-{job.name}-{layer}-{job.revision or 'local'}", retries=retries,
-                                pure=False)
+                                key=f"profile-{job.name}-{layer}-{job.revision or 'local'}-{time.time_ns()}",
+                                retries=retries, pure=False)
             futures.append(fut)
             owner[fut.key] = (job.name, int(layer))
     failed: dict[str, list[tuple[int, str]]] = {}
@@ -187,3 +183,39 @@ def run_jobs(client, jobs: Sequence[Job], store, retries: int = 2, force: bool =
         raise ClusterError("profiling failed on the cluster after retries; finished layers are kept and those "
                            "models are not marked complete. Rerun the same command to resume.\n" + "\n".join(lines))
     return done
+
+
+def run_distributed(models: Sequence[str], store, workers: int | None = None, scheduler: str | None = None,
+                    fold_ln: bool = False, name: str | None = None, force: bool = False,
+                    revision: str | None = None, progress: bool = True, log=print) -> list[str]:
+    """``run_profiles`` on a cluster: plan every model here (nothing written if one is wrong), then one task
+    per layer on ``scheduler`` or on a new LocalCluster of ``workers`` processes. Returns the names written.
+
+    Unlike the single-process run, the client does not read every Q/K tensor up front to check it is
+    finite (that would pull all weights to the client); a task that meets NaN/Inf fails with the tensor's
+    name and its model stays incomplete.
+    """
+    from pipeline.profile_tasks import UsageError
+
+    if name is not None and len(models) != 1:
+        raise UsageError("--name names one model; give exactly one MODEL_OR_PATH with it")
+    store = store_location(store)
+    jobs = []
+    for m in models:
+        job = plan_job(m, store, name, fold_ln, force, revision)
+        if job is None:
+            log(f"{name or m}: already complete in {store}; skipped (add --force to recompute)")
+        else:
+            jobs.append(job)
+    if not jobs:
+        return []
+    client = make_client(workers, scheduler)
+    try:
+        log(f"dask cluster: {len(client.scheduler_info()['workers'])} workers at {client.scheduler.address}")
+        done = run_jobs(client, jobs, store, progress=progress)
+    finally:
+        close_client(client)
+    for job in jobs:
+        log(f"{job.name}: {job.info.n_layers} layers x {job.info.n_heads} heads complete in {store} "
+            f"(source {job.info.source}, revision {job.info.revision})")
+    return list(done)

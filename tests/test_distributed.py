@@ -17,7 +17,6 @@ pytest.importorskip("distributed", reason="the cluster tests need dask.distribut
 from pipeline.distributed import (  # noqa: E402
     ClusterError,
     close_client,
-    layer_profiles,
     make_client,
     plan_job,
     run_jobs,
@@ -42,22 +41,25 @@ def mistral_dir(tmp_path_factory):
 
 
 def single_process(folder) -> tuple[np.ndarray, np.ndarray]:
-    """The reference: every layer profiled in this process, no cluster and no store."""
-    from pipeline.checkpoints import open_checkpoint
+    """The reference: the single-process run (profile_tasks.run_profiles) into a store of its own."""
+    import tempfile
 
-    ck = open_checkpoint(folder)
-    out = [layer_profiles(ck, layer) for layer in range(LAYERS)]
-    return np.stack([p for p, _ in out]), np.stack([n for _, n in out])
+    from pipeline.profile_tasks import run_profiles
+
+    with tempfile.TemporaryDirectory() as tmp:
+        run_profiles([folder], f"{tmp}/single.zarr", name="single", progress=False, log=lambda *_: None)
+        return stored(f"{tmp}/single.zarr", "single")
 
 
 def stored(store, name) -> tuple[np.ndarray, np.ndarray]:
     ds = open_profiles(store).sel(model=name)
+    assert bool(ds.complete)
     return ds.profile.values[:LAYERS], ds.norm.values[:LAYERS]
 
 
 def test_two_worker_processes_equal_single_process(mistral_dir, tmp_path):
     store = str(tmp_path / "store.zarr")
-    job = plan_job(mistral_dir, name="tiny-mistral")
+    job = plan_job(mistral_dir, store, name="tiny-mistral")
     client = make_client(workers=2)
     try:
         assert len(client.scheduler_info()["workers"]) == 2
@@ -79,7 +81,7 @@ def test_fsspec_url_store_with_thread_workers(mistral_dir):
     store = f"memory://headgeometry-test-{os.getpid()}/store.zarr"
     client = make_client(workers=2, processes=False)
     try:
-        run_jobs(client, [plan_job(mistral_dir, name="m")], store, progress=False)
+        run_jobs(client, [plan_job(mistral_dir, store, name="m")], store, progress=False)
     finally:
         close_client(client)
     prof, norm = stored(store, "m")
@@ -105,7 +107,7 @@ def test_killing_a_worker_mid_run_still_completes_correctly(mistral_dir, tmp_pat
         killer = threading.Thread(target=kill_one_worker)
         killer.start()
         try:
-            run_jobs(client, [plan_job(mistral_dir, name="k")], store, progress=False)
+            run_jobs(client, [plan_job(mistral_dir, store, name="k")], store, progress=False)
             outcome = "complete"
         except ClusterError:
             outcome = "failed"
@@ -126,10 +128,10 @@ def test_killing_a_worker_mid_run_still_completes_correctly(mistral_dir, tmp_pat
 
 def test_failed_tasks_leave_the_model_incomplete_and_a_rerun_resumes(mistral_dir, tmp_path):
     store = str(tmp_path / "store.zarr")
-    job = plan_job(mistral_dir, name="r")
+    job = plan_job(mistral_dir, store, name="r")
     client = make_client(workers=1, processes=False)
     try:
-        broken = plan_job(mistral_dir, name="r")
+        broken = plan_job(mistral_dir, store, name="r")
         broken.source = str(tmp_path / "gone")  # every task fails: the weights vanished after planning
         with pytest.raises(ClusterError, match=r"(?s)Rerun the same command.*r: layers \[0, 1, 2, 3\] failed"):
             run_jobs(client, [broken], store, retries=0, progress=False)
