@@ -171,6 +171,8 @@ def check_weights(plan: Plan, progress: bool = True) -> None:
     """Read every Q/K tensor (and gain) the plan will use once; raises on NaN/Inf naming the tensor."""
     from tqdm.auto import tqdm
 
+    if getattr(plan.ckpt, "hub_snapshot", None) is not None:
+        return  # range-read from the Hub: reading twice would double the bytes; Checkpoint.read checks each layer
     names = plan.ckpt.tensor_names()
     wanted = {t for layer in plan.todo
               for t in qk_tensor_names(plan.layout, names, layer, plan.info.layernorm_folded).values()}

@@ -53,6 +53,11 @@ def register(subparsers) -> None:
                    help="only register registry models in the store as not yet computed (shapes from the "
                         "registry, the command that computes them; no weights read), for the dashboard")
     p.add_argument("--quiet", action="store_true", help="no progress bars")
+    p.add_argument("--workers", type=int, metavar="N",
+                   help="run the (model, layer) tasks on a new local dask cluster of N worker processes")
+    p.add_argument("--scheduler", metavar="ADDRESS",
+                   help="run the tasks on an existing dask cluster (e.g. tcp://host:8786); the store must be a "
+                        "path or fsspec URL that every worker can write")
     p.set_defaults(func=profiles_command)
 
     q = subparsers.add_parser(
@@ -66,10 +71,11 @@ def register(subparsers) -> None:
 def _user_errors() -> tuple[type[Exception], ...]:
     from pipeline.architectures import ArchitectureError
     from pipeline.checkpoints import CheckpointError
+    from pipeline.distributed import ClusterError
     from pipeline.profile_tasks import UsageError
     from pipeline.store import StoreError
 
-    return ArchitectureError, CheckpointError, StoreError, UsageError
+    return ArchitectureError, CheckpointError, StoreError, UsageError, ClusterError
 
 
 def _fail(exc: BaseException) -> int:
@@ -89,6 +95,11 @@ def profiles_command(args) -> int:
     try:
         if args.register_only:
             profile_tasks.register_only(models, args.store)
+        elif args.workers or args.scheduler:
+            from pipeline.distributed import run_distributed
+
+            run_distributed(models, args.store, workers=args.workers, scheduler=args.scheduler, fold_ln=args.fold_ln,
+                            name=args.name, force=args.force, revision=args.revision, progress=not args.quiet)
         else:
             profile_tasks.run_profiles(models, args.store, fold_ln=args.fold_ln, name=args.name, force=args.force,
                                        revision=args.revision, progress=not args.quiet)
