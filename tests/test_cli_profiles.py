@@ -14,6 +14,8 @@ import hashlib
 import json
 import pathlib
 import re
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -316,6 +318,24 @@ def test_register_only_lists_the_seed_models_as_not_computed(tmp_path, capsys):
     before = snapshot(store)
     assert cli("profiles", "--seed-models", "--register-only", "--store", store) == 0  # idempotent
     assert snapshot(store) == before
+
+
+def test_python_dash_m_pipeline_end_to_end(tiny_model, tmp_path):
+    """The real entry point, in a fresh process: --help, profiles, list."""
+    model, folder = tiny_model("bloom", name="tiny-bloom")
+    store = tmp_path / "s.zarr"
+    run = lambda *a: subprocess.run([sys.executable, "-m", "pipeline", *map(str, a)], capture_output=True,  # noqa: E731
+                                    text=True, cwd=str(tmp_path), timeout=300)
+    for argv in (["--help"], ["profiles", "--help"], ["list", "--help"]):
+        assert run(*argv).returncode == 0
+    done = run("profiles", folder, "--store", store)
+    assert done.returncode == 0, done.stderr
+    m = open_store(store).sel(model="tiny-bloom")
+    np.testing.assert_allclose(m.profile.values, expected_profiles(model, "bloom")[0], rtol=0, atol=1e-9)
+    listed = run("list", "--store", store)
+    assert listed.returncode == 0 and "tiny-bloom  complete" in listed.stdout
+    bad = run("profiles", "no-such-model", "--store", store)
+    assert bad.returncode == 2 and "unknown model 'no-such-model'" in bad.stderr
 
 
 def test_help_everywhere(capsys):
