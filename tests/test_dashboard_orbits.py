@@ -274,3 +274,17 @@ def test_panel_wrapper():
 
     pane = orbits_panel(planted_orbits())
     assert isinstance(pane, pn.pane.Bokeh) and pane.object.name == "orbits_view"
+
+
+def test_missing_positions_are_skipped_in_the_radius():
+    ds = planted_orbits()
+    pos = of.positions(ds)
+    pos[3, 0, 0] = np.nan  # a head with no position at frame 3
+    pos[3, 5, 0] = [40.0, 0.0]  # and an outlier that sets the radius
+    starts = of.trail_starts(ds["epoch"].values, 0)  # no trail: the frame alone
+    radii = of.view_radii(pos, starts)
+    assert radii[3, 0] == 40.0
+    finite = np.hypot(pos[4, :, 0, 0], pos[4, :, 0, 1])
+    assert radii[4, 0] == pytest.approx(finite.max())
+    ds["position"].values[:] = np.nan
+    assert orbits_view(ds).name == "orbits_view"  # all missing: drawn empty, axes at ±1
