@@ -178,3 +178,82 @@ def test_offline_needs_the_cache(hub, hub_env):
     with pytest.raises(HubError, match="HF_HUB_OFFLINE is set and model-0000"):
         HubCheckpoint(REPO)
     assert len(hub.requests) == before  # offline means no request at all
+
+
+# ------------------------------------------------------------------------------ through the pipeline
+
+
+def run(models, store, **kw):
+    from pipeline.profile_tasks import run_profiles
+
+    return run_profiles(models, str(store), progress=False, log=lambda *_: None, **kw)
+
+
+def store_arrays(store) -> dict[str, np.ndarray]:
+    from pipeline.store import open_profiles
+
+    ds = open_profiles(str(store))
+    return {k: ds[k].values.copy() for k in ("profile", "norm", "layer_done", "complete", "revision", "model")}
+
+
+def qk_bound(folder) -> int:
+    """config + index + (8 + header) of every shard holding a Q/K tensor + the Q/K bytes (bf16)."""
+    index = json.loads((folder / "model.safetensors.index.json").read_text())["weight_map"]
+    wanted = [n for layer in range(LAYERS) for n in qk_names(layer)]
+    heads = header_bytes(folder)
+    return (2 * H * (N // H) * N * len(wanted) + sum(heads[s] for s in {index[n] for n in wanted})
+            + (folder / "config.json").stat().st_size + (folder / "model.safetensors.index.json").stat().st_size)
+
+
+def test_profiles_from_the_hub_equal_those_from_disk(hub, checkpoint_dir, tmp_path):
+    run([str(checkpoint_dir)], tmp_path / "disk.zarr", name="m")
+    hub.reset_counts()
+    run([REPO], tmp_path / "hub.zarr", name="m")
+    disk, remote = store_arrays(tmp_path / "disk.zarr"), store_arrays(tmp_path / "hub.zarr")
+    np.testing.assert_array_equal(remote["profile"], disk["profile"])
+    np.testing.assert_array_equal(remote["norm"], disk["norm"])
+    assert remote["complete"].all()
+    assert str(remote["revision"][0]) == hub.sha[REPO]  # the resolved commit, not "main"
+    assert hub.total_bytes(REPO) <= qk_bound(checkpoint_dir)
+
+
+def test_hub_failures_leave_the_store_as_it_was(hub, checkpoint_dir, tmp_path, hub_env):
+    from pipeline.checkpoints import CheckpointError
+
+    store = tmp_path / "s.zarr"
+    run([str(checkpoint_dir)], store, name="already-there")
+    before = store_arrays(store)
+    hub.fail_with = 500
+    with pytest.raises(CheckpointError, match="answered 500"):
+        run([REPO], store, name="m")
+    hub.fail_with = 404
+    with pytest.raises(CheckpointError):
+        run([REPO], store, name="m")
+    hub.fail_with = None
+    with pytest.raises(CheckpointError, match="no model repository"):
+        run(["test-org/absent"], store, name="m")
+    after = store_arrays(store)
+    for k in before:
+        np.testing.assert_array_equal(after[k], before[k])
+
+
+def test_interrupted_run_resumes_without_refetching_finished_layers(hub, checkpoint_dir, tmp_path):
+    from pipeline.checkpoints import CheckpointError
+    from pipeline.store import is_complete, layers_done
+
+    store = tmp_path / "s.zarr"
+    hub.fail_after_ranges = 9  # a few shard headers and layer 0's Q and K, then the server breaks
+    with pytest.raises(CheckpointError, match="answered 500"):
+        run([REPO], store, name="m")
+    done = layers_done(str(store), "m")
+    assert done[0] and not done.all() and not is_complete(str(store), "m")
+    hub.fail_after_ranges = None
+    hub.reset_counts()
+    run([REPO], store, name="m")
+    disk = disk_tensors(checkpoint_dir)
+    qk_left = sum(disk[n].size * 2 for layer in np.flatnonzero(~done) for n in qk_names(int(layer)))
+    heads = sum(header_bytes(checkpoint_dir).values())
+    assert 0 < hub.total_bytes(REPO) <= qk_left + heads  # config and index come from the cache now
+    run([str(checkpoint_dir)], tmp_path / "disk.zarr", name="m")
+    np.testing.assert_array_equal(store_arrays(store)["profile"], store_arrays(tmp_path / "disk.zarr")["profile"])
+    assert is_complete(str(store), "m")
