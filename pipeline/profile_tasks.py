@@ -147,6 +147,9 @@ def plan_model(model_or_path: str, store_path, fold_ln: bool = False, name: str 
         qk_tensor_names(layout, names, layer, fold_ln)  # raises naming the missing tensor
     default = default_name(model_or_path, ckpt, spec)
     name = name or default
+    if spec is None and name in MODELS and (bad := MODELS[name].mismatches(layout)):
+        raise UsageError(f"{name!r} is the registry's name for {MODELS[name].hub_id}, and {model_or_path!r} has "
+                         f"another shape ({', '.join(bad)} differ). Store it under another name with --name NEW.")
     info = store.ModelInfo(
         name=name, n_layers=layout.n_layers, n_heads=layout.n_heads, d_model=layout.d_model, d_head=layout.d_head,
         positional=layout.positional, source=ckpt.source, revision=ckpt.revision, family=layout.family,

@@ -281,6 +281,7 @@ def test_user_errors_exit_2_say_what_to_do_and_leave_the_store_as_it_was(tiny_mo
         ([t5], r"model_type 't5' is not supported; supported families: gpt2, opt, bloom, gpt_neox, mistral, bert"),
         (["someorg/not-cached"], r"not in the local Hugging Face cache .* HF_HUB_OFFLINE=1"),
         (["gpt2"], r"'openai-community/gpt2' is not in the local Hugging Face cache"),
+        ([good, "--name", "gpt2"], r"'gpt2' is the registry's name for openai-community/gpt2.*--name NEW"),
         ([good, nan], r"NaN/Inf"),  # several models: all are checked before the first is written
         ([good, nan, "--name", "x"], r"--name names one model"),
         ([], r"no model given"),
