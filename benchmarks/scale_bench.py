@@ -1,0 +1,251 @@
+"""Scale: the four comparisons of issue 5, measured side by side in one run (ratios, not timed tests).
+
+    python benchmarks/scale_bench.py [--dir /tmp/headgeometry-bench] [--mistral-layers 2] [--opt-layers 8]
+
+1. eigen routes per head at (N, n) = (5120, 128) over 129 offsets: the naive N x N route (one offset
+   timed, times 129), the pipeline (pipeline.profile.head_profiles), and the bare batched 2n x 2n
+   eigvalsh floor; numpy vs torch, float64 vs float32, 1 vs 2 threads, CUDA when present.
+2. peak resident memory of profiling a Mistral-Small-24B-shaped sharded bf16 checkpoint layer by layer
+   (a child process), against one layer's Q/K bytes.
+3. throughput on an opt-1.3b-shaped checkpoint: whole pipeline vs merely reading its Q/K tensors, on
+   1 process and on a 2-worker dask LocalCluster.
+4. bytes fetched through the loopback Hub (tests/hub_server.py) for the Mistral-shaped checkpoint
+   against its Q/K bytes.
+Synthetic checkpoints come from benchmarks/synthetic_checkpoints.py (cached in --dir).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)
+sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
+MB = 1e6
+
+
+def best(f, repeats=3):
+    t, out = float("inf"), None
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        out = f()
+        t = min(t, time.perf_counter() - t0)
+    return t, out
+
+
+def rss_mb() -> float:
+    with open("/proc/self/status") as fh:
+        for line in fh:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1e3
+    return float("nan")
+
+
+# ----------------------------------------------------------------------------------------- 1. eigen
+
+
+def eigen_section(naive: bool) -> None:
+    import numpy as np
+    import torch
+    from threadpoolctl import threadpool_limits
+
+    from pipeline.profile import cores, head_profiles, naive_profiles, span_cores
+    from pipeline.rotary import rotation_matrices
+
+    N, n = 5120, 128
+    rng = np.random.default_rng(0)
+    W_Q, W_K = rng.normal(size=(1, n, N)) / N**0.5, rng.normal(size=(1, n, N)) / N**0.5
+    R = rotation_matrices(n, n, 1e8)  # Mistral-Small's rope theta, 129 offsets
+    K, P = span_cores(W_Q, W_K)
+    C = cores(K, P, R)[0]
+    S = 0.5 * (C + np.swapaxes(C, -1, -2))  # (129, 256, 256): what the eigen step must solve
+    print("\n== 1. eigen routes, one head at (N, n) = (5120, 128), 129 offsets ==")
+    rows = []
+    with threadpool_limits(1):
+        t_pipe, (prof, _) = best(lambda: head_profiles(W_Q, W_K, R))
+        t_floor, lam = best(lambda: np.linalg.eigvalsh(S))
+        rows.append(("numpy float64 eigvalsh, 1 thread (floor)", t_floor, 0.0))
+    with threadpool_limits(2):
+        t2, lam2 = best(lambda: np.linalg.eigvalsh(S))
+        rows.append(("numpy float64 eigvalsh, 2 threads", t2, float(np.abs(lam2 - lam).max())))
+    scale = float(np.abs(lam).max())
+    torch.set_num_threads(1)  # 2 threads lose badly on this shared 2-core machine (see numpy's row)
+    St = torch.from_numpy(S)
+    t, lt = best(lambda: torch.linalg.eigvalsh(St).numpy())
+    rows.append(("torch float64 eigvalsh, 1 thread", t, float(np.abs(lt - lam).max()) / scale))
+    S32 = St.float()
+    t, lt = best(lambda: torch.linalg.eigvalsh(S32).double().numpy())
+    rows.append(("torch float32 eigvalsh, 1 thread", t, float(np.abs(lt - lam).max()) / scale))
+    if torch.cuda.is_available():
+        Sg = torch.from_numpy(S).cuda()
+        torch.linalg.eigvalsh(Sg)
+        torch.cuda.synchronize()
+        t, lt = best(lambda: torch.linalg.eigvalsh(Sg).cpu().numpy())
+        rows.append(("torch CUDA float64 eigvalsh", t, float(np.abs(lt - lam).max()) / scale))
+    else:
+        rows.append(("torch CUDA eigvalsh", float("nan"), float("nan")))
+    print(f"{'route':46} {'s/head':>9} {'max rel. diff':>14}  (eigenvalues of the 129 cores only)")
+    for name, t, diff in rows:
+        print(f"{name:46} {t:9.3f} {diff:14.1e}" + ("   (no GPU here)" if t != t else ""))
+    if naive:
+        with threadpool_limits(1):
+            L = np.swapaxes(W_K[0], -1, -2) @ R[1] @ W_Q[0]
+            t0 = time.perf_counter()
+            p1 = naive_profiles(L)[0]
+            t_naive1 = time.perf_counter() - t0
+        assert np.allclose(p1, prof[0, 1], atol=1e-9), (p1, prof[0, 1])
+        print(f"naive N x N route: {t_naive1:.1f} s for one offset (measured), x129 = {129 * t_naive1:.0f} s/head")
+        print(f"RATIO naive / pipeline = {129 * t_naive1 / t_pipe:.0f}x")
+    print(f"pipeline (head_profiles: QR + cores + eigvalsh + profile), 1 thread: {t_pipe:.3f} s/head")
+    print(f"RATIO pipeline / floor = {t_pipe / t_floor:.2f}  (target <= 1.5)")
+
+
+# ----------------------------------------------------------------------------------------- 2. memory
+
+
+def profile_folder_child(folder: str, store: str) -> None:
+    """Child process: open, take the baseline RSS, profile every layer into ``store``, print the peak."""
+    import numpy as np
+
+    np.ones(1)
+    from pipeline.checkpoints import open_checkpoint
+    from pipeline.distributed import layer_profiles
+    from pipeline.store import ModelInfo, mark_complete, register_model, write_layer
+
+    ck = open_checkpoint(folder)
+    n_layers = int(ck.config["num_hidden_layers"])
+    register_model(store, ModelInfo("bench", n_layers, ck.config["num_attention_heads"], ck.config["hidden_size"],
+                                    128, "rope", revision=ck.revision))
+    base = rss_mb()
+    t0 = time.perf_counter()
+    for layer in range(n_layers):
+        profile, norm = layer_profiles(ck, layer)
+        write_layer(store, "bench", layer, profile, norm)
+    mark_complete(store, "bench")
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1e3
+    print(f"{base:.1f} {peak:.1f} {time.perf_counter() - t0:.1f}")
+
+
+def memory_section(folder: str, layers: int) -> None:
+    from synthetic_checkpoints import FAMILIES
+
+    print("\n== 2. peak memory, Mistral-Small-24B-shaped bf16 checkpoint, layer by layer ==")
+    shapes = dict((p.format(l=0), s) for p, s in FAMILIES["mistral-small-24b"][2])
+    qk = sum(s[0] * s[1] for k, s in shapes.items() if "q_proj" in k or "k_proj" in k)
+    with tempfile.TemporaryDirectory() as tmp:
+        out = subprocess.run([sys.executable, __file__, "--memory-child", folder, os.path.join(tmp, "s.zarr")],
+                             capture_output=True, text=True, check=True, env=os.environ | {"OMP_NUM_THREADS": "1"})
+    base, peak, secs = (float(x) for x in out.stdout.split()[-3:])
+    print(f"one layer's Q/K: {qk * 2 / MB:.1f} MB as stored (bf16), {qk * 8 / MB:.1f} MB as float64")
+    print(f"RSS before the first layer {base:.0f} MB, peak {peak:.0f} MB over {layers} layers ({secs:.0f} s)")
+    print(f"RATIO peak increase / one layer's bf16 Q/K = {(peak - base) / (qk * 2 / MB):.1f}; "
+          f"increase - Q/K bytes = {peak - base - qk * 2 / MB:.0f} MB (target <= 200 MB)")
+
+
+# ----------------------------------------------------------------------------------------- 3. throughput
+
+
+def throughput_section(folder: str) -> None:
+    from synthetic_checkpoints import qk_names
+
+    from pipeline.checkpoints import open_checkpoint
+    from pipeline.distributed import close_client, layer_profiles, make_client, plan_job, run_jobs
+    from pipeline.store import register_model, write_layer
+
+    print("\n== 3. throughput, opt-1.3b-shaped fp16 checkpoint: pipeline vs reading Q/K ==")
+    ck = open_checkpoint(folder)
+    layers = int(ck.config["num_hidden_layers"])
+    names = qk_names("opt-1.3b", layers)
+    t_read, _ = best(lambda: [open_checkpoint(folder).read(n) for n in names], repeats=2)
+    with tempfile.TemporaryDirectory() as tmp:
+        job = plan_job(folder, os.path.join(tmp, "plan.zarr"), name="opt")
+
+        def single():
+            s = os.path.join(tmp, f"s{time.perf_counter_ns()}.zarr")
+            register_model(s, job.info)
+            c = open_checkpoint(folder)
+            for layer in range(layers):
+                write_layer(s, "opt", layer, *layer_profiles(c, layer))
+
+        t_one, _ = best(single, repeats=2)
+        t0 = time.perf_counter()
+        client = make_client(workers=2)
+        t_start = time.perf_counter() - t0
+        try:
+            client.run(lambda: __import__("pipeline.distributed"))  # warm imports, not counted
+
+            def two():
+                run_jobs(client, [job], os.path.join(tmp, f"d{time.perf_counter_ns()}.zarr"), progress=False)
+
+            t_two, _ = best(two, repeats=2)
+        finally:
+            close_client(client)
+    print(f"{layers} layers x 32 heads; reading Q/K only: {t_read:.2f} s")
+    print(f"pipeline, 1 process: {t_one:.2f} s  -> RATIO pipeline / read = {t_one / t_read:.2f}")
+    print(f"pipeline, 2 dask workers: {t_two:.2f} s (+{t_start:.1f} s cluster start, not counted) "
+          f"-> RATIO pipeline / read = {t_two / t_read:.2f}; speed-up over 1 process = {t_one / t_two:.2f}")
+
+
+# ----------------------------------------------------------------------------------------- 4. hub bytes
+
+
+def hub_section(folder: str) -> None:
+    from pipeline.architectures import layer_weights, layout_from_config
+    from tests.hub_server import LoopbackHub, serve_folder
+
+    print("\n== 4. bytes fetched through the loopback Hub, Mistral-shaped checkpoint ==")
+    repo = "bench/mistral-small-24b-shaped"
+    with tempfile.TemporaryDirectory() as home, LoopbackHub(serve_folder(folder, repo)) as hub:
+        os.environ.update(HF_HOME=home, HF_ENDPOINT=hub.endpoint)
+        from pipeline.checkpoints import open_checkpoint
+
+        t0 = time.perf_counter()
+        ck = open_checkpoint(repo)
+        layout = layout_from_config(ck.config)
+        for layer in range(layout.n_layers):
+            layer_weights(ck, layout, layer)  # exactly what the profile task reads
+        secs = time.perf_counter() - t0
+        served = hub.total_bytes(repo)
+        snap = ck.hub_snapshot
+        qk = sum(e.end - e.start for f in snap._headers for n, e in snap._headers[f].items()
+                 if "q_proj" in n or "k_proj" in n)
+        total = sum(os.path.getsize(os.path.join(folder, f)) for f in os.listdir(folder))
+    print(f"checkpoint on the server: {total / MB:.1f} MB; its Q/K tensors: {qk / MB:.1f} MB")
+    print(f"served by the loopback Hub: {served / MB:.3f} MB in {secs:.1f} s "
+          f"(config + index + shard headers: {(served - qk) / 1e3:.1f} kB)")
+    print(f"RATIO bytes fetched / Q/K bytes = {served / qk:.5f}; fetched / whole checkpoint = {served / total:.3f}")
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--dir", default=os.path.join(tempfile.gettempdir(), "headgeometry-bench"))
+    ap.add_argument("--mistral-layers", type=int, default=2)
+    ap.add_argument("--opt-layers", type=int, default=8)
+    ap.add_argument("--no-naive", action="store_true", help="skip the ~30 s naive 5120 x 5120 eigvalsh")
+    ap.add_argument("--memory-child", nargs=2, help=argparse.SUPPRESS)
+    args = ap.parse_args(argv)
+    if args.memory_child:
+        profile_folder_child(*args.memory_child)
+        return 0
+    from synthetic_checkpoints import write_synthetic
+
+    t0 = time.perf_counter()
+    mistral = str(write_synthetic("mistral-small-24b", os.path.join(args.dir, "mistral"), args.mistral_layers))
+    opt = str(write_synthetic("opt-1.3b", os.path.join(args.dir, "opt-1.3b"), args.opt_layers, layers_per_shard=4))
+    print(f"synthetic checkpoints in {args.dir} ({time.perf_counter() - t0:.0f} s)")
+    eigen_section(naive=not args.no_naive)
+    memory_section(mistral, args.mistral_layers)
+    throughput_section(opt)
+    hub_section(mistral)
+    print(f"\ntotal {time.perf_counter() - t0:.0f} s")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

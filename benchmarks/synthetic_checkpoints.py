@@ -1,0 +1,101 @@
+"""Synthetic checkpoints with the real tensor names, shapes and dtypes of the seed's largest families.
+
+    python benchmarks/synthetic_checkpoints.py OUT_DIR [--family mistral-small-24b] [--layers 2]
+
+Only the attention tensors (Q/K/V/O) of a handful of layers at the real width are written (random
+normal / sqrt(N)), sharded like the Hub checkpoints (``model-0000i-of-0000k.safetensors`` + index), with
+a config.json that the pipeline reads like the real one except for ``num_hidden_layers``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from pathlib import Path
+
+# family -> config (as on the Hub), dtype, per-layer tensors (name pattern, shape)
+FAMILIES = {
+    "mistral-small-24b": (
+        {"model_type": "mistral", "architectures": ["MistralForCausalLM"], "hidden_size": 5120,
+         "num_attention_heads": 32, "num_key_value_heads": 8, "head_dim": 128, "intermediate_size": 32768,
+         "rope_theta": 100000000.0, "max_position_embeddings": 32768, "vocab_size": 131072,
+         "rms_norm_eps": 1e-05, "torch_dtype": "bfloat16"},
+        "bfloat16",
+        [("model.layers.{l}.self_attn.q_proj.weight", (4096, 5120)),
+         ("model.layers.{l}.self_attn.k_proj.weight", (1024, 5120)),
+         ("model.layers.{l}.self_attn.v_proj.weight", (1024, 5120)),
+         ("model.layers.{l}.self_attn.o_proj.weight", (5120, 4096))],
+    ),
+    "opt-13b": (
+        {"model_type": "opt", "architectures": ["OPTForCausalLM"], "hidden_size": 5120, "num_attention_heads": 40,
+         "ffn_dim": 20480, "word_embed_proj_dim": 5120, "do_layer_norm_before": True,
+         "max_position_embeddings": 2048, "vocab_size": 50272, "torch_dtype": "float16"},
+        "float16",
+        [(f"model.decoder.layers.{{l}}.self_attn.{p}_proj.{w}", (5120, 5120) if w == "weight" else (5120,))
+         for p in ("q", "k", "v", "out") for w in ("weight", "bias")],
+    ),
+    "opt-1.3b": (
+        {"model_type": "opt", "architectures": ["OPTForCausalLM"], "hidden_size": 2048, "num_attention_heads": 32,
+         "ffn_dim": 8192, "word_embed_proj_dim": 2048, "do_layer_norm_before": True,
+         "max_position_embeddings": 2048, "vocab_size": 50272, "torch_dtype": "float16"},
+        "float16",
+        [(f"model.decoder.layers.{{l}}.self_attn.{p}_proj.{w}", (2048, 2048) if w == "weight" else (2048,))
+         for p in ("q", "k", "v", "out") for w in ("weight", "bias")],
+    ),
+}
+
+
+def qk_names(family: str, layers: int) -> list[str]:
+    """The Q/K weight tensors the pipeline reads (biases are ignored by the profile)."""
+    return [pat.format(l=layer) for layer in range(layers) for pat, _ in FAMILIES[family][2]
+            if ("q_proj.weight" in pat or "k_proj.weight" in pat)]
+
+
+def write_synthetic(family: str, folder: str | os.PathLike, layers: int, layers_per_shard: int = 1,
+                    seed: int = 0) -> Path:
+    """Write the checkpoint (skipped if ``folder`` already holds one with that many layers); returns it."""
+    import torch
+    from safetensors.torch import save_file
+
+    config, dtype, tensors = FAMILIES[family]
+    folder = Path(folder)
+    marker = folder / "config.json"
+    if marker.exists() and json.loads(marker.read_text()).get("num_hidden_layers") == layers:
+        return folder
+    folder.mkdir(parents=True, exist_ok=True)
+    gen = torch.Generator().manual_seed(seed)
+    n_shards = -(-layers // layers_per_shard)
+    weight_map, total = {}, 0
+    for s in range(n_shards):
+        fname = f"model-{s + 1:05d}-of-{n_shards:05d}.safetensors"
+        shard = {}
+        for layer in range(s * layers_per_shard, min(layers, (s + 1) * layers_per_shard)):
+            for pat, shape in tensors:
+                t = torch.randn(shape, generator=gen) / shape[-1] ** 0.5
+                shard[pat.format(l=layer)] = t.to(getattr(torch, dtype))
+        save_file(shard, str(folder / fname), metadata={"format": "pt"})
+        for name, t in shard.items():
+            weight_map[name] = fname
+            total += t.numel() * t.element_size()
+        del shard
+    (folder / "model.safetensors.index.json").write_text(
+        json.dumps({"metadata": {"total_size": total}, "weight_map": weight_map}, indent=2))
+    marker.write_text(json.dumps(config | {"num_hidden_layers": layers}, indent=2))
+    return folder
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("out")
+    ap.add_argument("--family", choices=sorted(FAMILIES), default="mistral-small-24b")
+    ap.add_argument("--layers", type=int, default=2)
+    ap.add_argument("--layers-per-shard", type=int, default=1)
+    args = ap.parse_args(argv)
+    print(write_synthetic(args.family, args.out, args.layers, args.layers_per_shard))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
