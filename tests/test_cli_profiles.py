@@ -370,3 +370,19 @@ def test_committed_store_holds_minilm_from_its_real_weights_and_lists_the_seeds(
     seeds = ds[["complete", "command"]].sel(model=list(SEED_MODELS)).load()
     assert not seeds.complete.values.any()
     assert [c for c in seeds.command.values] == [f"python -m pipeline profiles {n}" for n in SEED_MODELS]
+
+
+def test_profile_layer_task_writes_what_the_local_run_writes(tiny_model, tmp_path):
+    """The (model, layer) task on its own (as a cluster runs it: strings and ints in, a region out)."""
+    from pipeline import store as zstore
+
+    model, folder = tiny_model("gpt_neox", name="neox")
+    assert cli("profiles", folder, "--store", tmp_path / "a.zarr", "--quiet") == 0
+    plan = profile_tasks.plan_model(folder, str(tmp_path / "b.zarr"))
+    zstore.register_model(str(tmp_path / "b.zarr"), plan.info)
+    for layer in reversed(range(2)):  # any order
+        assert profile_tasks.profile_layer(folder, layer, False, str(tmp_path / "b.zarr"), "neox") == layer
+    zstore.mark_complete(str(tmp_path / "b.zarr"), "neox")
+    a, b = open_store(tmp_path / "a.zarr"), open_store(tmp_path / "b.zarr")
+    np.testing.assert_array_equal(a.profile.values, b.profile.values)
+    np.testing.assert_allclose(b.profile.values[0], expected_profiles(model, "gpt_neox")[0], rtol=0, atol=1e-9)
