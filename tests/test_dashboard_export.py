@@ -1,0 +1,124 @@
+"""Store selection, broken stores, and the exporter's output (files, sizes, messages).
+
+Broken stores are made the ways a user meets them: a path that does not exist, a folder that is not a
+Zarr store, a store without the group, a store written by an older schema. Each must give a message
+naming the command that fixes it, in the served app's page and from the exporter, never a traceback.
+"""
+
+from __future__ import annotations
+
+import base64
+import gzip
+import json
+import re
+from pathlib import Path
+
+import numpy as np
+import pytest
+import zarr
+
+from dashboard import data
+from dashboard.export import export, main, orbits_content, profile_page_name, slug
+from pipeline import store as st
+from tests.browser.conftest import ROPE_MODEL, synthetic_orbits_dataset, write_synthetic_store
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="module")
+def good_store(tmp_path_factory):
+    return write_synthetic_store(tmp_path_factory.mktemp("good") / "store.zarr")
+
+
+def broken_stores(tmp: Path) -> dict[str, tuple[Path, str]]:
+    """name -> (path, a phrase its message must contain)."""
+    (tmp / "plain").mkdir()
+    (tmp / "plain" / "notes.txt").write_text("not a store")
+    no_group = tmp / "no_group.zarr"
+    st.write_group(no_group, st.ORBITS, synthetic_orbits_dataset(n_frames=2))
+    old = write_synthetic_store(tmp / "old.zarr", rope_shape=(1, 2), absolute_shape=(1, 2), empty_shape=(1, 2),
+                                with_orbits=False)
+    zarr.open_group(str(old), path=st.PROFILES, mode="a").attrs["schema_version"] = 0
+    zarr.consolidate_metadata(str(old))
+    return {
+        "missing": (tmp / "nowhere.zarr", "python -m pipeline profiles"),
+        "not zarr": (tmp / "plain", "not a Zarr store"),
+        "no group": (no_group, "python -m pipeline profiles"),
+        "old schema": (old, "schema version 0"),
+    }
+
+
+def test_store_path_precedence(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    assert data.store_path([], {}) == REPO / "store.zarr"  # next to the package, not the working directory
+    assert data.store_path([], {data.ENV_VAR: str(tmp_path / "env.zarr")}) == tmp_path / "env.zarr"
+    assert data.store_path(["--store", "arg.zarr"], {data.ENV_VAR: "env.zarr"}) == tmp_path / "arg.zarr"
+
+
+def test_broken_stores_give_the_fixing_message_in_app_and_exporter(tmp_path, capsys):
+    from dashboard.app import build
+
+    for kind, (path, phrase) in broken_stores(tmp_path).items():
+        with pytest.raises(st.StoreError, match=re.escape(phrase)):
+            data.profiles(path)
+        page = build(path)
+        divs = [m for m in page.main[0].objects[0].get_root().select({"name": "store_error"})]
+        assert len(divs) == 1 and phrase in divs[0].text, kind
+        assert main([str(tmp_path / f"out-{kind}"), "--store", str(path)]) == 2
+        assert phrase in capsys.readouterr().err, kind
+
+
+def test_orbits_page_without_orbits_group_says_how_to_compute_it(tmp_path):
+    path = write_synthetic_store(tmp_path / "s.zarr", rope_shape=(1, 2), absolute_shape=(1, 2), empty_shape=(1, 2),
+                                 with_orbits=False)
+    content = orbits_content(path)
+    msg = content.select_one({"name": "orbits_store_error"})
+    assert "python -m pipeline orbits" in msg.text
+
+
+def test_export_writes_index_model_pages_and_orbits(good_store, tmp_path):
+    paths = export(tmp_path, good_store)
+    names = sorted(p.name for p in paths)
+    assert names == sorted(["index.html", "orbits.html", profile_page_name(ROPE_MODEL),
+                            profile_page_name("synthetic-absolute")])
+    index = (tmp_path / "index.html").read_text()
+    assert "python -m pipeline profiles synthetic-empty" in index and profile_page_name(ROPE_MODEL) in index
+    assert slug("EleutherAI/pythia-70m deduped") == "EleutherAI_pythia-70m_deduped"
+
+
+def _embedded_cube(html: str) -> np.ndarray:
+    """The uint16 profile array as serialized in the page (decoded from the document JSON by hand)."""
+    doc = json.loads(re.search(r'<script type="application/json" id="[^"]+">\s*(.*?)\s*</script>', html, re.S)[1])
+    found = []
+
+    def walk(o):
+        if isinstance(o, dict):
+            if o.get("name") == "profile_cube":
+                found.append(o)
+            for v in o.values():
+                walk(v)
+        elif isinstance(o, list):
+            for v in o:
+                walk(v)
+
+    walk(doc)
+    q = found[0]["data"]["entries"][0][1]  # the attributes of the source named profile_cube
+    assert q["dtype"] == "uint16"
+    raw = base64.b64decode(q["array"]["data"] if isinstance(q["array"], dict) else q["array"])
+    if raw[:2] == b"\x1f\x8b":  # bokeh gzips buffers when that helps
+        raw = gzip.decompress(raw)
+    return np.frombuffer(raw, dtype="<u2")
+
+
+def test_rope_page_is_compact(tmp_path):
+    """A 40 x 32 rotary model (1280 heads x 129 offsets) costs at most about 2 MB (raw uint16 data: 1.3 MB)."""
+    path = write_synthetic_store(tmp_path / "big.zarr", rope_shape=(40, 32), absolute_shape=(1, 2),
+                                 empty_shape=(1, 2), with_orbits=False)
+    export(tmp_path / "out", path)
+    page = tmp_path / "out" / profile_page_name(ROPE_MODEL)
+    size = page.stat().st_size
+    assert size < 2.6e6  # base64 of 1.3 MB is 1.76 MB before bokeh's gzip; the rest is well under 1 MB
+    cube = _embedded_cube(page.read_text())
+    from tests.browser.conftest import rope_profiles
+
+    np.testing.assert_allclose(cube.reshape(40, 32, 129, 4) / 65534, rope_profiles(40, 32), atol=0.5 / 65534)

@@ -1,0 +1,115 @@
+"""The profiles page's Python side: quantisation, histograms, the 3-simplex geometry, the built models.
+
+The browser side (the same numbers computed in JS) is tested in tests/browser/test_profiles_page.py.
+"""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import pytest
+from bokeh.models import Div, Slider
+
+from dashboard import data
+from dashboard.profiles_page import N_BINS, dequantise, histogram_counts, profiles_view, quantise
+from dashboard.tetrahedron import VERTICES, project, to_3d
+from tests.browser.conftest import ABSOLUTE_MODEL, EMPTY_MODEL, ROPE_MODEL, rope_profiles, write_synthetic_store
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory):
+    return write_synthetic_store(tmp_path_factory.mktemp("s") / "store.zarr", with_orbits=False)
+
+
+def by_name(layout, name):
+    return layout.select_one({"name": name})
+
+
+def test_quantise_round_trip_and_nan():
+    rng = np.random.default_rng(0)
+    p = rng.dirichlet(np.ones(4), size=(50, 3))
+    p[0, 1] = np.nan
+    q = quantise(p)
+    assert q.dtype == np.uint16 and q.shape == p.shape
+    back = dequantise(q)
+    finite = np.isfinite(p)
+    assert np.array_equal(np.isnan(back), ~finite)
+    assert np.max(np.abs(back[finite] - p[finite])) <= 0.5 / 65534 + 1e-15
+    assert dequantise(quantise(np.array([0.0, 1.0]))).tolist() == [0.0, 1.0]
+
+
+def test_histogram_counts_match_numpy():
+    rng = np.random.default_rng(1)
+    v = np.concatenate([rng.uniform(0, 1, 500), [0.0, 1.0, np.nan]])
+    expected, _ = np.histogram(v[np.isfinite(v)], bins=N_BINS, range=(0, 1))
+    np.testing.assert_array_equal(histogram_counts(v), expected)
+
+
+def test_tetrahedron_is_regular_and_barycentric():
+    dist = [np.linalg.norm(VERTICES[i] - VERTICES[j]) for i, j in itertools.combinations(range(4), 2)]
+    np.testing.assert_allclose(dist, np.sqrt(8 / 3))
+    np.testing.assert_allclose(to_3d(np.eye(4)), VERTICES)
+    np.testing.assert_allclose(to_3d(np.full(4, 0.25)), 0, atol=1e-15)
+
+
+@pytest.mark.parametrize("az, el", [(0, 0), (30, 20), (-135, 60), (90, -90)])
+def test_projection_is_an_orthographic_camera(az, el):
+    sx, sy = project(np.eye(3), az, el)  # images of the basis vectors: the camera's two screen rows
+    rows = np.stack([sx, sy])
+    np.testing.assert_allclose(rows @ rows.T, np.eye(2), atol=1e-12)  # orthonormal rows: a rigid view
+    assert sy[0] == pytest.approx(-np.sin(np.radians(az)) * np.sin(np.radians(el)), abs=1e-12)
+    if el == 0:
+        np.testing.assert_allclose(sy, [0, 0, 1], atol=1e-12)  # the vertical axis stands upright
+
+
+def test_summaries_and_model_profile(store):
+    ds = data.profiles(store)
+    s = {m.name: m for m in data.summaries(ds)}
+    assert s[ROPE_MODEL].rotary and s[ROPE_MODEL].complete and s[ROPE_MODEL].computed
+    assert not s[EMPTY_MODEL].computed and s[EMPTY_MODEL].fix_command == f"python -m pipeline profiles {EMPTY_MODEL}"
+    rope = data.model_profile(ds, s[ROPE_MODEL])
+    assert rope.shape == (4, 8, 129, 4)
+    np.testing.assert_allclose(rope, rope_profiles(4, 8))
+    absolute = data.model_profile(ds, s[ABSOLUTE_MODEL])
+    assert absolute.shape == (3, 6, 1, 4) and np.isfinite(absolute).all()
+    assert np.isnan(data.model_profile(ds, s[EMPTY_MODEL])).all()
+
+
+def test_rope_view_ships_every_offset_and_starts_at_d0(store):
+    ds = data.profiles(store)
+    models = data.summaries(ds)
+    m = models[0]
+    prof = data.model_profile(ds, m)
+    view = profiles_view(m, prof, models=models)
+    cube = by_name(view, "profile_cube").data["q"]
+    assert cube.dtype == np.uint16 and cube.size == 4 * 8 * 129 * 4
+    np.testing.assert_array_equal(dequantise(cube).reshape(prof.shape), dequantise(quantise(prof)))
+    heads = by_name(view, "heads").data
+    np.testing.assert_allclose(np.stack([heads[c] for c in "abcd"], 1), prof[:, :, 0].reshape(-1, 4),
+                               atol=0.5 / 65534)
+    slider = by_name(view, "d_slider")
+    assert isinstance(slider, Slider) and (slider.start, slider.end) == (0, 128)
+    img = by_name(view, "heat_b").data["image"][0]
+    expected = np.stack([histogram_counts(dequantise(quantise(prof[layer, :, 0, 1]))) for layer in range(4)])
+    np.testing.assert_array_equal(img, expected)
+    assert EMPTY_MODEL in by_name(view, "not_computed").text
+
+
+def test_absolute_view_has_no_slider_and_says_why(store):
+    ds = data.profiles(store)
+    m = {x.name: x for x in data.summaries(ds)}[ABSOLUTE_MODEL]
+    view = profiles_view(m, data.model_profile(ds, m))
+    assert by_name(view, "d_slider") is None and by_name(view, "play") is None
+    assert "does not depend on position" in by_name(view, "position_note").text
+    assert by_name(view, "profile_cube").data["q"].size == 3 * 6 * 4
+
+
+def test_empty_model_renders_empty_views_with_a_message(store):
+    ds = data.profiles(store)
+    m = {x.name: x for x in data.summaries(ds)}[EMPTY_MODEL]
+    view = profiles_view(m, data.model_profile(ds, m))
+    status = by_name(view, "model_status")
+    assert isinstance(status, Div) and "No profiles are stored" in status.text and m.fix_command in status.text
+    assert np.isnan(by_name(view, "heads").data["a"]).all()
+    assert np.all(by_name(view, "hist_a").data["all"] == 0)
