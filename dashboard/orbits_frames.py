@@ -176,7 +176,9 @@ def panel_subtitle(ds: xr.Dataset, p: int) -> str:
     rot, eps = _panel_value(ds, "rotation", p), _panel_value(ds, "eps", p)
     parts = []
     if rot is not None:
-        parts.append(f"a full orbit draws a {vertex_count(int(rot))}-gon")
+        n = vertex_count(int(rot))
+        parts.append(f"a full orbit draws a {n}-gon" if n > 2 else "an orbit's dots coincide" if n == 1
+                     else "a full orbit draws a segment through 0")
     if eps is not None:
         parts.append(f"ε = {'+1' if int(eps) > 0 else '−1'}")
     return " · ".join(parts)

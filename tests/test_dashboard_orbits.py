@@ -216,6 +216,9 @@ def test_verification_table_and_titles_in_the_page(store_ds):
         "a full orbit draws a 12-gon · ε = +1", "a full orbit draws a 4-gon · ε = −1",
         "a full orbit draws a 12-gon · ε = +1"]
     assert [of.vertex_count(r) for r in (0, 1, 2, 3, 6, 8, 10, 12, 23)] == [1, 24, 12, 8, 4, 3, 12, 2, 24]
+    flat = store_ds.assign(rotation=("panel", np.array([0, 12, 8])))
+    assert [of.panel_subtitle(flat, p).split(" · ")[0] for p in range(3)] == [
+        "an orbit's dots coincide", "a full orbit draws a segment through 0", "a full orbit draws a 3-gon"]
 
 
 @pytest.mark.parametrize("n_panels", [1, 3, 5])
