@@ -69,8 +69,14 @@ def token_forward(params: dict[str, torch.Tensor], x: torch.Tensor) -> torch.Ten
 
 
 def _weights(M: torch.Tensor, R: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """E[h, a, b] = exp(M[h, a, b] - max_b M[h, a, b]) and V[h, a, b, c] = E[h, a, b] R[h, c, b]."""
-    E = torch.exp(M - M.amax(dim=2, keepdim=True))
+    """E[h, a, b] = exp(M[h, a, b] - max_b M[h, a, b]) and V[h, a, b, c] = E[h, a, b] R[h, c, b].
+
+    The exponent is floored (-80 in float32, -700 in float64) so that no denominator underflows: a key
+    further below its row's best key gets weight e^floor instead of less, which is exact whenever a
+    row of M spans less than that (trained layers span far less; float64 is exact in practice).
+    """
+    floor = -80.0 if M.dtype in (torch.float32, torch.float16, torch.bfloat16) else -700.0
+    E = torch.exp((M - M.amax(dim=2, keepdim=True)).clamp_min(floor))
     V = E[:, :, :, None] * R.transpose(1, 2)[:, None, :, :]
     return E, V
 

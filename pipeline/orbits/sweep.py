@@ -25,7 +25,9 @@ BASE = {}  # the prototype's recipe (Config defaults): d_model 128, d_head 24, w
 PHASES: dict[str, list[tuple[str, dict]]] = {
     "smoke": [("smoke", {"epochs": 30, "polish_steps": 2})],
     "A": [
-        ("long-s0", {"epochs": 4500, "seed": 0, "polish_steps": 100}),
+        # the first long run (penalty 1 -> 3000 over 200-1500 under a 4500-epoch cosine) lost its fit from epoch
+        # ~1200 (Adam at lr ~1e-3 against weight > 300); this one ramps later, when the lr is lower
+        ("long-s0", {"epochs": 4500, "seed": 0, "ramp_start": 1000, "ramp_end": 4000, "polish_steps": 150}),
         ("base-s1", {"seed": 1, "polish_steps": 50}),
         ("dir-s0", {"context_kind": "dirichlet", "context_lengths": (4, 8, 16, 32), "polish_steps": 50}),
         ("init2-s0", {"init_scale": 2.0, "polish_steps": 50}),

@@ -110,8 +110,9 @@ def train(cfg: Config, progress: bool = True, log=None) -> dict:
             ctx = random_contexts(cfg.context_batch, cfg.context_lengths, P, gen, cfg.context_kind)
         opt.zero_grad(set_to_none=True)
         loss, _, _ = objective(w, ctx)
-        if not torch.isfinite(loss):
-            raise FloatingPointError(f"the loss became {float(loss)} at epoch {epoch}; lower --lr or the penalty")
+        if not torch.isfinite(loss.detach()):
+            raise FloatingPointError(f"the loss became {float(loss.detach())} at epoch {epoch}; "
+                                     "lower --lr, --init-scale or the penalty")
         loss.backward()
         opt.step()
         if bar is not None:

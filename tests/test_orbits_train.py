@@ -1,0 +1,80 @@
+"""A short training run learns and its equivariance error falls; the CLI writes a store that round-trips."""
+
+import json
+
+import numpy as np
+import pytest
+import torch
+import xarray as xr
+
+from pipeline import store
+from pipeline.orbits.config import Config, learning_rate, penalty_weight
+from pipeline.orbits.find import find_orbits
+from pipeline.orbits.store_io import load_run, orbits_dataset, sweep_dataset, write_orbits, write_profiles_model
+from pipeline.orbits.sweep import save_run
+from pipeline.orbits.train import train
+
+
+@pytest.fixture(scope="module")
+def short_run():
+    torch.set_num_threads(1)
+    cfg = Config(epochs=100, lr=3e-3, lr_final=1e-3, ramp_start=50, ramp_end=80, penalty_end=30.0, context_batch=2,
+                 frame_every=20, polish_steps=2)
+    return train(cfg, progress=False)
+
+
+def test_schedules():
+    cfg = Config(penalty_start=1.0, penalty_end=100.0, ramp_start=10, ramp_end=30, epochs=100, lr=1e-3, lr_final=1e-5)
+    assert penalty_weight(cfg, 0) == 1.0 and penalty_weight(cfg, 30) == 100.0
+    assert penalty_weight(cfg, 20) == pytest.approx(10.0)  # geometric midpoint
+    assert learning_rate(cfg, 0) == pytest.approx(1e-3) and learning_rate(cfg, 100) == pytest.approx(1e-5)
+
+
+@pytest.mark.slow
+def test_short_run_learns_and_the_penalty_falls(short_run):
+    m = short_run["metrics"]
+    assert list(short_run["epoch"]) == [0, 20, 40, 60, 80, 100, 102]  # 102: after 2 LBFGS steps
+    assert m["train_accuracy"][0] < 0.1 and m["train_accuracy"][-1] > 0.5
+    assert m["loss"][-1] < m["loss"][0] / 2
+    assert m["equivariance_error"][0] > 0.9  # a random layer is far from equivariant
+    assert m["equivariance_error"][-1] < m["equivariance_error"][0] / 4
+    assert m["context_error"][-1] < m["context_error"][0] / 4
+    assert short_run["M"].shape == (7, 32, 24, 24) and short_run["R"].shape == (7, 32, 24, 24)
+
+
+@pytest.mark.slow
+def test_store_round_trip(short_run, tmp_path):
+    path = tmp_path / "run.npz"
+    save_run(str(path), "short", short_run)
+    run = load_run(str(path))
+    np.testing.assert_array_equal(run["M"], short_run["M"])
+    M, R = run["M"][-1].astype(float), run["R"][-1].astype(float)
+    found = find_orbits(M, R)
+    st = str(tmp_path / "store.zarr")
+    ds = orbits_dataset(run, found, 10, 6, {"tol": 0.02})
+    write_orbits(st, ds)
+    back = store.open_orbits(st).load()
+    strings = ["panel", "xy", "panel_kind"]
+    xr.testing.assert_allclose(back.drop_vars(strings), ds.drop_vars(strings))
+    assert list(back.panel.values) == ["QK 0x10", "OV 10x10", "QK 0x6", "OV 6x6"]
+    assert list(back.rotation.values) == [10, 10, 6, 6] and list(back.eps.values) == [1, -1, 1, -1]
+    assert back.attrs["trail_epochs"] == 250 and back.attrs["seed"] == 0
+    assert json.loads(back.attrs["config"])["epochs"] == 100
+    assert back.position.dims == ("frame", "head", "panel", "xy") and back.epoch.dims == ("frame",)
+    # positions are the projections of the stored frames: the last frame's equal those of M, R
+    z = np.sqrt(2) / 24 * np.einsum("hab,ab->h", back.M.values,
+                                    np.exp(1j * 2 * np.pi / 24 * 10 * np.arange(24))[None, :].repeat(24, 0))
+    np.testing.assert_allclose(back.position.values[-1, :, 0, 0], z.real, atol=1e-5)
+    # the layer in the profiles group; the sweep table
+    write_profiles_model(st, run_params(run))
+    prof = store.open_profiles(st)
+    assert bool(prof.complete.sel(model="orbits-c24")) and str(prof.positional.sel(model="orbits-c24").values) == "none"
+    p = prof.profile.sel(model="orbits-c24").isel(layer=0, d=0).values
+    np.testing.assert_allclose(p.sum(-1), 1.0, atol=1e-9)
+    store.write_group(st, "orbits_sweep", sweep_dataset([{"name": "a", "x": 1.0}, {"name": "b", "x": 2.0}]))
+    sw = xr.open_zarr(st, group="orbits_sweep")
+    assert list(sw.name.values) == ["a", "b"] and list(sw.x.values) == [1.0, 2.0]
+
+
+def run_params(run):
+    return {k[6:]: v for k, v in run.items() if k.startswith("param_")}
