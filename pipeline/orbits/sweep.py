@@ -48,6 +48,45 @@ PHASES: dict[str, list[tuple[str, dict]]] = {
 }
 
 
+# continue a finished run with more LBFGS polishing: name -> (source run, extra polish steps)
+POLISH = {
+    "polish-base-s1": ("base-s1", 300),
+}
+
+
+def polish_worker(runs: str, name: str) -> None:
+    """Polish RUNS/<source>.npz further; saved as RUNS/<name>.npz with epochs counted on from the source."""
+    import torch
+
+    from .store_io import load_run
+    from .train import Config, train
+
+    torch.set_num_threads(1)
+    source, steps = POLISH[name]
+    src = load_run(os.path.join(runs, f"{source}.npz"))
+    cfg_d = dict(src["config"]) | {"polish_steps": steps, "frame_every": 25}
+    cfg_d["context_lengths"] = tuple(cfg_d["context_lengths"])
+    done = int(src["epoch"][-1])
+    cfg = Config(**(cfg_d | {"epochs": 0}))
+    with open(os.path.join(runs, f"{name}.log"), "w") as logf:
+        def log(line):
+            logf.write(f"{time.strftime('%H:%M:%S')} {line}\n")
+            logf.flush()
+
+        start = {k[6:]: v for k, v in src.items() if k.startswith("param_")}
+        result = train(cfg, progress=False, log=log, start=start)
+    result["epoch"] = result["epoch"] + done
+    for k in ("M", "R", "epoch"):
+        result[k] = np.concatenate([src[k], result[k][1:]])
+    for k in result["metrics"]:
+        result["metrics"][k] = np.concatenate([src[f"metric_{k}"], result["metrics"][k][1:]])
+    result["config"] = dict(src["config"]) | {"polish_steps": src["config"]["polish_steps"] + steps}
+    save_run(os.path.join(runs, f"{name}.npz"), name, result)
+    with open(os.path.join(runs, "results.jsonl"), "a") as f:
+        f.write(json.dumps({"name": name, "phase": "polish", "config": result["config"], "final": result["final"],
+                            "seconds": result["seconds"]}) + "\n")
+
+
 def run_list(phase: str) -> list[tuple[str, dict]]:
     if phase not in PHASES:
         raise SystemExit(f"unknown phase {phase!r}; known: {', '.join(PHASES)}")
@@ -108,6 +147,9 @@ def main(argv=None) -> None:
     r.add_argument("--phase", default="A", help="which list of runs (default A)")
     r.add_argument("--worker", type=int, default=0)
     r.add_argument("--workers", type=int, default=1)
+    q = sub.add_parser("polish", help="polish a finished run further (see POLISH)")
+    q.add_argument("--runs", required=True)
+    q.add_argument("name", choices=sorted(POLISH))
     s = sub.add_parser("summarize", help="apply the orbit finder to every finished run; write the table")
     s.add_argument("--runs", required=True)
     s.add_argument("--csv", default="docs/orbits_sweep.csv")
@@ -115,6 +157,8 @@ def main(argv=None) -> None:
     args = ap.parse_args(argv)
     if args.cmd == "run":
         run_worker(args.runs, args.phase, args.worker, args.workers)
+    elif args.cmd == "polish":
+        polish_worker(args.runs, args.name)
     else:
         from .summary import summarize
 

@@ -48,13 +48,17 @@ def evaluate(M, R, train_mask: torch.Tensor, tgt: torch.Tensor, eval_ctx: torch.
     return out
 
 
-def train(cfg: Config, progress: bool = True, log=None) -> dict:
+def train(cfg: Config, progress: bool = True, log=None, start: dict | None = None) -> dict:
     """Train one layer; returns the config, frames (epochs, M, R, metrics), final params and metrics.
 
     ``log``: optional callable receiving one line of text per frame (for sweep logs).
+    ``start``: optional weights {name: array} to continue from (e.g. ``epochs=0, polish_steps=N`` polishes
+    a saved run further) instead of the seeded init.
     """
     torch.manual_seed(cfg.seed)
     params = init_params(cfg.n_heads, cfg.d_model, cfg.d_head, P, cfg.init_scale, cfg.seed)
+    if start is not None:
+        params = {k: torch.as_tensor(np.asarray(start[k]), dtype=torch.float32).clone() for k in params}
     for k, v in params.items():
         v.requires_grad_(cfg.learn_embed or k != "W_E")
     trainable = [v for v in params.values() if v.requires_grad]
