@@ -85,3 +85,15 @@ def test_noise_above_tolerance_breaks_the_orbit():
 def test_bad_shapes_are_refused():
     with pytest.raises(ValueError, match="heads, p, p"):
         find_orbits(np.zeros((2, 24, 24)), np.zeros((3, 24, 24)))
+
+
+def test_frame_metrics_see_the_orbits_form(layer):
+    from pipeline.orbits.store_io import frame_orbit_metrics
+
+    M, R, _ = layer
+    rng = np.random.default_rng(4)
+    frames_M = np.stack([rng.normal(size=M.shape), M])  # a random frame, then the planted layer
+    frames_R = np.stack([rng.normal(size=R.shape), R])
+    m = frame_orbit_metrics(frames_M, frames_R, {"tol": 0.02})
+    assert list(m["largest_orbit"][1]) == [0, 12] and list(m["heads_in_orbits"][1]) == [0, 16]
+    assert m["matching_error"][1][0] > 0.5

@@ -16,7 +16,7 @@ import xarray as xr
 from .. import store
 from ..store import ModelInfo
 from .config import METRICS
-from .find import Orbits
+from .find import Orbits, find_orbits
 from .fourier import panel_positions, panels_for
 
 TRAIL_EPOCHS = 250
@@ -34,6 +34,10 @@ FINDER_DOC = {
     "position": "(Re z, Im z) of each head in each panel; QK: z = sqrt(2)/24 sum_ab M[a,b] exp(+i theta (freq_a a + "
     "eps freq_b b)), OV: the same with R[c,b] (freq_a on the output c), theta = 2 pi / 24; raw M and R (the panels' "
     "nonzero frequencies make them gauge-independent)",
+    "matching_error": "per frame: median over live heads and shifts s != 0 of the matching error (0 for a layer made "
+    "of orbits; about 1 or more for unrelated heads)",
+    "heads_in_orbits": "per frame: heads in orbits of at least 2 heads found within finder_tol",
+    "largest_orbit": "per frame: heads in the largest such orbit (0: none)",
     "rotation": "a shift by s rotates every dot of the panel by rotation * s * 2 pi / 24 "
     "(QK: freq_a + eps freq_b; OV: 2 freq_a + eps freq_b, mod 24)",
 }
@@ -59,6 +63,20 @@ def _flat_attrs(prefix: str, d: dict) -> dict:
             v = v.item()
         out[f"{prefix}{k}"] = v
     return out
+
+
+def frame_orbit_metrics(M: np.ndarray, R: np.ndarray, finder: dict) -> dict:
+    """Per frame: the finder's median matching error, heads in orbits of >= 2 heads, and the largest orbit."""
+    med, in_orbit, largest = [], [], []
+    for Mf, Rf in zip(M.astype(np.float64), R.astype(np.float64), strict=True):
+        f = find_orbits(Mf, Rf, **finder)
+        big = [m for m, s in zip(f.members, f.sizes, strict=True) if s >= 2]
+        med.append(f.median_error)
+        in_orbit.append(sum(len(m) for m in big))
+        largest.append(max((len(m) for m in big), default=0))
+    return {"matching_error": (("frame",), np.array(med)),
+            "heads_in_orbits": (("frame",), np.array(in_orbit, dtype=np.int32)),
+            "largest_orbit": (("frame",), np.array(largest, dtype=np.int32))}
 
 
 def orbits_dataset(run: dict, found: Orbits, A: int, B: int, finder: dict) -> xr.Dataset:
@@ -87,6 +105,7 @@ def orbits_dataset(run: dict, found: Orbits, A: int, B: int, finder: dict) -> xr
     }
     for k in METRICS:
         data[k] = (("frame",), run[f"metric_{k}"].astype(np.float64))
+    data |= frame_orbit_metrics(run["M"], run["R"], finder)
     coords = {
         "frame": np.arange(F), "epoch": (("frame",), run["epoch"].astype(np.int64)),
         "head": np.arange(H), "panel": np.array([pn.label for pn in panels], dtype=object),
