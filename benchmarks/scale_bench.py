@@ -173,7 +173,10 @@ def throughput_section(folder: str) -> None:
             for layer in range(layers):
                 write_layer(s, "opt", layer, *layer_profiles(c, layer))
 
-        t_one, _ = best(single, repeats=2)
+        from threadpoolctl import threadpool_limits
+
+        with threadpool_limits(1):  # like a dask worker (OMP_NUM_THREADS=1): no BLAS oversubscription
+            t_one, _ = best(single, repeats=2)
         t0 = time.perf_counter()
         client = make_client(workers=2)
         t_start = time.perf_counter() - t0
@@ -228,6 +231,7 @@ def main(argv=None) -> int:
     ap.add_argument("--mistral-layers", type=int, default=2)
     ap.add_argument("--opt-layers", type=int, default=8)
     ap.add_argument("--no-naive", action="store_true", help="skip the ~30 s naive 5120 x 5120 eigvalsh")
+    ap.add_argument("--sections", default="1234", help="which comparisons to run (default: all, 1234)")
     ap.add_argument("--memory-child", nargs=2, help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.memory_child:
@@ -239,10 +243,14 @@ def main(argv=None) -> int:
     mistral = str(write_synthetic("mistral-small-24b", os.path.join(args.dir, "mistral"), args.mistral_layers))
     opt = str(write_synthetic("opt-1.3b", os.path.join(args.dir, "opt-1.3b"), args.opt_layers, layers_per_shard=4))
     print(f"synthetic checkpoints in {args.dir} ({time.perf_counter() - t0:.0f} s)")
-    eigen_section(naive=not args.no_naive)
-    memory_section(mistral, args.mistral_layers)
-    throughput_section(opt)
-    hub_section(mistral)
+    if "1" in args.sections:
+        eigen_section(naive=not args.no_naive)
+    if "2" in args.sections:
+        memory_section(mistral, args.mistral_layers)
+    if "3" in args.sections:
+        throughput_section(opt)
+    if "4" in args.sections:
+        hub_section(mistral)
     print(f"\ntotal {time.perf_counter() - t0:.0f} s")
     return 0
 
