@@ -24,26 +24,33 @@ import numpy as np
 BASE = {}  # the prototype's recipe (Config defaults): d_model 128, d_head 24, wd 1, penalty 1 -> 3000
 PHASES: dict[str, list[tuple[str, dict]]] = {
     "smoke": [("smoke", {"epochs": 30, "polish_steps": 2})],
+    # phase A as run: worker 0 ran long-s0, worker 1 ran base-s1, init2-s0 (NaN at epoch 0 in float32 before the
+    # softmax floor existed) and wd0.1-s0; the rest of A moved to B after base-s1 and wd0.1-s0 pointed at
+    # weight decay as the strongest lever
     "A": [
         # the first long run (penalty 1 -> 3000 over 200-1500 under a 4500-epoch cosine) lost its fit from epoch
         # ~1200 (Adam at lr ~1e-3 against weight > 300); this one ramps later, when the lr is lower
         ("long-s0", {"epochs": 4500, "seed": 0, "ramp_start": 1000, "ramp_end": 4000, "polish_steps": 150}),
         ("base-s1", {"seed": 1, "polish_steps": 50}),
-        ("dir-s0", {"context_kind": "dirichlet", "context_lengths": (4, 8, 16, 32), "polish_steps": 50}),
-        ("init2-s0", {"init_scale": 2.0, "polish_steps": 50}),
-        ("base-s2", {"seed": 2, "polish_steps": 50}),
         ("wd0.1-s0", {"weight_decay": 0.1, "polish_steps": 50}),
-        ("frac0.4-s0", {"train_fraction": 0.4, "polish_steps": 50}),
+        ("init2-s0", {"init_scale": 2.0, "polish_steps": 50}),
+    ],
+    "B": [
+        ("wd3-s0", {"weight_decay": 3.0, "polish_steps": 50}),
         ("ctxlong-s0", {"context_lengths": (4, 8, 16, 32), "polish_steps": 50}),
-        ("pen1e4-s0", {"penalty_end": 1e4, "polish_steps": 50}),
+        ("base-s2", {"seed": 2, "polish_steps": 50}),
+        ("wd3-s1", {"seed": 1, "weight_decay": 3.0, "polish_steps": 50}),
+        ("dir-s0", {"context_kind": "dirichlet", "context_lengths": (4, 8, 16, 32), "polish_steps": 50}),
+        ("frac0.4-s0", {"train_fraction": 0.4, "polish_steps": 50}),
         ("fixedE-s0", {"learn_embed": False, "polish_steps": 50}),
-        ("dh32-s0", {"d_head": 32, "polish_steps": 50}),
         ("noctx-s0", {"context_weight": 0.0, "polish_steps": 50}),
-        ("init0.5-s0", {"init_scale": 0.5, "polish_steps": 50}),
         ("dh8-s0", {"d_head": 8, "polish_steps": 50}),
+        ("pen1e4-s0", {"penalty_end": 1e4, "polish_steps": 50}),
+        ("init0.5-s0", {"init_scale": 0.5, "polish_steps": 50}),
+        ("dh32-s0", {"d_head": 32, "polish_steps": 50}),
+        ("base-s3", {"seed": 3, "polish_steps": 50}),
         ("frac0.3-s0", {"train_fraction": 0.3, "polish_steps": 50}),
         ("pen300-s0", {"penalty_end": 300.0, "polish_steps": 50}),
-        ("base-s3", {"seed": 3, "polish_steps": 50}),
     ],
 }
 
