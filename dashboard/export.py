@@ -15,9 +15,9 @@ import re
 import sys
 from pathlib import Path
 
-from bokeh.embed import file_html
+from bokeh.embed import components
 from bokeh.model import Model
-from bokeh.resources import CDN, INLINE
+from bokeh.resources import Resources
 
 from dashboard import data
 from dashboard.profiles_page import CSS, header, message, profiles_view
@@ -71,24 +71,43 @@ def _nav(links: list[tuple[str, str]]) -> str:
     return '<nav class="hg">' + "".join(f'<a href="{html.escape(u)}">{html.escape(t)}</a>' for t, u in links) + "</nav>"
 
 
-def _template(nav_html: str) -> str:
-    return ("{% block postamble %}" + PAGE_CSS + "{% endblock %}"
-            "{% block contents %}" + nav_html + "{{ super() }}{% endblock %}")
+class BokehOnly(Resources):
+    """BokehJS and its widgets only.
+
+    Bokeh adds the ``__javascript__`` files of every model class registered in the process; once Panel
+    is imported that includes Panel's bundles, with server-relative paths a static page cannot load.
+    The pages hold only core Bokeh models, so they need none of them.
+    """
+
+    def _collect_external_resources(self, resource_attr) -> list[str]:
+        return []
 
 
-def save_bokeh(layout: Model, path: Path, title: str, resources, nav_html: str = "") -> None:
-    path.write_text(file_html(layout, resources=resources, title=title, template=_template(nav_html)),
-                    encoding="utf-8")
+def bokeh_resources(self_contained: bool) -> Resources:
+    """Resources for a static page: from the CDN (default) or inlined (``--self-contained``)."""
+    return BokehOnly(mode="inline" if self_contained else "cdn", components=["bokeh", "bokeh-widgets"])
+
+
+def page_html(layout: Model, title: str, resources: Resources, nav_html: str = "") -> str:
+    """A standalone page: the resources, the page CSS, a nav bar and the layout."""
+    script, div = components(layout)
+    return ("<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"
+            f"<title>{html.escape(title)}</title>\n{resources.render_css()}\n{resources.render_js()}\n{PAGE_CSS}"
+            f"</head>\n<body>\n{nav_html}\n{div}\n{script}\n</body>\n</html>\n")
+
+
+def save_bokeh(layout: Model, path: Path, title: str, resources: Resources, nav_html: str = "") -> None:
+    path.write_text(page_html(layout, title, resources, nav_html), encoding="utf-8")
 
 
 def save_any(obj, path: Path, title: str, resources, nav_html: str = "") -> None:
-    """Save a Bokeh layout with ``file_html``, or a Panel object with Panel's ``save`` (no embed)."""
+    """Save a Bokeh layout with ``page_html``, or a Panel object with Panel's ``save`` (no embed)."""
     if isinstance(obj, Model):
         save_bokeh(obj, path, title, resources, nav_html)
         return
     import panel as pn
 
-    pn.panel(obj).save(str(path), title=title, resources=resources, embed=False)
+    pn.panel(obj).save(str(path), title=title, resources=resources.mode, embed=False)
 
 
 def index_html(store: Path, models: list[data.ModelSummary], problem: str | None, resources) -> str:
@@ -118,7 +137,7 @@ def export(out, store=None, self_contained: bool = False) -> list[Path]:
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     store = Path(store) if store else data.store_path([])
-    resources = INLINE if self_contained else CDN
+    resources = bokeh_resources(self_contained)
     written: list[Path] = []
     models: list[data.ModelSummary] = []
     problem = None

@@ -23,7 +23,9 @@ from bokeh.models import (
     ColumnDataSource,
     CustomJS,
     Div,
+    FixedTicker,
     InlineStyleSheet,
+    Label,
     LinearColorMapper,
     Range1d,
     ResetTool,
@@ -33,6 +35,7 @@ from bokeh.models import (
 )
 from bokeh.palettes import Blues256
 from bokeh.plotting import figure
+from bokeh.transform import dodge
 
 from dashboard.data import ModelSummary
 from dashboard.tetrahedron import PROJECT_JS, VERTICES, angle_sliders, project, tetrahedron_figure, to_3d
@@ -131,6 +134,7 @@ function histograms(ctx, heat_too) {
   const h = ctx.heads.data, n = h.layer.length, B = ctx.n_bins, L = ctx.n_layers;
   const sel = ctx.heads.selected.indices;
   const names = ['a', 'b', 'c', 'd'];
+  let top = ctx.hist_top;
   for (let k = 0; k < 4; k++) {
     const col = h[names[k]], hd = ctx.hists[k].data;
     const all = hd.all, s = hd.sel;
@@ -153,18 +157,15 @@ function histograms(ctx, heat_too) {
     for (let b = 0; b < B; b++) {
       all[b] = n_all > 0 ? all[b] / n_all : 0;
       s[b] = n_sel > 0 ? s[b] / n_sel : 0;
+      if (s[b] * 1.05 > top) { top = s[b] * 1.05; }
     }
     ctx.hists[k].change.emit();
-    if (heat_too) {
-      let m = 1;
-      for (let j = 0; j < img.length; j++) { if (img[j] > m) { m = img[j]; } }
-      ctx.mappers[k].high = m;
-      ctx.heats[k].change.emit();
-    }
+    if (heat_too) { ctx.heats[k].change.emit(); }
   }
-  let n_sel_total = sel.length;
-  ctx.info.text = n_sel_total > 0 ? `<b>${n_sel_total}</b> of ${n} heads selected (orange)`
-                                  : `${n} heads · none selected`;
+  // the axes stay put while d moves (the range covers every d); only a selection can stretch them
+  if (ctx.hist_range.end !== top) { ctx.hist_range.end = top; }
+  const text = sel.length > 0 ? `<b>${sel.length}</b> of ${n} heads selected (orange)` : `${n} heads · none selected`;
+  if (ctx.info.text !== text) { ctx.info.text = text; }
 }
 """
 
@@ -203,51 +204,96 @@ def _heads_source(summary: ModelSummary, first: np.ndarray, az: float, el: float
     return ColumnDataSource(data, name="heads")
 
 
-def _per_layer_views(heads: ColumnDataSource, summary: ModelSummary, profile0: np.ndarray):
-    """Per coordinate: a layer x value heat map with the heads as dots (box-selectable), and a histogram."""
+def layer_counts(profile: np.ndarray, n_bins: int = N_BINS) -> np.ndarray:
+    """(D, L, 4, n_bins) counts of heads per layer and value bin at every offset (NaN heads left out).
+
+    profile : (L, H, D, 4), as the browser decodes it.
+    """
+    L, H, D, _ = profile.shape
+    finite = np.isfinite(profile)
+    b = np.minimum(np.floor(np.nan_to_num(profile) * n_bins).astype(int), n_bins - 1)
+    out = np.zeros((D, L, 4, n_bins))
+    d_idx, l_idx, k_idx = np.meshgrid(np.arange(D), np.arange(L), np.arange(4), indexing="ij")
+    for h in range(H):
+        ok = np.moveaxis(finite[:, h], 1, 0)  # (D, L, 4)
+        bins = np.moveaxis(b[:, h], 1, 0)
+        np.add.at(out, (d_idx[ok], l_idx[ok], k_idx[ok], bins[ok]), 1)
+    return out
+
+
+PANEL_STEP = 1.2  # x offset between the four coordinate panels of the per-layer figures (each spans [0, 1])
+
+
+def _panel_axis(fig, L: int | None = None) -> None:
+    """Ticks 0, 0.5, 1 under each of the four panels (shifted by PANEL_STEP), integer layer ticks."""
+    labels = {k * PANEL_STEP + t: text for k in range(4) for t, text in ((0.0, "0"), (0.5, "0.5"), (1.0, "1"))}
+    fig.xaxis.ticker = FixedTicker(ticks=list(labels))
+    fig.xaxis.major_label_overrides = labels
+    fig.xgrid.visible = False
+    fig.ygrid.visible = False
+    if L is not None:
+        fig.yaxis.ticker = BasicTicker(min_interval=1, desired_num_ticks=min(L, 10))
+
+
+def _per_layer_views(heads: ColumnDataSource, summary: ModelSummary, profile: np.ndarray):
+    """Per coordinate: a layer x value heat map with the heads as dots (box-selectable), and a histogram.
+
+    The four coordinates sit side by side in one heat-map figure and one histogram figure (panel k at
+    x = k * PANEL_STEP + value): two canvases instead of eight keep a d step cheap to repaint.
+    profile : (L, H, D, 4) as decoded in the browser; the colour scale of the heat maps and the height
+    of the histograms cover every offset d, so the axes stay put while d moves.
+    """
     L = max(summary.n_layers, 1)
     edges = np.linspace(0, 1, N_BINS + 1)
-    y_range = Range1d(-0.5, L - 0.5)
-    heats, hists, mappers, cols = [], [], [], []
+    counts = layer_counts(profile) if summary.n_layers else np.zeros((1, 1, 4, N_BINS))  # (D, L, 4, B)
+    totals = counts.sum(axis=(1, 3), keepdims=True)  # (D, 1, 4, 1)
+    fractions = np.divide(counts.sum(axis=1, keepdims=True), totals, out=np.zeros_like(totals.repeat(N_BINS, 3)),
+                          where=totals > 0)[:, 0]  # (D, 4, B)
+    top = max(float(fractions.max()) * 1.05, 0.05)
+    x_range = Range1d(-0.04, 3 * PANEL_STEP + 1.04)
+    f = figure(width=880, height=max(280, min(600, 14 * L + 90)), x_range=x_range,
+               y_range=Range1d(-0.5, L - 0.5 + max(1.0, 0.06 * L)),
+               tools=[], toolbar_location="above", name="layers",
+               title="Per layer: number of heads per value bin; selected heads in orange (box-select here too)")
+    g = figure(width=880, height=170, x_range=x_range, y_range=Range1d(0, top), tools=[], toolbar_location=None,
+               name="hists", min_border_left=f.min_border_left)
+    _panel_axis(f, L)
+    _panel_axis(g)
+    f.yaxis.axis_label = "layer"
+    f.yaxis.bounds = (0, L - 1)
+    g.yaxis.axis_label = "fraction of heads"
+    f.xaxis.axis_label = g.xaxis.axis_label = "value of the coordinate"
+    heats, hists, renderers = [], [], []
     for k, c in enumerate(COORDS):
-        values = profile0[..., k]  # (L, H)
-        img = np.stack([histogram_counts(values[layer]) for layer in range(summary.n_layers)]) \
-            if summary.n_layers else np.zeros((1, N_BINS))
-        heat = ColumnDataSource(dict(image=[img]), name=f"heat_{c}")
-        mapper = LinearColorMapper(palette=Blues256[::-1][8:], low=0, high=max(float(img.max()), 1.0))
-        f = figure(width=215, height=max(260, min(560, 14 * L + 60)), x_range=Range1d(0, 1), y_range=y_range,
-                   tools=[], toolbar_location=None, title=COORD_TITLES[k], name=f"layers_{c}")
-        f.image(image="image", x=0, y=-0.5, dw=1, dh=L, source=heat, color_mapper=mapper)
-        dots = f.scatter(c, "lj", source=heads, size=2.5, color="#1f2a3a", alpha=0.35)
+        x0 = k * PANEL_STEP
+        heat = ColumnDataSource(dict(image=[counts[0, :, k].copy()]), name=f"heat_{c}")
+        mapper = LinearColorMapper(palette=Blues256[::-1][8:], low=0, high=max(float(counts[:, :, k].max()), 1.0))
+        f.image(image="image", x=x0, y=-0.5, dw=1, dh=L, source=heat, color_mapper=mapper)
+        # the heads themselves: invisible (the heat map shows them) until selected, then orange on top
+        dots = f.scatter(dodge(c, x0), "lj", source=heads, size=5, fill_color=SELECTED, fill_alpha=0.0,
+                         line_color=None)
         dots.selection_glyph = Scatter(size=6, fill_color=SELECTED, line_color="#222831", line_width=0.5)
-        dots.nonselection_glyph = Scatter(size=2, fill_color="#1f2a3a", line_color=None, fill_alpha=0.15)
-        f.add_tools(BoxSelectTool(renderers=[dots], persistent=False), ResetTool())
-        f.toolbar.active_drag = f.tools[0]
-        f.toolbar_location = "above"
-        f.yaxis.axis_label = "layer" if k == 0 else None
-        f.yaxis.ticker = BasicTicker(min_interval=1, desired_num_ticks=min(L, 10))
-        f.xaxis.axis_label = c
-        f.grid.visible = False
-        all_h = histogram_counts(values.ravel())
-        hist = ColumnDataSource(dict(left=edges[:-1].copy(), right=edges[1:].copy(),
-                                     all=all_h / max(all_h.sum(), 1), sel=np.zeros(N_BINS)), name=f"hist_{c}")
-        g = figure(width=215, height=150, x_range=f.x_range, tools=[], toolbar_location=None, name=f"hist_fig_{c}")
+        dots.nonselection_glyph = Scatter(size=5, fill_alpha=0.0, line_color=None)
+        renderers.append(dots)
+        f.add_layout(Label(x=x0 + 0.5, y=L - 0.5, y_offset=3, text=COORD_TITLES[k],
+                           text_align="center", text_baseline="bottom", text_font_size="10.5pt",
+                           text_font_style="bold"))
+        hist = ColumnDataSource(dict(left=edges[:-1] + x0, right=edges[1:] + x0, all=fractions[0, k].copy(),
+                                     sel=np.zeros(N_BINS)), name=f"hist_{c}")
         g.quad(left="left", right="right", bottom=0, top="all", source=hist, fill_color=ALL, fill_alpha=0.55,
                line_color=None, legend_label="all heads")
         g.quad(left="left", right="right", bottom=0, top="sel", source=hist, fill_color=None, line_color=SELECTED,
                line_width=2, legend_label="selected")
-        g.legend.location = "top_right"
-        g.legend.label_text_font_size = "8pt"
-        g.legend.background_fill_alpha = 0.6
-        g.legend.padding = 2
-        g.legend.spacing = 0
-        g.yaxis.axis_label = "fraction of heads" if k == 0 else None
-        g.xaxis.axis_label = c
         heats.append(heat)
         hists.append(hist)
-        mappers.append(mapper)
-        cols.append(column(f, g))
-    return heats, hists, mappers, row(*cols)
+    f.add_tools(BoxSelectTool(renderers=renderers, persistent=False), ResetTool())
+    f.toolbar.active_drag = f.tools[0]
+    g.legend.location = "top_right"
+    g.legend.orientation = "horizontal"
+    g.legend.label_text_font_size = "8.5pt"
+    g.legend.background_fill_alpha = 0.7
+    g.legend.padding = 2
+    return heats, hists, g.y_range, top, column(f, g)
 
 
 def header(title: str, body_html: str = "", name: str = "page_header") -> Div:
@@ -307,10 +353,10 @@ def profiles_view(summary: ModelSummary, profile: np.ndarray, *, nav: dict[str, 
     heads = _heads_source(summary, first, azimuth.value, elevation.value)
     cube = ColumnDataSource(dict(q=q.reshape(-1)), name="profile_cube")
     fig, ctx = tetrahedron_figure(heads, summary.name, L, azimuth, elevation)
-    heats, hists, mappers, per_layer = _per_layer_views(heads, summary, first)
+    heats, hists, hist_range, hist_top, per_layer = _per_layer_views(heads, summary, dequantise(q))
     info = Div(text=f"{L * H} heads · none selected", stylesheets=[style()], name="selection_info", width=300)
     ctx |= dict(cube=cube, n_d=int(D), n_bins=N_BINS, n_layers=int(L), V=VERTICES.ravel().tolist(),
-                heats=heats, hists=hists, mappers=mappers, info=info)
+                heats=heats, hists=hists, hist_range=hist_range, hist_top=hist_top, info=info)
     on_select = CustomJS(args=dict(ctx=ctx), code=UPDATE_JS + "histograms(ctx, false);")
     heads.selected.js_on_change("indices", on_select)
     clear = Button(label="Clear selection", width=130, name="clear_selection")

@@ -47,7 +47,7 @@ def test_served_profiles_page(browser, served_app):
     page, errors, requested = open_page(browser, served_app)
     wait_for_bokeh(page, "heads")
     assert page.get_by_text("Profiles of attention heads").count() >= 1
-    for name in ("tetrahedron", "layers_a", "hist_fig_b", "d_slider", "azimuth"):
+    for name in ("tetrahedron", "layers", "hists", "d_slider", "azimuth"):
         assert model_prop(page, name, "name") == name
 
     # a drag rotates; the projection equals numpy's for the new camera

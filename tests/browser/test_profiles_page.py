@@ -67,7 +67,7 @@ def test_renders_without_errors_and_draws_every_head(rope_page):
     L, H = ROPE_SHAPE
     assert model_data(page, "heads", "layer") == list(np.repeat(np.arange(L), H))
     np.testing.assert_allclose(heads_profile(page), expected_at(0), atol=1 / 65534)
-    for name in ("tetrahedron", "layers_a", "hist_fig_d", "d_slider", "play"):
+    for name in ("tetrahedron", "layers", "hists", "d_slider", "play"):
         assert model_prop(page, name, "name") == name
     assert page.get_by_text("Profiles of attention heads").count() >= 1
     assert errors == []

@@ -1,0 +1,48 @@
+"""python -m dashboard [--store PATH] [--port 5006] [--address 127.0.0.1]: serve the app on localhost.
+
+The same as ``panel serve dashboard/app.py --address 127.0.0.1 --args --store PATH``, with localhost as
+the default address (``panel serve`` alone listens on every interface). Export static pages with
+``python -m dashboard.export OUT/``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+
+from dashboard import data
+
+APP = Path(__file__).resolve().parent / "app.py"
+
+
+def serve_command(store: Path, port: int, address: str, show: bool) -> list[str]:
+    """The ``panel serve`` command line: bound to ``address``, websocket origin limited to it."""
+    cmd = [sys.executable, "-m", "panel", "serve", str(APP), "--port", str(port), "--address", address,
+           "--allow-websocket-origin", f"{address}:{port}"]
+    if address in ("127.0.0.1", "localhost"):
+        cmd += ["--allow-websocket-origin", f"localhost:{port}"]
+    if show:
+        cmd.append("--show")
+    return cmd + ["--args", "--store", str(store)]
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m dashboard", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--store", default=None, help=f"store to read (default: ${data.ENV_VAR}, else the "
+                        "committed store.zarr)")
+    parser.add_argument("--port", type=int, default=5006)
+    parser.add_argument("--address", default="127.0.0.1",
+                        help="interface to listen on (default 127.0.0.1: this machine only)")
+    parser.add_argument("--show", action="store_true", help="open a browser tab")
+    args = parser.parse_args(argv)
+    store = data.store_path(["--store", args.store] if args.store else [])
+    cmd = serve_command(store, args.port, args.address, args.show)
+    print(f"serving {store} at http://{args.address}:{args.port}/app", flush=True)
+    os.execv(cmd[0], cmd)
+    return 0  # not reached
+
+
+if __name__ == "__main__":
+    sys.exit(main())
