@@ -78,3 +78,21 @@ def test_store_round_trip(short_run, tmp_path):
 
 def run_params(run):
     return {k[6:]: v for k, v in run.items() if k.startswith("param_")}
+
+
+@pytest.mark.slow
+def test_cli_stores_a_saved_run_and_explains_bad_input(short_run, tmp_path, capsys):
+    from pipeline.__main__ import main
+
+    path = str(tmp_path / "run.npz")
+    save_run(path, "short", short_run)
+    st = str(tmp_path / "cli.zarr")
+    assert main(["orbits", "--from-run", path, "--store", st]) == 0
+    out = capsys.readouterr().out
+    assert "orbits within 2%" in out and "wrote the orbits group" in out
+    ds = store.open_orbits(st)
+    assert ds.sizes["frame"] == 7 and ds.sizes["head"] == 32 and ds.sizes["shift"] == 24
+    with pytest.raises(SystemExit, match="does not exist"):
+        main(["orbits", "--from-run", str(tmp_path / "missing.npz"), "--store", st])
+    with pytest.raises(SystemExit, match="strictly between 0 and 1"):
+        main(["orbits", "--train-fraction", "1.5", "--no-store"])
