@@ -17,21 +17,41 @@ k <= 2n that holds all of L's action: with a QR factorisation ``[W_K^T | W_Q^T] 
 the same Frobenius norm as L, sym(C) has the nonzero spectrum of S, and ||antisym(C)|| = ||T||.
 One factorisation per head serves every offset d.
 
+Since ``[K | P]`` is upper triangular, only the first m = min(n, k) rows of K (and so of every core) are
+nonzero: a core is ``[[A, B], [0, 0]]`` with A (m, m), B (m, k - m), and only that top block is formed.
+Rotary R(d) of the usual kind (each column with at most one off-diagonal entry: rotate-half or
+interleaved pairs) is applied elementwise, ``(K R)[:, j] = K[:, j] R[j, j] + K[:, p(j)] R[p(j), j]``.
+
+Memory: :func:`head_profiles` works one head at a time and the offsets of a head in chunks of about
+``chunk_bytes``; the weights may stay in a compact dtype (float32 decoded from bf16/fp16) and grouped-query
+key heads are shared through ``kv_of_head`` instead of being copied per query head. Each head is turned
+into float64 only when it is used, so results do not depend on the storage dtype.
+
 Exactness at the vertices: quantities below ``rtol`` relative to ||L|| (the antisymmetric part,
 eigenvalues, and the differences lambda_+ - lambda_-) are set to exactly zero, and the four
 coordinates are normalised by their own sum, so an antisymmetric, positive/negative semidefinite or
 "H" form gives exactly 1 in its coordinate and exactly 0 in the others. ``L = 0`` has no profile:
 NaN coordinates and norm 0, with no warning.
 
-No I/O here; numpy only (float64).
+Eigen routes (``eigvalsh``): ``"numpy"`` (float64 LAPACK, the fastest measured on this project's CPUs,
+see benchmarks/scale_bench.py), ``"torch"`` (float64), ``"torch-float32"`` (needs an explicit ``tol``:
+thresholds become max(rtol, tol) and the coordinates agree with the float64 route to within ``tol``),
+and ``"auto"`` (the default): torch float64 on CUDA when torch is installed and sees a GPU, else numpy.
+No I/O here; numpy only unless a torch route is asked for (or "auto" finds torch installed).
 """
 
 from __future__ import annotations
+
+import contextlib
+import functools
+import importlib.util
 
 import numpy as np
 
 COORDINATES = ("a", "b", "c", "d")
 DEFAULT_RTOL = 1e-10
+EIGVALSH = ("auto", "numpy", "torch", "torch-float32")
+CHUNK_BYTES = 24_000_000  # per (offsets x k x k) float64 work array of one head
 
 
 def span_cores(W_Q: np.ndarray, W_K: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -67,45 +87,105 @@ def cores(K: np.ndarray, P: np.ndarray, rotations: np.ndarray | None = None) -> 
     K, P : (..., k, n); rotations : (D, n, n) or None (identity).
     Returns (..., k, k) without rotations, (..., D, k, k) with them.
     """
+    Pt = np.swapaxes(P, -1, -2)
     if rotations is None:
-        return K @ np.swapaxes(P, -1, -2)
-    KR = np.einsum("...kn,dnm->...dkm", K, rotations)
-    return KR @ np.swapaxes(P, -1, -2)[..., None, :, :]
+        return K @ Pt
+    return (K[..., None, :, :] @ rotations) @ Pt[..., None, :, :]
 
 
-def profile_of_cores(C: np.ndarray, rtol: float = DEFAULT_RTOL) -> tuple[np.ndarray, np.ndarray]:
-    """Profiles of a batch of bilinear forms given by their cores (or by the dense matrices themselves).
+# ------------------------------------------------------------------------------------------- eigen
 
-    Parameters
-    ----------
-    C : (..., k, k) array
-        Cores (see module docstring); a dense N x N form L is its own core.
-    rtol : float
-        Relative threshold below which the antisymmetric part, eigenvalues of the symmetric part and
-        differences lambda_+ - lambda_- count as exactly zero (relative to ||L||_F).
 
-    Returns
-    -------
-    profile : (..., 4) float64, coordinates (a, b, c, d) summing to 1; NaN where L = 0
-    norm : (...) float64, ||L||_F before scaling
+@functools.lru_cache(maxsize=1)
+def _cuda_available() -> bool:
+    if importlib.util.find_spec("torch") is None:
+        return False
+    import torch
+
+    return bool(torch.cuda.is_available())
+
+
+def eigen_route(eigvalsh: str = "auto", device: str | None = None) -> tuple[str, str | None]:
+    """Resolve ``eigvalsh`` / ``device`` to the route used: ("numpy", None) or ("torch[-float32]", device)."""
+    if eigvalsh not in EIGVALSH:
+        raise ValueError(f"eigvalsh must be one of {EIGVALSH}; got {eigvalsh!r}")
+    if eigvalsh == "auto":
+        if device is not None:
+            return "torch", device
+        return ("torch", "cuda") if _cuda_available() else ("numpy", None)
+    if eigvalsh == "numpy":
+        if device not in (None, "cpu"):
+            raise ValueError(f"the numpy eigen route runs on the CPU only; got device={device!r}. "
+                             "Use eigvalsh='torch' for another device.")
+        return "numpy", None
+    return eigvalsh, device or ("cuda" if _cuda_available() else "cpu")
+
+
+def _eigvalsh_fn(route: str, device: str | None):
+    """A function (B, k, k) float64, upper triangle read -> (B, k) float64 ascending eigenvalues."""
+    if route == "numpy":
+        return functools.partial(np.linalg.eigvalsh, UPLO="U")
+    import torch
+
+    dtype = torch.float32 if route == "torch-float32" else torch.float64
+
+    def eig(S: np.ndarray) -> np.ndarray:
+        lam = torch.linalg.eigvalsh(torch.from_numpy(S).to(device=device, dtype=dtype), UPLO="U")
+        return lam.to(device="cpu", dtype=torch.float64).numpy()
+
+    return eig
+
+
+@contextlib.contextmanager
+def _thread_limit(threads: int | None, route: str):
+    """Limit BLAS/LAPACK (and torch) threads inside the block; ``None`` leaves them as they are."""
+    if threads is None:
+        yield
+        return
+    if threads < 1:
+        raise ValueError(f"threads must be a positive number of threads; got {threads}")
+    try:
+        from threadpoolctl import threadpool_limits
+    except ImportError as exc:  # pragma: no cover - depends on the environment
+        raise ImportError("threads=... needs the threadpoolctl package: pip install threadpoolctl") from exc
+    torch = None
+    if route != "numpy":
+        import torch
+        before = torch.get_num_threads()
+        torch.set_num_threads(threads)
+    try:
+        with threadpool_limits(threads):
+            yield
+    finally:
+        if torch is not None:
+            torch.set_num_threads(before)
+
+
+# ------------------------------------------------------------------------------------------ profile
+
+
+def _profile_of_top(S: np.ndarray, m: int, rtol: float, eig, scratch: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Profiles of cores ``C = [[A, B], [0, 0]]`` held in the work array ``S`` (batch, k, k), in place.
+
+    On entry ``S[:, :m, :] = [A | B]`` (A (m, m), B (m, k - m)) and ``S[:, m:, :]`` is zero. On exit the
+    upper triangle of ``S`` is that of sym(C) / ||C|| (its lower-left block is left as zeros; the eigen
+    step reads the upper triangle only). ``scratch`` is (>= batch, m, m). Returns profile (batch, 4),
+    norm (batch,).
     """
-    C = np.asarray(C, dtype=np.float64)
-    if C.ndim < 2 or C.shape[-1] != C.shape[-2]:
-        raise ValueError(f"cores must have shape (..., k, k); got {C.shape}")
-    if not np.all(np.isfinite(C)):
-        raise ValueError("the bilinear form has NaN or Inf entries; check the weights it was built from")
-    norm = np.sqrt(np.sum(C * C, axis=(-1, -2)))
+    nb = S.shape[0]
+    top = S[:, :m, :]
+    norm = np.sqrt(np.einsum("bij,bij->b", top, top))
     alive = norm > 0
-    scale = np.where(alive, norm, 1.0)[..., None, None]
-    Cs = C / scale
-    Ct = np.swapaxes(Cs, -1, -2)
-    S = 0.5 * (Cs + Ct)
-    T = 0.5 * (Cs - Ct)
-
-    t = np.sqrt(np.sum(T * T, axis=(-1, -2)))
+    top *= (0.5 / np.where(alive, norm, 1.0))[:, None, None]  # A' = A / (2 ||C||), B' = B / (2 ||C||)
+    A, B = S[:, :m, :m], S[:, :m, m:]
+    D = np.subtract(A, np.swapaxes(A, -1, -2), out=scratch[:nb])  # the top-left block of T = antisym(C)
+    # ||T||^2 = ||(A - A^T) / 2||^2 + 2 ||B / 2||^2
+    t = np.sqrt(np.einsum("bij,bij->b", D, D) + 2.0 * np.einsum("bij,bij->b", B, B))
     a = np.where(t <= rtol, 0.0, t * t)
+    A *= 2.0
+    A -= D  # (A + A^T) / 2 = 2 A' - (A' - A'^T); with B' above it, the upper triangle of sym(C)
 
-    lam = np.linalg.eigvalsh(S)
+    lam = eig(S)
     lam = np.where(np.abs(lam) <= rtol, 0.0, lam)
     pos = -np.sort(-np.maximum(lam, 0.0), axis=-1)  # decreasing
     neg = -np.sort(-np.maximum(-lam, 0.0), axis=-1)
@@ -122,40 +202,207 @@ def profile_of_cores(C: np.ndarray, rtol: float = DEFAULT_RTOL) -> tuple[np.ndar
     return prof, norm
 
 
+def _thresholds(rtol: float, route: str, tol: float | None) -> float:
+    if route == "torch-float32":
+        if tol is None:
+            raise ValueError("eigvalsh='torch-float32' needs an explicit tol (e.g. tol=1e-5): its eigenvalues carry "
+                             "float32 rounding, so thresholds become max(rtol, tol) and the coordinates agree with "
+                             "the float64 route only to within tol")
+        if not 1e-6 <= tol < 1:
+            raise ValueError(f"tol for float32 eigenvalues must be in [1e-6, 1) (float32 rounding); got {tol}")
+        return max(rtol, tol)
+    return rtol
+
+
+def profile_of_cores(C: np.ndarray, rtol: float = DEFAULT_RTOL, *, eigvalsh: str = "numpy",
+                     tol: float | None = None, device: str | None = None,
+                     chunk_bytes: int = CHUNK_BYTES) -> tuple[np.ndarray, np.ndarray]:
+    """Profiles of a batch of bilinear forms given by their cores (or by the dense matrices themselves).
+
+    Parameters
+    ----------
+    C : (..., k, k) array
+        Cores (see module docstring); a dense N x N form L is its own core. Not modified.
+    rtol : float
+        Relative threshold below which the antisymmetric part, eigenvalues of the symmetric part and
+        differences lambda_+ - lambda_- count as exactly zero (relative to ||L||_F).
+    eigvalsh, tol, device :
+        Eigen route (module docstring); "numpy" by default here.
+    chunk_bytes : int
+        Forms are processed in groups of about this many bytes of float64 work array.
+
+    Returns
+    -------
+    profile : (..., 4) float64, coordinates (a, b, c, d) summing to 1; NaN where L = 0
+    norm : (...) float64, ||L||_F before scaling
+    """
+    C = np.asarray(C)
+    if C.ndim < 2 or C.shape[-1] != C.shape[-2]:
+        raise ValueError(f"cores must have shape (..., k, k); got {C.shape}")
+    route, device = eigen_route(eigvalsh, device)
+    rtol = _thresholds(rtol, route, tol)
+    eig = _eigvalsh_fn(route, device)
+    batch, k = C.shape[:-2], C.shape[-1]
+    flat = C.reshape((-1, k, k))
+    count = flat.shape[0]
+    step = max(1, min(count, chunk_bytes // max(1, k * k * 8)))
+    S, scratch = np.empty((step, k, k)), np.empty((step, k, k))
+    profs, norms = np.empty((count, 4)), np.empty(count)
+    for start in range(0, count, step):
+        part = flat[start:start + step]
+        if not np.all(np.isfinite(part)):
+            raise ValueError("the bilinear form has NaN or Inf entries; check the weights it was built from")
+        work = S[:len(part)]
+        work[...] = part  # a float64 copy: worked on in place
+        profs[start:start + step], norms[start:start + step] = _profile_of_top(work, k, rtol, eig, scratch)
+    return profs.reshape(batch + (4,)), norms.reshape(batch)
+
+
+# ------------------------------------------------------------------------------------------- heads
+
+
+def rotation_pairs(rotations: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+    """R(d) as ``(diag, partner, off)`` when each column has at most one off-diagonal entry (over all d).
+
+    Then ``(K R(d))[:, j] = K[:, j] diag[d, j] + K[:, partner[j]] off[d, j]`` (rotate-half and interleaved
+    rotary are of this kind). Returns None for any other R (the caller then multiplies densely).
+    diag, off : (D, n);  partner : (n,) int (j itself where a column has no off-diagonal entry, off = 0).
+    """
+    D, n, _ = rotations.shape
+    cols = np.arange(n)
+    mask = np.any(rotations != 0, axis=0)
+    mask[cols, cols] = False
+    count = mask.sum(axis=0)
+    if count.max(initial=0) > 1:
+        return None
+    partner = np.where(count == 1, mask.argmax(axis=0), cols)
+    diag = rotations[:, cols, cols]
+    off = np.where(count == 1, rotations[:, partner, cols], 0.0)
+    return np.ascontiguousarray(diag), partner, np.ascontiguousarray(off)
+
+
+def _head_span(W_Q, W_K, h: int, kv: int, gain) -> tuple[np.ndarray, np.ndarray]:
+    """K, P (k, n) of head h: its query weights and key head ``kv``, in float64 (times the gain)."""
+    n, N = W_Q.shape[-2:]
+    A = np.empty((N, 2 * n), order="F")  # LAPACK's layout: no copy in qr
+    A[:, :n] = W_K[kv].T
+    A[:, n:] = W_Q[h].T
+    if gain is not None:
+        A *= np.asarray(gain, dtype=np.float64)[:, None]
+    if not np.all(np.isfinite(A)):
+        raise ValueError(f"head {h} has NaN or Inf weights; check the checkpoint it was read from")
+    R = np.linalg.qr(A, mode="r")
+    return R[:, :n], R[:, n:]
+
+
 def head_profiles(
     W_Q: np.ndarray,
     W_K: np.ndarray,
     rotations: np.ndarray | None = None,
     rtol: float = DEFAULT_RTOL,
-    heads_per_batch: int = 4,
+    heads_per_batch: int | None = None,
+    *,
+    kv_of_head: np.ndarray | None = None,
+    gain: np.ndarray | None = None,
+    eigvalsh: str = "auto",
+    tol: float | None = None,
+    device: str | None = None,
+    threads: int | None = None,
+    chunk_bytes: int = CHUNK_BYTES,
+    progress=None,
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Profiles of the heads of one layer, through the low-rank route.
+    """Profiles of the heads of one layer, through the low-rank route, one head at a time.
 
     Parameters
     ----------
-    W_Q, W_K : (H, n, N)
-        Per query head (grouped-query models pass each query head's key head).
+    W_Q : (H, n, N)
+        Query weights per head, any float dtype (float32 from bf16/fp16 checkpoints is exact); each head
+        is converted to float64 when it is used.
+    W_K : (H, n, N), or (Hkv, n, N) with ``kv_of_head``
+        Key weights: per query head, or per key head for grouped-query models.
     rotations : (D, n, n) or None
         R(d) for the offsets d = 0..D-1 (see ``pipeline.rotary``); None for position-independent forms.
-    heads_per_batch : int
-        Heads processed together when rotations are given (bounds memory at
-        heads_per_batch * D * k * k floats).
+    rtol : float
+        Threshold for exact zeros (module docstring).
+    heads_per_batch : ignored
+        Kept for callers of the earlier API; heads are now processed one at a time (memory).
+    kv_of_head : (H,) ints or None
+        Key head of each query head (grouped-query attention); None means W_K is per query head.
+    gain : (N,) or None
+        Layer-norm gain folded on both sides (W_Q diag(g), W_K diag(g)), applied in float64 per head.
+    eigvalsh, tol, device : str, float, str
+        Eigen route (module docstring). "auto" uses torch float64 on CUDA when available, else numpy.
+    threads : int or None
+        BLAS/LAPACK (and torch) threads during the call; None leaves the process setting.
+    chunk_bytes : int
+        Bound on each (offsets, k, k) float64 work array of a head.
+    progress : callable or None
+        Called with each head index when it is done (e.g. a tqdm update).
 
     Returns
     -------
     profile : (H, 4) or (H, D, 4);  norm : (H,) or (H, D)
     """
-    K, P = span_cores(W_Q, W_K)
-    if rotations is None:
-        return profile_of_cores(cores(K, P), rtol)
-    H = K.shape[0]
-    profs, norms = [], []
-    for start in range(0, H, heads_per_batch):
-        sl = slice(start, start + heads_per_batch)
-        p, nrm = profile_of_cores(cores(K[sl], P[sl], rotations), rtol)
-        profs.append(p)
-        norms.append(nrm)
-    return np.concatenate(profs), np.concatenate(norms)
+    del heads_per_batch
+    W_Q, W_K = np.asarray(W_Q), np.asarray(W_K)
+    if W_Q.ndim != 3 or W_K.ndim != 3 or W_Q.shape[1:] != W_K.shape[1:]:
+        raise ValueError(f"W_Q and W_K must both have shape (heads, n, N); got {W_Q.shape} and {W_K.shape}")
+    H, n, N = W_Q.shape
+    if kv_of_head is None:
+        if W_K.shape[0] != H:
+            raise ValueError(f"W_K has {W_K.shape[0]} heads and W_Q {H}; pass kv_of_head (the key head of each "
+                             "query head) for grouped-query attention")
+        kv_of_head = np.arange(H)
+    kv_of_head = np.asarray(kv_of_head, dtype=np.int64)
+    if kv_of_head.shape != (H,) or (H and (kv_of_head.min() < 0 or kv_of_head.max() >= W_K.shape[0])):
+        raise ValueError(f"kv_of_head must give one key head in 0..{W_K.shape[0] - 1} per query head ({H}); "
+                         f"got {kv_of_head}")
+    if gain is not None and np.shape(gain) != (N,):
+        raise ValueError(f"gain must have shape ({N},); got {np.shape(gain)}")
+    route, device = eigen_route(eigvalsh, device)
+    rtol = _thresholds(rtol, route, tol)
+    eig = _eigvalsh_fn(route, device)
+    k = min(N, 2 * n)
+    m = min(n, k)  # nonzero rows of K: [K | P] is upper triangular
+    with _thread_limit(threads, route):
+        if rotations is None:
+            S = np.zeros((H, k, k))
+            for h in range(H):
+                K, P = _head_span(W_Q, W_K, h, kv_of_head[h], gain)
+                np.matmul(K[:m], P.T, out=S[h, :m])
+                if progress is not None:
+                    progress(h)
+            return _profile_of_top(S, m, rtol, eig, np.empty((H, m, m)))
+        rotations = np.asarray(rotations, dtype=np.float64)
+        if rotations.ndim != 3 or rotations.shape[1:] != (n, n):
+            raise ValueError(f"rotations must have shape (D, {n}, {n}); got {rotations.shape}")
+        D = rotations.shape[0]
+        pairs = rotation_pairs(rotations)
+        n_chunks = -(-D * k * k * 8 // max(1, chunk_bytes))
+        step = max(1, -(-D // max(1, n_chunks)))
+        S, scratch = np.zeros((step, k, k)), np.empty((step, m, m))
+        prof, norm = np.empty((H, D, 4)), np.empty((H, D))
+        KR_buf, tmp_buf = np.empty((step, m, n)), np.empty((step, m, n))
+        for h in range(H):
+            K, P = _head_span(W_Q, W_K, h, kv_of_head[h], gain)
+            Km, Pt = K[:m], np.ascontiguousarray(P.T)
+            Kp = Km[:, pairs[1]] if pairs is not None else None
+            for start in range(0, D, step):
+                sl = slice(start, start + step)
+                KR = KR_buf[:len(rotations[sl])]  # K R(d), (step, m, n)
+                if pairs is None:
+                    np.matmul(Km, rotations[sl], out=KR)
+                else:
+                    tmp = tmp_buf[:len(KR)]
+                    np.multiply(Km, pairs[0][sl, None, :], out=KR)
+                    np.multiply(Kp, pairs[2][sl, None, :], out=tmp)
+                    KR += tmp
+                work = S[:len(KR)]  # rows m: stay zero: only the top rows are ever written
+                np.matmul(KR, Pt, out=work[:, :m])
+                prof[h, sl], norm[h, sl] = _profile_of_top(work, m, rtol, eig, scratch)
+            if progress is not None:
+                progress(h)
+        return prof, norm
 
 
 def naive_profiles(L: np.ndarray, rtol: float = DEFAULT_RTOL) -> tuple[np.ndarray, np.ndarray]:
