@@ -129,7 +129,7 @@ def profile_folder_child(folder: str, store: str) -> None:
         write_layer(store, "bench", layer, profile, norm)
     mark_complete(store, "bench")
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1e3
-    print(f"{base:.1f} {peak:.1f} {time.perf_counter() - t0:.1f}")
+    print(f"{base:.1f} {peak:.1f} {time.perf_counter() - t0:.1f} {int('torch' in sys.modules)}")
 
 
 def memory_section(folder: str, layers: int) -> None:
@@ -141,9 +141,10 @@ def memory_section(folder: str, layers: int) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         out = subprocess.run([sys.executable, __file__, "--memory-child", folder, os.path.join(tmp, "s.zarr")],
                              capture_output=True, text=True, check=True, env=os.environ | {"OMP_NUM_THREADS": "1"})
-    base, peak, secs = (float(x) for x in out.stdout.split()[-3:])
+    base, peak, secs, torch_loaded = (float(x) for x in out.stdout.split()[-4:])
     print(f"one layer's Q/K: {qk * 2 / MB:.1f} MB as stored (bf16), {qk * 8 / MB:.1f} MB as float64")
-    print(f"RSS before the first layer {base:.0f} MB, peak {peak:.0f} MB over {layers} layers ({secs:.0f} s)")
+    print(f"RSS before the first layer {base:.0f} MB, peak {peak:.0f} MB over {layers} layers ({secs:.0f} s); "
+          f"torch imported by the run: {'yes (~180 MB of that)' if torch_loaded else 'no'}")
     print(f"RATIO peak increase / one layer's bf16 Q/K = {(peak - base) / (qk * 2 / MB):.1f}; "
           f"increase - Q/K bytes = {peak - base - qk * 2 / MB:.0f} MB (target <= 200 MB)")
 

@@ -6,8 +6,10 @@ because prefixes vary with the head class a checkpoint was saved from. A suffix 
 ``.`` boundary and names the weight tensor itself, so GPT-2's causal-mask buffers ``h.3.attn.bias`` /
 ``h.3.attn.masked_bias`` are never picked up.
 
-Weights come out in torch Linear layout, ``q = W_Q x``: W_Q, W_K of shape (H, n, N) per *query* head,
-float64. Grouped-query models (Mistral) give query head h the key head h // (H / kv_heads).
+Weights come out in torch Linear layout, ``q = W_Q x``: :func:`layer_weights` gives W_Q, W_K of shape
+(H, n, N) per *query* head, float64; grouped-query models (Mistral) give query head h the key head
+h // (H / kv_heads). :func:`layer_qk` gives the same without copies: key heads once, with ``kv_of_head``,
+in float32 where that is exact (bf16 / fp16 / fp32 checkpoints), for the memory-bounded profile task.
 
 Families
 --------
@@ -227,36 +229,77 @@ def _expect(name: str, w: np.ndarray, shape: tuple[int, ...]) -> None:
                                 "the config does not describe these weights")
 
 
+@dataclass(frozen=True)
+class LayerQK:
+    """The Q/K weights of one layer in their compact form (what :func:`pipeline.profile.head_profiles` takes).
+
+    W_Q : (H, n, N) per query head;  W_K : (Hkv, n, N) per key head;  kv_of_head : (H,) the key head of
+    each query head;  gain : (N,) float64 layer-norm gain to fold on both sides, or None. W_Q and W_K keep
+    a compact dtype: float32 for checkpoints stored in bf16 / fp16 / fp32 (exact), float64 otherwise.
+    """
+
+    W_Q: np.ndarray
+    W_K: np.ndarray
+    kv_of_head: np.ndarray
+    gain: np.ndarray | None = None
+
+
+def _read_compact(checkpoint, name: str) -> np.ndarray:
+    """A tensor in float32 when that is exact (checkpoints with ``read_compact``), else as ``read`` gives it."""
+    reader = getattr(checkpoint, "read_compact", None)
+    return reader(name) if reader is not None else checkpoint.read(name)
+
+
+def layer_qk(checkpoint, layout: Layout, layer: int, fold_ln: bool = False) -> LayerQK:
+    """W_Q, W_K of one layer without expanding grouped key heads or widening the dtype (see :class:`LayerQK`).
+
+    ``checkpoint`` needs ``tensor_names()`` and ``read(name) -> array`` (and, optionally,
+    ``read_compact(name)``; see ``pipeline.checkpoints.Checkpoint``). With ``fold_ln`` the layer-norm gain is
+    returned for ``head_profiles(..., gain=...)``, which multiplies each head by it in float64, so that
+    W_K^T W_Q becomes diag(g) W_K^T W_Q diag(g) exactly as :func:`layer_weights` gives it.
+    """
+    H, kv, n, N = layout.n_heads, layout.n_kv_heads, layout.d_head, layout.d_model
+    names = qk_tensor_names(layout, checkpoint.tensor_names(), layer, fold_ln)
+    kv_of_head = np.arange(H)
+    if "qkv" in names:
+        w = _read_compact(checkpoint, names["qkv"])
+        if layout.family == "gpt2":  # Conv1D: (in, out), out = [q | k | v]
+            _expect(names["qkv"], w, (N, 3 * N))
+            W_Q = np.ascontiguousarray(w[:, :N].T).reshape(H, n, N)
+            W_K = np.ascontiguousarray(w[:, N: 2 * N].T).reshape(H, n, N)
+        else:  # (3 H n, N), rows per head [q, k, v]
+            _expect(names["qkv"], w, (3 * H * n, N))
+            w = w.reshape(H, 3, n, N)
+            W_Q, W_K = w[:, 0], w[:, 1]  # views: the fused tensor is kept once
+    else:
+        W_Q = _read_compact(checkpoint, names["q"])
+        _expect(names["q"], W_Q, (H * n, N))
+        W_Q = W_Q.reshape(H, n, N)
+        W_K = _read_compact(checkpoint, names["k"])
+        _expect(names["k"], W_K, (kv * n, N))
+        W_K = W_K.reshape(kv, n, N)
+        kv_of_head = np.arange(H) // (H // kv)
+    gain = None
+    if "ln" in names:
+        gain = np.asarray(checkpoint.read(names["ln"]), dtype=np.float64)
+        _expect(names["ln"], gain, (N,))
+    return LayerQK(W_Q, W_K, kv_of_head, gain)
+
+
 def layer_weights(checkpoint, layout: Layout, layer: int, fold_ln: bool = False) -> tuple[np.ndarray, np.ndarray]:
     """W_Q, W_K of one layer, each (H, n, N) float64, per query head (q = W_Q x).
 
     ``checkpoint`` needs ``tensor_names()`` and ``read(name) -> float64 array``
     (see ``pipeline.checkpoints.Checkpoint``). With ``fold_ln`` both are multiplied on the right by
     the layer-norm gain (module docstring), so that W_K^T W_Q becomes diag(g) W_K^T W_Q diag(g).
+    Grouped key heads are repeated per query head; the profile task uses the compact :func:`layer_qk`.
     """
-    H, kv, n, N = layout.n_heads, layout.n_kv_heads, layout.d_head, layout.d_model
-    names = qk_tensor_names(layout, checkpoint.tensor_names(), layer, fold_ln)
-    if "qkv" in names:
-        w = checkpoint.read(names["qkv"])
-        if layout.family == "gpt2":  # Conv1D: (in, out), out = [q | k | v]
-            _expect(names["qkv"], w, (N, 3 * N))
-            W_Q = w[:, :N].T.reshape(H, n, N)
-            W_K = w[:, N: 2 * N].T.reshape(H, n, N)
-        else:  # (3 H n, N), rows per head [q, k, v]
-            _expect(names["qkv"], w, (3 * H * n, N))
-            w = w.reshape(H, 3, n, N)
-            W_Q, W_K = w[:, 0], w[:, 1]
-    else:
-        wq, wk = checkpoint.read(names["q"]), checkpoint.read(names["k"])
-        _expect(names["q"], wq, (H * n, N))
-        _expect(names["k"], wk, (kv * n, N))
-        W_Q = wq.reshape(H, n, N)
-        W_K = wk.reshape(kv, n, N)[np.arange(H) // (H // kv)]
-    if "ln" in names:
-        g = checkpoint.read(names["ln"])
-        _expect(names["ln"], g, (N,))
-        W_Q, W_K = W_Q * g, W_K * g
-    return np.ascontiguousarray(W_Q, dtype=np.float64), np.ascontiguousarray(W_K, dtype=np.float64)
+    qk = layer_qk(checkpoint, layout, layer, fold_ln)
+    W_Q = np.asarray(qk.W_Q, dtype=np.float64)
+    W_K = np.asarray(qk.W_K, dtype=np.float64)[qk.kv_of_head]
+    if qk.gain is not None:
+        W_Q, W_K = W_Q * qk.gain, W_K * qk.gain
+    return np.ascontiguousarray(W_Q), np.ascontiguousarray(W_K)
 
 
 def rotations(layout: Layout) -> np.ndarray | None:

@@ -43,6 +43,25 @@ class TensorSource(Protocol):
     def fingerprint(self) -> bytes: ...
 
 
+def _compact_numpy(t) -> np.ndarray:
+    """A torch tensor as numpy: float32 when that holds it exactly (bf16, fp16, fp32), else float64."""
+    import torch
+
+    exact32 = t.dtype in (torch.bfloat16, torch.float16, torch.float32)
+    return t.to(torch.float32 if exact32 else torch.float64).numpy()
+
+
+_COMPACT = {"BF16": ("<u2", np.float32), "F16": ("<f2", np.float32), "F32": ("<f4", np.float32),
+            "F64": ("<f8", np.float64)}  # safetensors dtype -> (stored, compact) numpy dtypes
+_READ_CHUNK = 1 << 21  # elements per plain read (bounds the temporary memory of a compact read)
+
+
+def _all_finite(x: np.ndarray, chunk: int = 1 << 22) -> bool:
+    """np.all(np.isfinite(x)) without a full-size boolean temporary."""
+    flat = x.reshape(-1)
+    return all(np.isfinite(flat[i:i + chunk]).all() for i in range(0, flat.size, chunk))
+
+
 # ------------------------------------------------------------------------------------- local files
 
 
@@ -52,6 +71,7 @@ class SafetensorsFile:
     def __init__(self, path):
         self.path = Path(path)
         self._handle = None
+        self._header = None
 
     def _open(self):
         if self._handle is None:
@@ -71,6 +91,46 @@ class SafetensorsFile:
         import torch
 
         return self._open().get_tensor(name).to(torch.float64).numpy()
+
+    def read_compact(self, name: str) -> np.ndarray:
+        """float32 (from BF16 / F16 / F32) or float64 (F64), read with plain file reads in bounded chunks:
+        no torch, no memory map left holding the file's pages; other dtypes go through torch."""
+        entry = self._entries().get(name)
+        if entry is None or entry[0] not in _COMPACT:
+            return _compact_numpy(self._open().get_tensor(name))
+        dtype, shape, start, end = entry
+        raw_dtype, out_dtype = _COMPACT[dtype]
+        count = int(np.prod(shape))
+        if end - start != count * np.dtype(raw_dtype).itemsize:
+            raise CheckpointError(f"tensor {name!r} in {self.path} has {end - start} bytes for shape {shape} and "
+                                  f"dtype {dtype}; the file is damaged. Download or save it again.")
+        out = np.empty(count, dtype=out_dtype)
+        with open(self.path, "rb") as fh:
+            fh.seek(start)
+            for i in range(0, count, _READ_CHUNK):
+                part = np.fromfile(fh, dtype=raw_dtype, count=min(_READ_CHUNK, count - i))
+                if part.size != min(_READ_CHUNK, count - i):
+                    raise CheckpointError(f"{self.path} ends inside tensor {name!r}; the file is truncated. "
+                                          "Download or save it again.")
+                if dtype == "BF16":  # bf16 is the top half of a float32
+                    out[i:i + part.size].view(np.uint32)[:] = part.astype(np.uint32) << 16
+                else:
+                    out[i:i + part.size] = part
+        return out.reshape(shape)
+
+    def _entries(self) -> dict[str, tuple[str, tuple[int, ...], int, int]]:
+        """name -> (dtype, shape, first byte, end byte) from the file's JSON header (read once)."""
+        if self._header is None:
+            with open(self.path, "rb") as fh:
+                n = int.from_bytes(fh.read(8), "little")
+                try:
+                    header = json.loads(fh.read(n))
+                except ValueError as exc:
+                    raise CheckpointError(f"cannot read the header of {self.path} ({exc}); the file is damaged or "
+                                          "incomplete. Download or save it again.") from exc
+            self._header = {k: (e["dtype"], tuple(e["shape"]), 8 + n + e["data_offsets"][0],
+                                8 + n + e["data_offsets"][1]) for k, e in header.items() if k != "__metadata__"}
+        return self._header
 
     def fingerprint(self) -> bytes:
         """File size, JSON header (names, dtypes, shapes, offsets) and the first and last MiB of data."""
@@ -123,6 +183,9 @@ class TorchBinFile:
 
         return self._load()[name].to(torch.float64).numpy()
 
+    def read_compact(self, name: str) -> np.ndarray:
+        return _compact_numpy(self._load()[name])
+
     def fingerprint(self) -> bytes:
         """File size and its last MiB (the zip central directory holds a CRC-32 of every record)."""
         size = self.path.stat().st_size
@@ -142,6 +205,10 @@ class _IndexedSource:
 
     def read(self, name: str) -> np.ndarray:
         return self.inner.read(name)
+
+    def read_compact(self, name: str) -> np.ndarray:
+        reader = getattr(self.inner, "read_compact", None)
+        return reader(name) if reader is not None else self.inner.read(name)
 
     def fingerprint(self) -> bytes:
         return self.inner.fingerprint()
@@ -168,10 +235,20 @@ class Checkpoint:
 
     def read(self, name: str) -> np.ndarray:
         """One tensor as float64; CheckpointError if it is missing or holds NaN/Inf."""
+        return self._checked(name, compact=False)
+
+    def read_compact(self, name: str) -> np.ndarray:
+        """One tensor as float32 when that is exact (stored as bf16, fp16 or fp32), else float64; checked
+        like :meth:`read`. Sources without ``read_compact`` (e.g. Hub range reads) give float64."""
+        return self._checked(name, compact=True)
+
+    def _checked(self, name: str, compact: bool) -> np.ndarray:
         if name not in self.sources:
             raise CheckpointError(f"tensor {name!r} is not in the checkpoint {self.source}")
-        x = self.sources[name].read(name)
-        if not np.all(np.isfinite(x)):
+        src = self.sources[name]
+        reader = getattr(src, "read_compact", None) if compact else None
+        x = reader(name) if reader is not None else src.read(name)
+        if not _all_finite(x):
             bad = int(np.size(x) - np.count_nonzero(np.isfinite(x)))
             raise CheckpointError(f"tensor {name!r} of {self.source} has {bad} NaN/Inf values; the checkpoint is "
                                   "damaged or was saved from a diverged run. Use a good copy of the weights.")

@@ -44,7 +44,10 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import glob
 import importlib.util
+import os
+import sys
 
 import numpy as np
 
@@ -98,8 +101,13 @@ def cores(K: np.ndarray, P: np.ndarray, rotations: np.ndarray | None = None) -> 
 
 @functools.lru_cache(maxsize=1)
 def _cuda_available() -> bool:
-    if importlib.util.find_spec("torch") is None:
-        return False
+    """torch sees a GPU. Without torch loaded and without GPU device nodes, torch is not imported to ask
+    (the import alone costs ~180 MB of resident memory per process)."""
+    if "torch" not in sys.modules:
+        if importlib.util.find_spec("torch") is None:
+            return False
+        if not (glob.glob("/dev/nvidia[0-9]*") or os.path.exists("/dev/kfd")):
+            return False
     import torch
 
     return bool(torch.cuda.is_available())

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from pipeline import store
-from pipeline.architectures import ArchitectureError, Layout, layer_weights, layout_from_config, qk_tensor_names
+from pipeline.architectures import ArchitectureError, Layout, layer_qk, layout_from_config, qk_tensor_names
 from pipeline.architectures import rotations as rotations_of
 from pipeline.checkpoints import Checkpoint, open_checkpoint
 from pipeline.models import MODELS, ModelSpec, spec_for
@@ -39,10 +39,10 @@ class UsageError(ValueError):
 def compute_layer(ckpt: Checkpoint, layout: Layout, layer: int, fold_ln: bool,
                   rotations: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
     """Profiles of one layer: profile (H, 4) or (H, 129, 4) for rotary models, norm (H,) or (H, 129)."""
-    W_Q, W_K = layer_weights(ckpt, layout, layer, fold_ln)
+    qk = layer_qk(ckpt, layout, layer, fold_ln)  # compact: key heads once, float32 where exact
     if rotations is None:
         rotations = rotations_of(layout)
-    return head_profiles(W_Q, W_K, rotations)
+    return head_profiles(qk.W_Q, qk.W_K, rotations, kv_of_head=qk.kv_of_head, gain=qk.gain)
 
 
 def profile_layer(source: str, layer: int, fold_ln: bool, store_path: str, name: str,

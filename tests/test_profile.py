@@ -7,6 +7,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from pipeline import profile as prof_module
 from pipeline.profile import head_profiles, naive_profiles, profile_of_cores
 from pipeline.rotary import rotation_matrices
 
@@ -168,3 +169,153 @@ def test_bad_inputs_are_refused_with_a_message():
         head_profiles(np.zeros((2, 4, 10)), np.zeros((2, 4, 11)))
     with pytest.raises(ValueError, match="NaN or Inf"):
         profile_of_cores(np.array([[np.nan, 0.0], [0.0, 1.0]]))
+
+
+# ------------------------------------------------------------------ compact inputs, eigen routes, bounded work
+
+
+def gqa_heads(seed, H=4, kv=2, n=6, N=20):
+    rng = np.random.default_rng(seed)
+    return rng.normal(size=(H, n, N)), rng.normal(size=(kv, n, N)), np.arange(H) // (H // kv)
+
+
+def test_grouped_key_heads_and_gain_equal_the_expanded_float64_route():
+    W_Q, W_K, kv_of_head = gqa_heads(4)
+    g = np.random.default_rng(5).uniform(0.5, 2.0, size=W_Q.shape[-1])
+    R = rotation_matrices(6, 4, 500.0, 9)
+    got, got_norm = head_profiles(W_Q, W_K, R, kv_of_head=kv_of_head, gain=g)
+    L = dense_L(W_Q * g, W_K[kv_of_head] * g, R)
+    for h in range(len(W_Q)):
+        for d in range(9):
+            np.testing.assert_allclose(got[h, d], naive_oracle(L[h, d]), atol=1e-10)
+            np.testing.assert_allclose(got_norm[h, d], np.linalg.norm(L[h, d]), rtol=1e-12)
+
+
+def test_float32_storage_gives_the_same_profiles_as_its_float64_values():
+    """Weights kept in float32 (as decoded from bf16/fp16) are widened per head: same numbers exactly."""
+    W_Q, W_K, kv_of_head = gqa_heads(6)
+    W_Q32, W_K32 = W_Q.astype(np.float32), W_K.astype(np.float32)
+    R = rotation_matrices(6, 6, 100.0, 5)
+    a = head_profiles(W_Q32, W_K32, R, kv_of_head=kv_of_head)
+    b = head_profiles(W_Q32.astype(np.float64), W_K32.astype(np.float64)[kv_of_head], R)
+    np.testing.assert_array_equal(a[0], b[0])
+    np.testing.assert_array_equal(a[1], b[1])
+
+
+def test_small_work_chunks_and_dense_rotations_agree_with_the_default_route():
+    rng = np.random.default_rng(8)
+    W_Q, W_K = rng.normal(size=(2, 6, 25)), rng.normal(size=(2, 6, 25))
+    R = rotation_matrices(6, 6, 100.0, 11)
+    ref = head_profiles(W_Q, W_K, R)
+    small = head_profiles(W_Q, W_K, R, chunk_bytes=1)  # one offset at a time
+    np.testing.assert_allclose(small[0], ref[0], atol=1e-14)
+    # a rotation with no pair structure (a random orthogonal mix) takes the dense product, checked on the oracle
+    O = np.linalg.qr(rng.normal(size=(3, 6, 6)))[0]
+    assert prof_module.rotation_pairs(O) is None and prof_module.rotation_pairs(R) is not None
+    dense, dense_norm = head_profiles(W_Q, W_K, O)
+    L = dense_L(W_Q, W_K, O)
+    for h in range(2):
+        for d in range(3):
+            np.testing.assert_allclose(dense[h, d], naive_oracle(L[h, d]), atol=1e-10)
+            np.testing.assert_allclose(dense_norm[h, d], np.linalg.norm(L[h, d]), rtol=1e-12)
+
+
+def test_cores_by_batched_matmul_equal_the_explicit_products():
+    rng = np.random.default_rng(3)
+    K, P = rng.normal(size=(2, 8, 4)), rng.normal(size=(2, 8, 4))
+    R = rotation_matrices(4, 4, 10.0, 3)
+    C = prof_module.cores(K, P, R)
+    assert C.shape == (2, 3, 8, 8)
+    for h in range(2):
+        for d in range(3):
+            np.testing.assert_allclose(C[h, d], K[h] @ R[d] @ P[h].T, rtol=1e-13, atol=1e-13)
+
+
+def test_eigen_routes_resolve_as_documented():
+    assert prof_module.eigen_route("numpy") == ("numpy", None)
+    assert prof_module.eigen_route("torch", "cpu") == ("torch", "cpu")
+    assert prof_module.eigen_route("auto", "cpu") == ("torch", "cpu")  # an explicit device means torch
+    expected = ("torch", "cuda") if prof_module._cuda_available() else ("numpy", None)
+    assert prof_module.eigen_route("auto") == expected
+    with pytest.raises(ValueError, match="one of"):
+        prof_module.eigen_route("lapack")
+    with pytest.raises(ValueError, match="CPU only"):
+        prof_module.eigen_route("numpy", "cuda")
+
+
+def test_torch_float64_route_on_cpu_matches_numpy():
+    """The torch route (used automatically on CUDA; GPU not available in CI) on the CPU: same numbers."""
+    pytest.importorskip("torch", reason="the torch eigen route needs torch (installed with the pipeline extra)")
+    W_Q, W_K, kv_of_head = gqa_heads(11)
+    R = rotation_matrices(6, 6, 100.0, 7)
+    ref = head_profiles(W_Q, W_K, R, kv_of_head=kv_of_head, eigvalsh="numpy")
+    got = head_profiles(W_Q, W_K, R, kv_of_head=kv_of_head, eigvalsh="torch", device="cpu", threads=1)
+    np.testing.assert_allclose(got[0], ref[0], atol=1e-12)
+    np.testing.assert_array_equal(got[1], ref[1])
+    # exact vertices survive the route change
+    Y = np.random.default_rng(2).normal(size=(4, 20))
+    assert head_profiles(Y[None], Y[None], eigvalsh="torch", device="cpu")[0][0].tolist() == [0.0, 0.0, 1.0, 0.0]
+
+
+def test_torch_float32_route_needs_a_tolerance_and_keeps_within_it():
+    pytest.importorskip("torch", reason="the torch eigen route needs torch (installed with the pipeline extra)")
+    rng = np.random.default_rng(12)
+    W_Q, W_K = rng.normal(size=(3, 16, 64)), rng.normal(size=(3, 16, 64))
+    R = rotation_matrices(16, 16, 1e4, 17)
+    with pytest.raises(ValueError, match="explicit tol"):
+        head_profiles(W_Q, W_K, R, eigvalsh="torch-float32", device="cpu")
+    tol = 1e-5
+    ref = head_profiles(W_Q, W_K, R, eigvalsh="numpy")
+    got = head_profiles(W_Q, W_K, R, eigvalsh="torch-float32", tol=tol, device="cpu")
+    assert np.abs(got[0] - ref[0]).max() <= tol
+    np.testing.assert_array_equal(got[1], ref[1])  # norms are float64 either way
+    Y = rng.normal(size=(4, 20))
+    assert head_profiles(-Y[None], Y[None], eigvalsh="torch-float32", tol=tol, device="cpu")[0][0].tolist() == [
+        0.0, 0.0, 0.0, 1.0]
+
+
+def test_bad_grouping_and_gain_are_refused_with_a_message():
+    W_Q, W_K, kv_of_head = gqa_heads(1)
+    with pytest.raises(ValueError, match="kv_of_head"):
+        head_profiles(W_Q, W_K)
+    with pytest.raises(ValueError, match="kv_of_head"):
+        head_profiles(W_Q, W_K, kv_of_head=kv_of_head + 5)
+    with pytest.raises(ValueError, match="gain"):
+        head_profiles(W_Q, W_K, kv_of_head=kv_of_head, gain=np.ones(3))
+    with pytest.raises(ValueError, match="NaN or Inf"):
+        head_profiles(np.full_like(W_Q, np.nan), W_K, kv_of_head=kv_of_head)
+
+
+@pytest.mark.parametrize("dtype", ["bfloat16", "float16", "float32"])
+def test_compact_layer_route_equals_the_expanded_float64_layer(tmp_path, dtype):
+    """A grouped-query checkpoint read compactly (float32, key heads once) profiles exactly like layer_weights."""
+    torch = pytest.importorskip("torch", reason="writing the bf16 test checkpoint needs torch")
+    import json
+
+    from safetensors.torch import save_file
+
+    from pipeline.architectures import layer_qk, layer_weights, layout_from_config, rotations
+    from pipeline.checkpoints import open_checkpoint
+
+    H, kv, n, N = 4, 2, 8, 24
+    gen = torch.Generator().manual_seed(0)
+    tensors = {"model.layers.0.self_attn.q_proj.weight": torch.randn(H * n, N, generator=gen),
+               "model.layers.0.self_attn.k_proj.weight": torch.randn(kv * n, N, generator=gen),
+               "model.layers.0.input_layernorm.weight": 1 + 0.1 * torch.randn(N, generator=gen)}
+    save_file({k: v.to(getattr(torch, dtype)) for k, v in tensors.items()}, str(tmp_path / "model.safetensors"))
+    (tmp_path / "config.json").write_text(json.dumps(dict(
+        model_type="mistral", hidden_size=N, num_attention_heads=H, num_key_value_heads=kv, head_dim=n,
+        num_hidden_layers=1, rope_theta=1000.0)))
+    ckpt = open_checkpoint(str(tmp_path))
+    layout = layout_from_config(ckpt.config)
+    for fold in (False, True):
+        qk = layer_qk(ckpt, layout, 0, fold)
+        assert qk.W_Q.dtype == np.float32 and qk.W_K.shape == (kv, n, N)
+        W_Q, W_K = layer_weights(ckpt, layout, 0, fold)
+        np.testing.assert_array_equal(qk.W_Q.astype(np.float64), ckpt.read("model.layers.0.self_attn.q_proj.weight")
+                                      .reshape(H, n, N))
+        R = rotations(layout)
+        got = head_profiles(qk.W_Q, qk.W_K, R, kv_of_head=qk.kv_of_head, gain=qk.gain)
+        want = head_profiles(W_Q, W_K, R)
+        np.testing.assert_array_equal(got[0], want[0])
+        np.testing.assert_array_equal(got[1], want[1])
