@@ -59,6 +59,7 @@ PHASES: dict[str, list[tuple[str, dict]]] = {
 # continue a finished run with more LBFGS polishing: name -> (source run, extra polish steps)
 POLISH = {
     "polish-base-s1": ("base-s1", 300),
+    "polish-long-s0": ("long-s0", 200),
 }
 
 
