@@ -239,7 +239,7 @@ class Checkpoint:
 
     def read_compact(self, name: str) -> np.ndarray:
         """One tensor as float32 when that is exact (stored as bf16, fp16 or fp32), else float64; checked
-        like :meth:`read`. Sources without ``read_compact`` (e.g. Hub range reads) give float64."""
+        like :meth:`read`. Sources without ``read_compact`` give float64."""
         return self._checked(name, compact=True)
 
     def _checked(self, name: str, compact: bool) -> np.ndarray:

@@ -217,15 +217,18 @@ def read_header(source) -> dict[str, TensorEntry]:
             for name, e in header.items() if name != "__metadata__"}
 
 
-def decode(buf: bytes, dtype: str, shape: tuple[int, ...]) -> np.ndarray:
-    """Raw little-endian tensor bytes -> float64 array of ``shape`` (BF16 by bit shift), in bounded chunks."""
+def decode(buf: bytes, dtype: str, shape: tuple[int, ...], compact: bool = False) -> np.ndarray:
+    """Raw little-endian tensor bytes -> float64 array of ``shape`` (BF16 by bit shift), in bounded chunks.
+
+    ``compact``: float32 for BF16/F16/F32 (exact: each is a subset of float32), float64 for F64; the
+    profile converts one head at a time to float64, so a layer never sits in memory as float64."""
     if dtype not in DTYPES:
         raise HubError(f"tensor dtype {dtype} is not supported (supported: {', '.join(DTYPES)}).")
     count = int(np.prod(shape))
     if len(buf) != count * ITEMSIZE[dtype]:
         raise HubError(f"tensor of shape {shape} and dtype {dtype} needs {count * ITEMSIZE[dtype]} bytes, "
                        f"got {len(buf)}.")
-    out = np.empty(count, dtype=np.float64)
+    out = np.empty(count, dtype=np.float32 if compact and dtype != "F64" else np.float64)
     raw = np.frombuffer(buf, dtype="<u2" if dtype == "BF16" else DTYPES[dtype])
     for i in range(0, count, CHUNK):
         part = raw[i:i + CHUNK]
@@ -279,8 +282,9 @@ class HubSnapshot:
                 self.weight_map.update(dict.fromkeys(self.header(f), f))
         return sorted(self.weight_map)
 
-    def read(self, name: str) -> np.ndarray:
-        """One tensor as float64, fetching only its bytes (plus its shard's header, once)."""
+    def read(self, name: str, compact: bool = False) -> np.ndarray:
+        """One tensor as float64 (float32 where exact if ``compact``), fetching only its bytes (plus its
+        shard's header, once)."""
         self.tensor_names()
         if name not in self.weight_map:
             raise HubError(f"{self.repo_id}@{self.commit[:12]} has no tensor {name!r}.")
@@ -292,7 +296,7 @@ class HubSnapshot:
             buf = self.source(filename).read(entry.start, entry.end - entry.start)
         except Exception as exc:  # noqa: BLE001
             raise explain(exc, self.repo_id, self.commit, f"tensor {name} in {filename}") from exc
-        return decode(buf, entry.dtype, entry.shape)
+        return decode(buf, entry.dtype, entry.shape, compact)
 
     @property
     def bytes_fetched(self) -> int:
@@ -393,6 +397,9 @@ class HubShardSource:
 
     def read(self, name: str) -> np.ndarray:
         return self.snapshot.read(name)
+
+    def read_compact(self, name: str) -> np.ndarray:
+        return self.snapshot.read(name, compact=True)
 
     def fingerprint(self) -> bytes:
         return f"{self.snapshot.repo_id}@{self.snapshot.commit}/{self.filename}".encode()

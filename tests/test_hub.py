@@ -106,6 +106,18 @@ def test_range_reads_equal_disk_and_fetch_only_qk(hub, checkpoint_dir):
     assert all(r[2] is not None for r in hub.requests if r[0] == "GET" and r[1].endswith(".safetensors"))
 
 
+def test_compact_range_reads_are_float32_and_exact(hub, checkpoint_dir):
+    """bf16 on the Hub decodes to float32 (exact), so a layer never sits in memory as float64."""
+    from pipeline.hub import hub_checkpoint
+
+    ck = hub_checkpoint(REPO)
+    disk = disk_tensors(checkpoint_dir)
+    q_name, _ = qk_names(0)
+    got = ck.read_compact(q_name)
+    assert got.dtype == np.float32
+    np.testing.assert_array_equal(got.astype(np.float64), disk[q_name])
+
+
 def test_header_is_two_small_range_reads(hub, checkpoint_dir):
     ck = HubCheckpoint(REPO)
     shard = sorted(header_bytes(checkpoint_dir))[0]
