@@ -29,7 +29,6 @@ from bokeh.models import (
     LinearColorMapper,
     Range1d,
     ResetTool,
-    Scatter,
     Select,
     Slider,
 )
@@ -270,10 +269,10 @@ def _per_layer_views(heads: ColumnDataSource, summary: ModelSummary, profile: np
         mapper = LinearColorMapper(palette=Blues256[::-1][8:], low=0, high=max(float(counts[:, :, k].max()), 1.0))
         f.image(image="image", x=x0, y=-0.5, dw=1, dh=L, source=heat, color_mapper=mapper)
         # the heads themselves: invisible (the heat map shows them) until selected, then orange on top
-        dots = f.scatter(dodge(c, x0), "lj", source=heads, size=5, fill_color=SELECTED, fill_alpha=0.0,
-                         line_color=None)
-        dots.selection_glyph = Scatter(size=6, fill_color=SELECTED, line_color="#222831", line_width=0.5)
-        dots.nonselection_glyph = Scatter(size=5, fill_alpha=0.0, line_color=None)
+        dots = f.scatter(dodge(c, x0), "lj", source=heads, size=6, fill_color=SELECTED, fill_alpha=0.0,
+                         line_color="#222831", line_alpha=0.0, line_width=0.5, selection_fill_alpha=1.0,
+                         selection_line_alpha=1.0, nonselection_fill_alpha=0.0, nonselection_line_alpha=0.0,
+                         name=f"layer_dots_{c}")
         renderers.append(dots)
         f.add_layout(Label(x=x0 + 0.5, y=L - 0.5, y_offset=3, text=COORD_TITLES[k],
                            text_align="center", text_baseline="bottom", text_font_size="10.5pt",

@@ -9,7 +9,7 @@ import itertools
 
 import numpy as np
 import pytest
-from bokeh.models import Div, Slider
+from bokeh.models import Div, GlyphRenderer, Slider
 
 from dashboard import data
 from dashboard.profiles_page import N_BINS, dequantise, histogram_counts, profiles_view, quantise
@@ -113,3 +113,16 @@ def test_empty_model_renders_empty_views_with_a_message(store):
     assert isinstance(status, Div) and "No profiles are stored" in status.text and m.fix_command in status.text
     assert np.isnan(by_name(view, "heads").data["a"]).all()
     assert np.all(by_name(view, "hist_a").data["all"] == 0)
+
+
+def test_every_view_of_the_heads_draws_selected_heads_where_it_draws_them(store):
+    """Selection and non-selection glyphs keep the renderer's own coordinates (not another view's x, y)."""
+    ds = data.profiles(store)
+    m = data.summaries(ds)[0]
+    view = profiles_view(m, data.model_profile(ds, m))
+    heads = by_name(view, "heads")
+    renderers = [r for r in view.select({"type": GlyphRenderer}) if r.data_source is heads]
+    assert len(renderers) == 5  # the tetrahedron and the four per-layer panels
+    for r in renderers:
+        for g in (r.selection_glyph, r.nonselection_glyph):
+            assert g == "auto" or (g.x == r.glyph.x and g.y == r.glyph.y)

@@ -113,10 +113,23 @@ def test_missing_store_says_what_to_do(browser, tmp_path):
         stop(proc)
 
 
+def figure_size_of(page, source: str) -> list[float]:
+    """[width, height] in pixels of the drawn frame of the figure that draws the source named ``source``."""
+    return page.evaluate("() => {" + FIND_JS + "const src = find('" + source + "');"
+                         " for (const d of Bokeh.documents) { for (const r of d.roots()) {"
+                         " for (const m of r.references()) {"
+                         " if (m.type === 'Figure' && m.renderers.some(g => g.data_source === src)) {"
+                         " const f = Bokeh.index.find_one(m).frame.bbox; return [f.width, f.height]; } } } } }")
+
+
 def test_served_orbits_movie_advances_and_loops(browser, served_app):
     page, errors, _ = open_page(browser, served_app)
-    wait_for_bokeh(page, "orbits_frame")
+    wait_for_bokeh(page, "heads")
     page.get_by_text("Orbits", exact=True).first.click()
+    wait_for_bokeh(page, "orbits_frame")
+    page.wait_for_timeout(500)
+    w, h = figure_size_of(page, "orbits_dots_0")
+    assert w > 100 and h > 100  # the movie's planes are laid out (a hidden tab must not leave them at size 0)
     last = model_prop(page, "orbits_frame", "end")
     x0 = model_data(page, "orbits_dots_0", "x")
     page.get_by_text("Play").last.click()

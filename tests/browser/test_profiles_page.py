@@ -167,3 +167,26 @@ def test_absolute_model_has_no_d_slider(browser, pages):
     wait_for_bokeh(page, "d_slider")
     assert errors == []
     page.close()
+
+
+def data_to_page(page, figure: str, x: float, y: float) -> tuple[float, float]:
+    """Page pixels of the data point (x, y) in ``figure`` (through Bokeh's own scales)."""
+    return tuple(page.evaluate(
+        "([f, x, y]) => {" + FIND_JS + "const v = Bokeh.index.find_one(find(f));"
+        " const r = v.el.getBoundingClientRect();"
+        " return [r.left + v.frame.x_scale.compute(x), r.top + v.frame.y_scale.compute(y)]; }", [figure, x, y]))
+
+
+def test_box_selection_in_a_per_layer_view_selects_those_layers(rope_page):
+    page, errors = rope_page
+    L, H = ROPE_SHAPE
+    x0, y0 = data_to_page(page, "layers", -0.03, L - 0.45)  # panel a, from above the top layer ...
+    x1, y1 = data_to_page(page, "layers", 1.03, 1.5)  # ... down to between layers 1 and 2
+    drag(page, x0, y0, x1, y1)
+    page.wait_for_timeout(300)
+    assert sorted(selected(page, "heads")) == [i for i in range(L * H) if i // H >= 2]
+    sel = np.array(model_data(page, "hist_c", "sel"))
+    values = expected_at(0)[2 * H:, 2]
+    counts = np.bincount(np.minimum((np.rint(values * 65534) / 65534 * 40).astype(int), 39), minlength=40)
+    np.testing.assert_allclose(sel, counts / len(values), atol=1e-12)
+    assert errors == []
