@@ -176,6 +176,7 @@ if (b.__timer != null) {
   b.label = '❚❚ Pause'; b.button_type = 'warning';
   b.__timer = setInterval(() => {
     const s = slider;
+    if (s.document == null) { clearInterval(b.__timer); b.__timer = null; return; }  // the view was replaced
     s.value = s.value >= s.end ? s.start : s.value + 1;
   }, interval);
 }

@@ -156,7 +156,10 @@ def synthetic_store(tmp_path_factory) -> Path:
 def browser():
     """Debian's chromium, headless, driven by playwright (sync API)."""
     if not os.path.exists(CHROMIUM):
-        pytest.skip(f"browser tests need Debian's chromium at {CHROMIUM} (apt-get install chromium)")
+        reason = f"browser tests need Debian's chromium at {CHROMIUM} (apt-get install chromium)"
+        if os.environ.get("HEADGEOMETRY_REQUIRE_BROWSER"):
+            pytest.fail(reason + "; HEADGEOMETRY_REQUIRE_BROWSER is set, so they may not be skipped")
+        pytest.skip(reason)
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as pw:
