@@ -26,6 +26,7 @@ Needs Debian's chromium at /usr/bin/chromium and the playwright package.
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import sys
 import tempfile
@@ -171,6 +172,8 @@ def main(argv=None) -> int:
     n = args.layers * args.heads
     print(f"synthetic rope model: {args.layers} layers x {args.heads} heads = {n} heads x 129 offsets; "
           f"orbits: {args.frames} frames x 32 heads")
+    load = os.getloadavg()[0]
+    print(f"machine: {os.cpu_count()} CPUs, load average {load:.1f} at start (browser timings scale with contention)")
 
     t0 = time.perf_counter()
     export(tmp / "cdn", path)
