@@ -118,7 +118,7 @@ def vertex_source(azimuth: float = DEFAULT_AZIMUTH, elevation: float = DEFAULT_E
     align, dx, dy = label_placement(x, y)
     return ColumnDataSource(
         dict(x3=VERTICES[:, 0].copy(), y3=VERTICES[:, 1].copy(), z3=VERTICES[:, 2].copy(), x=x, y=y,
-             label=list(VERTEX_SHORT), align=align, dx=dx, dy=dy),
+             label=list(VERTEX_SHORT), full=list(VERTEX_LABELS), align=align, dx=dx, dy=dy),
         name="tetra_vertices",
     )
 
@@ -153,7 +153,7 @@ def tetrahedron_figure(heads: ColumnDataSource, model: str, n_layers: int, azimu
     fig.grid.visible = False
     fig.outline_line_color = None
     fig.segment("x0", "y0", "x1", "y1", source=edges, line_color="#5b6270", line_width=1.5, line_alpha=0.8)
-    fig.scatter("x", "y", source=vertices, size=9, color="#222831", marker="diamond")
+    corners = fig.scatter("x", "y", source=vertices, size=11, color="#222831", marker="diamond")
     fig.text("x", "y", text="label", source=vertices, x_offset="dx", y_offset="dy", text_align="align",
              text_baseline="bottom", text_font_size="10.5pt", text_color="#222831", text_font_style="bold")
     mapper = LinearColorMapper(palette=Viridis256, low=0, high=max(n_layers - 1, 1))
@@ -169,7 +169,7 @@ def tetrahedron_figure(heads: ColumnDataSource, model: str, n_layers: int, azimu
         ("a", "@a{0.000}"), ("b", "@b{0.000}"), ("c", "@c{0.000}"), ("d", "@d{0.000}")])
     box = BoxSelectTool(renderers=[dots], persistent=False)
     lasso = LassoSelectTool(renderers=[dots])
-    fig.add_tools(hover, box, lasso, ResetTool())
+    fig.add_tools(hover, HoverTool(renderers=[corners], tooltips=[("vertex", "@full")]), box, lasso, ResetTool())
     fig.toolbar.active_drag = None
     ctx = dict(heads=heads, vertices=vertices, edges=edges, azimuth=azimuth, elevation=elevation,
                fig=fig, box=box, lasso=lasso)

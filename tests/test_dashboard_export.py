@@ -115,3 +115,27 @@ def test_rope_page_is_compact(tmp_path):
     from tests.browser.conftest import rope_profiles
 
     np.testing.assert_allclose(cube.reshape(40, 32, 129, 4) / 65534, rope_profiles(40, 32), atol=0.5 / 65534)
+
+
+def test_dashboard_modules_and_an_export_import_nothing_heavy(good_store, tmp_path):
+    import subprocess
+    import sys
+
+    code = ("import sys\nfrom dashboard import app, data, export, profiles_page, tetrahedron\n"
+            f"export.export({str(tmp_path)!r}, {str(good_store)!r})\n"
+            "heavy = ('torch', 'transformers', 'safetensors', 'huggingface_hub')\n"
+            "print(','.join(m for m in heavy if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=REPO)
+    assert out.stdout.strip() == ""
+
+
+def test_python_m_dashboard_serves_on_localhost_by_default(monkeypatch, good_store):
+    import dashboard.__main__ as entry
+
+    seen = {}
+    monkeypatch.setattr(entry.os, "execv", lambda exe, argv: seen.setdefault("argv", argv))
+    entry.main(["--store", str(good_store)])
+    argv = seen["argv"]
+    assert argv[argv.index("--address") + 1] == "127.0.0.1"
+    assert argv[argv.index("serve") + 1] == str(REPO / "dashboard" / "app.py")
+    assert argv[-2:] == ["--store", str(good_store)]

@@ -7,6 +7,8 @@ histograms (``np.histogram``-style counts of the heads' values).
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 
@@ -189,4 +191,22 @@ def test_box_selection_in_a_per_layer_view_selects_those_layers(rope_page):
     values = expected_at(0)[2 * H:, 2]
     counts = np.bincount(np.minimum((np.rint(values * 65534) / 65534 * 40).astype(int), 39), minlength=40)
     np.testing.assert_allclose(sel, counts / len(values), atol=1e-12)
+    assert errors == []
+
+
+def test_hover_shows_model_layer_head_and_profile(rope_page):
+    page, errors = rope_page
+    sx, sy = screen_positions(page, "tetrahedron", "heads")
+    others = np.hypot(sx[:, None] - sx[None, :], sy[:, None] - sy[None, :]) + np.eye(len(sx)) * 1e9
+    i = int(np.argmax(others.min(axis=1)))  # the head farthest from every other: its tooltip alone
+    page.mouse.move(sx[i], sy[i])
+    tip = page.locator(".bk-tooltip-content").first
+    tip.wait_for(state="visible", timeout=10_000)
+    text = tip.inner_text()
+    L, H = ROPE_SHAPE
+    p = expected_at(0)[i]
+    assert ROPE_MODEL in text
+    assert re.search(rf"layer\W+{i // H}\b", text) and re.search(rf"head\W+{i % H}\b", text)
+    for v in p:
+        assert f"{v:.3f}" in text
     assert errors == []
