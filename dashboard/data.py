@@ -69,10 +69,14 @@ class ModelSummary:
 
 
 def _mtime(path: Path) -> float:
-    try:
-        return os.stat(path / "profiles" / "zarr.json").st_mtime if (path / "profiles").exists() else 0.0
-    except OSError:
-        return 0.0
+    """When the store's structure last changed (a model registered, the group replaced): 0 if unknown."""
+    times = []
+    for meta in (path / "zarr.json", path / "profiles" / "zarr.json", path / "profiles" / "model" / "zarr.json"):
+        try:
+            times.append(os.stat(meta).st_mtime_ns)
+        except OSError:
+            times.append(0)
+    return float(max(times))
 
 
 @functools.lru_cache(maxsize=8)

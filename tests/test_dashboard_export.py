@@ -139,3 +139,12 @@ def test_python_m_dashboard_serves_on_localhost_by_default(monkeypatch, good_sto
     assert argv[argv.index("--address") + 1] == "127.0.0.1"
     assert argv[argv.index("serve") + 1] == str(REPO / "dashboard" / "app.py")
     assert argv[-2:] == ["--store", str(good_store)]
+
+
+def test_a_model_registered_while_serving_is_seen(tmp_path):
+    path = write_synthetic_store(tmp_path / "s.zarr", rope_shape=(1, 2), absolute_shape=(1, 2), empty_shape=(1, 2),
+                                 with_orbits=False)
+    before = [m.name for m in data.summaries(data.profiles(path))]
+    st.register_model(path, st.ModelInfo("late-model", 2, 3, 16, 4, "none", command="python -m pipeline profiles x"))
+    after = [m.name for m in data.summaries(data.profiles(path))]
+    assert after == before + ["late-model"]
