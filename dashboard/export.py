@@ -33,8 +33,10 @@ PAGE_CSS = """
 """
 
 
-def orbits_content(store):
+def orbits_content(store, shown: str | None = None):
     """The orbits page's content: ``dashboard.orbits_page.orbits_view`` over the store's orbits group.
+
+    ``shown`` replaces the store's path in messages (the exporter shows only the store's name).
 
     A store without a (readable) orbits group gives a page with the fixing command; while
     ``dashboard/orbits_page.py`` does not exist, a placeholder says so.
@@ -45,8 +47,9 @@ def orbits_content(store):
     try:
         ds = data.orbits(store)
     except data.StoreError as exc:
+        text = str(exc).replace(str(store), shown) if shown else str(exc)  # no local paths in published pages
         return column(header(title, name="orbits_header"),
-                      message(html.escape(str(exc)), "error", name="orbits_store_error"), name="orbits_page")
+                      message(html.escape(text), "error", name="orbits_store_error"), name="orbits_page")
     try:
         from dashboard.orbits_page import orbits_view
     except ModuleNotFoundError as exc:
@@ -155,7 +158,7 @@ def export(out, store=None, self_contained: bool = False) -> list[Path]:
         save_bokeh(layout, path, f"Profiles of attention heads · {m.name}", resources, _nav(links))
         written.append(path)
     path = out / "orbits.html"
-    save_any(orbits_content(store), path, "Orbits of attention heads", resources,
+    save_any(orbits_content(store, shown=store.name), path, "Orbits of attention heads", resources,
              _nav([("← index", "index.html")] + [(m.name, nav[m.name]) for m in computed[:1]]))
     written.append(path)
     path = out / "index.html"
