@@ -15,8 +15,7 @@ import html
 import sys
 
 import panel as pn
-from bokeh.layouts import column, row
-from bokeh.models import GridPlot
+from bokeh.layouts import column
 
 from dashboard import data
 from dashboard.export import orbits_content
@@ -58,33 +57,9 @@ def profiles_panel(store) -> pn.viewable.Viewable:
     return pn.Column(select, pane, name="Profiles")
 
 
-def ungrid(layout):
-    """Replace every GridPlot in a Bokeh layout by rows in a column, in place; returns the layout.
-
-    A gridplot nested in further layouts (as Panel nests every pane) renders empty plots in BokehJS 3
-    (bokeh/bokeh#13384); rows and columns of the same figures render. Static pages keep the grid.
-    """
-    children = getattr(layout, "children", None)
-    if not isinstance(children, list):
-        return layout
-    for i, child in enumerate(children):
-        item = child[0] if isinstance(child, tuple) else child
-        if isinstance(item, GridPlot):
-            cells = sorted(item.children, key=lambda c: (c[1], c[2]))
-            rows = {}
-            for fig, r, _c, *_ in cells:
-                fig.toolbar_location = None
-                rows.setdefault(r, []).append(fig)
-            new = column(*[row(*figs) for _, figs in sorted(rows.items())])
-            children[i] = (new, *child[1:]) if isinstance(child, tuple) else new
-        else:
-            ungrid(item)
-    return layout
-
-
 def orbits_panel(store) -> pn.viewable.Viewable:
     content = orbits_content(store)
-    return content if isinstance(content, pn.viewable.Viewable) else pn.pane.Bokeh(ungrid(content))
+    return content if isinstance(content, pn.viewable.Viewable) else pn.pane.Bokeh(content)
 
 
 def build(store) -> pn.template.BaseTemplate:

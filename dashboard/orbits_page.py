@@ -19,7 +19,7 @@ import html
 
 import numpy as np
 import xarray as xr
-from bokeh.layouts import column, gridplot, row
+from bokeh.layouts import column, row
 from bokeh.models import (
     Button,
     ColumnDataSource,
@@ -280,7 +280,8 @@ def orbits_view(ds: xr.Dataset | None, interval_ms: int = 120, hold_ms: int = 15
         trails.append(src_t)
         xranges.append(xr_)
         yranges.append(yr_)
-    grid = gridplot(figs, ncols=2, toolbar_location=None)
+    # rows of two in a column, not gridplot: a GridPlot nested in Panel's layouts renders empty (bokeh#13384)
+    grid = column(*[row(*figs[i:i + 2]) for i in range(0, len(figs), 2)], name="orbits_panels")
 
     info = Div(text=_info_html(epochs[f0], f0, F, metrics), name="orbits_info", width=2 * panel_px + SIDE_PX)
     slider = Slider(start=0, end=max(F - 1, 1), value=f0, step=1, title="frame", name="orbits_frame",
