@@ -19,7 +19,6 @@ from __future__ import annotations
 import hashlib
 import importlib
 import json
-import os
 import pickle
 import re
 from dataclasses import dataclass, field
@@ -27,6 +26,8 @@ from pathlib import Path
 from typing import Protocol
 
 import numpy as np
+
+from pipeline.hub_env import hub_cache, hub_offline
 
 
 class CheckpointError(RuntimeError):
@@ -316,27 +317,6 @@ def open_folder(folder, source: str | None = None, revision: str | None = None) 
 _HUB_ID = re.compile(r"^[A-Za-z0-9][\w.\-]*/[\w.\-]+$")
 
 
-def hub_offline() -> bool:
-    """HF_HUB_OFFLINE read now (huggingface_hub reads it once, at import)."""
-    value = os.environ.get("HF_HUB_OFFLINE")
-    if value is None:
-        from huggingface_hub import constants
-
-        return bool(constants.HF_HUB_OFFLINE)
-    return value.strip().upper() in ("1", "ON", "YES", "TRUE")
-
-
-def hub_cache_dir() -> str:
-    """The Hugging Face hub cache, read from the environment now (HF_HUB_CACHE, else HF_HOME/hub)."""
-    if os.environ.get("HF_HUB_CACHE"):
-        return os.environ["HF_HUB_CACHE"]
-    if os.environ.get("HF_HOME"):
-        return os.path.join(os.environ["HF_HOME"], "hub")
-    from huggingface_hub import constants
-
-    return constants.HF_HUB_CACHE
-
-
 def _hub_checkpoint(repo_id: str, revision: str | None) -> Checkpoint:
     """A Hub model from the local cache; online, its Q/K tensors are range-read (``pipeline.hub``).
 
@@ -346,7 +326,7 @@ def _hub_checkpoint(repo_id: str, revision: str | None) -> Checkpoint:
     from huggingface_hub import snapshot_download
     from huggingface_hub.errors import LocalEntryNotFoundError
 
-    cache = hub_cache_dir()
+    cache = hub_cache()
     try:
         folder = snapshot_download(repo_id, revision=revision, cache_dir=cache, local_files_only=True)
         return open_folder(Path(folder), source=repo_id, revision=Path(folder).name)

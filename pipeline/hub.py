@@ -30,6 +30,7 @@ from pathlib import Path
 import numpy as np
 
 from pipeline.checkpoints import Checkpoint, CheckpointError
+from pipeline.hub_env import hub_cache, hub_endpoint, hub_offline, hub_token
 
 INDEX_FILE = "model.safetensors.index.json"
 SINGLE_FILE = "model.safetensors"
@@ -49,36 +50,6 @@ class NoSafetensorsError(HubError):
 
 
 # ------------------------------------------------------------------------------------ environment
-
-
-def _true(value: str | None) -> bool:
-    return (value or "").strip().upper() in {"1", "ON", "YES", "TRUE"}
-
-
-def hub_endpoint() -> str:
-    from huggingface_hub import constants
-
-    return (os.environ.get("HF_ENDPOINT") or constants.ENDPOINT).rstrip("/")
-
-
-def hub_offline() -> bool:
-    from huggingface_hub import constants
-
-    return _true(os.environ.get("HF_HUB_OFFLINE")) or bool(constants.HF_HUB_OFFLINE)
-
-
-def hub_cache() -> str:
-    from huggingface_hub import constants
-
-    if os.environ.get("HF_HUB_CACHE"):
-        return os.environ["HF_HUB_CACHE"]
-    if os.environ.get("HF_HOME"):
-        return os.path.join(os.environ["HF_HOME"], "hub")
-    return constants.HF_HUB_CACHE
-
-
-def hub_token() -> str | None:
-    return os.environ.get("HF_TOKEN") or os.environ.get("HUGGING_FACE_HUB_TOKEN") or None
 
 
 def looks_like_hub_id(source: str) -> bool:
