@@ -53,6 +53,12 @@ PHASES: dict[str, list[tuple[str, dict]]] = {
         ("frac0.3-s0", {"train_fraction": 0.3, "polish_steps": 50}),
         ("pen300-s0", {"penalty_end": 300.0, "polish_steps": 50}),
     ],
+    # more seeds of the recipes that kept their fit, with longer polishing (polishing lowered the matching error)
+    "C": [
+        ("wd2-s2-p150", {"seed": 2, "weight_decay": 2.0, "polish_steps": 150}),
+        ("wd1-s4-p150", {"seed": 4, "polish_steps": 150}),
+        ("wd2-s3-p150", {"seed": 3, "weight_decay": 2.0, "polish_steps": 150}),
+    ],
 }
 
 
