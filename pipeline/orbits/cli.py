@@ -73,6 +73,9 @@ def register(subparsers) -> None:
     g.add_argument("--tol", type=float, default=0.02, help="largest matching error inside an orbit (default 0.02)")
     g.add_argument("--dead-tol", type=float, default=0.02, help="heads with ||R|| below this x the largest are dead")
     g.add_argument("--merge-tol", type=float, default=0.02, help="heads with M this close (relative) are merged")
+    g.add_argument("--near-tol", type=float, default=0.10,
+                   help="looser tolerance for the near-orbits also stored (variable near_orbit; default 0.10); "
+                   "they choose the panels when no orbit closes within --tol")
     p.set_defaults(func=run)
 
 
@@ -120,15 +123,19 @@ def run(args) -> int:
     finder = {"tol": args.tol, "dead_tol": args.dead_tol, "merge_tol": args.merge_tol}
     M, R = run_["M"][-1].astype(np.float64), run_["R"][-1].astype(np.float64)
     found = find_orbits(M, R, **finder)
-    A, B = choose_frequencies(M, R, found.members)
+    near = find_orbits(M, R, **(finder | {"tol": args.near_tol}))
+    near_members = [m for m, s in zip(near.members, near.sizes, strict=True) if s >= 2]
+    A, B = choose_frequencies(M, R, found.members or near_members)
     last = {k[7:]: float(v[-1]) for k, v in run_.items() if k.startswith("metric_")}
     print(f"final: train {last['train_accuracy']:.4f}  held-out {last['heldout_accuracy']:.4f}  "
           f"equivariance error {last['equivariance_error']:.2e}  (longer sequences {last['context_error']:.2e})")
     print(f"orbits within {args.tol:.0%}: {found.sizes or 'none'}  worst errors {np.round(found.worst_error, 4)}  "
           f"median matching error {found.median_error:.3f}; panels at frequencies {A} and {B}")
+    print(f"near-orbits within {args.near_tol:.0%}: {near.sizes or 'none'}  worst errors "
+          f"{np.round(near.worst_error, 4)}")
     if args.no_store:
         return 0
-    ds = orbits_dataset(run_, found, A, B, finder)
+    ds = orbits_dataset(run_, found, A, B, finder, near=near, near_tol=args.near_tol)
     write_orbits(args.store, ds)
     params = {k[6:]: v for k, v in run_.items() if k.startswith("param_")}
     write_profiles_model(args.store, params, name=args.model_name,

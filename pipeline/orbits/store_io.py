@@ -28,6 +28,8 @@ FINDER_DOC = {
     "||(M_h, R_h)||_F on gauge-centred heads (M rows and R columns centred), merged heads' R summed",
     "orbit_definition": "a set of merged heads closed under all 24 shifts with every error <= finder_tol, connected, "
     "and |orbit| * |stabiliser of h| = 24 for each head h in it",
+    "near_orbit": "orbit id per head found by the same finder at the looser tolerance near_orbit_tol (not verified "
+    "within finder_tol; shown to say how near the layer is to orbits), -1 none",
     "orbit_worst_error": "the largest shift_error over the orbit's heads and all 24 shifts",
     "M": "final QK circuit W_E W_Q^T W_K W_E^T / sqrt(d_head), rows = query token, cols = key token (raw, not centred)",
     "R": "final OV circuit W_U W_O W_V W_E^T, rows = output class, cols = input token (raw, not centred)",
@@ -79,8 +81,13 @@ def frame_orbit_metrics(M: np.ndarray, R: np.ndarray, finder: dict) -> dict:
             "largest_orbit": (("frame",), np.array(largest, dtype=np.int32))}
 
 
-def orbits_dataset(run: dict, found: Orbits, A: int, B: int, finder: dict) -> xr.Dataset:
-    """The ``orbits`` group for one run: frames, panels, metrics, final circuits and the verified orbits."""
+def orbits_dataset(run: dict, found: Orbits, A: int, B: int, finder: dict, near: Orbits | None = None,
+                   near_tol: float | None = None) -> xr.Dataset:
+    """The ``orbits`` group for one run: frames, panels, metrics, final circuits and the verified orbits.
+
+    ``near`` (optional): the finder's result at the looser ``near_tol``, stored as ``near_orbit`` (head) and
+    ``near_orbit_size`` / ``near_orbit_worst_error`` (near_orbit_id).
+    """
     panels = panels_for(A, B)
     pos = panel_positions(run["M"].astype(np.float64), run["R"].astype(np.float64), panels)  # (F, H, panel, 2)
     F, H = pos.shape[:2]
@@ -103,6 +110,10 @@ def orbits_dataset(run: dict, found: Orbits, A: int, B: int, finder: dict) -> xr
         "orbit_size": (("orbit_id",), np.array(found.sizes, dtype=np.int32)),
         "orbit_worst_error": (("orbit_id",), np.array(found.worst_error, dtype=np.float64)),
     }
+    if near is not None:
+        data["near_orbit"] = (("head",), near.orbit.astype(np.int32))
+        data["near_orbit_size"] = (("near_orbit_id",), np.array(near.sizes, dtype=np.int32))
+        data["near_orbit_worst_error"] = (("near_orbit_id",), np.array(near.worst_error, dtype=np.float64))
     for k in METRICS:
         data[k] = (("frame",), run[f"metric_{k}"].astype(np.float64))
     data |= frame_orbit_metrics(run["M"], run["R"], finder)
@@ -112,6 +123,8 @@ def orbits_dataset(run: dict, found: Orbits, A: int, B: int, finder: dict) -> xr
         "xy": np.array(["x", "y"], dtype=object), "row": np.arange(p), "col": np.arange(p),
         "shift": np.arange(p), "orbit_id": np.arange(n_orb),
     }
+    if near is not None:
+        coords["near_orbit_id"] = np.arange(len(near.sizes))
     ds = xr.Dataset(data, coords=coords)
     cfg = run["config"]
     attrs = {
@@ -127,7 +140,9 @@ def orbits_dataset(run: dict, found: Orbits, A: int, B: int, finder: dict) -> xr
         "panel_frequencies": [int(A), int(B)],
         "orbit_sizes": [int(s) for s in found.sizes],
         "orbit_worst_errors": [float(e) for e in found.worst_error],
-        "median_matching_error": found.median_error,
+        "median_matching_error": None if np.isnan(found.median_error) else found.median_error,
+        "near_orbit_tol": float(near_tol) if near is not None and near_tol is not None else None,
+        "near_orbit_sizes": [int(s) for s in near.sizes] if near is not None else [],
         "objective": "CE(train) + w(t) * (E3^2 + context_weight * Ectx^2), see pipeline/orbits/train.py",
     }
     attrs |= _flat_attrs("hp_", cfg)
