@@ -66,6 +66,7 @@ PHASES: dict[str, list[tuple[str, dict]]] = {
 POLISH = {
     "polish-base-s1": ("base-s1", 300),
     "polish-long-s0": ("long-s0", 200),
+    "polish-wd2-s1": ("wd2-s1", 250),
 }
 
 
