@@ -113,22 +113,42 @@ def save_any(obj, path: Path, title: str, resources, nav_html: str = "") -> None
     pn.panel(obj).save(str(path), title=title, resources=resources.mode, embed=False)
 
 
+TABLE_CSS = """
+table.models { border-collapse: collapse; font-size: 0.93em; margin: 0.4em 0; }
+table.models th, table.models td { padding: 0.25em 0.8em; white-space: nowrap; border-bottom: 1px solid #e3e7ec; text-align: left; }
+table.models th { font-weight: 600; border-bottom: 2px solid #c9d0d8; }
+table.models td.num { text-align: right; font-variant-numeric: tabular-nums; }
+"""
+
+
 def index_html(store: Path, models: list[data.ModelSummary], problem: str | None, resources) -> str:
+    """The index: the seed page's table of models (layers, heads, N, n, positional) with links and status."""
     rows = []
     for m in models:
+        name = html.escape(m.name)
         if m.computed:
+            link = f'<a href="{profile_page_name(m.name)}">{name}</a>'
             state = "complete" if m.complete else f"incomplete: {m.layers_done} of {m.n_layers} layers"
-            rows.append(f'<li><a href="{profile_page_name(m.name)}">{html.escape(m.name)}</a> '
-                        f'<span class="meta">({m.n_layers} × {m.n_heads} heads, {html.escape(m.positional)}, '
-                        f"{state})</span></li>")
         else:
-            rows.append(f"<li>{html.escape(m.name)} <span class='meta'>not computed: "
-                        f"<code>{html.escape(m.fix_command)}</code></span></li>")
+            link = name
+            state = f"not computed: <code>{html.escape(m.fix_command)}</code>"
+        dagger = "<sup>†</sup>" if m.positional == "rope" else ""
+        rows.append(f"<tr><td>{link}</td><td class='num'>{m.n_layers}</td><td class='num'>{m.n_heads}</td>"
+                    f"<td class='num'>{m.d_model}</td><td class='num'>{m.d_head}</td>"
+                    f"<td class='num'>{m.n_layers * m.n_heads:,}</td><td>{html.escape(m.positional)}{dagger}</td>"
+                    f"<td class='meta'>{state}</td></tr>")
+    table = ("<table class='models'><thead><tr><th>model</th><th>layers</th><th>heads/layer</th><th>N</th>"
+             "<th>n</th><th>heads</th><th>positional</th><th>status</th></tr></thead><tbody>"
+             f"{''.join(rows)}</tbody></table>" if rows else "<p>no models in the store</p>")
+    if any(m.positional == "rope" for m in models):
+        table += ("<p class='meta'><sup>†</sup> With rotary embeddings the form varies with the distance d between "
+                  "the two tokens; those pages carry a slider over d = 0..128. For the other models the form does "
+                  "not depend on position.</p>")
     body = f'<div class="error">{html.escape(problem)}</div>' if problem else ""
-    body += f"<h2>Profiles</h2><ul>{''.join(rows) or '<li>no models in the store</li>'}</ul>"
+    body += f"<h2>Profiles</h2>{table}"
     body += ('<h2>Orbits</h2><ul><li><a href="orbits.html">The orbit experiment: the heads of one layer under '
              "C<sub>24</sub></a></li></ul>")
-    css = CSS.replace(":host", "body")
+    css = CSS.replace(":host", "body") + TABLE_CSS
     return (f"<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'><title>Attention-head geometry</title>"
             f"{PAGE_CSS}<style>{css}</style></head><body><h1>Attention-head geometry</h1>"
             f"<p class='meta'>Static pages exported from <code>{html.escape(store.name)}</code>; every view works "
