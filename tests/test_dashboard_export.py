@@ -88,6 +88,12 @@ def test_export_writes_index_model_pages_and_orbits(good_store, tmp_path):
                             profile_page_name("synthetic-absolute")])
     index = (tmp_path / "index.html").read_text()
     assert "python -m pipeline profiles synthetic-empty" in index and profile_page_name(ROPE_MODEL) in index
+    # the seed page's table: one row per model with its shape, the rotary models marked with a dagger
+    ds = st.open_profiles(good_store)
+    assert index.count("<tr><td>") == ds.sizes["model"]
+    for name, L, H in zip(ds.model.values, ds.n_layers.values, ds.n_heads.values, strict=True):
+        assert f"{L}</td><td class='num'>{H}</td>" in index, name
+    assert "rope<sup>†</sup>" in index
     assert slug("EleutherAI/pythia-70m deduped") == "EleutherAI_pythia-70m_deduped"
 
 
