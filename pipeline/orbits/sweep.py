@@ -67,6 +67,7 @@ POLISH = {
     "polish-base-s1": ("base-s1", 300),
     "polish-long-s0": ("long-s0", 200),
     "polish-wd2-s1": ("wd2-s1", 250),
+    "polish2-long-s0": ("polish-long-s0", 200),
 }
 
 
