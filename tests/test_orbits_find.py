@@ -51,7 +51,7 @@ def test_finder_recovers_a_planted_12_orbit_and_4_orbit(layer):
 def test_panels_follow_the_planted_orbits(layer):
     M, R, _ = layer
     f = find_orbits(M, R)
-    A, B = choose_frequencies(M, R, f.members)
+    A, B = choose_frequencies(M, R, list(zip(f.members, f.sizes, strict=True)))
     assert A in (2, 10) and B == 6  # the 12-gon frequencies, and the square's
 
 
@@ -72,6 +72,8 @@ def test_duplicate_heads_merge_and_dead_heads_drop():
     R[0], R[4] = 0.3 * R4[0], 0.7 * R4[0]
     f = find_orbits(M, R)
     assert f.sizes == [4] and f.orbit[0] == f.orbit[4] == 0 and f.group[0] == f.group[4]
+    assert len(f.members[0]) == 5  # five heads, four after merging
+    assert choose_frequencies(M, R, list(zip(f.members, f.sizes, strict=True)))[0] == 6  # the square's frequency
     assert not f.alive[5] and f.orbit[5] == -1 and (f.shift_image[:, 5] == -1).all()
 
 

@@ -54,11 +54,16 @@ def test_store_round_trip(short_run, tmp_path):
     ds = orbits_dataset(run, found, 10, 6, {"tol": 0.02})
     write_orbits(st, ds)
     back = store.open_orbits(st).load()
-    strings = ["panel", "xy", "panel_kind"]
+    strings = ["panel", "xy", "panel_kind", "panel_role"]
     xr.testing.assert_allclose(back.drop_vars(strings), ds.drop_vars(strings))
     assert list(back.panel.values) == ["QK 0x10", "OV 10x10", "QK 0x6", "OV 6x6"]
     assert list(back.rotation.values) == [10, 10, 6, 6] and list(back.eps.values) == [1, -1, 1, -1]
+    assert back.sizes["panel"] == 4  # the run's frequencies are the seed's: no extra panels
     assert back.attrs["trail_epochs"] == 250 and back.attrs["seed"] == 0
+    other = orbits_dataset(run, found, 8, 2, {"tol": 0.02})
+    assert list(other.panel.values) == ["QK 0x8", "OV 8x8", "QK 0x2", "OV 2x2", "QK 0x10", "OV 10x10", "QK 0x6",
+                                        "OV 6x6"]
+    assert list(other.panel_role.values) == ["run"] * 4 + ["seed"] * 4
     assert json.loads(back.attrs["config"])["epochs"] == 100
     assert back.position.dims == ("frame", "head", "panel", "xy") and back.epoch.dims == ("frame",)
     # positions are the projections of the stored frames: the last frame's equal those of M, R

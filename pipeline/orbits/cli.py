@@ -124,8 +124,9 @@ def run(args) -> int:
     M, R = run_["M"][-1].astype(np.float64), run_["R"][-1].astype(np.float64)
     found = find_orbits(M, R, **finder)
     near = find_orbits(M, R, **(finder | {"tol": args.near_tol}))
-    near_members = [m for m, s in zip(near.members, near.sizes, strict=True) if s >= 2]
-    A, B = choose_frequencies(M, R, found.members or near_members)
+    strict = list(zip(found.members, found.sizes, strict=True))
+    loose = [(m, s) for m, s in zip(near.members, near.sizes, strict=True) if s >= 2]
+    A, B = choose_frequencies(M, R, strict or loose)
     last = {k[7:]: float(v[-1]) for k, v in run_.items() if k.startswith("metric_")}
     print(f"final: train {last['train_accuracy']:.4f}  held-out {last['heldout_accuracy']:.4f}  "
           f"equivariance error {last['equivariance_error']:.2e}  (longer sequences {last['context_error']:.2e})")

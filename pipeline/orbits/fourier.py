@@ -103,16 +103,18 @@ def polygon_frequencies(size: int, p: int = P) -> list[int]:
     return [r for r in range(1, p // 2 + 1) if gcd(r, p) == p // size] if p % size == 0 else []
 
 
-def choose_frequencies(M: np.ndarray, R: np.ndarray, orbits: list[np.ndarray], seed_pair=(10, 6)) -> tuple[int, int]:
+def choose_frequencies(M: np.ndarray, R: np.ndarray, orbits: list[tuple[np.ndarray, int]],
+                       seed_pair=(10, 6)) -> tuple[int, int]:
     """The two panel frequencies (A, B) of a run.
 
-    Each orbit (largest first) gets the polygon frequency where its heads carry the most energy; the
+    ``orbits``: (heads, size) per orbit, size counting merged heads once (``Orbits.members`` and
+    ``Orbits.sizes``). Each orbit (largest first) gets the polygon frequency where its heads carry the most energy; the
     seed's 10 and 6 are kept when they are that frequency. Remaining slots take the run's strongest
     frequencies (``frequency_energy`` over all heads).
     """
     chosen: list[int] = []
-    for heads in sorted(orbits, key=len, reverse=True):
-        cands = [r for r in polygon_frequencies(len(heads)) if r not in chosen]
+    for heads, size in sorted(orbits, key=lambda o: o[1], reverse=True):
+        cands = [r for r in polygon_frequencies(size) if r not in chosen]
         if not cands:
             continue
         e = frequency_energy(M[heads], R[heads])

@@ -20,6 +20,7 @@ from .find import Orbits, find_orbits
 from .fourier import panel_positions, panels_for
 
 TRAIL_EPOCHS = 250
+SEED_FREQUENCIES = (10, 6)  # the seed page's panels: QK 0x10, OV 10x10, QK 0x6, OV 6x6
 FINDER_DOC = {
     "orbit": "orbit id per head, -1 where none (dead heads and heads in no closed set); ids ordered by size",
     "shift_image": "for shift s, the head that s.h matched (Hungarian assignment on the matching error, among "
@@ -89,6 +90,9 @@ def orbits_dataset(run: dict, found: Orbits, A: int, B: int, finder: dict, near:
     ``near_orbit_size`` / ``near_orbit_worst_error`` (near_orbit_id).
     """
     panels = panels_for(A, B)
+    seed_panels = [] if (A, B) == SEED_FREQUENCIES else panels_for(*SEED_FREQUENCIES)
+    roles = ["run"] * len(panels) + ["seed"] * len(seed_panels)
+    panels = panels + seed_panels
     pos = panel_positions(run["M"].astype(np.float64), run["R"].astype(np.float64), panels)  # (F, H, panel, 2)
     F, H = pos.shape[:2]
     p = run["M"].shape[-1]
@@ -96,6 +100,7 @@ def orbits_dataset(run: dict, found: Orbits, A: int, B: int, finder: dict, near:
     data = {
         "position": (("frame", "head", "panel", "xy"), pos),
         "panel_kind": (("panel",), np.array([pn.kind for pn in panels], dtype=object)),
+        "panel_role": (("panel",), np.array(roles, dtype=object)),
         "freq_a": (("panel",), np.array([pn.freq_a for pn in panels], dtype=np.int32)),
         "freq_b": (("panel",), np.array([pn.freq_b for pn in panels], dtype=np.int32)),
         "eps": (("panel",), np.array([pn.eps for pn in panels], dtype=np.int32)),
@@ -138,6 +143,10 @@ def orbits_dataset(run: dict, found: Orbits, A: int, B: int, finder: dict, near:
         "frames": f"every {cfg['frame_every']} epochs up to {cfg['frame_switch']}, then every "
         f"{cfg['frame_every_late']}, and the final epoch; epochs past {cfg['epochs']} are LBFGS polishing steps",
         "panel_frequencies": [int(A), int(B)],
+        "panels": "panels 0-3 are the run's own: [QK 0 x A, OV A x A, QK 0 x B, OV B x B] with A, B = "
+        "panel_frequencies, chosen from the orbits found (their polygon frequency with the most energy) and "
+        "otherwise the run's energy spectrum; when A, B differ from the seed's 10 and 6, panels 4-7 are the "
+        "seed's QK 0x10, OV 10x10, QK 0x6, OV 6x6 (panel_role 'seed')",
         "orbit_sizes": [int(s) for s in found.sizes],
         "orbit_worst_errors": [float(e) for e in found.worst_error],
         "median_matching_error": None if np.isnan(found.median_error) else found.median_error,

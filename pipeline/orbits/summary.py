@@ -60,9 +60,30 @@ def summarize(runs: str, csv_path: str, store_path: str | None = None) -> list[d
         w.writeheader()
         for r in rows:
             w.writerow({k: (f"{v:.6g}" if isinstance(v, float) else v) for k, v in r.items()})
+    md = os.path.splitext(csv_path)[0] + "_table.md"
+    with open(md, "w") as f:
+        f.write(markdown_table(rows))
     if store_path:
         ds = sweep_dataset(rows)
         write_sweep(store_path, ds, {"description": __doc__.strip(), "tolerances": list(TOLS),
                                      "source": "python -m pipeline.orbits.sweep summarize"})
     return rows
 
+
+
+MD_COLUMNS = (("name", "run"), ("train_accuracy", "train"), ("heldout_accuracy", "held-out"),
+              ("equivariance_error", "eq. error (len 3)"), ("context_error", "eq. error (len 4-16)"),
+              ("alive_heads", "live heads"), ("orbits_2pct", "orbits 2%"), ("orbits_5pct", "orbits 5%"),
+              ("orbits_10pct", "orbits 10%"), ("orbits_20pct", "orbits 20%"), ("worst_20pct", "worst err (20%)"),
+              ("median_matching_error", "median match err"))
+
+
+def markdown_table(rows: list[dict]) -> str:
+    """The table's main columns as markdown (the CSV holds every column)."""
+    def fmt(v):
+        if isinstance(v, float):
+            return "" if v != v else (f"{v:.3f}" if 1e-2 <= abs(v) < 1e3 or v == 0 else f"{v:.1e}")
+        return str(v) if v != "" else "-"
+
+    head = "| " + " | ".join(h for _, h in MD_COLUMNS) + " |\n|" + "---|" * len(MD_COLUMNS) + "\n"
+    return head + "".join("| " + " | ".join(fmt(r[k]) for k, _ in MD_COLUMNS) + " |\n" for r in rows)
