@@ -60,9 +60,7 @@ def summarize(runs: str, csv_path: str, store_path: str | None = None) -> list[d
         w.writeheader()
         for r in rows:
             w.writerow({k: (f"{v:.6g}" if isinstance(v, float) else v) for k, v in r.items()})
-    md = os.path.splitext(csv_path)[0] + "_table.md"
-    with open(md, "w") as f:
-        f.write(markdown_table(rows))
+    print(markdown_table(rows))
     if store_path:
         ds = sweep_dataset(rows)
         write_sweep(store_path, ds, {"description": __doc__.strip(), "tolerances": list(TOLS),
