@@ -68,6 +68,8 @@ POLISH = {
     "polish-long-s0": ("long-s0", 200),
     "polish-wd2-s1": ("wd2-s1", 250),
     "polish2-long-s0": ("polish-long-s0", 200),
+    "polish3-long-s0": ("polish2-long-s0", 300),
+    "polish-init0.5-s0": ("init0.5-s0", 250),
 }
 
 
