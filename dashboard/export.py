@@ -115,7 +115,8 @@ def save_any(obj, path: Path, title: str, resources, nav_html: str = "") -> None
 
 TABLE_CSS = """
 table.models { border-collapse: collapse; font-size: 0.93em; margin: 0.4em 0; }
-table.models th, table.models td { padding: 0.25em 0.8em; white-space: nowrap; border-bottom: 1px solid #e3e7ec; text-align: left; }
+table.models th, table.models td { padding: 0.25em 0.8em; white-space: nowrap; text-align: left;
+  border-bottom: 1px solid #e3e7ec; }
 table.models th { font-weight: 600; border-bottom: 2px solid #c9d0d8; }
 table.models td.num { text-align: right; font-variant-numeric: tabular-nums; }
 """
