@@ -43,6 +43,18 @@ def orbits_problem(ds) -> str | None:
     return None
 
 
+def run_panels(ds: xr.Dataset) -> xr.Dataset:
+    """The panels the run itself uses, where the store marks them (``panel_role`` == "run").
+
+    The orbits group may also keep the seed page's frequency-10/6 planes for comparison (role "seed");
+    the movie shows the planes chosen from the run's own energy spectrum, where its orbits live.
+    """
+    if "panel_role" not in ds:
+        return ds
+    mask = np.asarray(ds["panel_role"].values).astype(str) == "run"
+    return ds.isel(panel=np.flatnonzero(mask)) if mask.any() else ds
+
+
 def sorted_by_epoch(ds: xr.Dataset) -> xr.Dataset:
     """The frames in increasing epoch order (the frame index when there is no epoch coordinate)."""
     if "epoch" not in ds.coords and "epoch" not in ds:

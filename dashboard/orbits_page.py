@@ -234,7 +234,7 @@ def orbits_view(ds: xr.Dataset | None, interval_ms: int = 120, hold_ms: int = 15
     problem = of.orbits_problem(ds)
     if problem:
         return message_view(problem)
-    ds = of.sorted_by_epoch(ds)
+    ds = of.sorted_by_epoch(of.run_panels(ds))
     pos = of.positions(ds)  # (F, H, P, 2)
     F, H, P, _ = pos.shape
     epochs = np.asarray(ds["epoch"].values)

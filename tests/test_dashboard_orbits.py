@@ -292,3 +292,14 @@ def test_missing_positions_are_skipped_in_the_radius():
     assert radii[4, 0] == pytest.approx(finite.max())
     ds["position"].values[:] = np.nan
     assert orbits_view(ds).name == "orbits_view"  # all missing: drawn empty, axes at ±1
+
+
+def test_only_the_runs_own_panels_are_shown_when_the_store_marks_them():
+    ds = synthetic_orbits_dataset(n_frames=3)
+    role = np.array(["run", "seed", "run", "seed"], dtype=object)[: ds.sizes["panel"]]
+    ds = ds.assign(panel_role=("panel", role))
+    layout = orbits_view(ds)
+    grid = next(m for m in layout.references() if getattr(m, "name", None) == "orbits_panels")
+    titles = [f.title.text for r in grid.children for f in r.children]
+    keep = np.flatnonzero(role == "run")
+    assert titles == [of.panel_title(ds, p) for p in keep]
