@@ -51,7 +51,7 @@ def run_panels(ds: xr.Dataset) -> xr.Dataset:
     """
     if "panel_role" not in ds:
         return ds
-    mask = np.asarray(ds["panel_role"].values).astype(str) == "run"
+    mask = np.array([str(r) == "run" for r in np.asarray(ds["panel_role"].values)], dtype=bool)
     return ds.isel(panel=np.flatnonzero(mask)) if mask.any() else ds
 
 

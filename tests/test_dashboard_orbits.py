@@ -294,11 +294,12 @@ def test_missing_positions_are_skipped_in_the_radius():
     assert orbits_view(ds).name == "orbits_view"  # all missing: drawn empty, axes at ±1
 
 
-def test_only_the_runs_own_panels_are_shown_when_the_store_marks_them():
+def test_only_the_runs_own_panels_are_shown_when_the_store_marks_them(tmp_path):
     ds = synthetic_orbits_dataset(n_frames=3)
     role = np.array(["run", "seed", "run", "seed"], dtype=object)[: ds.sizes["panel"]]
     ds = ds.assign(panel_role=("panel", role))
-    layout = orbits_view(ds)
+    store.write_group(tmp_path / "s.zarr", store.ORBITS, ds)  # through the store: strings come back as StringDType
+    layout = orbits_view(store.open_orbits(tmp_path / "s.zarr"))
     grid = next(m for m in layout.references() if getattr(m, "name", None) == "orbits_panels")
     titles = [f.title.text for r in grid.children for f in r.children]
     keep = np.flatnonzero(role == "run")
