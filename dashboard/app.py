@@ -12,6 +12,7 @@ does; with ``panel serve`` pass ``--address 127.0.0.1``).
 from __future__ import annotations
 
 import html
+import logging
 import sys
 
 import panel as pn
@@ -62,10 +63,27 @@ def orbits_panel(store) -> pn.viewable.Viewable:
     return content if isinstance(content, pn.viewable.Viewable) else pn.pane.Bokeh(content)
 
 
+def guarded(make, title: str, store) -> pn.viewable.Viewable:
+    """One tab, or a message if drawing it fails: a bug in one view never blanks the whole app.
+
+    Store problems the user can fix come as StoreError messages from the views themselves; anything else
+    is unexpected, so its traceback goes to the server's log and the page says where to find it.
+    """
+    try:
+        return make(store)
+    except Exception as exc:  # noqa: BLE001 - shown on the page, logged in full
+        logging.getLogger("dashboard").exception("drawing %s failed", title)
+        return pn.pane.Bokeh(_error_view(title, f"this view could not be drawn from {store}: "
+                                                f"{type(exc).__name__}: {exc}. The full traceback is in the "
+                                                "server's log; please report it with the store."))
+
+
 def build(store) -> pn.template.BaseTemplate:
     """The whole served page over ``store``: a Profiles tab and an Orbits tab."""
     tmpl = pn.template.BootstrapTemplate(title=TITLE, header_background="#1f2a3a")
-    tmpl.main.append(pn.Tabs(("Profiles", profiles_panel(store)), ("Orbits", orbits_panel(store)), dynamic=True))
+    tabs = (("Profiles", guarded(profiles_panel, "Profiles of attention heads", store)),
+            ("Orbits", guarded(orbits_panel, "Orbits of C24", store)))
+    tmpl.main.append(pn.Tabs(*tabs, dynamic=True))
     tmpl.main.append(pn.pane.HTML(f"<p class='meta'>Store: <code>{html.escape(str(store))}</code></p>",
                                   name="store_path"))
     return tmpl

@@ -154,3 +154,22 @@ def test_a_model_registered_while_serving_is_seen(tmp_path):
     st.register_model(path, st.ModelInfo("late-model", 2, 3, 16, 4, "none", command="python -m pipeline profiles x"))
     after = [m.name for m in data.summaries(data.profiles(path))]
     assert after == before + ["late-model"]
+
+
+def test_a_failing_view_shows_a_message_and_leaves_the_other_tab(tmp_path, monkeypatch, caplog):
+    """A bug in one view (here: the orbits view raising) must not blank the whole served app."""
+    from dashboard import app
+
+    path = write_synthetic_store(tmp_path / "s.zarr", rope_shape=(1, 2), absolute_shape=(1, 2), empty_shape=(1, 2))
+
+    def broken(store):
+        raise TypeError("cannot cast StringDType")
+
+    monkeypatch.setattr(app, "orbits_panel", broken)
+    page = app.build(path)
+    tabs = page.main[0]
+    profiles_root, orbits_root = (tabs.objects[i].get_root() for i in (0, 1))
+    assert profiles_root.select_one({"name": "heads"}) is not None  # the profiles tab still draws
+    msg = orbits_root.select_one({"name": "store_error"})
+    assert "TypeError: cannot cast StringDType" in msg.text and "server&#x27;s log" in msg.text
+    assert "drawing Orbits of C24 failed" in caplog.text
