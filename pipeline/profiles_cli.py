@@ -15,7 +15,8 @@ PROFILES_HELP = """\
 Compute the profile (a, b, c, d) of every attention head of each model and write it to the store.
 
 MODEL_OR_PATH is a local checkpoint folder (config.json + safetensors or pytorch_model.bin), a registry
-name (see `python -m pipeline list`), or a Hugging Face Hub id (read from the local Hugging Face cache;
+name (see `python -m pipeline list`), or a Hugging Face Hub id (read from the local Hugging Face cache
+when it is there, else only its config, index, shard headers and Q/K bytes are range-read from the Hub;
 with HF_HUB_OFFLINE=1 nothing is fetched). A local folder is stored under its folder name unless
 --name says otherwise; registry models under their registry name; other Hub ids under the part after
 the slash.
