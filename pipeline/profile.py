@@ -308,7 +308,6 @@ def head_profiles(
     W_K: np.ndarray,
     rotations: np.ndarray | None = None,
     rtol: float = DEFAULT_RTOL,
-    heads_per_batch: int | None = None,
     *,
     kv_of_head: np.ndarray | None = None,
     gain: np.ndarray | None = None,
@@ -332,8 +331,6 @@ def head_profiles(
         R(d) for the offsets d = 0..D-1 (see ``pipeline.rotary``); None for position-independent forms.
     rtol : float
         Threshold for exact zeros (module docstring).
-    heads_per_batch : ignored
-        Kept for callers of the earlier API; heads are now processed one at a time (memory).
     kv_of_head : (H,) ints or None
         Key head of each query head (grouped-query attention); None means W_K is per query head.
     gain : (N,) or None
@@ -351,7 +348,6 @@ def head_profiles(
     -------
     profile : (H, 4) or (H, D, 4);  norm : (H,) or (H, D)
     """
-    del heads_per_batch
     W_Q, W_K = np.asarray(W_Q), np.asarray(W_K)
     if W_Q.ndim != 3 or W_K.ndim != 3 or W_Q.shape[1:] != W_K.shape[1:]:
         raise ValueError(f"W_Q and W_K must both have shape (heads, n, N); got {W_Q.shape} and {W_K.shape}")
