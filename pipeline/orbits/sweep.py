@@ -59,6 +59,11 @@ PHASES: dict[str, list[tuple[str, dict]]] = {
         ("wd1-s4-p150", {"seed": 4, "polish_steps": 150}),
         ("wd2-s3-p150", {"seed": 3, "weight_decay": 2.0, "polish_steps": 150}),
     ],
+    # more seeds of the long schedule (long-s0 gave the best orbit after polishing), one worker each
+    "D": [
+        ("long-s1", {"epochs": 4500, "seed": 1, "ramp_start": 1000, "ramp_end": 4000, "polish_steps": 150}),
+        ("long-s2", {"epochs": 4500, "seed": 2, "ramp_start": 1000, "ramp_end": 4000, "polish_steps": 150}),
+    ],
 }
 
 
