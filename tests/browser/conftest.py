@@ -340,3 +340,15 @@ def drag(page, x0: float, y0: float, x1: float, y1: float, steps: int = 12) -> N
     for i in range(1, steps + 1):
         page.mouse.move(x0 + (x1 - x0) * i / steps, y0 + (y1 - y0) * i / steps)
     page.mouse.up()
+
+
+def assert_movie_plays_and_loops(page, play_button) -> None:
+    """Press play on the orbits movie: the dots move, the frame reaches the last one, then loops back."""
+    last = model_prop(page, "orbits_frame", "end")
+    x0 = model_data(page, "orbits_dots_0", "x")
+    play_button.click()
+    page.wait_for_function("() => {" + FIND_JS + "return find('orbits_frame').value > 0; }", timeout=10_000)
+    page.wait_for_timeout(100)
+    assert model_data(page, "orbits_dots_0", "x") != x0
+    page.wait_for_function("() => {" + FIND_JS + f"return find('orbits_frame').value === {last}; }}", timeout=20_000)
+    page.wait_for_function("() => {" + FIND_JS + f"return find('orbits_frame').value < {last}; }}", timeout=20_000)

@@ -17,6 +17,7 @@ from tests.browser.conftest import (
     EMPTY_MODEL,
     FIND_JS,
     ROPE_MODEL,
+    assert_movie_plays_and_loops,
     console_errors,
     drag,
     frame_box,
@@ -130,13 +131,6 @@ def test_served_orbits_movie_advances_and_loops(browser, served_app):
     page.wait_for_timeout(500)
     w, h = figure_size_of(page, "orbits_dots_0")
     assert w > 100 and h > 100  # the movie's planes are laid out (a hidden tab must not leave them at size 0)
-    last = model_prop(page, "orbits_frame", "end")
-    x0 = model_data(page, "orbits_dots_0", "x")
-    page.get_by_text("Play").last.click()
-    page.wait_for_function("() => {" + FIND_JS + "return find('orbits_frame').value > 0; }", timeout=10_000)
-    page.wait_for_timeout(100)
-    assert model_data(page, "orbits_dots_0", "x") != x0
-    page.wait_for_function("() => {" + FIND_JS + f"return find('orbits_frame').value === {last}; }}", timeout=20_000)
-    page.wait_for_function("() => {" + FIND_JS + f"return find('orbits_frame').value < {last}; }}", timeout=20_000)
+    assert_movie_plays_and_loops(page, page.get_by_text("Play").last)
     assert errors == []
     page.close()

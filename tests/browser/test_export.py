@@ -15,11 +15,10 @@ import pytest
 
 from dashboard.export import export, profile_page_name
 from tests.browser.conftest import (
-    FIND_JS,
     ROPE_MODEL,
+    assert_movie_plays_and_loops,
     console_errors,
     model_data,
-    model_prop,
     rope_profiles,
     route_offline,
     set_prop,
@@ -85,15 +84,8 @@ def test_orbits_movie_advances_and_loops(browser, inline_pages, cdn_pages, varia
     pages = inline_pages if variant == "inline" else cdn_pages
     page, errors, requested = open_offline(browser, pages / "orbits.html")
     wait_for_bokeh(page, "orbits_frame")
-    last = model_prop(page, "orbits_frame", "end")
     set_prop(page, "orbits_frame", "value", 0)
-    x0 = model_data(page, "orbits_dots_0", "x")
-    page.get_by_text("Play").first.click()
-    page.wait_for_function("() => {" + FIND_JS + "return find('orbits_frame').value > 0; }", timeout=10_000)
-    page.wait_for_timeout(100)
-    assert model_data(page, "orbits_dots_0", "x") != x0
-    page.wait_for_function("() => {" + FIND_JS + f"return find('orbits_frame').value === {last}; }}", timeout=20_000)
-    page.wait_for_function("() => {" + FIND_JS + f"return find('orbits_frame').value < {last}; }}", timeout=20_000)
+    assert_movie_plays_and_loops(page, page.get_by_text("Play").first)
     assert errors == []
     if variant == "inline":
         assert requested == []
