@@ -307,7 +307,8 @@ def message(text_html: str, kind: str = "warn", name: str = "message") -> Div:
 def model_line(s: ModelSummary) -> str:
     rev = f" @ {html.escape(s.revision[:12])}" if s.revision else ""
     folded = "layer norm folded" if s.layernorm_folded else "raw weights"
-    return (f'<p class="meta"><b>{html.escape(s.name)}</b> · {s.n_layers} layers × {s.n_heads} heads · '
+    layers = f"{s.n_layers} layer{'s' if s.n_layers != 1 else ''}"
+    return (f'<p class="meta"><b>{html.escape(s.name)}</b> · {layers} × {s.n_heads} heads · '
             f"N = {s.d_model}, n = {s.d_head} · {html.escape(s.positional)} · {folded} · "
             f"{html.escape(s.source)}{rev}</p>")
 
@@ -373,8 +374,10 @@ def profiles_view(summary: ModelSummary, profile: np.ndarray, *, nav: dict[str, 
                                                             interval=int(play_interval_ms)), code=PLAY_JS))
         position = row(dslider, play, name="position_controls")
     else:
-        position = Div(text=f'<p class="note">The form of a <b>{html.escape(summary.positional)}</b> model does not '
-                       "depend on position: one profile per head, no d slider.</p>",
+        kind = ("this model has no positional encoding" if summary.positional == "none"
+                else f"with {html.escape(summary.positional)} positions")
+        position = Div(text=f'<p class="note">The form does not depend on position ({kind}): one profile per head, '
+                       "no d slider.</p>",
                        stylesheets=[style()], width=600, name="position_note")
 
     parts = [header("Profiles of attention heads", DEFINITIONS)]
