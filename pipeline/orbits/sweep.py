@@ -75,6 +75,8 @@ POLISH = {
     "polish2-long-s0": ("polish-long-s0", 200),
     "polish3-long-s0": ("polish2-long-s0", 300),
     "polish-init0.5-s0": ("init0.5-s0", 250),
+    "polish-long-s1": ("long-s1", 200),
+    "polish-long-s2": ("long-s2", 200),
 }
 
 
