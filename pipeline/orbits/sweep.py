@@ -77,6 +77,7 @@ POLISH = {
     "polish-init0.5-s0": ("init0.5-s0", 250),
     "polish-long-s1": ("long-s1", 200),
     "polish-long-s2": ("long-s2", 200),
+    "polish2-long-s1": ("polish-long-s1", 200),
 }
 
 
