@@ -15,6 +15,18 @@ import os
 import sys
 from pathlib import Path
 
+
+def _opt(width: int, heads: int) -> tuple[dict, str, list]:
+    """An OPT-shaped fp16 checkpoint of ``width`` (config, dtype, tensor names and shapes per layer)."""
+    config = {"model_type": "opt", "architectures": ["OPTForCausalLM"], "hidden_size": width,
+              "num_attention_heads": heads, "ffn_dim": 4 * width, "word_embed_proj_dim": width,
+              "do_layer_norm_before": True, "max_position_embeddings": 2048, "vocab_size": 50272,
+              "torch_dtype": "float16"}
+    tensors = [(f"model.decoder.layers.{{l}}.self_attn.{p}_proj.{w}", (width, width) if w == "weight" else (width,))
+               for p in ("q", "k", "v", "out") for w in ("weight", "bias")]
+    return config, "float16", tensors
+
+
 # family -> config (as on the Hub), dtype, per-layer tensors (name pattern, shape)
 FAMILIES = {
     "mistral-small-24b": (
@@ -28,22 +40,8 @@ FAMILIES = {
          ("model.layers.{l}.self_attn.v_proj.weight", (1024, 5120)),
          ("model.layers.{l}.self_attn.o_proj.weight", (5120, 4096))],
     ),
-    "opt-13b": (
-        {"model_type": "opt", "architectures": ["OPTForCausalLM"], "hidden_size": 5120, "num_attention_heads": 40,
-         "ffn_dim": 20480, "word_embed_proj_dim": 5120, "do_layer_norm_before": True,
-         "max_position_embeddings": 2048, "vocab_size": 50272, "torch_dtype": "float16"},
-        "float16",
-        [(f"model.decoder.layers.{{l}}.self_attn.{p}_proj.{w}", (5120, 5120) if w == "weight" else (5120,))
-         for p in ("q", "k", "v", "out") for w in ("weight", "bias")],
-    ),
-    "opt-1.3b": (
-        {"model_type": "opt", "architectures": ["OPTForCausalLM"], "hidden_size": 2048, "num_attention_heads": 32,
-         "ffn_dim": 8192, "word_embed_proj_dim": 2048, "do_layer_norm_before": True,
-         "max_position_embeddings": 2048, "vocab_size": 50272, "torch_dtype": "float16"},
-        "float16",
-        [(f"model.decoder.layers.{{l}}.self_attn.{p}_proj.{w}", (2048, 2048) if w == "weight" else (2048,))
-         for p in ("q", "k", "v", "out") for w in ("weight", "bias")],
-    ),
+    "opt-13b": _opt(5120, 40),
+    "opt-1.3b": _opt(2048, 32),
 }
 
 

@@ -42,13 +42,19 @@ def pages(synthetic_store, tmp_path_factory):
     return out
 
 
-@pytest.fixture
-def rope_page(browser, pages):
+def open_model_page(browser, pages, model):
+    """An exported model page opened offline from file://, once its heads are drawn; (page, console errors)."""
     page = browser.new_page(viewport={"width": 1500, "height": 1100})
     errors = console_errors(page)
     route_offline(page)
-    page.goto((pages / profile_page_name(ROPE_MODEL)).as_uri())
+    page.goto((pages / profile_page_name(model)).as_uri())
     wait_for_bokeh(page, "heads")
+    return page, errors
+
+
+@pytest.fixture
+def rope_page(browser, pages):
+    page, errors = open_model_page(browser, pages, ROPE_MODEL)
     yield page, errors
     page.close()
 
@@ -156,11 +162,7 @@ def test_play_advances_and_loops(rope_page):
 
 
 def test_absolute_model_has_no_d_slider(browser, pages):
-    page = browser.new_page(viewport={"width": 1500, "height": 1100})
-    errors = console_errors(page)
-    route_offline(page)
-    page.goto((pages / profile_page_name(ABSOLUTE_MODEL)).as_uri())
-    wait_for_bokeh(page, "heads")
+    page, errors = open_model_page(browser, pages, ABSOLUTE_MODEL)
     assert model_prop(page, "d_slider", "name") is None
     assert "does not depend on position" in model_prop(page, "position_note", "text")
     # the selector navigates to the other model's page
