@@ -99,3 +99,20 @@ def test_frame_metrics_see_the_orbits_form(layer):
     m = frame_orbit_metrics(frames_M, frames_R, {"tol": 0.02})
     assert list(m["largest_orbit"][1]) == [0, 12] and list(m["heads_in_orbits"][1]) == [0, 16]
     assert m["matching_error"][1][0] > 0.5
+
+
+def test_planted_orbits_stay_equivariant_at_every_qk_scale(layer):
+    """Heads in exact orbits are equivariant at any QK scale (the structure theorem's 'if'); the metric
+    ``sharpened_error`` is then 0, while random heads are far from it at every scale."""
+    from pipeline.orbits.store_io import sharpened_error
+
+    M, R, truth = layer
+    rng = np.random.default_rng(5)
+    keep = truth >= 0
+    # exact orbits (no noise): rebuild from the planted ones without the layer's noise
+    M12, R12 = planted(rng, 12)
+    M4, R4 = planted(rng, 4)
+    Mo, Ro = np.concatenate([M12, M4]), np.concatenate([R12, R4])
+    for beta in (0.5, 2.0, 5.0):
+        assert sharpened_error(Mo, Ro, beta) < 1e-12
+    assert sharpened_error(M[~keep], R[~keep]) > 0.3

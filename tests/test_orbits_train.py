@@ -101,3 +101,45 @@ def test_cli_stores_a_saved_run_and_explains_bad_input(short_run, tmp_path, caps
         main(["orbits", "--from-run", str(tmp_path / "missing.npz"), "--store", st])
     with pytest.raises(SystemExit, match="strictly between 0 and 1"):
         main(["orbits", "--train-fraction", "1.5", "--no-store"])
+
+
+def test_penalty_scales_float64_and_qk_decay_group():
+    """The penalty at several QK scales is the mean of the per-scale squared errors (against the errors
+    computed one by one), float64 trains in float64, and W_Q, W_K get their own weight decay."""
+    from pipeline.orbits import train as train_mod
+    from pipeline.orbits.equivariance import context_error2, random_contexts, triple_error2
+    from pipeline.orbits.model import circuits, init_params, table_forward
+
+    torch.set_num_threads(1)
+    p = {k: v.double() for k, v in init_params(3, 16, 4, seed=0).items()}
+    M, R = circuits(p)
+    ctx = random_contexts(2, (4, 6), 24, torch.Generator().manual_seed(0)).double()
+    e = {b: float(triple_error2(table_forward(b * M, R))) for b in (1.0, 0.5, 3.0)}
+    c = {b: float(context_error2(b * M, R, ctx)) for b in (1.0, 0.5, 3.0)}
+    assert max(e.values()) - min(e.values()) > 1e-3  # the scales see different errors: the mean is a real check
+    cfg = Config(penalty_scales=(1.0, 0.5, 3.0), context_weight=0.7)
+    want = sum(e[b] + 0.7 * c[b] for b in e) / 3
+    assert float(train_mod.penalty(cfg, M, R, ctx)) == pytest.approx(want, rel=1e-12)
+    assert float(train_mod.penalty(Config(context_weight=0.0), M, R, ctx)) == pytest.approx(e[1.0], rel=1e-12)
+
+    cfg = Config(n_heads=3, d_model=16, d_head=4, epochs=2, context_weight=0.0, lr=0.0, lr_final=0.0,
+                 dtype="float64", weight_decay_qk=0.0, weight_decay=0.5)
+    captured = {}
+    orig = torch.optim.AdamW.step
+
+    def spy(self, *a, **k):
+        captured["groups"] = [(len(g["params"]), g["weight_decay"]) for g in self.param_groups]
+        return orig(self, *a, **k)
+
+    torch.optim.AdamW.step = spy
+    try:
+        run = train_mod.train(cfg, progress=False)
+    finally:
+        torch.optim.AdamW.step = orig
+    assert captured["groups"] == [(4, 0.5), (2, 0.0)]  # W_E, W_V, W_O, W_U decay 0.5; W_Q, W_K none
+    assert run["params"]["W_Q"].dtype == np.float64
+    np.testing.assert_array_equal(run["params"]["W_Q"], p["W_Q"].numpy())  # lr 0: nothing moved
+    assert run["metrics"]["sharpened_error"][0] == pytest.approx(float(triple_error2(table_forward(2 * M, R))) ** 0.5,
+                                                                  rel=1e-9)
+    with pytest.raises(ValueError, match="dtype"):
+        train_mod.train(Config(n_heads=2, d_model=8, d_head=2, epochs=1, dtype="float16"), progress=False)

@@ -56,7 +56,13 @@ def register(subparsers) -> None:
     g.add_argument("--lr", type=float, default=d.lr, help=f"peak learning rate, cosine to --lr-final (default {d.lr})")
     g.add_argument("--lr-final", type=float, default=d.lr_final)
     g.add_argument("--weight-decay", type=float, default=d.weight_decay, help=f"AdamW decay (default {d.weight_decay})")
+    g.add_argument("--weight-decay-qk", type=float, default=d.weight_decay_qk,
+                   help="AdamW decay of W_Q and W_K alone (default: --weight-decay)")
     g.add_argument("--polish-steps", type=int, default=d.polish_steps, help="LBFGS steps after AdamW (default 0)")
+    g.add_argument("--polish-penalty", type=float, default=d.polish_penalty,
+                   help="penalty weight during polishing (default: --penalty-end)")
+    g.add_argument("--dtype", choices=("float32", "float64"), default=d.dtype,
+                   help="precision of training (default float32; float64 for errors far below 1e-5)")
     g = p.add_argument_group("equivariance penalty")
     g.add_argument("--penalty-start", type=float, default=d.penalty_start, help="weight before the ramp (default 1)")
     g.add_argument("--penalty-end", type=float, default=d.penalty_end, help="weight after the ramp (default 3000)")
@@ -69,6 +75,9 @@ def register(subparsers) -> None:
     g.add_argument("--context-kind", choices=("tokens", "dirichlet"), default=d.context_kind,
                    help="tokens: random sequences; dirichlet: random mixtures (the long-sequence limit)")
     g.add_argument("--context-batch", type=int, default=d.context_batch, help="contexts per step (x 24 shifts)")
+    g.add_argument("--penalty-scales", type=float, nargs="+", default=list(d.penalty_scales), metavar="BETA",
+                   help="QK scales at which the penalty is taken (M -> beta M, i.e. embeddings scaled by "
+                   "sqrt(beta)); the penalty is the mean over them (default 1: the layer as it is)")
     g = p.add_argument_group("orbit finder")
     g.add_argument("--tol", type=float, default=0.02, help="largest matching error inside an orbit (default 0.02)")
     g.add_argument("--dead-tol", type=float, default=0.02, help="heads with ||R|| below this x the largest are dead")
@@ -86,13 +95,17 @@ def config_from_args(args):
         raise SystemExit(f"--train-fraction must lie strictly between 0 and 1; got {args.train_fraction}")
     if args.epochs < 1:
         raise SystemExit(f"--epochs must be at least 1; got {args.epochs}")
+    if any(not b > 0 for b in args.penalty_scales):
+        raise SystemExit(f"--penalty-scales must all be positive; got {args.penalty_scales}")
     return Config(seed=args.seed, n_heads=args.heads, d_model=args.d_model, d_head=args.d_head,
                   init_scale=args.init_scale, learn_embed=not args.fixed_embed, train_fraction=args.train_fraction,
                   split=args.split, epochs=args.epochs, lr=args.lr, lr_final=args.lr_final,
                   weight_decay=args.weight_decay, penalty_start=args.penalty_start, penalty_end=args.penalty_end,
                   ramp_start=args.ramp[0], ramp_end=args.ramp[1], context_weight=args.context_weight,
                   context_lengths=tuple(args.context_lengths), context_batch=args.context_batch,
-                  context_kind=args.context_kind, polish_steps=args.polish_steps)
+                  context_kind=args.context_kind, polish_steps=args.polish_steps,
+                  weight_decay_qk=args.weight_decay_qk, polish_penalty=args.polish_penalty, dtype=args.dtype,
+                  penalty_scales=tuple(args.penalty_scales))
 
 
 def run(args) -> int:

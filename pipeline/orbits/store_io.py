@@ -52,7 +52,21 @@ def load_run(path: str) -> dict:
         run = {k: z[k] for k in z.files}
     run["config"] = json.loads(str(run["config"]))
     run["name"] = str(run["name"])
+    for k in METRICS:  # runs saved before a metric existed: NaN per frame, the last frame computed from its heads
+        if f"metric_{k}" not in run:
+            run[f"metric_{k}"] = np.full(len(run["epoch"]), np.nan)
+            if k == "sharpened_error":
+                run[f"metric_{k}"][-1] = sharpened_error(run["M"][-1], run["R"][-1])
     return run
+
+
+def sharpened_error(M: np.ndarray, R: np.ndarray, beta: float = 2.0) -> float:
+    """The metric ``sharpened_error`` of one frame's heads (float64): the length-3 error of (beta M, R)."""
+    import torch
+
+    from .equivariance import layer_error
+
+    return layer_error(beta * torch.as_tensor(np.asarray(M, np.float64)), torch.as_tensor(np.asarray(R, np.float64)))
 
 
 def _flat_attrs(prefix: str, d: dict) -> dict:

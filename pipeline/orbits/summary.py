@@ -14,18 +14,24 @@ import glob
 import json
 import os
 
+from .config import Config
 from .find import find_orbits
 from .store_io import load_run, sweep_dataset, write_sweep
 
 TOLS = (0.02, 0.05, 0.10, 0.20)
-HP_KEYS = ("seed", "epochs", "polish_steps", "d_model", "d_head", "n_heads", "init_scale", "learn_embed",
-           "weight_decay", "penalty_end", "context_weight", "context_kind", "context_lengths", "train_fraction")
+HP_KEYS = ("seed", "epochs", "polish_steps", "d_model", "d_head", "n_heads", "init_scale", "learn_embed", "onehot",
+           "weight_decay", "weight_decay_qk", "penalty_end", "polish_penalty", "penalty_scales", "context_weight",
+           "context_kind", "context_lengths", "train_fraction", "dtype")
 
 
 def run_row(run: dict) -> dict:
-    cfg = run["config"]
+    cfg = Config().to_dict() | run["config"]  # runs saved before a setting existed ran at its default
+    if cfg["weight_decay_qk"] is None:  # None means "as the other weights", and so does the table
+        cfg["weight_decay_qk"] = cfg["weight_decay"]
+    if cfg["polish_penalty"] is None:
+        cfg["polish_penalty"] = cfg["penalty_end"]
     row = {"name": run["name"]} | {k: (json.dumps(cfg[k]) if isinstance(cfg[k], list) else cfg[k]) for k in HP_KEYS}
-    for k in ("train_accuracy", "heldout_accuracy", "loss", "equivariance_error", "context_error"):
+    for k in ("train_accuracy", "heldout_accuracy", "loss", "equivariance_error", "context_error", "sharpened_error"):
         row[k] = float(run[f"metric_{k}"][-1])
     M, R = run["M"][-1], run["R"][-1]
     for tol in TOLS:
@@ -71,6 +77,7 @@ def summarize(runs: str, csv_path: str, store_path: str | None = None) -> list[d
 
 MD_COLUMNS = (("name", "run"), ("train_accuracy", "train"), ("heldout_accuracy", "held-out"),
               ("equivariance_error", "eq. error (len 3)"), ("context_error", "eq. error (len 4-16)"),
+              ("sharpened_error", "eq. error at 2x QK"),
               ("alive_heads", "live heads"), ("orbits_2pct", "orbits 2%"), ("orbits_5pct", "orbits 5%"),
               ("orbits_10pct", "orbits 10%"), ("orbits_20pct", "orbits 20%"), ("worst_20pct", "worst err (20%)"),
               ("median_matching_error", "median match err"))

@@ -64,10 +64,36 @@ PHASES: dict[str, list[tuple[str, dict]]] = {
         ("long-s1", {"epochs": 4500, "seed": 1, "ramp_start": 1000, "ramp_end": 4000, "polish_steps": 150}),
         ("long-s2", {"epochs": 4500, "seed": 2, "ramp_start": 1000, "ramp_end": 4000, "polish_steps": 150}),
     ],
+    # session 2: is the soft attention what lets non-orbits be equivariant to 1e-4? Without decay on W_Q, W_K
+    # the attention may sharpen, and then only orbits are equivariant (docs/orbits_sweep.md, phase E)
+    "E": [
+        ("qkwd0-s0", {"weight_decay_qk": 0.0, "polish_steps": 150}),
+        ("qkwd0-s1", {"seed": 1, "weight_decay_qk": 0.0, "polish_steps": 150}),
+        ("long-qkwd0-s0", {"epochs": 4500, "seed": 0, "ramp_start": 1000, "ramp_end": 4000, "polish_steps": 150,
+                           "weight_decay_qk": 0.0}),
+        ("qkwd0.1-s0", {"weight_decay_qk": 0.1, "polish_steps": 150}),
+    ],
+    # the penalty at several QK scales (embeddings scaled by sqrt(beta)): orbits are equivariant at every scale,
+    # a layer tuned to its own scale is not (the metric sharpened_error)
+    "F": [
+        ("scales-s0", {"penalty_scales": (0.5, 1.0, 2.0), "polish_steps": 150}),
+        ("scales-s1", {"seed": 1, "penalty_scales": (0.5, 1.0, 2.0), "polish_steps": 150}),
+        ("long-scales-s0", {"epochs": 4500, "seed": 0, "ramp_start": 1000, "ramp_end": 4000, "polish_steps": 150,
+                            "penalty_scales": (0.5, 1.0, 2.0)}),
+        ("scales-s2", {"seed": 2, "penalty_scales": (0.5, 1.0, 2.0), "polish_steps": 150}),
+    ],
+    # one-hot tokens (W_E = W_U = I, d_model 24): the heads' weights live in the token space, where the group acts.
+    # With the default lr 1e-3 and decay 1 a one-hot layer does not learn in 300 epochs (loss stays ln 24): Adam's
+    # steps are ~lr per coordinate, and the one-hot weights are ~10x larger than the learned-embedding ones.
+    # lr 1e-2 with decay 0.1 (the same lr x decay) fits the train split in 500 epochs.
+    "G": [
+        (f"onehot-s{s}", {"seed": s, "onehot": True, "d_model": 24, "lr": 1e-2, "lr_final": 1e-4,
+                          "weight_decay": 0.1, "polish_steps": 150}) for s in range(4)
+    ],
 }
 
 
-# continue a finished run with more LBFGS polishing: name -> (source run, extra polish steps)
+# continue a finished run with more LBFGS polishing: name -> (source run, extra polish steps[, config changes])
 POLISH = {
     "polish-base-s1": ("base-s1", 300),
     "polish-long-s0": ("long-s0", 200),
@@ -78,6 +104,8 @@ POLISH = {
     "polish-long-s1": ("long-s1", 200),
     "polish-long-s2": ("long-s2", 200),
     "polish2-long-s1": ("polish-long-s1", 200),
+    # phase E: a 300x heavier penalty in float64, to push the equivariance error far below 1e-4
+    "hipen-long-s0": ("polish2-long-s0", 300, {"polish_penalty": 1e6, "dtype": "float64"}),
 }
 
 
@@ -89,10 +117,12 @@ def polish_worker(runs: str, name: str) -> None:
     from .train import Config, train
 
     torch.set_num_threads(1)
-    source, steps = POLISH[name]
+    source, steps, *changes = POLISH[name]
+    changes = changes[0] if changes else {}
     src = load_run(os.path.join(runs, f"{source}.npz"))
-    cfg_d = dict(src["config"]) | {"polish_steps": steps, "frame_every": 25}
+    cfg_d = dict(src["config"]) | {"polish_steps": steps, "frame_every": 25} | changes
     cfg_d["context_lengths"] = tuple(cfg_d["context_lengths"])
+    cfg_d["penalty_scales"] = tuple(cfg_d.get("penalty_scales", (1.0,)))
     done = int(src["epoch"][-1])
     cfg = Config(**(cfg_d | {"epochs": 0}))
     with open(os.path.join(runs, f"{name}.log"), "w") as logf:
@@ -107,7 +137,7 @@ def polish_worker(runs: str, name: str) -> None:
         result[k] = np.concatenate([src[k], result[k][1:]])
     for k in result["metrics"]:
         result["metrics"][k] = np.concatenate([src[f"metric_{k}"], result["metrics"][k][1:]])
-    result["config"] = dict(src["config"]) | {"polish_steps": src["config"]["polish_steps"] + steps}
+    result["config"] = dict(src["config"]) | changes | {"polish_steps": src["config"]["polish_steps"] + steps}
     save_run(os.path.join(runs, f"{name}.npz"), name, result)
     with open(os.path.join(runs, "results.jsonl"), "a") as f:
         f.write(json.dumps({"name": name, "phase": "polish", "config": result["config"], "final": result["final"],

@@ -14,6 +14,7 @@ Frames (M, R of every head and the metrics) are kept every 25 epochs up to 4000,
 
 from __future__ import annotations
 
+import math
 import time
 
 import numpy as np
@@ -42,10 +43,25 @@ def evaluate(M, R, train_mask: torch.Tensor, tgt: torch.Tensor, eval_ctx: torch.
             "heldout_accuracy": float(ok[~train_mask].float().mean()) if (~train_mask).any() else float("nan"),
             "loss": float(F.cross_entropy(G[train_mask], tgt[train_mask])),
             "equivariance_error": float(triple_error2(G).sqrt()),
+            "sharpened_error": float(triple_error2(table_forward(2 * M, R)).sqrt()),
         }
         if eval_ctx is not None:
             out["context_error"] = float(context_error2(M, R, eval_ctx).sqrt())
     return out
+
+
+def penalty(cfg: Config, M: torch.Tensor, R: torch.Tensor, ctx: torch.Tensor | None = None,
+            G: torch.Tensor | None = None) -> torch.Tensor:
+    """The penalty's sum of squares: the mean over ``cfg.penalty_scales`` beta of E3(beta M, R)^2 +
+    context_weight * Ectx(beta M, R)^2 (contexts ``ctx``; G: the table of (M, R) if already computed)."""
+    pen = 0.0
+    for beta in cfg.penalty_scales:
+        Mb = M if beta == 1.0 else beta * M
+        Gb = G if (beta == 1.0 and G is not None) else table_forward(Mb, R)
+        pen = pen + triple_error2(Gb)
+        if cfg.context_weight > 0 and ctx is not None:
+            pen = pen + cfg.context_weight * context_error2(Mb, R, ctx.to(M.dtype))
+    return pen / len(cfg.penalty_scales)
 
 
 def train(cfg: Config, progress: bool = True, log=None, start: dict | None = None) -> dict:
@@ -56,17 +72,34 @@ def train(cfg: Config, progress: bool = True, log=None, start: dict | None = Non
     a saved run further) instead of the seeded init.
     """
     torch.manual_seed(cfg.seed)
+    if cfg.dtype not in ("float32", "float64"):
+        raise ValueError(f"dtype must be float32 or float64, not {cfg.dtype!r}")
+    dtype = getattr(torch, cfg.dtype)
     params = init_params(cfg.n_heads, cfg.d_model, cfg.d_head, P, cfg.init_scale, cfg.seed)
     if start is not None:
-        params = {k: torch.as_tensor(np.asarray(start[k]), dtype=torch.float32).clone() for k in params}
+        params = {k: torch.as_tensor(np.asarray(start[k])).clone() for k in params}
+    if cfg.onehot:
+        if cfg.d_model != P:
+            raise ValueError(f"onehot needs d_model = {P}; got {cfg.d_model}")
+        params["W_E"] = torch.eye(P)
+        params["W_U"] = torch.eye(P)
+        # the circuits' scale at init as with a learned W_E (std 1 per coordinate): W_Q[:, a] here plays
+        # W_Q W_E[a] there, whose entries have std init_scale, not init_scale / sqrt(d_model)
+        for k in ("W_Q", "W_K", "W_V"):
+            params[k] = params[k] * math.sqrt(P)
+    params = {k: v.to(dtype) for k, v in params.items()}
     for k, v in params.items():
-        v.requires_grad_(cfg.learn_embed or k != "W_E")
+        v.requires_grad_(not (cfg.onehot and k in ("W_E", "W_U")) and (cfg.learn_embed or k != "W_E"))
     trainable = [v for v in params.values() if v.requires_grad]
-    opt = torch.optim.AdamW(trainable, lr=cfg.lr, weight_decay=cfg.weight_decay)
+    wd_qk = cfg.weight_decay if cfg.weight_decay_qk is None else cfg.weight_decay_qk
+    groups = [{"params": [v for k, v in params.items() if v.requires_grad and k not in ("W_Q", "W_K")],
+               "weight_decay": cfg.weight_decay},
+              {"params": [params["W_Q"], params["W_K"]], "weight_decay": wd_qk}]
+    opt = torch.optim.AdamW(groups, lr=cfg.lr)
     mask = torch.from_numpy(split_mask(cfg.train_fraction, cfg.seed, cfg.split))
     tgt = torch.from_numpy(targets()).long()
     gen = torch.Generator().manual_seed(cfg.seed + 1)
-    eval_ctx = _eval_contexts()
+    eval_ctx = _eval_contexts().to(dtype)
     frames = {"epoch": [], "M": [], "R": []}
     metrics: dict[str, list] = {k: [] for k in METRICS}
 
@@ -74,10 +107,7 @@ def train(cfg: Config, progress: bool = True, log=None, start: dict | None = Non
         M, R = circuits(params)
         G = table_forward(M, R)
         ce = F.cross_entropy(G[mask], tgt[mask])
-        pen = triple_error2(G)
-        if cfg.context_weight > 0 and ctx is not None:
-            pen = pen + cfg.context_weight * context_error2(M, R, ctx)
-        return ce + w * pen, M, R
+        return ce + w * penalty(cfg, M, R, ctx, G), M, R
 
     def record(epoch, w):
         with torch.no_grad():
@@ -85,7 +115,7 @@ def train(cfg: Config, progress: bool = True, log=None, start: dict | None = Non
         m = evaluate(M, R, mask, tgt, eval_ctx) | {"penalty_weight": w}
         frames["epoch"].append(epoch)
         frames["M"].append(M.numpy().astype(np.float32))
-        frames["R"].append(R.numpy().astype(np.float32))
+        frames["R"].append(R.numpy().astype(np.float32))  # frames are float32 in any dtype
         for k in METRICS:
             metrics[k].append(m[k])
         if log is not None:
@@ -121,6 +151,7 @@ def train(cfg: Config, progress: bool = True, log=None, start: dict | None = Non
         opt.step()
         if bar is not None:
             bar.update(1)
+    polish_w = cfg.penalty_end if cfg.polish_penalty is None else cfg.polish_penalty
     if cfg.polish_steps:
         lbfgs = torch.optim.LBFGS(trainable, lr=1.0, max_iter=10, history_size=50, line_search_fn="strong_wolfe")
         ctx = None
@@ -129,18 +160,18 @@ def train(cfg: Config, progress: bool = True, log=None, start: dict | None = Non
 
         def closure():
             lbfgs.zero_grad(set_to_none=True)
-            loss, _, _ = objective(cfg.penalty_end, ctx)
+            loss, _, _ = objective(polish_w, ctx)
             loss.backward()
             return loss
 
         for i in range(cfg.polish_steps):
             epoch = cfg.epochs + i
             if is_frame(cfg, epoch):
-                record(epoch, cfg.penalty_end)
+                record(epoch, polish_w)
             lbfgs.step(closure)
             if bar is not None:
                 bar.update(1)
-    m = record(total, penalty_weight(cfg, total) if not cfg.polish_steps else cfg.penalty_end)
+    m = record(total, penalty_weight(cfg, total) if not cfg.polish_steps else polish_w)
     if bar is not None:
         bar.close()
     return {
