@@ -116,3 +116,24 @@ def test_planted_orbits_stay_equivariant_at_every_qk_scale(layer):
     for beta in (0.5, 2.0, 5.0):
         assert sharpened_error(Mo, Ro, beta) < 1e-12
     assert sharpened_error(M[~keep], R[~keep]) > 0.3
+
+
+def test_the_cross_head_gauge_of_r_is_removed(layer):
+    """Adding v_h to every column of R_h, with sum_h v_h = 0, leaves the layer's function unchanged (checked on
+    the exact length-3 table) but breaks head-by-head equality; the finder must see the same orbits."""
+    import torch
+
+    from pipeline.orbits.model import table_forward
+
+    M, R, truth = layer
+    rng = np.random.default_rng(11)
+    v = rng.normal(size=(32, 24)) * 3.0
+    v -= v.mean(axis=0)
+    R2 = R + v[:, :, None]
+    G1 = table_forward(torch.as_tensor(M), torch.as_tensor(R)).numpy()
+    G2 = table_forward(torch.as_tensor(M), torch.as_tensor(R2)).numpy()
+    np.testing.assert_allclose(G2, G1, atol=1e-9 * np.abs(G1).max())
+    f = find_orbits(M, R2)
+    assert sorted(f.sizes) == [4, 12] and max(f.worst_error) < 0.02
+    for o in range(2):
+        assert len(set(truth[f.members[o]])) == 1

@@ -35,8 +35,18 @@ def shift_ov(R: np.ndarray, s: int) -> np.ndarray:
 
 
 def centre(M: np.ndarray, R: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Remove the gauge: M's rows and R's columns to mean zero (neither changes the layer's function)."""
-    return M - M.mean(axis=-1, keepdims=True), R - R.mean(axis=-2, keepdims=True)
+    """Remove the gauge: M's rows, and R's columns and rows, to mean zero.
+
+    - A constant added to a row of M (one query) cancels in that query's softmax.
+    - A constant added to a column of R adds the same amount to every logit.
+    - A vector v_h added to every column of R_h (R_h[c, b] + v_h[c]) adds v_h to the output at every query,
+      since each head's attention weights sum to one. Only sum_h v_h is seen, so the split of it over the
+      heads is arbitrary (any v_h with sum 0 leaves the layer unchanged). Each head's row means over inputs
+      are therefore dropped: the heads are compared on what they do with their input.
+    All three commute with the shifts, so an orbit stays an orbit.
+    """
+    Rc = R - R.mean(axis=-2, keepdims=True)
+    return M - M.mean(axis=-1, keepdims=True), Rc - Rc.mean(axis=-1, keepdims=True)
 
 
 @dataclass(frozen=True)
