@@ -17,7 +17,7 @@ import xarray as xr
 
 DEFAULT_TRAIL_EPOCHS = 250
 FIX_COMMAND = "python -m pipeline orbits --store PATH"
-METRICS = ("train_accuracy", "heldout_accuracy", "equivariance_error", "loss")
+METRICS = ("train_accuracy", "heldout_accuracy", "equivariance_error", "sharpened_error", "loss")
 # Category10 without its gray: the first orbit blue, the second orange, then other distinct colours.
 PALETTE = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#bcbd22", "#17becf",
            "#393b79", "#ad494a", "#637939", "#7b4173", "#3182bd", "#e6550d", "#31a354")

@@ -45,7 +45,10 @@ SIDE_PX = 430
 WHAT_TO_LOOK_FOR = (
     "As training goes on, the heads of one orbit (one colour) settle on the vertices of a regular polygon "
     "centred at the origin: a shift by s turns a dot by rotation·s·360°/24, so a plane with rotation r shows "
-    "24/gcd(r, 24) vertices. Gray heads belong to no orbit, and the equivariance error falls as the polygons form."
+    "24/gcd(r, 24) vertices. Gray heads belong to no orbit, and the equivariance error falls as the polygons form. "
+    "The error “at 2× QK” is that of the same layer with every QK circuit doubled: heads in exact orbits are "
+    "equivariant at any scale, so it stays as small only when the equivariance comes from orbits, not from "
+    "tuning to the layer's own scale."
 )
 
 # Rewrites every per-frame view from the frame in the slider.
@@ -84,6 +87,7 @@ info.text = '<b>epoch ' + d.epoch[f] + '</b> &nbsp;(frame ' + f + ' / ' + (F - 1
   + ' &nbsp;·&nbsp; train acc <b>' + pct(d.train_accuracy[f]) + '</b>'
   + ' &nbsp;·&nbsp; held-out acc <b>' + pct(d.heldout_accuracy[f]) + '</b>'
   + ' &nbsp;·&nbsp; equivariance error <b>' + num(d.equivariance_error[f]) + '</b>'
+  + ' (at 2× QK ' + num(d.sharpened_error[f]) + ')'
   + ' &nbsp;·&nbsp; loss ' + num(d.loss[f]);
 cursor.location = d.epoch[f];
 """
@@ -162,7 +166,8 @@ def _info_html(epoch, f: int, F: int, metrics: dict[str, np.ndarray]) -> str:
     return (f"<b>epoch {epoch}</b> &nbsp;(frame {f} / {F - 1}) &nbsp;·&nbsp; train acc "
             f"<b>{pct(metrics['train_accuracy'][f])}</b> &nbsp;·&nbsp; held-out acc "
             f"<b>{pct(metrics['heldout_accuracy'][f])}</b> &nbsp;·&nbsp; equivariance error "
-            f"<b>{num(metrics['equivariance_error'][f])}</b> &nbsp;·&nbsp; loss {num(metrics['loss'][f])}")
+            f"<b>{num(metrics['equivariance_error'][f])}</b> (at 2× QK {num(metrics['sharpened_error'][f])})"
+            f" &nbsp;·&nbsp; loss {num(metrics['loss'][f])}")
 
 
 def _verification_html(ds: xr.Dataset, orbit: np.ndarray) -> str:

@@ -247,6 +247,7 @@ def test_missing_metrics_and_orbits_are_shown_as_absent():
     layout = orbits_view(ds)
     info = next(m for m in layout.references() if isinstance(m, Div) and m.name == "orbits_info")
     assert "held-out acc <b>—</b>" in info.text and "train acc <b>100.0%</b>" in info.text
+    assert "(at 2× QK —)" in info.text  # a store written before the metric existed
     dots = _sources(layout)["orbits_dots_0"].data
     assert set(dots["colour"]) == {of.NO_ORBIT}
     table = next(m for m in layout.references() if isinstance(m, Div) and m.name == "orbits_verification")

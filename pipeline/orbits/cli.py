@@ -133,6 +133,13 @@ def run(args) -> int:
         save_run(path, f"seed{cfg.seed}", result)
         print(f"saved the run to {path}")
         run_ = load_run(path)
+    missing = np.flatnonzero(np.isnan(run_["metric_sharpened_error"]))
+    if missing.size:  # a run saved before the metric existed: compute it per frame from the stored heads
+        from .store_io import sharpened_error
+
+        print(f"computing sharpened_error for {missing.size} frames saved without it")
+        for f in missing:
+            run_["metric_sharpened_error"][f] = sharpened_error(run_["M"][f], run_["R"][f])
     finder = {"tol": args.tol, "dead_tol": args.dead_tol, "merge_tol": args.merge_tol}
     M, R = run_["M"][-1].astype(np.float64), run_["R"][-1].astype(np.float64)
     found = find_orbits(M, R, **finder)
@@ -142,7 +149,8 @@ def run(args) -> int:
     A, B = choose_frequencies(M, R, strict or loose)
     last = {k[7:]: float(v[-1]) for k, v in run_.items() if k.startswith("metric_")}
     print(f"final: train {last['train_accuracy']:.4f}  held-out {last['heldout_accuracy']:.4f}  "
-          f"equivariance error {last['equivariance_error']:.2e}  (longer sequences {last['context_error']:.2e})")
+          f"equivariance error {last['equivariance_error']:.2e}  (longer sequences {last['context_error']:.2e}, "
+          f"at 2x QK {last['sharpened_error']:.2e})")
     print(f"orbits within {args.tol:.0%}: {found.sizes or 'none'}  worst errors {np.round(found.worst_error, 4)}  "
           f"median matching error {found.median_error:.3f}; panels at frequencies {A} and {B}")
     print(f"near-orbits within {args.near_tol:.0%}: {near.sizes or 'none'}  worst errors "

@@ -78,6 +78,7 @@ def synthetic_orbits_dataset(n_frames: int = 12, n_heads: int = 32, n_tokens: in
             "heldout_accuracy": (("frame",), 0.05 + 0.85 * t**2),
             "loss": (("frame",), 3.2 * np.exp(-3 * t)),
             "equivariance_error": (("frame",), np.exp(-2 * t)),
+            "sharpened_error": (("frame",), 3e-4 + np.exp(-t)),
             "M": (("head", "row", "col"), rng.standard_normal((n_heads, n_tokens, n_tokens))),
             "R": (("head", "row", "col"), rng.standard_normal((n_heads, n_tokens, n_tokens))),
             "orbit": (("head",), orbit.astype(np.int64)),

@@ -155,4 +155,6 @@ def test_each_frame_matches_its_python_twin(movie_page, frame):
     info = page.evaluate(f"() => ({MODEL})('orbits_info').text")
     acc = ds["train_accuracy"].values[frame]
     assert f"<b>epoch {ds['epoch'].values[frame]}</b>" in info and f"{100 * acc:.1f}%" in info
+    sharp = float(ds["sharpened_error"].values[frame])  # the error at 2x QK, formatted as the page's num()
+    assert f"(at 2× QK {sharp:.2e})" in info if sharp < 1e-3 else f"(at 2× QK {sharp:.4f})" in info
     assert errors == []
