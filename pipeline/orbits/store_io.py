@@ -26,7 +26,8 @@ FINDER_DOC = {
     "shift_image": "for shift s, the head that s.h matched (Hungarian assignment on the matching error, among "
     "merged live heads; a merged group is named by its first head); -1 for dead heads",
     "shift_error": "matching error err(s, h, pi_s(h)) = ||(T_s M_h T_s^-1 - M_g, T_2s R_h T_s^-1 - R_g)||_F / "
-    "||(M_h, R_h)||_F on gauge-centred heads (M rows, R columns and R rows centred: see fourier.centre), merged heads' R summed",
+    "||(M_h, R_h)||_F on gauge-centred heads (M rows, R columns and R rows centred: see fourier.centre), "
+    "merged heads' R summed",
     "orbit_definition": "a set of merged heads closed under all 24 shifts with every error <= finder_tol, connected, "
     "and |orbit| * |stabiliser of h| = 24 for each head h in it",
     "near_orbit": "orbit id per head found by the same finder at the looser tolerance near_orbit_tol (not verified "
