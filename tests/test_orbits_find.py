@@ -137,3 +137,17 @@ def test_the_cross_head_gauge_of_r_is_removed(layer):
     assert sorted(f.sizes) == [4, 12] and max(f.worst_error) < 0.02
     for o in range(2):
         assert len(set(truth[f.members[o]])) == 1
+
+
+def test_split_errors_measure_m_and_r_on_their_own_scales(layer):
+    """Noise on M alone shows in the M error and not in R's, whatever the scale of R."""
+    from pipeline.orbits.find import split_errors
+
+    rng = np.random.default_rng(2)
+    M12, R12 = planted(rng, 12)
+    R12 = 300 * R12  # R much larger than M, as in trained layers
+    M = M12 + 0.01 * np.linalg.norm(M12[0]) / 24 * rng.normal(size=M12.shape)
+    f = find_orbits(M, R12)
+    assert f.sizes == [12] and f.worst_error[0] < 1e-3  # the pair error hardly sees M's 1% noise
+    (em, er), = split_errors(M, R12, f)
+    assert 0.01 < em < 0.05 and er < 1e-12

@@ -111,7 +111,7 @@ def config_from_args(args):
 def run(args) -> int:
     import numpy as np
 
-    from .find import find_orbits
+    from .find import find_orbits, split_errors
     from .fourier import choose_frequencies
     from .store_io import load_run, orbits_dataset, write_orbits, write_profiles_model
 
@@ -153,6 +153,9 @@ def run(args) -> int:
           f"at 2x QK {last['sharpened_error']:.2e})")
     print(f"orbits within {args.tol:.0%}: {found.sizes or 'none'}  worst errors {np.round(found.worst_error, 4)}  "
           f"median matching error {found.median_error:.3f}; panels at frequencies {A} and {B}")
+    for i, (em, er) in enumerate(split_errors(M, R, found)):
+        print(f"  orbit {i} ({found.sizes[i]} heads: {list(map(int, found.members[i]))}): worst error of M alone "
+              f"{em:.2%}, of R alone {er:.2%}")
     print(f"near-orbits within {args.near_tol:.0%}: {near.sizes or 'none'}  worst errors "
           f"{np.round(near.worst_error, 4)}")
     if args.no_store:

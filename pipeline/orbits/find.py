@@ -148,3 +148,27 @@ def find_orbits(M: np.ndarray, R: np.ndarray, tol: float = 0.02, dead_tol: float
         worst.append(float(error[:, hs].max()))
         members.append(heads)
     return Orbits(orbit, shift_image, shift_error, alive, group, sizes, worst, members)
+
+
+def split_errors(M: np.ndarray, R: np.ndarray, found: Orbits) -> list[tuple[float, float]]:
+    """Per orbit of ``found``: the worst relative error of M alone and of R alone over its heads and all shifts.
+
+    The matching error weighs the pair (M, R) as one vector, where the larger of the two dominates (trained R
+    are 10-400x larger than M); these say how well each circuit matches on its own scale:
+    ||T_s M_h T_s^-1 - M_g|| / ||M_h|| and ||T_2s R_h T_s^-1 - R_g|| / ||R_h|| (gauge-centred, merged R summed).
+    """
+    Mc, Rc = centre(np.asarray(M, np.float64), np.asarray(R, np.float64))
+    out = []
+    for heads in found.members:
+        groups = sorted(set(found.group[heads]))
+        rep = {g: np.flatnonzero(found.group == g)[0] for g in groups}
+        Rsum = {g: Rc[found.group == g].sum(axis=0) for g in groups}
+        em = er = 0.0
+        for g in groups:
+            h = rep[g]
+            for s in range(Mc.shape[-1]):
+                t = found.group[found.shift_image[s, h]]
+                em = max(em, np.linalg.norm(shift_qk(Mc[h], s) - Mc[rep[t]]) / max(np.linalg.norm(Mc[h]), 1e-30))
+                er = max(er, np.linalg.norm(shift_ov(Rsum[g], s) - Rsum[t]) / max(np.linalg.norm(Rsum[g]), 1e-30))
+        out.append((float(em), float(er)))
+    return out

@@ -16,7 +16,7 @@ import xarray as xr
 from .. import store
 from ..store import ModelInfo
 from .config import METRICS
-from .find import Orbits, find_orbits
+from .find import Orbits, find_orbits, split_errors
 from .fourier import panel_positions, panels_for
 
 TRAIL_EPOCHS = 250
@@ -33,6 +33,9 @@ FINDER_DOC = {
     "near_orbit": "orbit id per head found by the same finder at the looser tolerance near_orbit_tol (not verified "
     "within finder_tol; shown to say how near the layer is to orbits), -1 none",
     "orbit_worst_error": "the largest shift_error over the orbit's heads and all 24 shifts",
+    "orbit_worst_error_M": "the same for M alone: max ||T_s M_h T_s^-1 - M_g||_F / ||M_h||_F (the pair error is "
+    "dominated by R, whose norm is far larger)",
+    "orbit_worst_error_R": "the same for R alone (merged heads' R summed)",
     "M": "final QK circuit W_E W_Q^T W_K W_E^T / sqrt(d_head), rows = query token, cols = key token (raw, not centred)",
     "R": "final OV circuit W_U W_O W_V W_E^T, rows = output class, cols = input token (raw, not centred)",
     "position": "(Re z, Im z) of each head in each panel; QK: z = sqrt(2)/24 sum_ab M[a,b] exp(+i theta (freq_a a + "
@@ -130,6 +133,9 @@ def orbits_dataset(run: dict, found: Orbits, A: int, B: int, finder: dict, near:
         "orbit_size": (("orbit_id",), np.array(found.sizes, dtype=np.int32)),
         "orbit_worst_error": (("orbit_id",), np.array(found.worst_error, dtype=np.float64)),
     }
+    split = split_errors(run["M"][-1], run["R"][-1], found)
+    data["orbit_worst_error_M"] = (("orbit_id",), np.array([e[0] for e in split], dtype=np.float64))
+    data["orbit_worst_error_R"] = (("orbit_id",), np.array([e[1] for e in split], dtype=np.float64))
     if near is not None:
         data["near_orbit"] = (("head",), near.orbit.astype(np.int32))
         data["near_orbit_size"] = (("near_orbit_id",), np.array(near.sizes, dtype=np.int32))
