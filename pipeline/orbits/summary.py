@@ -41,9 +41,9 @@ def run_row(run: dict) -> dict:
         row[f"orbits_{tag}"] = " ".join(str(f.sizes[i]) for i in big)
         row[f"worst_{tag}"] = max((f.worst_error[i] for i in big), default=float("nan"))
         if tol == TOLS[0]:
-            split = split_errors(M, R, f)
-            row["worst_M_2pct"] = max((e[0] for e, n in zip(split, f.sizes, strict=True) if n >= 2), default=float("nan"))
-            row["worst_R_2pct"] = max((e[1] for e, n in zip(split, f.sizes, strict=True) if n >= 2), default=float("nan"))
+            split = [e for e, n in zip(split_errors(M, R, f), f.sizes, strict=True) if n >= 2]
+            row["worst_M_2pct"] = max((e[0] for e in split), default=float("nan"))
+            row["worst_R_2pct"] = max((e[1] for e in split), default=float("nan"))
             row["alive_heads"] = int(f.alive.sum())
             row["merged_groups"] = int(f.group.max() + 1)
             row["median_matching_error"] = f.median_error
