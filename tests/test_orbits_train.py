@@ -143,3 +143,29 @@ def test_penalty_scales_float64_and_qk_decay_group():
                                                                   rel=1e-9)
     with pytest.raises(ValueError, match="dtype"):
         train_mod.train(Config(n_heads=2, d_model=8, d_head=2, epochs=1, dtype="float16"), progress=False)
+
+
+def test_polishing_that_overflows_keeps_the_last_finite_weights(monkeypatch):
+    """When an LBFGS step leaves non-finite weights, polishing stops and keeps the weights from before it."""
+    from pipeline.orbits import train as train_mod
+
+    torch.set_num_threads(1)
+    orig = torch.optim.LBFGS.step
+    calls = {"n": 0, "before": None}
+
+    def step(self, closure):
+        calls["n"] += 1
+        if calls["n"] == 3:
+            calls["before"] = [p.detach().clone() for p in self.param_groups[0]["params"]]
+            self.param_groups[0]["params"][0].data.fill_(float("nan"))
+            return None
+        return orig(self, closure)
+
+    monkeypatch.setattr(torch.optim.LBFGS, "step", step)
+    cfg = Config(n_heads=3, d_model=16, d_head=4, epochs=4, polish_steps=6, frame_every=1, context_weight=0.0)
+    run = train_mod.train(cfg, progress=False)
+    assert run["config"]["extra"]["polish_stopped_at"] == 2
+    assert list(run["epoch"]) == [0, 1, 2, 3, 4, 5, 6]  # steps 0 and 1 done; the frame at step 2 recorded once
+    for k, before in zip(("W_E", "W_Q", "W_K", "W_V", "W_O", "W_U"), calls["before"], strict=True):
+        np.testing.assert_array_equal(run["params"][k], before.numpy())
+    assert all(np.isfinite(v).all() for v in run["metrics"].values())

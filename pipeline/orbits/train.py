@@ -110,6 +110,9 @@ def train(cfg: Config, progress: bool = True, log=None, start: dict | None = Non
         return ce + w * penalty(cfg, M, R, ctx, G), M, R
 
     def record(epoch, w):
+        if frames["epoch"] and frames["epoch"][-1] == epoch:  # polishing stopped on a frame: record it once
+            for v in (*frames.values(), *metrics.values()):
+                v.pop()
         with torch.no_grad():
             M, R = circuits(params)
         m = evaluate(M, R, mask, tgt, eval_ctx) | {"penalty_weight": w}
@@ -168,7 +171,18 @@ def train(cfg: Config, progress: bool = True, log=None, start: dict | None = Non
             epoch = cfg.epochs + i
             if is_frame(cfg, epoch):
                 record(epoch, polish_w)
+            saved = [v.detach().clone() for v in trainable]
             lbfgs.step(closure)
+            if not all(bool(torch.isfinite(v).all()) for v in trainable):
+                # LBFGS's line search can step into overflow; keep the last finite weights and stop polishing
+                with torch.no_grad():
+                    for v, w0 in zip(trainable, saved, strict=True):
+                        v.copy_(w0)
+                cfg.extra["polish_stopped_at"] = i
+                total = epoch
+                if log is not None:
+                    log(f"polishing stopped at step {i}: the weights became non-finite; kept the last finite ones")
+                break
             if bar is not None:
                 bar.update(1)
     m = record(total, penalty_weight(cfg, total) if not cfg.polish_steps else polish_w)
