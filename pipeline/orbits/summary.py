@@ -24,6 +24,25 @@ HP_KEYS = ("seed", "epochs", "polish_steps", "d_model", "d_head", "n_heads", "in
            "context_kind", "context_lengths", "train_fraction", "dtype")
 
 
+def families(M, R, found) -> str:
+    """The live heads by frequency family: "r:n/k" for each key frequency r, with n merged live heads whose
+    strongest frequency (``frequency_energy`` of the head alone) is r and k = 24 / gcd(r, 24) the heads an orbit
+    at r needs (a shift turns frequency r by r s 2 pi / 24, so an orbit there is a k-gon). Largest family first."""
+    from math import gcd
+
+    import numpy as np
+
+    from .fourier import frequency_energy
+
+    count: dict[int, int] = {}
+    for g in range(int(found.group.max()) + 1):
+        heads = np.flatnonzero(found.group == g)
+        r = int(np.argmax(frequency_energy(M[heads[:1]], R[heads].sum(axis=0, keepdims=True))))
+        count[r] = count.get(r, 0) + 1
+    order = sorted(count, key=lambda r: (-count[r], r))
+    return " ".join(f"{r}:{count[r]}/{24 // gcd(r, 24)}" for r in order)
+
+
 def run_row(run: dict) -> dict:
     cfg = Config().to_dict() | run["config"]  # runs saved before a setting existed ran at its default
     if cfg["weight_decay_qk"] is None:  # None means "as the other weights", and so does the table
@@ -45,6 +64,7 @@ def run_row(run: dict) -> dict:
             row["worst_M_2pct"] = max((e[0] for e in split), default=float("nan"))
             row["worst_R_2pct"] = max((e[1] for e in split), default=float("nan"))
             row["alive_heads"] = int(f.alive.sum())
+            row["families"] = families(M, R, f)
             row["merged_groups"] = int(f.group.max() + 1)
             row["median_matching_error"] = f.median_error
     return row
@@ -83,7 +103,7 @@ MD_COLUMNS = (("name", "run"), ("train_accuracy", "train"), ("heldout_accuracy",
               ("sharpened_error", "eq. error at 2x QK"),
               ("alive_heads", "live heads"), ("orbits_2pct", "orbits 2%"), ("orbits_5pct", "orbits 5%"),
               ("orbits_10pct", "orbits 10%"), ("orbits_20pct", "orbits 20%"), ("worst_20pct", "worst err (20%)"),
-              ("median_matching_error", "median match err"))
+              ("median_matching_error", "median match err"), ("families", "families r:heads/needed"))
 
 
 def markdown_table(rows: list[dict]) -> str:
