@@ -109,6 +109,9 @@ POLISH = {
     "polish2-long-s1": ("polish-long-s1", 200),
     # phase E: a 300x heavier penalty in float64, to push the equivariance error far below 1e-4
     "hipen-long-s0": ("polish2-long-s0", 300, {"polish_penalty": 1e6, "dtype": "float64"}),
+    # polish-long-s2 holds a hexagon at key frequency 4 whose sixth vertex is two heads with M 3.2% apart (7% before
+    # polish-long-s2's 200 steps): polish on and see whether they meet within the finder's 2% merge tolerance
+    "polish2-long-s2": ("polish-long-s2", 300),
 }
 
 
