@@ -101,7 +101,8 @@ def summarize(runs: str, csv_path: str, store_path: str | None = None) -> list[d
 MD_COLUMNS = (("name", "run"), ("train_accuracy", "train"), ("heldout_accuracy", "held-out"),
               ("equivariance_error", "eq. error (len 3)"), ("context_error", "eq. error (len 4-16)"),
               ("sharpened_error", "eq. error at 2x QK"),
-              ("alive_heads", "live heads"), ("orbits_2pct", "orbits 2%"), ("orbits_5pct", "orbits 5%"),
+              ("alive_heads", "live heads"), ("orbits_2pct", "orbits 2%"), ("worst_2pct", "worst err (2%)"),
+              ("worst_M_2pct", "M alone (2%)"), ("orbits_5pct", "orbits 5%"),
               ("orbits_10pct", "orbits 10%"), ("orbits_20pct", "orbits 20%"), ("worst_20pct", "worst err (20%)"),
               ("median_matching_error", "median match err"), ("families", "families r:heads/needed"))
 
