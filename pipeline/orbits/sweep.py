@@ -112,6 +112,7 @@ POLISH = {
     # polish-long-s2 holds a hexagon at key frequency 4 whose sixth vertex is two heads with M 3.2% apart (7% before
     # polish-long-s2's 200 steps): polish on and see whether they meet within the finder's 2% merge tolerance
     "polish2-long-s2": ("polish-long-s2", 300),
+    "polish3-long-s2": ("polish2-long-s2", 400),  # the two heads' M came to 2.3% apart after polish2
 }
 
 
