@@ -93,6 +93,10 @@ PHASES: dict[str, list[tuple[str, dict]]] = {
     # many seeds of the base recipe with polish-base-s1's long polishing (its live heads came closest to orbits,
     # median matching error 0.02): the init decides the head counts per frequency, so draw many inits
     "H": [(f"seed{s}-p350", {"seed": s, "polish_steps": 350}) for s in range(5, 21)],
+    # more seeds of the long schedule with long polishing: its seeds 0-2 all built polygons (a 3-orbit; 3 + 2; a
+    # hexagon with a split vertex), while the base recipe's seeds 5-8 kept 2-15 live heads and no orbit
+    "I": [(f"long-s{s}-p650", {"epochs": 4500, "seed": s, "ramp_start": 1000, "ramp_end": 4000, "polish_steps": 650})
+          for s in range(3, 9)],
 }
 
 
