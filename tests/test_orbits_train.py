@@ -64,6 +64,9 @@ def test_store_round_trip(short_run, tmp_path):
     assert list(other.panel.values) == ["QK 0x8", "OV 8x8", "QK 0x2", "OV 2x2", "QK 0x10", "OV 10x10", "QK 0x6",
                                         "OV 6x6"]
     assert list(other.panel_role.values) == ["run"] * 4 + ["seed"] * 4
+    shared = orbits_dataset(run, found, 6, 12, {"tol": 0.02})  # frequency 6 is the seed's too: its panels once
+    assert list(shared.panel.values) == ["QK 0x6", "OV 6x6", "QK 0x12", "OV 12x12", "QK 0x10", "OV 10x10"]
+    assert list(shared.panel_role.values) == ["run"] * 4 + ["seed"] * 2
     assert json.loads(back.attrs["config"])["epochs"] == 100
     assert back.position.dims == ("frame", "head", "panel", "xy") and back.epoch.dims == ("frame",)
     # positions are the projections of the stored frames: the last frame's equal those of M, R

@@ -108,7 +108,8 @@ def orbits_dataset(run: dict, found: Orbits, A: int, B: int, finder: dict, near:
     ``near_orbit_size`` / ``near_orbit_worst_error`` (near_orbit_id).
     """
     panels = panels_for(A, B)
-    seed_panels = [] if (A, B) == SEED_FREQUENCIES else panels_for(*SEED_FREQUENCIES)
+    # the seed's panels after the run's, each once (a run whose frequencies include 10 or 6 already has some)
+    seed_panels = [pn for pn in panels_for(*SEED_FREQUENCIES) if pn not in panels]
     roles = ["run"] * len(panels) + ["seed"] * len(seed_panels)
     panels = panels + seed_panels
     pos = panel_positions(run["M"].astype(np.float64), run["R"].astype(np.float64), panels)  # (F, H, panel, 2)
