@@ -46,7 +46,7 @@ def profiles_panel(store) -> pn.viewable.Viewable:
         return pn.pane.Bokeh(column(header("Profiles of attention heads"), message(body, name="no_models")))
     by_name = {m.name: m for m in models}
     labels = {(m.name if m.computed else f"{m.name} (not computed)"): m.name for m in models}
-    select = pn.widgets.Select(name="Model", options=labels, value=computed[0].name, width=340)
+    select = pn.widgets.Select(label="Model", options=labels, value=computed[0].name, width=340)
     pane = pn.pane.Bokeh()
 
     def show(name: str) -> None:

@@ -65,7 +65,8 @@ PHASES: dict[str, list[tuple[str, dict]]] = {
         ("long-s2", {"epochs": 4500, "seed": 2, "ramp_start": 1000, "ramp_end": 4000, "polish_steps": 150}),
     ],
     # session 2: is the soft attention what lets non-orbits be equivariant to 1e-4? Without decay on W_Q, W_K
-    # the attention may sharpen, and then only orbits are equivariant (docs/orbits_sweep.md, phase E)
+    # the attention may sharpen, and then only orbits are equivariant (docs/orbits_sweep.md, phase E).
+    # As run: qkwd0-s0 and qkwd0-s1; long-qkwd0-s0 and qkwd0.1-s0 were stopped unrun when qkwd0-s0 showed no orbit
     "E": [
         ("qkwd0-s0", {"weight_decay_qk": 0.0, "polish_steps": 150}),
         ("qkwd0-s1", {"seed": 1, "weight_decay_qk": 0.0, "polish_steps": 150}),
@@ -74,7 +75,8 @@ PHASES: dict[str, list[tuple[str, dict]]] = {
         ("qkwd0.1-s0", {"weight_decay_qk": 0.1, "polish_steps": 150}),
     ],
     # the penalty at several QK scales (embeddings scaled by sqrt(beta)): orbits are equivariant at every scale,
-    # a layer tuned to its own scale is not (the metric sharpened_error)
+    # a layer tuned to its own scale is not (the metric sharpened_error). As run: worker 0 only (scales-s0,
+    # long-scales-s0); scales-s1 and scales-s2 were not run
     "F": [
         ("scales-s0", {"penalty_scales": (0.5, 1.0, 2.0), "polish_steps": 150}),
         ("scales-s1", {"seed": 1, "penalty_scales": (0.5, 1.0, 2.0), "polish_steps": 150}),
@@ -85,13 +87,15 @@ PHASES: dict[str, list[tuple[str, dict]]] = {
     # one-hot tokens (W_E = W_U = I, d_model 24): the heads' weights live in the token space, where the group acts.
     # With the default lr 1e-3 and decay 1 a one-hot layer does not learn in 300 epochs (loss stays ln 24): Adam's
     # steps are ~lr per coordinate, and the one-hot weights are ~10x larger than the learned-embedding ones.
-    # lr 1e-2 with decay 0.1 (the same lr x decay) fits the train split in 500 epochs.
+    # lr 1e-2 with decay 0.1 (the same lr x decay) fits the train split in 500 epochs. As run: onehot-s0 and
+    # onehot-s1; s2 and s3 were stopped unrun for phase H
     "G": [
         (f"onehot-s{s}", {"seed": s, "onehot": True, "d_model": 24, "lr": 1e-2, "lr_final": 1e-4,
                           "weight_decay": 0.1, "polish_steps": 150}) for s in range(4)
     ],
     # many seeds of the base recipe with polish-base-s1's long polishing (its live heads came closest to orbits,
-    # median matching error 0.02): the init decides the head counts per frequency, so draw many inits
+    # median matching error 0.02): the init decides the head counts per frequency, so draw many inits.
+    # As run: seeds 5-8 and 10 (no orbit within 2%); the rest was stopped for phase I
     "H": [(f"seed{s}-p350", {"seed": s, "polish_steps": 350}) for s in range(5, 21)],
     # more seeds of the long schedule with long polishing: its seeds 0-2 all built polygons (a 3-orbit; 3 + 2; a
     # hexagon with a split vertex), while the base recipe's seeds 5-8 kept 2-15 live heads and no orbit
