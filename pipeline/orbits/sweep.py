@@ -100,7 +100,7 @@ PHASES: dict[str, list[tuple[str, dict]]] = {
     # more seeds of the long schedule with long polishing: its seeds 0-2 all built polygons (a 3-orbit; 3 + 2; a
     # hexagon with a split vertex), while the base recipe's seeds 5-8 kept 2-15 live heads and no orbit
     "I": [(f"long-s{s}-p650", {"epochs": 4500, "seed": s, "ramp_start": 1000, "ramp_end": 4000, "polish_steps": 650})
-          for s in range(3, 9)],
+          for s in range(3, 11)],
 }
 
 
