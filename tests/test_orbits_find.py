@@ -151,3 +151,19 @@ def test_split_errors_measure_m_and_r_on_their_own_scales(layer):
     assert f.sizes == [12] and f.worst_error[0] < 1e-3  # the pair error hardly sees M's 1% noise
     (em, er), = split_errors(M, R12, f)
     assert 0.01 < em < 0.05 and er < 1e-12
+
+
+def test_inspect_reports_the_planted_orbits_and_the_error_by_scale(layer):
+    """``sweep inspect``'s text: the finder's orbits, and E3 at each QK scale equal to the table's own error."""
+    import torch
+
+    from pipeline.orbits.equivariance import layer_error
+    from pipeline.orbits.summary import inspect
+
+    M, R, truth = layer
+    text = inspect({"name": "planted", "epoch": np.array([7]), "M": M[None], "R": R[None]}, scales=(1.0, 3.0))
+    assert text.startswith("planted: epoch 7, 32 live heads")
+    assert text.count("\norbit ") == 2 and "heads [" in text
+    for beta in (1.0, 3.0):
+        want = layer_error(beta * torch.as_tensor(M), torch.as_tensor(R))
+        assert f"{beta:g}x {want:.2e}" in text

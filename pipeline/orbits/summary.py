@@ -116,3 +116,34 @@ def markdown_table(rows: list[dict]) -> str:
 
     head = "| " + " | ".join(h for _, h in MD_COLUMNS) + " |\n|" + "---|" * len(MD_COLUMNS) + "\n"
     return head + "".join("| " + " | ".join(fmt(r[k]) for k, _ in MD_COLUMNS) + " |\n" for r in rows)
+
+
+def inspect(run: dict, scales=(0.5, 1.0, 2.0, 4.0)) -> str:
+    """A run's final heads in detail (the numbers the docs quote): the 2% orbits with the errors of M and R alone,
+    each frequency family's heads in its QK 0 x r plane (angle in degrees, radius, ||R|| gauge-centred), and the
+    length-3 equivariance error with M scaled by each beta in ``scales``."""
+    import numpy as np
+
+    from .fourier import centre, frequency_energy, project
+    from .store_io import sharpened_error
+
+    M, R = np.asarray(run["M"][-1], np.float64), np.asarray(run["R"][-1], np.float64)
+    f = find_orbits(M, R)
+    lines = [f"{run['name']}: epoch {int(run['epoch'][-1])}, {int(f.alive.sum())} live heads"]
+    for i, (em, er) in enumerate(split_errors(M, R, f)):
+        lines.append(f"orbit {i}: heads {list(map(int, f.members[i]))}, worst error {f.worst_error[i]:.2e} "
+                     f"(M alone {em:.2e}, R alone {er:.2e})")
+    Mc, Rc = centre(M, R)
+    fam: dict[int, list[int]] = {}
+    for g in range(int(f.group.max()) + 1):
+        heads = np.flatnonzero(f.group == g)
+        r = int(np.argmax(frequency_energy(M[heads[:1]], R[heads].sum(axis=0, keepdims=True))))
+        fam.setdefault(r, []).extend(int(h) for h in heads)
+    for r, heads in sorted(fam.items(), key=lambda kv: -len(kv[1])):
+        z = project(Mc[heads], 0, r, 1)
+        order = np.argsort(np.degrees(np.angle(z)) % 360)
+        cells = [f"h{heads[j]} {np.degrees(np.angle(z[j])) % 360:.1f}deg r={abs(z[j]):.2f} "
+                 f"|R|={np.linalg.norm(Rc[heads[j]]):.0f}" for j in order]
+        lines.append(f"family r={r} ({len(heads)} heads): " + ", ".join(cells))
+    lines.append("E3 at QK scale: " + ", ".join(f"{b:g}x {sharpened_error(M, R, b):.2e}" for b in scales))
+    return "\n".join(lines)

@@ -226,11 +226,22 @@ def main(argv=None) -> None:
     s.add_argument("--runs", required=True)
     s.add_argument("--csv", default="docs/orbits_sweep.csv")
     s.add_argument("--store", default=None, help="also write the store's orbits_sweep group")
+    i = sub.add_parser("inspect", help="print one finished run's orbits, frequency families and E3 at QK scales")
+    i.add_argument("--runs", required=True)
+    i.add_argument("name", help="a run's name (RUNS/NAME.npz)")
     args = ap.parse_args(argv)
     if args.cmd == "run":
         run_worker(args.runs, args.phase, args.worker, args.workers)
     elif args.cmd == "polish":
         polish_worker(args.runs, args.name)
+    elif args.cmd == "inspect":
+        from .store_io import load_run
+        from .summary import inspect
+
+        path = os.path.join(args.runs, f"{args.name}.npz")
+        if not os.path.exists(path):
+            raise SystemExit(f"no run {args.name!r} in {args.runs!r} (expected {path})")
+        print(inspect(load_run(path)))
     else:
         from .summary import summarize
 
