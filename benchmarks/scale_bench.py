@@ -38,21 +38,21 @@ def best(f, repeats=3):
     return t, out
 
 
-def hwm_mb() -> float:
-    """Peak resident memory of this process's address space (VmHWM; fresh after exec)."""
+def _status_mb(key: str) -> float:
+    """A memory line of /proc/self/status in MB (VmHWM: peak resident, fresh after exec; VmRSS: resident now)."""
     with open("/proc/self/status") as fh:
         for line in fh:
-            if line.startswith("VmHWM:"):
+            if line.startswith(key + ":"):
                 return int(line.split()[1]) / 1e3
     return float("nan")
+
+
+def hwm_mb() -> float:
+    return _status_mb("VmHWM")
 
 
 def rss_mb() -> float:
-    with open("/proc/self/status") as fh:
-        for line in fh:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) / 1e3
-    return float("nan")
+    return _status_mb("VmRSS")
 
 
 # ----------------------------------------------------------------------------------------- 1. eigen

@@ -24,21 +24,28 @@ HP_KEYS = ("seed", "epochs", "polish_steps", "d_model", "d_head", "n_heads", "in
            "context_kind", "context_lengths", "train_fraction", "dtype")
 
 
-def families(M, R, found) -> str:
-    """The live heads by frequency family: "r:n/k" for each key frequency r, with n merged live heads whose
-    strongest frequency (``frequency_energy`` of the head alone) is r and k = 24 / gcd(r, 24) the heads an orbit
-    at r needs (a shift turns frequency r by r s 2 pi / 24, so an orbit there is a k-gon). Largest family first."""
-    from math import gcd
-
+def family_heads(M, R, found) -> dict[int, list[int]]:
+    """Live heads by frequency family: r -> the heads of every merged group whose strongest frequency
+    (``frequency_energy`` of the group alone, its R summed) is r."""
     import numpy as np
 
     from .fourier import frequency_energy
 
-    count: dict[int, int] = {}
+    fam: dict[int, list[int]] = {}
     for g in range(int(found.group.max()) + 1):
         heads = np.flatnonzero(found.group == g)
         r = int(np.argmax(frequency_energy(M[heads[:1]], R[heads].sum(axis=0, keepdims=True))))
-        count[r] = count.get(r, 0) + 1
+        fam.setdefault(r, []).extend(int(h) for h in heads)
+    return fam
+
+
+def families(M, R, found) -> str:
+    """The live heads by frequency family: "r:n/k" for each key frequency r, with n merged live heads whose
+    strongest frequency is r and k = 24 / gcd(r, 24) the heads an orbit at r needs (a shift turns frequency r by
+    r s 2 pi / 24, so an orbit there is a k-gon). Largest family first."""
+    from math import gcd
+
+    count = {r: len(set(found.group[heads])) for r, heads in family_heads(M, R, found).items()}
     order = sorted(count, key=lambda r: (-count[r], r))
     return " ".join(f"{r}:{count[r]}/{24 // gcd(r, 24)}" for r in order)
 
@@ -124,7 +131,7 @@ def inspect(run: dict, scales=(0.5, 1.0, 2.0, 4.0)) -> str:
     length-3 equivariance error with M scaled by each beta in ``scales``."""
     import numpy as np
 
-    from .fourier import centre, frequency_energy, project
+    from .fourier import centre, project
     from .store_io import sharpened_error
 
     M, R = np.asarray(run["M"][-1], np.float64), np.asarray(run["R"][-1], np.float64)
@@ -134,12 +141,7 @@ def inspect(run: dict, scales=(0.5, 1.0, 2.0, 4.0)) -> str:
         lines.append(f"orbit {i}: heads {list(map(int, f.members[i]))}, worst error {f.worst_error[i]:.2e} "
                      f"(M alone {em:.2e}, R alone {er:.2e})")
     Mc, Rc = centre(M, R)
-    fam: dict[int, list[int]] = {}
-    for g in range(int(f.group.max()) + 1):
-        heads = np.flatnonzero(f.group == g)
-        r = int(np.argmax(frequency_energy(M[heads[:1]], R[heads].sum(axis=0, keepdims=True))))
-        fam.setdefault(r, []).extend(int(h) for h in heads)
-    for r, heads in sorted(fam.items(), key=lambda kv: -len(kv[1])):
+    for r, heads in sorted(family_heads(M, R, f).items(), key=lambda kv: -len(kv[1])):
         z = project(Mc[heads], 0, r, 1)
         order = np.argsort(np.degrees(np.angle(z)) % 360)
         cells = [f"h{heads[j]} {np.degrees(np.angle(z[j])) % 360:.1f}deg r={abs(z[j]):.2f} "

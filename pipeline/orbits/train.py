@@ -155,6 +155,7 @@ def train(cfg: Config, progress: bool = True, log=None, start: dict | None = Non
         if bar is not None:
             bar.update(1)
     polish_w = cfg.penalty_end if cfg.polish_penalty is None else cfg.polish_penalty
+    stopped_at = None  # the polishing step whose weights went non-finite, if any
     if cfg.polish_steps:
         lbfgs = torch.optim.LBFGS(trainable, lr=1.0, max_iter=10, history_size=50, line_search_fn="strong_wolfe")
         ctx = None
@@ -178,7 +179,7 @@ def train(cfg: Config, progress: bool = True, log=None, start: dict | None = Non
                 with torch.no_grad():
                     for v, w0 in zip(trainable, saved, strict=True):
                         v.copy_(w0)
-                cfg.extra["polish_stopped_at"] = i
+                stopped_at = i
                 total = epoch
                 if log is not None:
                     log(f"polishing stopped at step {i}: the weights became non-finite; kept the last finite ones")
@@ -189,7 +190,8 @@ def train(cfg: Config, progress: bool = True, log=None, start: dict | None = Non
     if bar is not None:
         bar.close()
     return {
-        "config": cfg.to_dict(),
+        "config": cfg.to_dict() | ({} if stopped_at is None else
+                                   {"extra": cfg.extra | {"polish_stopped_at": stopped_at}}),
         "epoch": np.array(frames["epoch"]),
         "M": np.stack(frames["M"]),
         "R": np.stack(frames["R"]),
