@@ -1,0 +1,74 @@
+"""The checkpoint interface every reader plugs into: a config dict plus tensors read one at a time.
+
+A *tensor source* is one weight file (or remote shard): ``keys()``, ``read(name)`` (float64) and
+``fingerprint()``, optionally ``read_compact(name)`` (float32 where that is exact). A :class:`Checkpoint`
+maps tensor names to sources and carries the Hugging Face style ``config`` dict that
+``pipeline.architectures.layout_from_config`` turns into a Layout. Readers of other formats (GGUF, ONNX)
+build the same object: they translate their metadata into such a config and their tensors into the
+Hugging Face names of the family, so that everything downstream is format-blind.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Protocol
+
+import numpy as np
+
+
+class CheckpointError(RuntimeError):
+    """A checkpoint that cannot be opened or read as asked; the message says what to do."""
+
+
+class TensorSource(Protocol):
+    """One weight file (or remote shard): the tensors it holds, read one at a time."""
+
+    def keys(self) -> list[str]: ...
+
+    def read(self, name: str) -> np.ndarray: ...
+
+    def fingerprint(self) -> bytes: ...
+
+
+def all_finite(x: np.ndarray, chunk: int = 1 << 22) -> bool:
+    """np.all(np.isfinite(x)) without a full-size boolean temporary."""
+    flat = x.reshape(-1)
+    return all(np.isfinite(flat[i:i + chunk]).all() for i in range(0, flat.size, chunk))
+
+
+@dataclass
+class Checkpoint:
+    """A checkpoint's config and lazily readable tensors.
+
+    config : the parsed config.json;  source : Hub id or local folder;  revision : Hub commit sha, or
+    ``local-<12 hex>`` hashed from the weight files' sizes, headers and first and last MiB of data.
+    """
+
+    config: dict
+    source: str
+    revision: str
+    sources: dict[str, TensorSource] = field(repr=False)  # tensor name -> the file holding it
+
+    def tensor_names(self) -> list[str]:
+        return list(self.sources)
+
+    def read(self, name: str) -> np.ndarray:
+        """One tensor as float64; CheckpointError if it is missing or holds NaN/Inf."""
+        return self._checked(name, compact=False)
+
+    def read_compact(self, name: str) -> np.ndarray:
+        """One tensor as float32 when that is exact (stored as bf16, fp16 or fp32), else float64; checked
+        like :meth:`read`. Sources without ``read_compact`` give float64."""
+        return self._checked(name, compact=True)
+
+    def _checked(self, name: str, compact: bool) -> np.ndarray:
+        if name not in self.sources:
+            raise CheckpointError(f"tensor {name!r} is not in the checkpoint {self.source}")
+        src = self.sources[name]
+        reader = getattr(src, "read_compact", None) if compact else None
+        x = reader(name) if reader is not None else src.read(name)
+        if not all_finite(x):
+            bad = int(np.size(x) - np.count_nonzero(np.isfinite(x)))
+            raise CheckpointError(f"tensor {name!r} of {self.source} has {bad} NaN/Inf values; the checkpoint is "
+                                  "damaged or was saved from a diverged run. Use a good copy of the weights.")
+        return x
