@@ -21,27 +21,12 @@ import importlib
 import json
 import pickle
 import re
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Protocol
 
 import numpy as np
 
 from pipeline.hub_env import hub_cache, hub_offline
-
-
-class CheckpointError(RuntimeError):
-    """A checkpoint that cannot be opened or read as asked; the message says what to do."""
-
-
-class TensorSource(Protocol):
-    """One weight file (or remote shard): the tensors it holds, read one at a time."""
-
-    def keys(self) -> list[str]: ...
-
-    def read(self, name: str) -> np.ndarray: ...
-
-    def fingerprint(self) -> bytes: ...
+from pipeline.sources.base import Checkpoint, CheckpointError, TensorSource
 
 
 def _compact_numpy(t) -> np.ndarray:
@@ -55,12 +40,6 @@ def _compact_numpy(t) -> np.ndarray:
 _COMPACT = {"BF16": ("<u2", np.float32), "F16": ("<f2", np.float32), "F32": ("<f4", np.float32),
             "F64": ("<f8", np.float64)}  # safetensors dtype -> (stored, compact) numpy dtypes
 _READ_CHUNK = 1 << 21  # elements per plain read (bounds the temporary memory of a compact read)
-
-
-def _all_finite(x: np.ndarray, chunk: int = 1 << 22) -> bool:
-    """np.all(np.isfinite(x)) without a full-size boolean temporary."""
-    flat = x.reshape(-1)
-    return all(np.isfinite(flat[i:i + chunk]).all() for i in range(0, flat.size, chunk))
 
 
 # ------------------------------------------------------------------------------------- local files
@@ -216,44 +195,6 @@ class _IndexedSource:
 
 
 # -------------------------------------------------------------------------------------- checkpoint
-
-
-@dataclass
-class Checkpoint:
-    """A checkpoint's config and lazily readable tensors.
-
-    config : the parsed config.json;  source : Hub id or local folder;  revision : Hub commit sha, or
-    ``local-<12 hex>`` hashed from the weight files' sizes, headers and first and last MiB of data.
-    """
-
-    config: dict
-    source: str
-    revision: str
-    sources: dict[str, TensorSource] = field(repr=False)  # tensor name -> the file holding it
-
-    def tensor_names(self) -> list[str]:
-        return list(self.sources)
-
-    def read(self, name: str) -> np.ndarray:
-        """One tensor as float64; CheckpointError if it is missing or holds NaN/Inf."""
-        return self._checked(name, compact=False)
-
-    def read_compact(self, name: str) -> np.ndarray:
-        """One tensor as float32 when that is exact (stored as bf16, fp16 or fp32), else float64; checked
-        like :meth:`read`. Sources without ``read_compact`` give float64."""
-        return self._checked(name, compact=True)
-
-    def _checked(self, name: str, compact: bool) -> np.ndarray:
-        if name not in self.sources:
-            raise CheckpointError(f"tensor {name!r} is not in the checkpoint {self.source}")
-        src = self.sources[name]
-        reader = getattr(src, "read_compact", None) if compact else None
-        x = reader(name) if reader is not None else src.read(name)
-        if not _all_finite(x):
-            bad = int(np.size(x) - np.count_nonzero(np.isfinite(x)))
-            raise CheckpointError(f"tensor {name!r} of {self.source} has {bad} NaN/Inf values; the checkpoint is "
-                                  "damaged or was saved from a diverged run. Use a good copy of the weights.")
-        return x
 
 
 def _weight_sources(folder: Path) -> dict[str, TensorSource]:
