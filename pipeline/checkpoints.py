@@ -319,9 +319,18 @@ def open_checkpoint(model_or_path: str, revision: str | None = None) -> Checkpoi
     path = Path(model_or_path).expanduser()
     if path.is_dir():
         return open_folder(path)
-    if path.exists():
-        raise CheckpointError(f"{model_or_path!r} is a file; pass the checkpoint folder that holds config.json "
-                              "and the weights.")
+    if path.is_file():
+        suffix = path.suffix.lower()
+        if suffix == ".gguf":
+            from pipeline.sources.gguf import open_gguf
+
+            return open_gguf(path)
+        if suffix == ".onnx":
+            from pipeline.sources.onnx import open_onnx
+
+            return open_onnx(path)
+        raise CheckpointError(f"{model_or_path!r} is a file; pass a checkpoint folder that holds config.json "
+                              "and the weights, or a .gguf or .onnx file.")
     from pipeline.models import MODELS
 
     spec = MODELS.get(model_or_path)
