@@ -21,11 +21,18 @@ opt                   layers.l.self_attn.{q,k}_proj.weight         rows per head
 bloom                 h.l.self_attention.query_key_value.weight    per head [q, k, v] rows   alibi
 gpt_neox              layers.l.attention.query_key_value.weight    per head [q, k, v] rows   rope (half)
 mistral               layers.l.self_attn.{q,k}_proj.weight         rows per head, GQA        rope (half)
+llama                 layers.l.self_attn.{q,k}_proj.weight         rows per head, GQA        rope (half)
+qwen2                 layers.l.self_attn.{q,k}_proj.weight (+bias) rows per head, GQA        rope (half)
 bert                  layer.l.attention.self.{query,key}.weight    rows per head             learned abs.
 ====================  ==========================================  ========================  ===========
 
+Llama (SmolLM, TinyLlama, Llama 2 / 3) and Qwen2 (the same layout with q/k/v biases, which profiles ignore
+like every other bias) may carry a ``rope_scaling`` (``rope_parameters`` in transformers 5) of type
+``linear`` or ``llama3``; the scaled frequencies come from :func:`pipeline.rotary.scaled_inverse_frequencies`
+and are kept in ``Layout.rope_scaling``.
+
 Layer-norm folding (``fold_ln=True``, L -> diag(g) L diag(g)) uses the gain g of the norm whose output
-is the attention input x. Pre-norm families (GPT-2, pre-norm OPT, BLOOM, GPT-NeoX, Mistral): the norm
+is the attention input x. Pre-norm families (GPT-2, pre-norm OPT, BLOOM, GPT-NeoX, Mistral, Llama, Qwen2): the norm
 in front of attention (``ln_1``, ``self_attn_layer_norm``, ``input_layernorm``). Post-norm families
 (OPT with ``do_layer_norm_before = false`` such as opt-350m, BERT): the previous layer's output norm
 (OPT ``layers.(l-1).final_layer_norm``, BERT ``layer.(l-1).output.LayerNorm``); for layer 0 BERT uses
@@ -42,7 +49,8 @@ import numpy as np
 
 from pipeline.store import POSITIONAL_KINDS
 
-FAMILIES = ("gpt2", "opt", "bloom", "gpt_neox", "mistral", "bert")
+FAMILIES = ("gpt2", "opt", "bloom", "gpt_neox", "mistral", "llama", "qwen2", "bert")
+_GQA = ("mistral", "llama", "qwen2")  # separate q_proj / k_proj, grouped key heads, optional head_dim
 
 
 class ArchitectureError(ValueError):
@@ -55,7 +63,8 @@ class Layout:
 
     ``scale`` is the softmax scale of the scores (score = scale * k^T q); GPT-2's optional
     ``scale_attn_by_inverse_layer_idx`` divides it further by (layer + 1), which does not change profiles.
-    ``rotary_dim`` / ``rope_theta`` / ``rotary_style`` are set for rotary models only.
+    ``rotary_dim`` / ``rope_theta`` / ``rotary_style`` are set for rotary models only; ``rope_scaling`` holds
+    the (key, value) pairs of a scaled RoPE's parameters (``rope_type`` among them), empty for plain RoPE.
     """
 
     family: str
@@ -68,6 +77,7 @@ class Layout:
     rotary_dim: int = 0
     rope_theta: float = 0.0
     rotary_style: str = ""
+    rope_scaling: tuple = ()
     scale: float = 1.0
     pre_norm: bool = True
 
@@ -89,17 +99,33 @@ def _get(config: dict, *keys, default=None):
                             f"{keys}; is it a complete Hugging Face config?")
 
 
-def _rope(config: dict) -> tuple[float, float]:
-    """(theta, partial_rotary_factor) from either the old flat keys or transformers 5 ``rope_parameters``."""
+_SCALING_KEYS = ("factor", "low_freq_factor", "high_freq_factor", "original_max_position_embeddings")
+
+
+def _rope(config: dict) -> tuple[float, float, tuple]:
+    """(theta, partial_rotary_factor, scaling pairs) from the old flat keys or transformers 5 ``rope_parameters``."""
+    from pipeline.rotary import SCALED_ROPE_TYPES
+
     params = config.get("rope_parameters") or {}
     scaling = config.get("rope_scaling") or {}
     kind = params.get("rope_type") or scaling.get("rope_type") or scaling.get("type") or "default"
-    if kind != "default":
-        raise ArchitectureError(f"rope type {kind!r} (scaled rotary embeddings) is not supported yet; only plain "
-                                "RoPE is. Open an issue with the model id if you need it.")
+    if kind not in SCALED_ROPE_TYPES:
+        raise ArchitectureError(f"rope type {kind!r} (scaled rotary embeddings) is not supported; supported: "
+                                f"{', '.join(SCALED_ROPE_TYPES)}. Open an issue with the model id if you need it.")
     theta = params.get("rope_theta", _get(config, "rope_theta", "rotary_emb_base", default=10000.0))
     factor = params.get("partial_rotary_factor", _get(config, "partial_rotary_factor", "rotary_pct", default=1.0))
-    return float(theta), float(factor)
+    pairs = ()
+    if kind != "default":
+        given = params | scaling
+        if "original_max_position_embeddings" not in given and config.get("max_position_embeddings"):
+            given = given | {"original_max_position_embeddings": config["max_position_embeddings"]}
+        need = _SCALING_KEYS[:1] if kind == "linear" else _SCALING_KEYS
+        missing = [k for k in need if given.get(k) is None]
+        if missing:
+            raise ArchitectureError(f"rope type {kind!r} needs {', '.join(missing)} in rope_scaling; config.json is "
+                                    "incomplete")
+        pairs = (("rope_type", kind),) + tuple((k, float(given[k])) for k in need)
+    return float(theta), float(factor), pairs
 
 
 def layout_from_config(config: dict) -> Layout:
@@ -135,22 +161,22 @@ def layout_from_config(config: dict) -> Layout:
                    _get(config, "num_hidden_layers"))
         kw = dict(positional="learned absolute", pre_norm=False)
         scaled = True
-    else:  # gpt_neox, mistral: rotary
+    else:  # gpt_neox, mistral, llama, qwen2: rotary
         N, H, L = (_get(config, "hidden_size"), _get(config, "num_attention_heads"),
                    _get(config, "num_hidden_layers"))
-        theta, factor = _rope(config)
-        kw = dict(positional="rope", rope_theta=theta, rotary_style="half")
+        theta, factor, scaling = _rope(config)
+        kw = dict(positional="rope", rope_theta=theta, rotary_style="half", rope_scaling=scaling)
         scaled = True
     N, H, L = int(N), int(H), int(L)
-    kv = int(config.get("num_key_value_heads") or H) if family == "mistral" else H
-    d_head = int(config.get("head_dim") or 0) if family == "mistral" else 0
+    kv = int(config.get("num_key_value_heads") or H) if family in _GQA else H
+    d_head = int(config.get("head_dim") or 0) if family in _GQA else 0
     if not d_head:
         if N % H:
             raise ArchitectureError(f"hidden size {N} is not divisible by {H} heads; the config is inconsistent")
         d_head = N // H
     if family == "gpt_neox":
         kw["rotary_dim"] = int(d_head * factor)
-    elif family == "mistral":
+    elif family in _GQA:
         kw["rotary_dim"] = int(d_head * factor)
     if kw.get("rotary_dim", 2) <= 0 or kw.get("rotary_dim", 2) % 2:
         raise ArchitectureError(f"rotary dimension {kw['rotary_dim']} of head size {d_head} is not a positive even "
@@ -171,7 +197,7 @@ def _suffixes(layout: Layout, layer: int) -> dict[str, str]:
         return {"qkv": f"h.{l}.self_attention.query_key_value.weight"}
     if f == "gpt_neox":
         return {"qkv": f"layers.{l}.attention.query_key_value.weight"}
-    if f in ("opt", "mistral"):
+    if f in ("opt",) + _GQA:
         return {"q": f"layers.{l}.self_attn.q_proj.weight", "k": f"layers.{l}.self_attn.k_proj.weight"}
     return {"q": f"layer.{l}.attention.self.query.weight", "k": f"layer.{l}.attention.self.key.weight"}
 
@@ -302,10 +328,20 @@ def layer_weights(checkpoint, layout: Layout, layer: int, fold_ln: bool = False)
     return np.ascontiguousarray(W_Q), np.ascontiguousarray(W_K)
 
 
-def rotations(layout: Layout) -> np.ndarray | None:
-    """R(d) for d = 0..128, shape (129, n, n), for rotary layouts; None for position-independent forms."""
+def inverse_frequencies(layout: Layout) -> np.ndarray:
+    """The rotary inverse frequencies of a rope layout, scaled as its ``rope_scaling`` says (float64)."""
+    from pipeline.rotary import scaled_inverse_frequencies
+
+    return scaled_inverse_frequencies(layout.rotary_dim, layout.rope_theta, dict(layout.rope_scaling))
+
+
+def rotations(layout: Layout, offsets=None) -> np.ndarray | None:
+    """R(d) for d = 0..128 (or the given ``offsets``), shape (D, n, n), for rotary layouts; None for
+    position-independent forms."""
     if layout.positional != "rope":
         return None
-    from pipeline.rotary import rotation_matrices
+    from pipeline.rotary import N_OFFSETS, rotation_matrices
 
-    return rotation_matrices(layout.d_head, layout.rotary_dim, layout.rope_theta, style=layout.rotary_style)
+    return rotation_matrices(layout.d_head, layout.rotary_dim, layout.rope_theta,
+                             N_OFFSETS if offsets is None else offsets, style=layout.rotary_style,
+                             inv_freq=inverse_frequencies(layout))

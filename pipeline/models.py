@@ -85,3 +85,13 @@ def spec_for(model_or_path: str) -> ModelSpec | None:
     if model_or_path in MODELS:
         return MODELS[model_or_path]
     return next((s for s in MODELS.values() if s.hub_id == model_or_path), None)
+
+# The Llama family: computed where the Hub is reachable (Llama-3.2-1B is gated: accept its licence on the Hub).
+MODELS.update({s.name: s for s in (
+    _spec("SmolLM2-135M", "HuggingFaceTB/SmolLM2-135M", "llama", 30, 9, 576, 64, _ROPE,
+          n_kv_heads=3, rotary_dim=64, rope_theta=1e5),
+    _spec("TinyLlama-1.1B", "TinyLlama/TinyLlama-1.1B-intermediate-step-1431k-3T", "llama", 22, 32, 2048, 64, _ROPE,
+          n_kv_heads=4, rotary_dim=64, rope_theta=1e4),
+    _spec("Llama-3.2-1B", "meta-llama/Llama-3.2-1B", "llama", 16, 32, 2048, 64, _ROPE,
+          n_kv_heads=8, rotary_dim=64, rope_theta=5e5),
+)})

@@ -10,9 +10,18 @@ Styles
 rotated, dimension i paired with i + rotary_dim/2, at angle d * base**(-2i/rotary_dim); the remaining
 dimensions (partial rotary, e.g. Pythia's 16 of 64) are left alone.
 ``"interleaved"`` (GPT-J style): dimension 2i paired with 2i + 1.
+
+Scaled RoPE
+-----------
+Some checkpoints change the frequencies themselves (``rope_scaling`` / ``rope_parameters`` in config.json);
+:func:`scaled_inverse_frequencies` applies the types that transformers applies to the frequencies alone and
+independent of the sequence length: ``linear`` (all divided by ``factor``) and ``llama3`` (Llama 3.1 / 3.2:
+long wavelengths divided by ``factor``, short ones kept, a smooth blend between).
 """
 
 from __future__ import annotations
+
+import math
 
 import numpy as np
 
@@ -24,6 +33,34 @@ def inverse_frequencies(rotary_dim: int, base: float) -> np.ndarray:
     if rotary_dim <= 0 or rotary_dim % 2:
         raise ValueError(f"rotary_dim must be a positive even number; got {rotary_dim}")
     return 1.0 / (float(base) ** (np.arange(0, rotary_dim, 2, dtype=np.float64) / rotary_dim))
+
+
+SCALED_ROPE_TYPES = ("default", "linear", "llama3")
+
+
+def scaled_inverse_frequencies(rotary_dim: int, base: float, scaling: dict | None = None) -> np.ndarray:
+    """The inverse frequencies after ``scaling`` (a ``rope_scaling`` dict with ``rope_type`` or ``type``), float64.
+
+    ``None`` or type ``default`` gives :func:`inverse_frequencies`. Raises ValueError for other types
+    (their rotation depends on the sequence length or rescales the scores; see SCALED_ROPE_TYPES).
+    """
+    inv = inverse_frequencies(rotary_dim, base)
+    scaling = scaling or {}
+    kind = scaling.get("rope_type") or scaling.get("type") or "default"
+    if kind == "default":
+        return inv
+    if kind == "linear":
+        return inv / float(scaling["factor"])
+    if kind == "llama3":
+        factor, low, high = (float(scaling[k]) for k in ("factor", "low_freq_factor", "high_freq_factor"))
+        context = float(scaling["original_max_position_embeddings"])
+        wavelen = 2 * math.pi / inv
+        smooth = (context / wavelen - low) / (high - low)
+        blended = (1 - smooth) * inv / factor + smooth * inv
+        out = np.where(wavelen > context / low, inv / factor, inv)
+        medium = (wavelen >= context / high) & (wavelen <= context / low)
+        return np.where(medium, blended, out)
+    raise ValueError(f"rope type {kind!r} is not supported; supported: {', '.join(SCALED_ROPE_TYPES)}")
 
 
 def rotation_matrices(

@@ -25,9 +25,9 @@ from pipeline.architectures import (
     rotations,
 )
 from pipeline.checkpoints import open_checkpoint
-from pipeline.rotary import N_OFFSETS, rotation_matrices
+from pipeline.rotary import N_OFFSETS
 
-from .conftest import attention_inputs, ln_gain, ln_module, qk_biases, torch
+from .conftest import VOCAB, attention_inputs, ln_gain, ln_module, qk_biases, save, torch, transformers
 
 T = 9  # sequence length: offsets -8..8
 
@@ -37,7 +37,7 @@ def expected_scores(layout: Layout, W_Q, W_K, bq, bk, x, alibi_slopes=None):
     H, n, N = W_Q.shape
     out = np.zeros((H, T, T))
     if layout.positional == "rope":
-        R = rotation_matrices(n, layout.rotary_dim, layout.rope_theta, offsets=np.arange(-(T - 1), T))
+        R = rotations(layout, np.arange(-(T - 1), T))
     else:
         R = np.broadcast_to(np.eye(n), (2 * T - 1, n, n))
     for h in range(H):
@@ -89,6 +89,110 @@ def test_scores_equal_forward_pass(tiny_model, case):
         assert err < rtol, f"{case} layer {layer}: relative error {err:.2e}"
         if causal:  # the captured scores really are the masked pre-softmax scores
             assert (got[:, ~allowed] < -1e30).all()
+
+
+# The Llama family and Qwen2: kind -> (config class, config kwargs, model class). Q/K biases where the
+# family has them (Llama with attention_bias, Qwen2 always); scaled RoPE of both supported types.
+_GQA = dict(hidden_size=32, num_attention_heads=4, num_key_value_heads=2, head_dim=12, num_hidden_layers=2,
+            intermediate_size=64, max_position_embeddings=64)
+ROPE_KINDS = {
+    "llama-gqa-biases": ("LlamaConfig", dict(_GQA, rope_theta=1000.0, attention_bias=True), "LlamaForCausalLM"),
+    "llama-mha": ("LlamaConfig", dict(_GQA, num_key_value_heads=4, head_dim=None, hidden_size=24),
+                  "LlamaForCausalLM"),
+    "llama-linear-scaling": ("LlamaConfig", dict(_GQA, rope_theta=1000.0, rope_scaling={"rope_type": "linear",
+                                                                                        "factor": 3.0}),
+                             "LlamaForCausalLM"),
+    "llama-llama3-scaling": ("LlamaConfig", dict(_GQA, num_key_value_heads=1, rope_theta=1000.0, rope_scaling={
+        "rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+        "original_max_position_embeddings": 64}), "LlamaForCausalLM"),
+    "qwen2-gqa": ("Qwen2Config", dict(_GQA, rope_theta=500.0), "Qwen2ForCausalLM"),
+}
+
+
+def build_rope_model(kind: str, seed: int = 0):
+    """A tiny random Llama / Qwen2 model (every parameter random, float64, eager attention)."""
+    cfg_cls, kw, model_cls = ROPE_KINDS[kind]
+    config = getattr(transformers, cfg_cls)(vocab_size=VOCAB, **kw)
+    config._attn_implementation = "eager"
+    torch.manual_seed(seed)
+    model = getattr(transformers, model_cls)(config).eval()
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if name.endswith("bias"):
+                p.normal_(0.0, 0.5)
+            elif p.ndim == 1:
+                p.uniform_(0.5, 2.0)
+            else:
+                p.normal_(0.0, 1.0 / p.shape[-1] ** 0.5)
+    return model.to(torch.float64)
+
+
+def rope_attention_inputs(model, ids):
+    """Per layer: x (T, N) entering q_proj, scores (H, T, T) handed to softmax, and (b_Q, b_K) per query head."""
+    xs, scores = [], []
+    hooks = [m.self_attn.q_proj.register_forward_pre_hook(lambda _m, a: xs.append(a[0][0].detach().numpy().copy()))
+             for m in model.model.layers]
+    real_softmax = torch.nn.functional.softmax
+
+    def recording_softmax(x, *args, **kwargs):
+        scores.append(x.detach().to(torch.float64).numpy()[0].copy())
+        return real_softmax(x, *args, **kwargs)
+
+    torch.nn.functional.softmax = recording_softmax
+    try:
+        with torch.no_grad():
+            model(input_ids=ids)
+    finally:
+        torch.nn.functional.softmax = real_softmax
+        for h in hooks:
+            h.remove()
+    cfg = model.config
+    H, kv, n = cfg.num_attention_heads, cfg.num_key_value_heads, model.model.layers[0].self_attn.head_dim
+    biases = []
+    for m in model.model.layers:
+        a = m.self_attn
+        bq = np.zeros((H, n)) if a.q_proj.bias is None else a.q_proj.bias.detach().numpy().reshape(H, n)
+        bk = np.zeros((kv, n)) if a.k_proj.bias is None else a.k_proj.bias.detach().numpy().reshape(kv, n)
+        biases.append((bq, bk[np.arange(H) // (H // kv)]))
+    return xs, scores, biases
+
+
+@pytest.mark.parametrize("kind", list(ROPE_KINDS))
+def test_llama_and_qwen2_scores_equal_forward_pass(tmp_path, kind):
+    model = build_rope_model(kind)
+    ckpt = open_checkpoint(save(model, tmp_path / kind))
+    layout = layout_from_config(ckpt.config)
+    assert layout.family == kind.split("-")[0] and layout.positional == "rope"
+    assert layout.n_kv_heads == model.config.num_key_value_heads
+    ids = torch.randint(0, VOCAB, (1, T), generator=torch.Generator().manual_seed(1))
+    xs, scores, biases = rope_attention_inputs(model, ids)
+    allowed = np.tril(np.ones((T, T), bool))
+    for layer in range(layout.n_layers):
+        W_Q, W_K = layer_weights(ckpt, layout, layer)
+        if "biases" in kind or kind.startswith("qwen2"):  # the bias terms really are in these scores
+            assert np.abs(biases[layer][0]).max() > 0 and np.abs(biases[layer][1]).max() > 0
+        want = expected_scores(layout, W_Q, W_K, *biases[layer], xs[layer])
+        err = np.abs(scores[layer] - want)[:, allowed].max() / np.abs(scores[layer][:, allowed]).max()
+        assert err < 1e-5, f"{kind} layer {layer}: relative error {err:.2e}"
+        if "scaling" in kind:  # the scaling matters: plain RoPE frequencies give a wrong answer
+            plain = Layout(**{**layout.__dict__, "rope_scaling": ()})
+            wrong = expected_scores(plain, W_Q, W_K, *biases[layer], xs[layer])
+            assert np.abs(scores[layer] - wrong)[:, allowed].max() / np.abs(scores[layer][:, allowed]).max() > 1e-3
+
+
+def test_scaled_frequencies_equal_transformers():
+    from transformers.modeling_rope_utils import ROPE_INIT_FUNCTIONS
+
+    from pipeline.architectures import inverse_frequencies
+
+    for kind in ("llama-linear-scaling", "llama-llama3-scaling"):
+        cfg_cls, kw, _ = ROPE_KINDS[kind]
+        config = getattr(transformers, cfg_cls)(vocab_size=VOCAB, **kw)
+        layout = layout_from_config(config.to_dict())
+        want, factor = ROPE_INIT_FUNCTIONS[kw["rope_scaling"]["rope_type"]](config, "cpu")
+        assert factor == 1.0
+        np.testing.assert_allclose(inverse_frequencies(layout), want.double().numpy(), rtol=1e-6)
+        assert np.abs(inverse_frequencies(layout) - 1000.0 ** -(np.arange(0, 12, 2) / 12)).max() > 1e-3
 
 
 def test_layouts_of_the_variants(tiny_model):
@@ -169,7 +273,10 @@ def test_unsupported_and_broken_configs_say_what_to_do():
         layout_from_config({"model_type": "t5"})
     with pytest.raises(ArchitectureError, match="not divisible"):
         layout_from_config({"model_type": "opt", "hidden_size": 10, "num_attention_heads": 3, "num_hidden_layers": 1})
-    with pytest.raises(ArchitectureError, match="rope type 'yarn'"):
+    with pytest.raises(ArchitectureError, match="rope type 'llama3' needs low_freq_factor"):
+        layout_from_config({"model_type": "llama", "hidden_size": 8, "num_attention_heads": 2,
+                            "num_hidden_layers": 1, "rope_scaling": {"rope_type": "llama3", "factor": 8.0}})
+    with pytest.raises(ArchitectureError, match="rope type 'yarn'.*supported: default, linear, llama3"):
         layout_from_config({"model_type": "mistral", "hidden_size": 8, "num_attention_heads": 2,
                             "num_hidden_layers": 1, "rope_scaling": {"rope_type": "yarn", "factor": 4.0}})
 

@@ -75,3 +75,20 @@ def test_bad_rotary_arguments():
         rotation_matrices(8, 10, 10.0, 4)
     with pytest.raises(ValueError, match="style"):
         rotation_matrices(8, 8, 10.0, 4, style="spiral")
+
+
+def test_scaled_frequencies_of_each_type_and_the_unsupported_ones():
+    from pipeline.rotary import scaled_inverse_frequencies
+
+    plain = inverse_frequencies(16, 1e4)
+    np.testing.assert_array_equal(scaled_inverse_frequencies(16, 1e4, None), plain)
+    np.testing.assert_allclose(scaled_inverse_frequencies(16, 1e4, {"type": "linear", "factor": 4.0}), plain / 4)
+    llama3 = scaled_inverse_frequencies(16, 1e4, {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0,
+                                                  "high_freq_factor": 4.0, "original_max_position_embeddings": 64})
+    wavelen = 2 * np.pi / plain
+    np.testing.assert_array_equal(llama3[wavelen < 16], plain[wavelen < 16])  # short wavelengths kept
+    np.testing.assert_allclose(llama3[wavelen > 64], plain[wavelen > 64] / 8)  # long ones divided by the factor
+    mid = (wavelen >= 16) & (wavelen <= 64)
+    assert mid.any() and ((llama3[mid] < plain[mid]) & (llama3[mid] > plain[mid] / 8)).all()
+    with pytest.raises(ValueError, match="rope type 'dynamic' is not supported; supported: default, linear, llama3"):
+        scaled_inverse_frequencies(16, 1e4, {"rope_type": "dynamic", "factor": 2.0})
