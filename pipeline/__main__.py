@@ -15,6 +15,7 @@ import sys
 COMMANDS = (
     ("pipeline.profiles_cli", ("profiles", "list")),
     ("pipeline.orbits.cli", ("orbits",)),
+    ("pipeline.verify_cli", ("verify",)),
 )
 
 

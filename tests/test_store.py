@@ -139,7 +139,7 @@ def test_open_errors_say_what_to_do(tmp_path):
     meta = json.loads(meta_path.read_text())
     meta["attributes"]["schema_version"] = 0
     meta_path.write_text(json.dumps(meta))
-    st._consolidate(path)  # refresh the root's consolidated copy, as the old writer would have left it
+    st.Store.open(path)._consolidate()  # refresh the root's consolidated copy, as the old writer would have left it
     with pytest.raises(st.StoreError, match="schema version 0"):
         st.open_profiles(path)
 
@@ -147,11 +147,13 @@ def test_open_errors_say_what_to_do(tmp_path):
 def test_write_group_replaces_only_its_group(tmp_path):
     path = tmp_path / "s.zarr"
     st.register_model(path, info())
-    ds = xr.Dataset({"x": (("frame",), np.arange(3.0)), "label": (("panel",), np.array(["QK 0x10", "OV"]))})
+    ds = xr.Dataset({"x": (("frame",), np.arange(3.0)), "label": (("panel",), np.array(["QK 0x10", "OV"])),
+                     "position": (("frame", "head", "panel", "xy"), np.zeros((3, 1, 2, 2)))})
     st.write_group(path, "orbits", ds, {"seed": 7})
     st.write_group(path, "orbits", ds.assign(x=ds.x * 2), {"seed": 8})
     got = st.open_orbits(path)
     assert got.x.values.tolist() == [0.0, 2.0, 4.0] and got.attrs["seed"] == 8
     assert got.label.values.tolist() == ["QK 0x10", "OV"]
     assert st.open_profiles(path).model.values.tolist() == ["m"]
-    assert sorted(p.name for p in path.iterdir() if p.is_dir()) == ["orbits", "profiles"]
+    assert sorted(p.name for p in path.iterdir()) == ["orbits", "profiles", "zarr.json"]
+    assert sorted(p.name for p in (tmp_path / ".s.zarr.writer" / "staging").iterdir()) == []  # no side copies left

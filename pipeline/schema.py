@@ -1,0 +1,283 @@
+"""The store's schema: every group's names, dimensions, dtypes and attributes, in one place.
+
+Light on purpose (numpy and xarray only): the dashboard imports it. Writers (``pipeline.store``,
+``pipeline.orbits``), validation and readers all take the store's shape from here; nothing else
+restates it. ``docs/architecture.md`` describes the same contract in prose.
+
+Groups of a store (Zarr v3, strings variable-length, one ``schema_version`` attribute per group):
+
+``profiles``  one row per model (dimension ``model``), written layer by layer::
+
+    profile        (model, layer, head, d, coordinate) float64  [1, 1, H0, 129, 4]  NaN = no such head / not written
+    norm           (model, layer, head, d)             float64  [1, 1, H0, 129]
+    layer_done     (model, layer)                      bool     [1, 1]  set after the layer's values and checksum
+    layer_checksum (model, layer)                      str      [1, 1]  sha256 of the layer's values (see below)
+    n_layers, n_heads, n_kv_heads, d_model, d_head, rotary_dim    (model) int32
+    positional, source, revision, family, command, damaged,
+    format, quantization, package, file, sha256, note             (model) str
+    complete, layernorm_folded                                    (model) bool
+
+``orbits``  one run of the orbit experiment (frames, panels, heads, verified orbits); ``orbits_sweep``
+one row per sweep run (dimension ``run``); ``orbits_search`` (see ORBITS_SEARCH below when present).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, fields
+
+import numpy as np
+import xarray as xr
+
+SCHEMA_VERSION = 2
+PROFILES = "profiles"
+ORBITS = "orbits"
+ORBITS_SWEEP = "orbits_sweep"
+ORBITS_SEARCH = "orbits_search"
+GROUPS = (PROFILES, ORBITS, ORBITS_SWEEP, ORBITS_SEARCH)
+
+N_OFFSETS = 129
+COORDINATES = ("a", "b", "c", "d")
+POSITIONAL_KINDS = ("learned absolute", "alibi", "rope", "none")
+
+# The command that (re)writes each group, for error messages.
+WRITE_COMMANDS = {
+    PROFILES: "python -m pipeline profiles MODEL",
+    ORBITS: "python -m pipeline orbits",
+    ORBITS_SWEEP: "python -m pipeline.orbits.sweep summarize",
+    ORBITS_SEARCH: "python -m pipeline orbits",
+}
+
+# ----------------------------------------------------------------------------------------- profiles
+
+# Per-model variables (dimension ``model``, chunk 1), by dtype. The order is the order of ModelRow.
+INT_FIELDS = ("n_layers", "n_heads", "n_kv_heads", "d_model", "d_head", "rotary_dim")
+STR_FIELDS = ("positional", "source", "revision", "family", "command", "damaged", "format", "quantization",
+              "package", "file", "sha256", "note")
+BOOL_FIELDS = ("complete", "layernorm_folded")
+
+# Data variables of the profiles group: name -> (dims, dtype, fill value).
+PROFILE_DATA = {
+    "profile": (("model", "layer", "head", "d", "coordinate"), "float64", np.nan),
+    "norm": (("model", "layer", "head", "d"), "float64", np.nan),
+    "layer_done": (("model", "layer"), "bool", False),
+    "layer_checksum": (("model", "layer"), "str", ""),
+}
+PROFILE_COORDS = ("model", "layer", "head", "d", "coordinate")
+
+PROFILE_ATTRS = {
+    "schema_version": SCHEMA_VERSION,
+    "bilinear_form": "L = W_K^T W_Q, torch Linear layout (q = W_Q x, k = W_K x); raw checkpoint weights, "
+    "biases ignored",
+    "score": "score(query position i, key position j) = scale * x_j^T L(i - j) x_i (+ bias terms)",
+    "offset": "d = query position - key position; rotary models: L(d) = W_K^T R(d) W_Q; "
+    "position-independent models repeat their value at every d",
+    "layernorm_folding": "per model in variable layernorm_folded: false = raw weights (the default), "
+    "true = L -> diag(g) L diag(g) with g the gain of the layer norm feeding attention",
+    "profile": "scale L to ||L||_F = 1; S, T = symmetric, antisymmetric parts; lambda_+/- = positive / "
+    "absolute negative eigenvalues of S, decreasing, zero-padded; a = ||T||^2, b = 2<lambda_+, lambda_->, "
+    "c = ||(lambda_+ - lambda_-)_+||^2, d = ||(lambda_+ - lambda_-)_-||^2; NaN where L = 0 (norm 0)",
+    "norm": "Frobenius norm of L(d) before scaling",
+    "complete": "true only when every layer of the model is written and no damage is known",
+    "damaged": "empty when fine; else one line: which layers are damaged and the command that repairs them",
+    "layer_checksum": "sha256 (hex) of profile[model, layer, :n_heads] then norm[model, layer, :n_heads] as "
+    "little-endian float64 bytes in C order, written with the layer",
+    "provenance": "format (safetensors, bin, hub, gguf, onnx), quantization ('' = float), file, sha256 (of the "
+    "file), package (the package that shipped the weights), note (one line shown next to the model)",
+}
+
+
+def layer_checksum(profile: np.ndarray, norm: np.ndarray) -> str:
+    """The checksum stored with a layer: sha256 of its (n_heads, 129, 4) profile and (n_heads, 129) norm."""
+    h = hashlib.sha256()
+    for x in (profile, norm):
+        h.update(np.ascontiguousarray(x, dtype="<f8").tobytes())
+    return h.hexdigest()
+
+
+@dataclass(frozen=True)
+class ModelRow:
+    """One model of the ``profiles`` group: its shape, where it came from, and its state.
+
+    ``layers_done`` is read from the store (the layers written so far); it is not a stored field.
+    """
+
+    name: str
+    n_layers: int
+    n_heads: int
+    d_model: int
+    d_head: int
+    positional: str
+    source: str = ""
+    revision: str = ""
+    family: str = ""
+    command: str = ""
+    n_kv_heads: int = 0
+    rotary_dim: int = 0
+    layernorm_folded: bool = False
+    complete: bool = False
+    damaged: str = ""
+    format: str = ""
+    quantization: str = ""
+    package: str = ""
+    file: str = ""
+    sha256: str = ""
+    note: str = ""
+    layers_done: int = 0
+
+    def __post_init__(self):
+        if self.positional not in POSITIONAL_KINDS:
+            raise ValueError(f"positional must be one of {POSITIONAL_KINDS}; got {self.positional!r}")
+        if not str(self.name).strip():
+            raise ValueError("a model needs a non-empty name")
+        if self.n_kv_heads == 0:
+            object.__setattr__(self, "n_kv_heads", self.n_heads)
+
+    @property
+    def computed(self) -> bool:
+        """At least one layer written: something to draw."""
+        return self.layers_done > 0
+
+    @property
+    def rotary(self) -> bool:
+        return self.positional == "rope"
+
+    @property
+    def fix_command(self) -> str:
+        """The exact command that computes (or finishes, or repairs) this model."""
+        return self.command or f"python -m pipeline profiles {self.source or self.name}"
+
+    def shape_problems(self) -> list[str]:
+        """Why this row cannot be stored (empty list when it can)."""
+        out = []
+        for f in ("n_layers", "n_heads", "d_model", "d_head", "n_kv_heads"):
+            if int(getattr(self, f)) < 1:
+                out.append(f"{f} = {getattr(self, f)} (a model needs at least one)")
+        if self.n_heads >= 1 and self.n_kv_heads >= 1 and self.n_heads % self.n_kv_heads:
+            out.append(f"n_heads = {self.n_heads} is not a multiple of n_kv_heads = {self.n_kv_heads}")
+        return out
+
+
+ROW_FIELDS = tuple(f.name for f in fields(ModelRow) if f.name != "layers_done")
+
+
+def model_rows(ds: xr.Dataset) -> list[ModelRow]:
+    """The models of an opened ``profiles`` Dataset, in store order (rows without a name are skipped)."""
+    n = ds.sizes.get("model", 0)
+    if n == 0:
+        return []
+    cols = {k: np.asarray(ds[k].values) for k in INT_FIELDS + STR_FIELDS + BOOL_FIELDS if k in ds}
+    done = np.asarray(ds["layer_done"].values) if "layer_done" in ds else None
+    out = []
+    for i, name in enumerate(np.asarray(ds["model"].values)):
+        if not str(name).strip():
+            continue
+        kw = {}
+        for f in INT_FIELDS:
+            kw[f] = int(cols[f][i]) if f in cols else 0
+        for f in STR_FIELDS:
+            kw[f] = str(cols[f][i]) if f in cols else ""
+        for f in BOOL_FIELDS:
+            kw[f] = bool(cols[f][i]) if f in cols else False
+        n_layers = kw["n_layers"]
+        kw["layers_done"] = int(done[i, :n_layers].sum()) if done is not None else n_layers
+        if kw["positional"] not in POSITIONAL_KINDS:
+            kw["positional"] = "none"
+        out.append(ModelRow(name=str(name), **kw))
+    return out
+
+
+def profiles_problems(ds: xr.Dataset) -> list[str]:
+    """What is wrong with an opened ``profiles`` group (empty list when it follows the schema)."""
+    out = _version_problems(ds, PROFILES)
+    for name in PROFILE_COORDS:
+        if name not in ds.coords:
+            out.append(f"coordinate {name!r} is missing")
+    for name, (dims, _dtype, _fill) in PROFILE_DATA.items():
+        out += _dims_problem(ds, name, dims)
+    for name in INT_FIELDS + STR_FIELDS + BOOL_FIELDS:
+        out += _dims_problem(ds, name, ("model",))
+    if "d" in ds.sizes and ds.sizes["d"] != N_OFFSETS:
+        out.append(f"dimension d has {ds.sizes['d']} offsets, expected {N_OFFSETS}")
+    if "coordinate" in ds.coords and [str(c) for c in ds["coordinate"].values] != list(COORDINATES):
+        out.append(f"coordinate values are {list(ds['coordinate'].values)}, expected {list(COORDINATES)}")
+    return out
+
+
+# ------------------------------------------------------------------------------------------- orbits
+
+# The movie's core: what the dashboard cannot do without.
+ORBITS_REQUIRED = {"position": ("frame", "head", "panel", "xy")}
+# Everything else pipeline.orbits writes: name -> dims (checked when present).
+ORBITS_VARIABLES = {
+    "position": ("frame", "head", "panel", "xy"),
+    "epoch": ("frame",),
+    "panel_kind": ("panel",), "panel_role": ("panel",), "freq_a": ("panel",), "freq_b": ("panel",),
+    "eps": ("panel",), "rotation": ("panel",),
+    "M": ("head", "row", "col"), "R": ("head", "row", "col"),
+    "orbit": ("head",), "alive": ("head",), "merged_group": ("head",), "near_orbit": ("head",),
+    "shift_image": ("shift", "head"), "shift_error": ("shift", "head"),
+    "orbit_size": ("orbit_id",), "orbit_worst_error": ("orbit_id",), "orbit_worst_error_M": ("orbit_id",),
+    "orbit_worst_error_R": ("orbit_id",),
+    "near_orbit_size": ("near_orbit_id",), "near_orbit_worst_error": ("near_orbit_id",),
+    "train_accuracy": ("frame",), "heldout_accuracy": ("frame",), "loss": ("frame",),
+    "equivariance_error": ("frame",), "context_error": ("frame",), "sharpened_error": ("frame",),
+    "penalty_weight": ("frame",), "matching_error": ("frame",), "heads_in_orbits": ("frame",),
+    "largest_orbit": ("frame",),
+}
+
+
+def orbits_problems(ds: xr.Dataset | None, check_version: bool = True) -> list[str]:
+    """What keeps an ``orbits`` group from being shown (empty list when it can be)."""
+    if ds is None:
+        return ["the store has no orbits group"]
+    out = _version_problems(ds, ORBITS) if check_version else []
+    for name in ORBITS_REQUIRED:
+        if name not in ds:
+            out.append(f"the orbits group has no {name!r} variable")
+    for name, dims in ORBITS_VARIABLES.items():
+        out += _dims_problem(ds, name, dims)
+    if out:
+        return out
+    empty = {k: ds.sizes[k] for k in ("frame", "head", "panel") if ds.sizes[k] == 0}
+    if empty:
+        out.append("the orbits group is empty (" + ", ".join(f"0 {k}s" for k in empty) + ")")
+    if ds.sizes["xy"] != 2:
+        out.append(f"'position' has {ds.sizes['xy']} entries along xy, expected 2 (x, y)")
+    return out
+
+
+def orbits_sweep_problems(ds: xr.Dataset | None, check_version: bool = True) -> list[str]:
+    """What is wrong with an ``orbits_sweep`` group: one row per run along dimension ``run``."""
+    if ds is None:
+        return ["the store has no orbits_sweep group"]
+    out = _version_problems(ds, ORBITS_SWEEP) if check_version else []
+    for name, var in ds.data_vars.items():
+        if var.dims != ("run",):
+            out.append(f"variable {name!r} has dimensions {var.dims}, expected ('run',)")
+    return out
+
+
+VALIDATORS = {PROFILES: profiles_problems, ORBITS: orbits_problems, ORBITS_SWEEP: orbits_sweep_problems}
+
+
+def problems(group: str, ds: xr.Dataset) -> list[str]:
+    """The validation of ``group`` (groups without a validator only have their version checked)."""
+    check = VALIDATORS.get(group)
+    return check(ds) if check is not None else _version_problems(ds, group)
+
+
+# ------------------------------------------------------------------------------------------ helpers
+
+
+def _version_problems(ds: xr.Dataset, group: str) -> list[str]:
+    version = ds.attrs.get("schema_version")
+    if version != SCHEMA_VERSION:
+        return [f"the {group} group has schema version {version}, this code reads version {SCHEMA_VERSION}"]
+    return []
+
+
+def _dims_problem(ds: xr.Dataset, name: str, dims: tuple[str, ...]) -> list[str]:
+    if name in ds.variables and tuple(ds[name].dims) != tuple(dims):
+        return [f"variable {name!r} has dimensions {tuple(ds[name].dims)}, expected {tuple(dims)}"]
+    return []
