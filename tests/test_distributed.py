@@ -1,5 +1,6 @@
-"""(model, layer) tasks on dask.distributed: a LocalCluster of 2 worker processes on loopback gives the
-same store as the single-process run, survives a killed worker, and never marks partial data complete."""
+"""(model, layer) tasks on other executors: a dask LocalCluster of 2 worker processes on loopback and a local
+process pool give the same store as the in-process run; a killed worker is survived and partial data is
+never marked complete."""
 
 from __future__ import annotations
 
@@ -14,12 +15,15 @@ import pytest
 torch = pytest.importorskip("torch", reason="the pipeline tests need torch (pip install -e .[pipeline])")
 pytest.importorskip("distributed", reason="the cluster tests need dask.distributed")
 
-from pipeline.distributed import (  # noqa: E402
+from pipeline.run import (  # noqa: E402
     ClusterError,
     close_client,
     make_client,
-    plan_job,
-    run_jobs,
+    open_store,
+    plan_model,
+    run_dask,
+    run_profiles,
+    store_location,
 )
 from pipeline.store import is_complete, layers_done, open_profiles  # noqa: E402
 
@@ -41,10 +45,8 @@ def mistral_dir(tmp_path_factory):
 
 
 def single_process(folder) -> tuple[np.ndarray, np.ndarray]:
-    """The reference: the single-process run (profile_tasks.run_profiles) into a store of its own."""
+    """The reference: the in-process run into a store of its own."""
     import tempfile
-
-    from pipeline.profile_tasks import run_profiles
 
     with tempfile.TemporaryDirectory() as tmp:
         run_profiles([folder], f"{tmp}/single.zarr", name="single", progress=False, log=lambda *_: None)
@@ -57,6 +59,14 @@ def stored(store, name) -> tuple[np.ndarray, np.ndarray]:
     return ds.profile.values[:LAYERS], ds.norm.values[:LAYERS]
 
 
+def plan_job(folder, store, name):
+    return plan_model(folder, open_store(store_location(store)), name=name)
+
+
+def run_jobs(client, plans, store, retries=2, progress=False):
+    return run_dask(plans, open_store(store_location(store)), client, retries=retries, progress=progress)
+
+
 def test_two_worker_processes_equal_single_process(mistral_dir, tmp_path):
     store = str(tmp_path / "store.zarr")
     job = plan_job(mistral_dir, store, name="tiny-mistral")
@@ -66,14 +76,14 @@ def test_two_worker_processes_equal_single_process(mistral_dir, tmp_path):
         done = run_jobs(client, [job], "file://" + store, progress=False)
     finally:
         close_client(client)
-    assert done == {"tiny-mistral": job.info.revision}
+    assert done == ["tiny-mistral"]
     assert is_complete(store, "tiny-mistral")
     prof, norm = stored(store, "tiny-mistral")
     want_prof, want_norm = single_process(mistral_dir)
     assert prof.shape == (LAYERS, 4, 129, 4)
     np.testing.assert_array_equal(prof, want_prof)
     np.testing.assert_array_equal(norm, want_norm)
-    assert str(open_profiles(store).sel(model="tiny-mistral").revision.values) == job.info.revision
+    assert str(open_profiles(store).sel(model="tiny-mistral").revision.values) == job.row.revision
 
 
 def test_fsspec_url_store_with_thread_workers(mistral_dir):
@@ -132,7 +142,7 @@ def test_failed_tasks_leave_the_model_incomplete_and_a_rerun_resumes(mistral_dir
     client = make_client(workers=1, processes=False)
     try:
         broken = plan_job(mistral_dir, store, name="r")
-        broken.source = str(tmp_path / "gone")  # every task fails: the weights vanished after planning
+        broken.model_or_path = str(tmp_path / "gone")  # every task fails: the weights vanished after planning
         with pytest.raises(ClusterError, match=r"(?s)Rerun the same command.*r: layers \[0, 1, 2, 3\] failed"):
             run_jobs(client, [broken], store, retries=0, progress=False)
         assert not is_complete(store, "r")
@@ -152,3 +162,12 @@ def test_unreachable_scheduler_is_a_clear_error():
         port = s.getsockname()[1]
     with pytest.raises(ClusterError, match="cannot reach the dask scheduler"):
         make_client(scheduler=f"tcp://127.0.0.1:{port}", timeout="2s")
+
+
+def test_process_pool_equals_single_process(mistral_dir, tmp_path):
+    store = str(tmp_path / "store.zarr")
+    assert run_profiles([mistral_dir], store, name="pool", workers=2, progress=False, log=lambda *_: None) == ["pool"]
+    prof, norm = stored(store, "pool")
+    want_prof, want_norm = single_process(mistral_dir)
+    np.testing.assert_array_equal(prof, want_prof)
+    np.testing.assert_array_equal(norm, want_norm)

@@ -13,8 +13,8 @@ import pytest
 torch = pytest.importorskip("torch", reason="the pipeline tests need torch (pip install -e .[pipeline])")
 pytest.importorskip("huggingface_hub", reason="the Hub tests need huggingface_hub")
 
-from pipeline.hub import HubCheckpoint, HubError, read_header  # noqa: E402
 from pipeline.profile import head_profiles  # noqa: E402
+from pipeline.sources.hub import HubError, hub_checkpoint, read_header  # noqa: E402
 from tests.hub_server import LoopbackHub, serve_folder  # noqa: E402
 
 REPO = "test-org/tiny-opt"
@@ -75,7 +75,7 @@ def header_bytes(folder) -> dict[str, int]:
 
 
 def test_range_reads_equal_disk_and_fetch_only_qk(hub, checkpoint_dir):
-    ck = HubCheckpoint(REPO)
+    ck = hub_checkpoint(REPO)
     assert ck.revision == hub.sha[REPO]  # the commit the branch resolved to, recorded by the caller
     assert ck.config["model_type"] == "opt"
     disk = disk_tensors(checkpoint_dir)
@@ -108,8 +108,6 @@ def test_range_reads_equal_disk_and_fetch_only_qk(hub, checkpoint_dir):
 
 def test_compact_range_reads_are_float32_and_exact(hub, checkpoint_dir):
     """bf16 on the Hub decodes to float32 (exact), so a layer never sits in memory as float64."""
-    from pipeline.hub import hub_checkpoint
-
     ck = hub_checkpoint(REPO)
     disk = disk_tensors(checkpoint_dir)
     q_name, _ = qk_names(0)
@@ -119,9 +117,9 @@ def test_compact_range_reads_are_float32_and_exact(hub, checkpoint_dir):
 
 
 def test_header_is_two_small_range_reads(hub, checkpoint_dir):
-    ck = HubCheckpoint(REPO)
+    ck = hub_checkpoint(REPO)
     shard = sorted(header_bytes(checkpoint_dir))[0]
-    source = ck.snapshot.source(shard)
+    source = ck.hub_snapshot.source(shard)
     entries = read_header(source)
     assert source.requests == 2 and source.bytes_fetched == header_bytes(checkpoint_dir)[shard]
     with open(checkpoint_dir / shard, "rb") as fh:
@@ -133,23 +131,23 @@ def test_header_is_two_small_range_reads(hub, checkpoint_dir):
 
 def test_revision_pinning_and_cache_reuse(hub):
     sha = hub.sha[REPO]
-    ck = HubCheckpoint(REPO, revision=sha)
+    ck = hub_checkpoint(REPO, revision=sha)
     assert ck.revision == sha
     hub.reset_counts()
-    again = HubCheckpoint(REPO, revision=sha)  # config and index come from the Hub cache (HF_HOME) now
+    again = hub_checkpoint(REPO, revision=sha)  # config and index come from the Hub cache (HF_HOME) now
     assert again.revision == sha
     assert hub.total_bytes(REPO) == 0
     with pytest.raises(HubError, match="no revision 'v9.9'"):
-        HubCheckpoint(REPO, revision="v9.9")
+        hub_checkpoint(REPO, revision="v9.9")
 
 
 def test_token_is_sent(checkpoint_dir, hub_env):
     with LoopbackHub(serve_folder(checkpoint_dir, REPO), token="hf_secret") as server:
         hub_env.setenv("HF_ENDPOINT", server.endpoint)
         with pytest.raises(HubError, match="HF_TOKEN"):
-            HubCheckpoint(REPO)
+            hub_checkpoint(REPO)
         hub_env.setenv("HF_TOKEN", "hf_secret")
-        ck = HubCheckpoint(REPO)
+        ck = hub_checkpoint(REPO)
         np.testing.assert_array_equal(ck.read(qk_names(0)[0]), disk_tensors(checkpoint_dir)[qk_names(0)[0]])
 
 
@@ -163,17 +161,17 @@ def test_unreachable_404_and_500_are_clear(checkpoint_dir, hub_env):
     hub_env.setenv("HF_ENDPOINT", f"http://127.0.0.1:{free_port()}")
     t0 = time.perf_counter()
     with pytest.raises(HubError, match="could not reach the Hub"):
-        HubCheckpoint(REPO)
+        hub_checkpoint(REPO)
     assert time.perf_counter() - t0 < 10  # no long backoff before telling the user
     with LoopbackHub(serve_folder(checkpoint_dir, REPO)) as server:
         hub_env.setenv("HF_ENDPOINT", server.endpoint)
         with pytest.raises(HubError, match="no model repository 'test-org/missing'"):
-            HubCheckpoint("test-org/missing")
+            hub_checkpoint("test-org/missing")
         server.fail_with = 500
         with pytest.raises(HubError, match="answered 500"):
-            HubCheckpoint(REPO)
+            hub_checkpoint(REPO)
         server.fail_with = None
-        ck = HubCheckpoint(REPO)
+        ck = hub_checkpoint(REPO)
         server.fail_after_ranges = 0  # the server breaks in the middle of a run
         with pytest.raises(HubError, match="answered 500"):
             ck.read(qk_names(0)[0])
@@ -182,13 +180,13 @@ def test_unreachable_404_and_500_are_clear(checkpoint_dir, hub_env):
 def test_offline_needs_the_cache(hub, hub_env):
     hub_env.setenv("HF_HUB_OFFLINE", "1")
     with pytest.raises(HubError, match="HF_HUB_OFFLINE is set and config.json"):
-        HubCheckpoint(REPO)
+        hub_checkpoint(REPO)
     hub_env.delenv("HF_HUB_OFFLINE")
-    HubCheckpoint(REPO)  # caches config and index only
+    hub_checkpoint(REPO)  # caches config and index only
     hub_env.setenv("HF_HUB_OFFLINE", "1")
     before = len(hub.requests)
     with pytest.raises(HubError, match="HF_HUB_OFFLINE is set and model-0000"):
-        HubCheckpoint(REPO)
+        hub_checkpoint(REPO)
     assert len(hub.requests) == before  # offline means no request at all
 
 
@@ -196,7 +194,7 @@ def test_offline_needs_the_cache(hub, hub_env):
 
 
 def run(models, store, **kw):
-    from pipeline.profile_tasks import run_profiles
+    from pipeline.run import run_profiles
 
     return run_profiles(models, str(store), progress=False, log=lambda *_: None, **kw)
 
@@ -254,7 +252,11 @@ def test_interrupted_run_resumes_without_refetching_finished_layers(hub, checkpo
     from pipeline.store import is_complete, layers_done
 
     store = tmp_path / "s.zarr"
-    hub.fail_after_ranges = 9  # a few shard headers and layer 0's Q and K, then the server breaks
+    index = json.loads((checkpoint_dir / "model.safetensors.index.json").read_text())["weight_map"]
+    shards = {index[n] for layer in range(LAYERS) for n in qk_names(layer)}
+    # the headers of every shard holding Q/K (two reads each: the shapes are checked before any write),
+    # layer 0's Q and K, then the server breaks
+    hub.fail_after_ranges = 2 * len(shards) + 2
     with pytest.raises(CheckpointError, match="answered 500"):
         run([REPO], store, name="m")
     done = layers_done(str(store), "m")

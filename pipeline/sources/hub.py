@@ -1,44 +1,55 @@
-"""Read only the tensors you ask for from a Hub checkpoint, by HTTP range requests.
+"""Hub checkpoints: config and index through huggingface_hub, Q/K tensors by HTTP range reads, pinned to a commit.
 
-For a Hub id the whole checkpoint is never downloaded. ``resolve_snapshot`` fetches ``config.json`` and
-the safetensors index (``model.safetensors.index.json``, or the single ``model.safetensors``) with
-huggingface_hub (cached under HF_HOME like any hub download) and pins the commit they resolved to.
-``RangeFile`` then reads each needed shard's header (8 bytes, then the JSON header) and each requested
-tensor's bytes with ``Range: bytes=a-b`` requests made through huggingface_hub's own HTTP session
-(``http_backoff``, ``build_hf_headers``, ``hf_raise_for_status``), so HF_ENDPOINT, HF_TOKEN, proxies and
-retries behave as they do for huggingface_hub. Bytes fetched = config + index + per used shard
-(8 + header) + the requested tensors, nothing else.
+For a Hub id the whole checkpoint is never downloaded. :func:`resolve_snapshot` resolves the revision
+(default ``main``) to its commit once; from then on every URL names that commit, never the branch.
+``config.json`` and the index (``model.safetensors.index.json``, or the single ``model.safetensors``) are
+downloaded with huggingface_hub into its cache (so offline reruns find them). The index's file names
+are validated (``pipeline.sources.names``) online and offline before any of them is used.
 
-Environment, read at call time: HF_ENDPOINT, HF_TOKEN, HF_HOME / HF_HUB_CACHE, HF_HUB_OFFLINE
-(offline: the files must already be in the cache; reads then come from the cached files),
-HEADGEOMETRY_HUB_RETRIES (retries of a failed range read, default 3; tests set 0).
+:class:`RangeFile` reads each needed shard's header (8 bytes, then the JSON header, capped at 100 MB as
+the safetensors library caps it) and each requested tensor's bytes with one ``Range: bytes=a-b``
+request each, through huggingface_hub's HTTP session (HF_ENDPOINT, HF_TOKEN, proxies as it has them).
+The body is streamed into a buffer of exactly the asked length: a server that answers without honouring
+the range (status 200) is refused before its body is read, and one that sends more than asked is
+refused as soon as the extra bytes arrive. Connections and reads time out
+(``HEADGEOMETRY_HUB_TIMEOUT`` seconds per read, default 30; connect 10 s), so a stalled server ends
+the run with a message instead of hanging it. huggingface_hub's ``HfFileSystem`` reads the same ranges
+but buffers whole responses (``response.content``), so a Range-ignoring server makes it read the whole
+file; ``benchmarks/scale_bench.py`` measures both.
 
-Nothing here writes to the store: an interrupted read raises ``HubError`` and leaves the store as it
-was; resuming is the store's business (finished layers are ``layer_done`` and are not read again).
+Environment, read at call time: HF_ENDPOINT, HF_TOKEN, HF_HOME / HF_HUB_CACHE, HF_HUB_OFFLINE (offline:
+the files must already be in the cache; reads then come from the cached files),
+HEADGEOMETRY_HUB_RETRIES (retries of a failed range read, default 3), HEADGEOMETRY_HUB_TIMEOUT.
+
+Nothing here writes to the store: an interrupted read raises ``HubError``; resuming is the run's
+business (finished layers are not read again).
 """
 
 from __future__ import annotations
 
 import json
 import os
-import re
 import struct
 import threading
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 
-from pipeline.checkpoints import Checkpoint, CheckpointError
 from pipeline.hub_env import hub_cache, hub_endpoint, hub_offline, hub_token
+from pipeline.sources.base import Checkpoint, CheckpointError
+from pipeline.sources.names import repo_relative
+from pipeline.sources.names import weight_map as validated_weight_map
 
 INDEX_FILE = "model.safetensors.index.json"
 SINGLE_FILE = "model.safetensors"
-MAX_HEADER_BYTES = 100_000_000
+MAX_HEADER_BYTES = 100_000_000  # the safetensors library's cap
 DTYPES = {"F64": "<f8", "F32": "<f4", "F16": "<f2", "BF16": "bf16"}
 ITEMSIZE = {"F64": 8, "F32": 4, "F16": 2, "BF16": 2}
-HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*(/[\w.-]+)?$")
 CHUNK = 1 << 22  # elements converted at a time (bounds the temporary memory of a decode)
+CONNECT_TIMEOUT = 10.0
+RETRY_STATUS = (429, 500, 502, 503, 504)
 
 
 class HubError(CheckpointError):
@@ -48,26 +59,25 @@ class HubError(CheckpointError):
 class NoSafetensorsError(HubError):
     """The repo has no safetensors weights, so nothing can be range-read (the caller may download .bin)."""
 
+    def __init__(self, message: str, commit: str):
+        super().__init__(message)
+        self.commit = commit
 
-# ------------------------------------------------------------------------------------ environment
+
+def read_timeout() -> float:
+    return float(os.environ.get("HEADGEOMETRY_HUB_TIMEOUT", "30") or 30)
 
 
-def looks_like_hub_id(source: str) -> bool:
-    """True for 'org/name' or 'name' that is not an existing local path."""
-    return bool(HUB_ID.match(str(source))) and not os.path.exists(str(source))
+def _timeout_errors() -> tuple[type[BaseException], ...]:
+    import httpx2
+
+    return TimeoutError, httpx2.TimeoutException
 
 
 def _network_errors() -> tuple[type[BaseException], ...]:
-    errors: list[type[BaseException]] = [ConnectionError, TimeoutError]
-    try:
-        import httpx2
+    import httpx2
 
-        errors.append(httpx2.TransportError)
-    except ImportError:  # older huggingface_hub (requests based)
-        import requests
-
-        errors.append(requests.exceptions.ConnectionError)
-    return tuple(errors)
+    return ConnectionError, httpx2.TransportError
 
 
 def explain(exc: BaseException, repo_id: str, revision: str | None, what: str) -> HubError:
@@ -81,6 +91,8 @@ def explain(exc: BaseException, repo_id: str, revision: str | None, what: str) -
         RevisionNotFoundError,
     )
 
+    if isinstance(exc, HubError):
+        return exc
     where = f"{repo_id}@{revision or 'main'} at {hub_endpoint()}"
     if isinstance(exc, OfflineModeIsEnabled) or (hub_offline() and isinstance(exc, EntryNotFoundError)):
         msg = (f"HF_HUB_OFFLINE is set and {what} of {repo_id}@{revision or 'main'} is not in the Hub cache "
@@ -98,11 +110,15 @@ def explain(exc: BaseException, repo_id: str, revision: str | None, what: str) -
         status = getattr(getattr(exc, "response", None), "status_code", "an error")
         msg = (f"the Hub at {hub_endpoint()} answered {status} while reading {what} of {repo_id}: "
                f"{str(exc).splitlines()[0]}. Try again later; layers already written are kept.")
+    elif isinstance(exc, _timeout_errors()):
+        msg = (f"the Hub at {hub_endpoint()} stalled while reading {what} of {repo_id} (no data within "
+               f"{read_timeout():g} s). Try again later, or raise HEADGEOMETRY_HUB_TIMEOUT; layers already "
+               "written are kept.")
     elif isinstance(exc, _network_errors()):
         msg = (f"could not reach the Hub at {hub_endpoint()} to read {what} of {repo_id} ({exc}). Check the "
                f"network and HF_ENDPOINT, or set HF_HUB_OFFLINE=1 to use files already in {hub_cache()}.")
     else:
-        return exc if isinstance(exc, HubError) else HubError(f"reading {what} of {where} failed: {exc}")
+        return HubError(f"reading {what} of {where} failed: {exc}")
     return HubError(msg)
 
 
@@ -110,10 +126,10 @@ def explain(exc: BaseException, repo_id: str, revision: str | None, what: str) -
 
 
 class RangeFile:
-    """One remote file read by byte ranges (the per-file tensor source for Hub checkpoints).
+    """One remote file read by byte ranges: ``read(start, length)`` returns exactly those bytes.
 
-    ``read(start, length)`` returns exactly those bytes, fetched with one ``Range`` request.
-    ``bytes_fetched`` and ``requests`` count what this object transferred.
+    ``bytes_fetched`` counts the body bytes received (refused extra bytes included), ``requests`` the
+    requests made.
     """
 
     def __init__(self, url: str, name: str, token: str | None = None, retries: int | None = None):
@@ -123,26 +139,58 @@ class RangeFile:
         self.requests = 0
         self._lock = threading.Lock()
 
-    def read(self, start: int, length: int) -> bytes:
-        from huggingface_hub.utils import build_hf_headers, hf_raise_for_status, http_backoff
+    def _count(self, n: int) -> None:
+        with self._lock:
+            self.bytes_fetched += n
 
-        if length <= 0:
-            return b""
+    def _once(self, start: int, length: int) -> bytes:
+        import httpx2
+        from huggingface_hub.utils import build_hf_headers, get_session, hf_raise_for_status
+
         headers = build_hf_headers(token=self.token)
         headers["Range"] = f"bytes={start}-{start + length - 1}"
         headers["Accept-Encoding"] = "identity"
-        response = http_backoff("GET", self.url, headers=headers, follow_redirects=True, max_retries=self.retries,
-                                base_wait_time=0.5, max_wait_time=4)
-        hf_raise_for_status(response)
-        body = response.content
+        timeout = httpx2.Timeout(read_timeout(), connect=CONNECT_TIMEOUT)
         with self._lock:
-            self.bytes_fetched += len(body)
             self.requests += 1
-        if response.status_code != 206 or len(body) != length:
-            raise HubError(f"the server did not honour the byte range {start}..{start + length} of {self.url} "
-                           f"(status {response.status_code}, {len(body)} bytes). Range reads need a Hub (or "
-                           "mirror) that supports HTTP Range requests.")
-        return body
+        with get_session().stream("GET", self.url, headers=headers, follow_redirects=True,
+                                  timeout=timeout) as response:
+            if response.status_code >= 400:
+                response.read()
+                hf_raise_for_status(response)
+            if response.status_code != 206:
+                raise HubError(f"the server ignored the byte range {start}..{start + length} of {self.url} "
+                               f"(status {response.status_code}); refused before reading its body. Range reads "
+                               "need a Hub (or mirror) that supports HTTP Range requests.")
+            buf, got = bytearray(length), 0
+            for part in response.iter_bytes():
+                self._count(len(part))
+                if got + len(part) > length:
+                    raise HubError(f"the server sent more than the {length} bytes asked for at {start} of "
+                                   f"{self.url}; refused after {got + len(part)} bytes. Range reads need a Hub "
+                                   "(or mirror) that honours HTTP Range requests.")
+                buf[got:got + len(part)] = part
+                got += len(part)
+        if got != length:
+            raise HubError(f"the server sent {got} of the {length} bytes asked for at {start} of {self.url}; "
+                           "try again later.")
+        return bytes(buf)
+
+    def read(self, start: int, length: int) -> bytes:
+        import httpx2
+        from huggingface_hub.errors import HfHubHTTPError
+
+        if length <= 0:
+            return b""
+        for attempt in range(self.retries + 1):
+            try:
+                return self._once(start, length)
+            except (httpx2.TransportError, HfHubHTTPError) as exc:
+                status = getattr(getattr(exc, "response", None), "status_code", None)
+                if attempt == self.retries or (isinstance(exc, HfHubHTTPError) and status not in RETRY_STATUS):
+                    raise
+                time.sleep(min(0.5 * 2**attempt, 4.0))
+        raise AssertionError("unreachable")
 
 
 class LocalFile:
@@ -161,6 +209,7 @@ class LocalFile:
             raise HubError(f"{self.path} is truncated (wanted bytes {start}..{start + length}); delete it from the "
                            "Hub cache and fetch it again.")
         self.bytes_fetched += length
+        self.requests += 1
         return body
 
 
@@ -175,24 +224,32 @@ class TensorEntry:
 
 
 def read_header(source) -> dict[str, TensorEntry]:
-    """Parse a safetensors header with two range reads: 8 bytes of length N, then N bytes of JSON."""
+    """A remote safetensors header in two range reads: 8 bytes of length n (capped as the safetensors
+    library caps it), then n bytes of JSON; every entry's dtype, shape and byte span are checked."""
     (n,) = struct.unpack("<Q", source.read(0, 8))
     if not 2 <= n <= MAX_HEADER_BYTES:
-        raise HubError(f"{source.name} is not a safetensors file (header length {n}).")
+        raise HubError(f"{source.name} is not a safetensors file (header length {n}; at most "
+                       f"{MAX_HEADER_BYTES} is accepted).")
     try:
         header = json.loads(source.read(8, n))
-    except ValueError as exc:
+        base, out = 8 + n, {}
+        for name, e in header.items():
+            if name == "__metadata__":
+                continue
+            shape = tuple(int(x) for x in e["shape"])
+            a, b = (int(x) for x in e["data_offsets"])
+            if e["dtype"] in ITEMSIZE and (b - a != int(np.prod(shape)) * ITEMSIZE[e["dtype"]] or a < 0):
+                raise ValueError(f"tensor {name!r} spans {b - a} bytes for shape {shape} and dtype {e['dtype']}")
+            out[name] = TensorEntry(e["dtype"], shape, base + a, base + b)
+    except (ValueError, KeyError, TypeError, AttributeError) as exc:
         raise HubError(f"{source.name} has a corrupt safetensors header ({exc}).") from exc
-    base = 8 + n
-    return {name: TensorEntry(e["dtype"], tuple(e["shape"]), base + e["data_offsets"][0], base + e["data_offsets"][1])
-            for name, e in header.items() if name != "__metadata__"}
+    return out
 
 
 def decode(buf: bytes, dtype: str, shape: tuple[int, ...], compact: bool = False) -> np.ndarray:
     """Raw little-endian tensor bytes -> float64 array of ``shape`` (BF16 by bit shift), in bounded chunks.
 
-    ``compact``: float32 for BF16/F16/F32 (exact: each is a subset of float32), float64 for F64; the
-    profile converts one head at a time to float64, so a layer never sits in memory as float64."""
+    ``compact``: float32 for BF16/F16/F32 (exact: each is a subset of float32), float64 for F64."""
     if dtype not in DTYPES:
         raise HubError(f"tensor dtype {dtype} is not supported (supported: {', '.join(DTYPES)}).")
     count = int(np.prod(shape))
@@ -228,6 +285,7 @@ class HubSnapshot:
 
     def source(self, filename: str):
         """The range-readable source of one file (cached per snapshot)."""
+        repo_relative(filename, f"the index of {self.repo_id}")
         with self._lock:
             if filename not in self._sources:
                 if self.local_dir is not None:
@@ -253,9 +311,7 @@ class HubSnapshot:
                 self.weight_map.update(dict.fromkeys(self.header(f), f))
         return sorted(self.weight_map)
 
-    def read(self, name: str, compact: bool = False) -> np.ndarray:
-        """One tensor as float64 (float32 where exact if ``compact``), fetching only its bytes (plus its
-        shard's header, once)."""
+    def entry(self, name: str) -> TensorEntry:
         self.tensor_names()
         if name not in self.weight_map:
             raise HubError(f"{self.repo_id}@{self.commit[:12]} has no tensor {name!r}.")
@@ -263,6 +319,13 @@ class HubSnapshot:
         entry = self.header(filename).get(name)
         if entry is None:
             raise HubError(f"the index of {self.repo_id} puts {name!r} in {filename}, whose header lacks it.")
+        return entry
+
+    def read(self, name: str, compact: bool = False) -> np.ndarray:
+        """One tensor as float64 (float32 where exact if ``compact``), fetching only its bytes (plus its
+        shard's header, once)."""
+        entry = self.entry(name)
+        filename = self.weight_map[name]
         try:
             buf = self.source(filename).read(entry.start, entry.end - entry.start)
         except Exception as exc:  # noqa: BLE001
@@ -278,15 +341,23 @@ def _download(repo_id: str, filename: str, revision: str, endpoint: str, token, 
     from huggingface_hub import hf_hub_download
 
     return hf_hub_download(repo_id, filename, revision=revision, endpoint=endpoint, token=token,
-                           cache_dir=hub_cache(), local_files_only=offline)
+                           cache_dir=hub_cache(), local_files_only=offline, etag_timeout=CONNECT_TIMEOUT)
+
+
+def _json(path: str, what: str) -> object:
+    try:
+        with open(path) as fh:
+            return json.load(fh)
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise HubError(f"{what} is not valid JSON ({exc}); the repository is damaged.") from None
 
 
 def resolve_snapshot(repo_id: str, revision: str | None = None) -> HubSnapshot:
     """Pin ``repo_id`` at ``revision`` (default main) to a commit and read its config and index.
 
-    Online: one HEAD (no retries, so a dead endpoint fails fast with a clear message) resolves the commit;
-    config.json and the index are then downloaded at that commit into the Hub cache (a rerun reads them
-    from there). Offline (HF_HUB_OFFLINE): everything comes from the cache, or a HubError says it is not there.
+    Online: one HEAD (no retries, so a dead endpoint fails fast) resolves the commit; config.json and
+    the index are then downloaded into the Hub cache. Offline (HF_HUB_OFFLINE): everything comes from
+    the cache, or a HubError says it is not there.
     """
     from huggingface_hub import get_hf_file_metadata, hf_hub_url
     from huggingface_hub.errors import EntryNotFoundError
@@ -294,77 +365,60 @@ def resolve_snapshot(repo_id: str, revision: str | None = None) -> HubSnapshot:
     endpoint, token, offline = hub_endpoint(), hub_token(), hub_offline()
     rev = revision or "main"
     try:
-        if offline:
-            config_path = _download(repo_id, "config.json", rev, endpoint, token, True)
-            commit = Path(config_path).parent.name
-        else:
-            # fail fast (no retries) on a dead endpoint, a missing repo or a bad revision ...
+        if not offline:
             get_hf_file_metadata(hf_hub_url(repo_id, "config.json", revision=rev, endpoint=endpoint),
-                                 token=token, endpoint=endpoint)
-            # ... then download by the branch name, so the cache maps it to its commit for offline reruns
-            config_path = _download(repo_id, "config.json", rev, endpoint, token, False)
-            commit = Path(config_path).parent.name
+                                 token=token, endpoint=endpoint, timeout=CONNECT_TIMEOUT)
+        # by the branch name, so the cache maps it to its commit for offline reruns
+        config_path = _download(repo_id, "config.json", rev, endpoint, token, offline)
+        commit = Path(config_path).parent.name
     except Exception as exc:  # noqa: BLE001
         raise explain(exc, repo_id, revision, "config.json") from exc
-    with open(config_path) as fh:
-        config = json.load(fh)
+    config = _json(config_path, f"config.json of {repo_id}@{commit[:12]}")
+    if not isinstance(config, dict):
+        raise HubError(f"config.json of {repo_id}@{commit[:12]} is not a JSON object; the repository is damaged.")
     try:
         index_path = _download(repo_id, INDEX_FILE, commit, endpoint, token, offline)
-        with open(index_path) as fh:
-            weight_map = dict(json.load(fh)["weight_map"])
+        weight_map = validated_weight_map(_json(index_path, f"{INDEX_FILE} of {repo_id}"),
+                                          f"{INDEX_FILE} of {repo_id}@{commit[:12]}")
         files = sorted(set(weight_map.values()))
     except EntryNotFoundError:
         weight_map, files = {}, [SINGLE_FILE]
+    except CheckpointError:
+        raise
     except Exception as exc:  # noqa: BLE001
         raise explain(exc, repo_id, commit, INDEX_FILE) from exc
     local_dir = None
     if offline:
         local_dir = str(Path(config_path).parent)
-        missing = [f for f in files if not os.path.exists(os.path.join(local_dir, f))]
+        missing = [f for f in files if not os.path.isfile(os.path.join(local_dir, f))]
         if missing:
             raise HubError(f"HF_HUB_OFFLINE is set and {', '.join(missing)} of {repo_id}@{commit[:12]} are not in "
                            f"the Hub cache ({hub_cache()}). Unset HF_HUB_OFFLINE to range-read them from the Hub.")
     elif files == [SINGLE_FILE]:
         try:  # make sure the single-file checkpoint exists before promising it
             get_hf_file_metadata(hf_hub_url(repo_id, SINGLE_FILE, revision=commit, endpoint=endpoint),
-                                 token=token, endpoint=endpoint)
+                                 token=token, endpoint=endpoint, timeout=CONNECT_TIMEOUT)
         except EntryNotFoundError as exc:
             raise NoSafetensorsError(f"{repo_id}@{commit[:12]} has no safetensors weights (neither {INDEX_FILE} "
-                                     f"nor {SINGLE_FILE}), so its Q/K tensors cannot be range-read.") from exc
+                                     f"nor {SINGLE_FILE}), so its Q/K tensors cannot be range-read.", commit) from exc
         except Exception as exc:  # noqa: BLE001
             raise explain(exc, repo_id, commit, SINGLE_FILE) from exc
     return HubSnapshot(repo_id, commit, endpoint, config, weight_map, files, token, local_dir)
 
 
-class HubCheckpoint:
-    """The Checkpoint API over a Hub repo: ``.config``, ``.source``, ``.revision``, ``.tensor_names()``,
-    ``.read(name) -> float64``; only the bytes of the tensors read are fetched."""
-
-    def __init__(self, repo_id: str, revision: str | None = None):
-        self.snapshot = resolve_snapshot(repo_id, revision)
-        self.config = self.snapshot.config
-        self.source = repo_id
-        self.revision = self.snapshot.commit
-
-    def tensor_names(self) -> list[str]:
-        return self.snapshot.tensor_names()
-
-    def read(self, name: str) -> np.ndarray:
-        return self.snapshot.read(name)
-
-    @property
-    def bytes_fetched(self) -> int:
-        return self.snapshot.bytes_fetched
-
-
 class HubShardSource:
-    """The tensor source (``pipeline.checkpoints.TensorSource``) of one remote shard, read by byte ranges."""
+    """The tensor source of one remote shard, read by byte ranges."""
+
+    format = "hub"
 
     def __init__(self, snapshot: HubSnapshot, filename: str, names: list[str]):
         self.snapshot, self.filename, self.names = snapshot, filename, names
 
     def keys(self) -> list[str]:
         return self.names
+
+    def shape(self, name: str) -> tuple[int, ...]:
+        return self.snapshot.entry(name).shape
 
     def read(self, name: str) -> np.ndarray:
         return self.snapshot.read(name)
@@ -377,10 +431,11 @@ class HubShardSource:
 
 
 def hub_checkpoint(repo_id: str, revision: str | None = None) -> Checkpoint:
-    """A :class:`pipeline.checkpoints.Checkpoint` whose tensors are range-read from the Hub at the pinned commit.
+    """A Checkpoint whose tensors are range-read from the Hub at the pinned commit.
 
     Fetches config.json and the index now (and, for a single-file repo, its header); tensors when read.
-    Raises NoSafetensorsError for repos without safetensors weights, HubError for everything else.
+    ``ck.hub_snapshot`` gives the snapshot (bytes fetched, headers). Raises NoSafetensorsError for repos
+    without safetensors weights, HubError for everything else.
     """
     snap = resolve_snapshot(repo_id, revision)
     by_file: dict[str, list[str]] = {}
@@ -390,6 +445,8 @@ def hub_checkpoint(repo_id: str, revision: str | None = None) -> Checkpoint:
     for filename, names in by_file.items():
         src = HubShardSource(snap, filename, names)
         sources.update(dict.fromkeys(names, src))
-    ck = Checkpoint(config=snap.config, source=repo_id, revision=snap.commit, sources=sources)
-    ck.hub_snapshot = snap  # bytes_fetched and the per-file sources, for benchmarks and tests
+    file = INDEX_FILE if snap.files != [SINGLE_FILE] else SINGLE_FILE
+    ck = Checkpoint(config=snap.config, source=repo_id, revision=snap.commit, sources=sources,
+                    provenance={"format": "hub", "file": file})
+    ck.hub_snapshot = snap
     return ck

@@ -1,0 +1,675 @@
+"""The one run path of ``python -m pipeline profiles``: options -> plan -> tasks -> executor -> store.
+
+1. **Options** (:class:`RunOptions`, the dataclass the CLI is generated from) are checked: ``--workers``
+   at least 1, a well-formed and reachable ``--scheduler`` address, ``--name`` with one model only.
+2. **Plan**: every model is opened and validated before the store is touched: its config (a Layout
+   with at least one layer), the registry's shape for registry models, the Q/K tensor names and
+   shapes of every layer against the config (from the files' headers, no tensor data read), and,
+   for local checkpoints, every Q/K tensor once for NaN/Inf. The store is checked too: a Zarr v3 store
+   (or a folder that can hold one), writable, with room for the new rows. A model already complete
+   with the same values is skipped; one held with other values needs ``--force``.
+3. **Tasks**: one :class:`LayerTask` per (model, layer) still to write; each opens its checkpoint (at
+   the pinned revision), profiles the layer one head at a time and writes its own region of the store.
+4. **Executor**: in this process (the default), a process pool (``--workers N``) or a dask.distributed
+   cluster (``--scheduler ADDRESS``). The model's row is registered just before its tasks run and
+   marked complete only after all of them succeeded; a failure leaves finished layers written (a rerun
+   resumes) and the model incomplete.
+
+:func:`run_profiles` is the public entry.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import stat
+from dataclasses import dataclass, field
+from functools import lru_cache
+
+import numpy as np
+
+REGION_BYTES_PER_HEAD = 129 * 5 * 8  # profile (129 x 4) + norm (129) float64, per head and layer
+
+
+class UsageError(ValueError):
+    """Options that do not go together; the message says how to call it."""
+
+
+class ClusterError(RuntimeError):
+    """The cluster could not be reached or its tasks failed; the message says what to do."""
+
+
+# ------------------------------------------------------------------------------------------ options
+
+
+def _opt(default, help: str, **meta):
+    """A RunOptions field: its default and its ``--help`` line (plus argparse hints in ``meta``)."""
+    if isinstance(default, list):
+        return field(default_factory=list, metadata={"help": help, **meta})
+    return field(default=default, metadata={"help": help, **meta})
+
+
+@dataclass
+class RunOptions:
+    """Everything a profiles run can be told. ``python -m pipeline profiles`` is generated from these fields."""
+
+    models: list[str] = _opt([], "checkpoint folder, .gguf/.onnx file, registry name or Hub id",
+                             positional=True, metavar="MODEL_OR_PATH")
+    seed_models: bool = _opt(False, "add the seed models of the registry")
+    store: str | None = _opt(None, "Zarr store to write (default: $HEADGEOMETRY_STORE, else the repository's "
+                                   "store.zarr); a path or an fsspec URL")
+    fold_ln: bool = _opt(False, "fold the gain g of the layer norm whose output enters attention: L -> diag(g) L "
+                                "diag(g) (pre-norm: the norm in front of attention; post-norm OPT/BERT: the previous "
+                                "layer's output norm, or BERT's embedding norm for layer 0). Default: raw weights")
+    name: str | None = _opt(None, "name in the store (one model only; default: see above)")
+    force: bool = _opt(False, "recompute a model the store already holds")
+    revision: str | None = _opt(None, "Hub branch, tag or commit to read (Hub ids only)")
+    register_only: bool = _opt(False, "only register registry models in the store as not yet computed (shapes "
+                                      "from the registry, the command that computes them; no weights read)")
+    quiet: bool = _opt(False, "no progress bars")
+    workers: int | None = _opt(None, "run the (model, layer) tasks on a pool of N local worker processes",
+                               metavar="N")
+    scheduler: str | None = _opt(None, "run the tasks on an existing dask cluster (e.g. tcp://host:8786); the store "
+                                       "must be a path or fsspec URL that every worker can write", metavar="ADDRESS")
+
+
+def store_location(location) -> str:
+    """The store to use: ``location``, else ``pipeline.store.default_store_path()``; ``file://PATH`` -> PATH."""
+    from pipeline import store
+
+    default = getattr(store, "default_store_path", None)
+    s = str(location) if location is not None else default() if default else "store.zarr"
+    return s[len("file://"):] if s.startswith("file://") else s
+
+
+def check_options(opts: RunOptions) -> None:
+    """Options that cannot work, refused before anything is opened."""
+    if opts.workers is not None and opts.workers < 1:
+        raise UsageError(f"--workers must be at least 1 (worker processes); got {opts.workers}")
+    if opts.workers is not None and opts.scheduler:
+        raise UsageError("--workers starts local worker processes and --scheduler uses an existing cluster; "
+                         "give one of them")
+    if opts.name is not None and len(opts.models) != 1:
+        raise UsageError("--name names one model; give exactly one MODEL_OR_PATH with it")
+    if opts.name is not None and not opts.name.strip():
+        raise UsageError("--name must not be empty")
+    if opts.scheduler:
+        check_scheduler(opts.scheduler)
+
+
+def check_scheduler(address: str, timeout: float = 5.0) -> None:
+    """A dask scheduler address ``[tcp://|tls://]host:port`` that accepts a connection, else ClusterError."""
+    from urllib.parse import urlsplit
+
+    scheme = address.split("://", 1)[0] if "://" in address else "tcp"
+    rest = address.split("://", 1)[-1]
+    try:
+        parts = urlsplit(f"//{rest}")
+        host, port = parts.hostname, parts.port
+    except ValueError:
+        host, port = None, None
+    if scheme not in ("tcp", "tls") or not host or port is None or parts.path not in ("", "/"):
+        raise ClusterError(f"--scheduler {address!r} is not a dask scheduler address; write it as "
+                           "tcp://HOST:PORT (e.g. tcp://127.0.0.1:8786)")
+    try:
+        with socket.create_connection((host, port), timeout=timeout):
+            pass
+    except OSError as exc:
+        raise ClusterError(f"cannot reach the dask scheduler at {address!r} ({exc.strerror or exc}). Start it with "
+                           "`dask scheduler` (and workers with `dask worker ADDRESS`), or use --workers N for "
+                           "local worker processes.") from None
+
+
+# ------------------------------------------------------------------------------------------ store checks
+
+
+def _read_only(path: str) -> bool:
+    """Not writable, or marked read-only (no owner write bit: respected even when running as root)."""
+    return not os.access(path, os.W_OK) or not os.stat(path).st_mode & stat.S_IWUSR
+
+
+def check_store(location: str, bytes_needed: int = 0) -> None:
+    """A local store that this run can write, refused with StoreError otherwise (URL stores: left to zarr)."""
+    from pipeline.store import StoreError
+
+    if "://" in location:
+        return
+    if os.path.exists(location):
+        if not os.path.isdir(location):
+            raise StoreError(f"--store {location!r} is a file, not a Zarr store; choose another --store.")
+        if os.path.exists(os.path.join(location, ".zgroup")) and not os.path.exists(os.path.join(location,
+                                                                                                  "zarr.json")):
+            raise StoreError(f"{location!r} is a Zarr version 2 store; this pipeline writes Zarr version 3. Choose "
+                             "another --store, or convert the old store.")
+        if not os.path.exists(os.path.join(location, "zarr.json")) and os.listdir(location):
+            raise StoreError(f"{location!r} exists but is not a Zarr store (no zarr.json); choose another --store.")
+        folders = [location] + [os.path.join(location, g) for g in ("profiles",)
+                                if os.path.isdir(os.path.join(location, g))]
+        for folder in folders:
+            if _read_only(folder):
+                raise StoreError(f"the store {location!r} is read-only ({folder} cannot be written); make it "
+                                 "writable or choose another --store.")
+        where = location
+    else:
+        parent = os.path.dirname(os.path.abspath(location))
+        if not os.path.isdir(parent):
+            raise StoreError(f"cannot create the store {location!r}: the folder {parent} does not exist.")
+        if _read_only(parent):
+            raise StoreError(f"cannot create the store {location!r}: the folder {parent} is read-only.")
+        where = parent
+    free = shutil.disk_usage(where).free
+    if bytes_needed and free < bytes_needed:
+        raise StoreError(f"not enough disk space for the store {location!r}: this run writes about "
+                         f"{bytes_needed / 1e6:.1f} MB and {free / 1e6:.1f} MB are free. Free some space or choose "
+                         "another --store.")
+
+
+# ------------------------------------------------------------------------------------------ store access
+
+
+class _PathStore:
+    """The store operations a run needs, over the store's module-level functions."""
+
+    def __init__(self, location: str):
+        self.location = location
+
+    def names(self) -> list[str]:
+        from pipeline import store
+
+        path = self.location
+        if "://" not in path and not os.path.exists(path):
+            return []
+        import zarr
+
+        try:
+            root = zarr.open_group(path, mode="r")
+        except Exception as exc:  # noqa: BLE001 - zarr raises several types for a non-store
+            if "://" in path:
+                return []  # a URL store not created yet
+            raise store.StoreError(f"{path!r} exists but is not a Zarr store ({exc}); choose another "
+                                   "--store.") from None
+        if store.PROFILES not in root:
+            return []
+        return [str(m) for m in store.open_profiles(path)["model"].values]
+
+    def row(self, name: str):
+        from pipeline import store
+
+        return store.model_info(self.location, name)
+
+    def layers_done(self, name: str) -> np.ndarray:
+        from pipeline import store
+
+        return store.layers_done(self.location, name)
+
+    def is_complete(self, name: str) -> bool:
+        from pipeline import store
+
+        return store.is_complete(self.location, name)
+
+    def register(self, row) -> None:
+        from pipeline import store
+
+        store.register_model(self.location, row)
+
+    def reset(self, name: str) -> None:
+        from pipeline import store
+
+        store.reset_model(self.location, name)
+
+    def write_layer(self, name: str, layer: int, profile, norm) -> None:
+        from pipeline import store
+
+        store.write_layer(self.location, name, layer, profile, norm)
+
+    def mark_complete(self, name: str, revision: str | None = None) -> None:
+        from pipeline import store
+
+        store.mark_complete(self.location, name, revision=revision)
+
+
+def open_store(location: str) -> _PathStore:
+    return _PathStore(location)
+
+
+def make_row(**fields):
+    """A model row for the store from ``fields`` (provenance fields the store does not hold are dropped)."""
+    from dataclasses import fields as dc_fields
+
+    from pipeline import store
+
+    known = {f.name for f in dc_fields(store.ModelInfo)}
+    return store.ModelInfo(**{k: v for k, v in fields.items() if k in known})
+
+
+# ------------------------------------------------------------------------------------------ task
+
+
+def compute_layer(ckpt, layout, layer: int, fold_ln: bool, rotations=None) -> tuple[np.ndarray, np.ndarray]:
+    """Profiles of one layer: profile (H, 4) or (H, 129, 4) for rotary models, norm (H,) or (H, 129).
+
+    The layer's Q/K are read compact (float32 where exact, grouped key heads once) and each head is
+    converted to float64 only while it is profiled (``pipeline.profile.head_profiles``)."""
+    from pipeline.architectures import layer_qk
+    from pipeline.architectures import rotations as rotations_of
+    from pipeline.profile import head_profiles
+
+    qk = layer_qk(ckpt, layout, layer, fold_ln)
+    if rotations is None:
+        rotations = rotations_of(layout)
+    return head_profiles(qk.W_Q, qk.W_K, rotations, kv_of_head=qk.kv_of_head, gain=qk.gain)
+
+
+@dataclass(frozen=True)
+class LayerTask:
+    """One (model, layer): what a worker opens (source at the pinned revision) and where it writes."""
+
+    store: str
+    name: str
+    source: str
+    revision: str | None
+    layer: int
+    fold_ln: bool
+
+
+@lru_cache(maxsize=4)
+def _worker_checkpoint(source: str, revision: str | None):
+    """One open checkpoint per (source, revision) per worker process (Hub headers are read once)."""
+    from pipeline.checkpoints import open_checkpoint
+
+    return open_checkpoint(source, revision)
+
+
+def run_task(task: LayerTask, ckpt=None) -> int:
+    """Read, profile and write one layer; returns the layer. Opens the checkpoint when ``ckpt`` is None.
+
+    Test hook: ``HEADGEOMETRY_TEST_TASK_DELAY`` (seconds) makes the task sleep first."""
+    from pipeline.architectures import layout_from_config
+
+    delay = float(os.environ.get("HEADGEOMETRY_TEST_TASK_DELAY", "0") or 0)
+    if delay:
+        import time
+
+        time.sleep(delay)
+    if ckpt is None:
+        ckpt = _worker_checkpoint(task.source, task.revision)
+    profile, norm = compute_layer(ckpt, layout_from_config(ckpt.config), task.layer, task.fold_ln)
+    open_store(task.store).write_layer(task.name, task.layer, profile, norm)
+    return task.layer
+
+
+# ------------------------------------------------------------------------------------------ plan
+
+
+@dataclass
+class ModelPlan:
+    """What one model's run will do, decided before anything is written."""
+
+    model_or_path: str
+    ckpt: object  # pipeline.sources.base.Checkpoint
+    layout: object  # pipeline.architectures.Layout
+    row: object  # the store row to register
+    todo: list[int]
+    reset: bool  # forget the stored values first (--force on a stored model)
+
+    @property
+    def name(self) -> str:
+        return self.row.name
+
+    def tasks(self, store: str) -> list[LayerTask]:
+        source = self.model_or_path
+        return [LayerTask(store, self.name, source, self.ckpt.revision, layer, self.row.layernorm_folded)
+                for layer in self.todo]
+
+
+def default_name(model_or_path: str, ckpt, spec) -> str:
+    """The checkpoint's own name (e.g. GGUF general.name), else the registry name, else the folder's or file's
+    name for a local checkpoint, else the Hub id's last part."""
+    if ckpt.provenance.get("name"):
+        return str(ckpt.provenance["name"])
+    if spec is not None:
+        return spec.name
+    path = os.path.expanduser(model_or_path)
+    if os.path.exists(path):
+        base = os.path.basename(os.path.normpath(os.path.abspath(path)))
+        return os.path.splitext(base)[0] if os.path.isfile(path) else base
+    return model_or_path.rstrip("/").split("/")[-1]
+
+
+class _ShapesOnly:
+    """A checkpoint view whose tensors are zero-stride arrays of the stored shapes: ``layer_qk`` on it checks
+    every name and shape against the config without reading tensor data."""
+
+    def __init__(self, ckpt):
+        self.ckpt = ckpt
+
+    def tensor_names(self) -> list[str]:
+        return self.ckpt.tensor_names()
+
+    def _shape(self, name: str) -> tuple[int, ...]:
+        src = self.ckpt.sources[name]
+        shape = getattr(src, "shape", None)
+        return tuple(shape(name)) if shape is not None else tuple(np.shape(self.ckpt.read_compact(name)))
+
+    def read_compact(self, name: str) -> np.ndarray:
+        return np.broadcast_to(np.zeros((), np.float32), self._shape(name))
+
+    def read(self, name: str) -> np.ndarray:
+        return np.broadcast_to(np.zeros((), np.float64), self._shape(name))
+
+
+def validate_checkpoint(ckpt, layout, fold_ln: bool) -> None:
+    """Every layer's Q/K tensors exist and have the shapes the config gives (ArchitectureError otherwise)."""
+    from pipeline.architectures import ArchitectureError, layer_qk
+
+    if layout.n_layers < 1:
+        raise ArchitectureError(f"{ckpt.source}: the config gives {layout.n_layers} layers; a model needs at least "
+                                "one attention layer to profile.")
+    view = _ShapesOnly(ckpt)
+    for layer in range(layout.n_layers):
+        layer_qk(view, layout, layer, fold_ln)
+
+
+def _conflict(store, row) -> tuple[bool, str | None]:
+    """(already complete with the same values, conflict message or None) for a model already stored."""
+    old, done = store.row(row.name), store.layers_done(row.name)
+    shape = ("n_layers", "n_heads", "n_kv_heads", "d_model", "d_head")
+    same = (all(getattr(old, f) == getattr(row, f) for f in shape) and old.layernorm_folded == row.layernorm_folded
+            and old.revision == row.revision)
+    if store.is_complete(row.name):
+        if same:
+            return True, None
+        what = "complete values"
+    elif done.any() and not same:
+        what = f"partial values ({int(done.sum())} of {len(done)} layers)"
+    else:
+        return False, None  # registered only, or an interrupted run of the same checkpoint: resume
+    return False, (
+        f"the store already holds {what} for {row.name!r} from {old.source} revision {old.revision or '?'} "
+        f"(fold-ln {old.layernorm_folded}, {old.n_layers} layers x {old.n_heads} heads); this run reads "
+        f"{row.source} revision {row.revision} (fold-ln {row.layernorm_folded}, {row.n_layers} x "
+        f"{row.n_heads}). Add --force to recompute it, or --name NEW to store this one beside it."
+    )
+
+
+def plan_model(model_or_path: str, store, fold_ln: bool = False, name: str | None = None, force: bool = False,
+               revision: str | None = None, stored: list[str] | None = None) -> ModelPlan | None:
+    """Open and validate one checkpoint; None if the store already holds exactly these values.
+
+    ``store`` is an open store (:func:`open_store`); ``stored`` its model names (read once per run)."""
+    from pipeline.architectures import ArchitectureError, layout_from_config
+    from pipeline.checkpoints import open_checkpoint
+    from pipeline.models import compute_command, spec_for
+    from pipeline.store import StoreError
+
+    ckpt = open_checkpoint(model_or_path, revision)
+    layout = layout_from_config(ckpt.config)
+    spec = spec_for(model_or_path) or spec_for(ckpt.source)
+    if spec is not None and (bad := spec.mismatches(layout)):
+        diff = ", ".join(f"{k}: registry {a!r}, config {b!r}" for k, (a, b) in bad.items())
+        raise ArchitectureError(f"{model_or_path!r} does not have the shape the registry gives {spec.name!r} ({diff}). "
+                                "The checkpoint is not that model, or the registry in pipeline/models.py is wrong.")
+    validate_checkpoint(ckpt, layout, fold_ln)
+    default = default_name(model_or_path, ckpt, spec)
+    name = name or default
+    other = spec_for(name) if spec is None else None
+    if other is not None and other.name == name and (bad := other.mismatches(layout)):
+        raise UsageError(f"{name!r} is the registry's name for {other.hub_id}, and {model_or_path!r} has "
+                         f"another shape ({', '.join(bad)} differ). Store it under another name with --name NEW.")
+    prov = ckpt.provenance
+    row = make_row(
+        name=name, n_layers=layout.n_layers, n_heads=layout.n_heads, d_model=layout.d_model, d_head=layout.d_head,
+        positional=layout.positional, source=ckpt.source, revision=ckpt.revision, family=layout.family,
+        command=compute_command(model_or_path, None if name == default else name, fold_ln),
+        n_kv_heads=layout.n_kv_heads, rotary_dim=layout.rotary_dim, layernorm_folded=fold_ln,
+        **{k: str(prov.get(k, "")) for k in ("format", "quantization", "package", "file", "sha256", "note")},
+    )
+    todo, reset = list(range(layout.n_layers)), False
+    if name in (stored if stored is not None else store.names()):
+        if force:
+            reset = True
+        else:
+            complete, conflict = _conflict(store, row)
+            if conflict:
+                raise StoreError(conflict)
+            if complete:
+                return None
+            todo = [int(i) for i in np.flatnonzero(~store.layers_done(name))]
+    return ModelPlan(str(model_or_path), ckpt, layout, row, todo, reset)
+
+
+def check_weights(plan: ModelPlan, progress: bool = True) -> None:
+    """Read every Q/K tensor (and gain) the plan will use once, compact; raises on NaN/Inf naming the tensor.
+
+    Hub checkpoints are not read twice (that would double the bytes fetched): each layer is checked as
+    it is read."""
+    from tqdm.auto import tqdm
+
+    from pipeline.architectures import qk_tensor_names
+
+    if getattr(plan.ckpt, "hub_snapshot", None) is not None:
+        return
+    names = plan.ckpt.tensor_names()
+    wanted = {t for layer in plan.todo
+              for t in qk_tensor_names(plan.layout, names, layer, plan.row.layernorm_folded).values()}
+    for t in tqdm(sorted(wanted), desc=f"{plan.name}: checking weights", unit="tensor", disable=not progress,
+                  leave=False):
+        plan.ckpt.read_compact(t)
+
+
+def bytes_needed(plans: list[ModelPlan]) -> int:
+    """About what the plans write: the profile and norm regions of every layer to do."""
+    return sum(len(p.todo) * p.layout.n_heads * REGION_BYTES_PER_HEAD for p in plans)
+
+
+# ------------------------------------------------------------------------------------------ executors
+
+
+def _begin(store, plan: ModelPlan) -> None:
+    if plan.reset:
+        store.reset(plan.name)
+    store.register(plan.row)
+
+
+def run_inline(plans: list[ModelPlan], store, progress: bool = True) -> list[str]:
+    """Every task in this process, with the checkpoints already open."""
+    from tqdm.auto import tqdm
+
+    from pipeline.architectures import rotations as rotations_of
+
+    for plan in plans:
+        _begin(store, plan)
+        R = rotations_of(plan.layout)
+        for layer in tqdm(plan.todo, desc=plan.name, unit="layer", disable=not progress):
+            profile, norm = compute_layer(plan.ckpt, plan.layout, layer, plan.row.layernorm_folded, R)
+            store.write_layer(plan.name, layer, profile, norm)
+        store.mark_complete(plan.name, revision=plan.ckpt.revision)
+    return [p.name for p in plans]
+
+
+def _finish(store, plans: list[ModelPlan], failed: dict[str, list[tuple[int, str]]]) -> list[str]:
+    done = []
+    for plan in plans:
+        if plan.name not in failed:
+            store.mark_complete(plan.name, revision=plan.ckpt.revision)
+            done.append(plan.name)
+    if failed:
+        lines = [f"{name}: layers {sorted(layer for layer, _ in errs)} failed (first: {errs[0][1]})"
+                 for name, errs in failed.items()]
+        raise ClusterError("profiling failed on the workers; finished layers are kept and those models are not "
+                           "marked complete. Rerun the same command to resume. " + "; ".join(lines))
+    return done
+
+
+def run_pool(plans: list[ModelPlan], store, workers: int, progress: bool = True) -> list[str]:
+    """The tasks on a pool of ``workers`` local processes (spawned: no state shared with this one)."""
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor, as_completed
+
+    from tqdm.auto import tqdm
+
+    for plan in plans:
+        _begin(store, plan)
+    tasks = [t for plan in plans for t in plan.tasks(store.location)]
+    failed: dict[str, list[tuple[int, str]]] = {}
+    with ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("spawn")) as pool:
+        futures = {pool.submit(run_task, t): t for t in tasks}
+        for fut in tqdm(as_completed(futures), total=len(futures), desc="layers", unit="layer", disable=not progress):
+            exc = fut.exception()
+            if exc is not None:
+                t = futures[fut]
+                failed.setdefault(t.name, []).append((t.layer, f"{type(exc).__name__}: {exc}"))
+    return _finish(store, plans, failed)
+
+
+def make_client(workers: int | None = None, scheduler: str | None = None, processes: bool = True,
+                timeout: str = "20s"):
+    """A dask Client on an existing scheduler, or on a new loopback LocalCluster of ``workers`` processes (one
+    thread each). Close it with :func:`close_client`."""
+    from distributed import Client, LocalCluster
+
+    if scheduler:
+        try:
+            return Client(scheduler, timeout=timeout)
+        except (OSError, TimeoutError, ValueError) as exc:
+            raise ClusterError(f"cannot reach the dask scheduler at {scheduler!r} ({exc}). Start it with "
+                               "`dask scheduler` (and workers with `dask worker ADDRESS`), or use --workers N "
+                               "for local worker processes.") from None
+    if not workers or workers < 1:
+        raise UsageError(f"--workers must be at least 1 (worker processes); got {workers!r}")
+    where = {"host": "127.0.0.1"} if processes else {}
+    cluster = LocalCluster(n_workers=int(workers), threads_per_worker=1, processes=processes,
+                           dashboard_address=None, **where)
+    client = Client(cluster)
+    client._headgeometry_cluster = cluster
+    return client
+
+
+def close_client(client) -> None:
+    cluster = getattr(client, "_headgeometry_cluster", None)
+    client.close()
+    if cluster is not None:
+        cluster.close()
+
+
+def run_dask(plans: list[ModelPlan], store, client, retries: int = 2, progress: bool = True) -> list[str]:
+    """The tasks on a dask cluster, each retried ``retries`` times if it fails or its worker dies."""
+    import time
+
+    from distributed import as_completed
+    from tqdm.auto import tqdm
+
+    for plan in plans:
+        _begin(store, plan)
+    futures, owner = [], {}
+    for plan in plans:
+        for t in plan.tasks(store.location):
+            fut = client.submit(run_task, t, key=f"profile-{t.name}-{t.layer}-{time.time_ns()}", retries=retries,
+                                pure=False)
+            futures.append(fut)
+            owner[fut.key] = t
+    failed: dict[str, list[tuple[int, str]]] = {}
+    for fut in tqdm(as_completed(futures), total=len(futures), desc="layers", unit="layer", disable=not progress):
+        if fut.status != "finished":
+            exc, t = fut.exception(), owner[fut.key]
+            failed.setdefault(t.name, []).append((t.layer, f"{type(exc).__name__}: {exc}"))
+    return _finish(store, plans, failed)
+
+
+# ------------------------------------------------------------------------------------------ entry
+
+
+def plan_run(opts: RunOptions, log=print) -> tuple[str, list[ModelPlan]]:
+    """Check the options, open and validate every model and the store; nothing is written."""
+    from pipeline.models import SEED_MODELS
+
+    check_options(opts)
+    location = store_location(opts.store)
+    models = list(opts.models) + (list(SEED_MODELS) if opts.seed_models else [])
+    if not models:
+        raise UsageError("no model given: name at least one MODEL_OR_PATH, or --seed-models. `python -m pipeline "
+                         "list` shows the registry.")
+    check_store(location)
+    store = open_store(location)
+    stored = store.names()
+    plans = []
+    for m in models:
+        plan = plan_model(m, store, opts.fold_ln, opts.name, opts.force, opts.revision, stored)
+        if plan is None:
+            log(f"{opts.name or m}: already complete in {location}; skipped (add --force to recompute)")
+        else:
+            plans.append(plan)
+    for plan in plans:
+        check_weights(plan, progress=not opts.quiet)
+    check_store(location, bytes_needed(plans))
+    return location, plans
+
+
+def execute(opts: RunOptions, location: str, plans: list[ModelPlan], client=None) -> list[str]:
+    """Run the plans' tasks on the executor the options ask for."""
+    store = open_store(location)
+    progress = not opts.quiet
+    if client is not None:
+        return run_dask(plans, store, client, progress=progress)
+    if opts.scheduler:
+        client = make_client(scheduler=opts.scheduler)
+        try:
+            return run_dask(plans, store, client, progress=progress)
+        finally:
+            close_client(client)
+    if opts.workers:
+        return run_pool(plans, store, opts.workers, progress=progress)
+    return run_inline(plans, store, progress=progress)
+
+
+def run(opts: RunOptions, log=print, client=None) -> list[str]:
+    """Plan (everything validated), then execute; returns the names written."""
+    location, plans = plan_run(opts, log)
+    if not plans:
+        return []
+    names = execute(opts, location, plans, client)
+    for plan in plans:
+        log(f"{plan.name}: {plan.layout.n_layers} layers x {plan.layout.n_heads} heads complete in {location} "
+            f"(source {plan.ckpt.source}, revision {plan.ckpt.revision})")
+    return names
+
+
+def run_profiles(models: list[str], store_path=None, fold_ln: bool = False, name: str | None = None,
+                 force: bool = False, revision: str | None = None, progress: bool = True, log=print,
+                 workers: int | None = None, scheduler: str | None = None, client=None) -> list[str]:
+    """Profiles of every head of ``models`` into ``store_path`` (default: ``pipeline.store.default_store_path()``);
+    returns the names written. Everything is validated before the store is touched (module docstring)."""
+    opts = RunOptions(models=list(models), store=None if store_path is None else str(store_path), fold_ln=fold_ln,
+                      name=name, force=force, revision=revision, quiet=not progress, workers=workers,
+                      scheduler=scheduler)
+    return run(opts, log=log, client=client)
+
+
+def register_only(names: list[str], store_path=None, log=print) -> list[str]:
+    """Register registry models as not yet computed (shapes from the registry, no weights read).
+
+    Models already in the store are left as they are. Returns the names registered."""
+    from pipeline.models import MODELS, spec_for
+
+    specs = [spec_for(n) for n in names]
+    unknown = [n for n, s in zip(names, specs, strict=True) if s is None]
+    if unknown:
+        raise UsageError(f"--register-only takes registry names; unknown: {', '.join(unknown)}. "
+                         f"Registry names: {', '.join(MODELS)}")
+    location = store_location(store_path)
+    check_store(location)
+    store = open_store(location)
+    present, out = set(store.names()), []
+    for spec in specs:
+        if spec.name in present:
+            log(f"{spec.name}: already in {location}; left as it is")
+            continue
+        store.register(make_row(
+            name=spec.name, n_layers=spec.n_layers, n_heads=spec.n_heads, d_model=spec.d_model, d_head=spec.d_head,
+            positional=spec.positional, source=spec.hub_id, revision="", family=spec.family, command=spec.command,
+            n_kv_heads=spec.kv_heads, rotary_dim=spec.rotary_dim))
+        out.append(spec.name)
+    if out:
+        log(f"registered as not yet computed in {location}: {', '.join(out)}")
+    return out

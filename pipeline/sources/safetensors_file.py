@@ -1,0 +1,113 @@
+"""A local ``.safetensors`` file read through the ``safetensors`` library, one tensor (in row blocks) at a time.
+
+The library parses and validates the header (its size is capped at 100 MB, offsets must cover the file
+exactly), so a damaged or hostile file is refused before any tensor byte is read. Tensors are read by
+row blocks of ``get_slice`` and converted block by block, and the file is unmapped after every tensor,
+so reading a tensor costs its compact copy plus one block, never the whole file.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from pathlib import Path
+
+import numpy as np
+
+from pipeline.sources.base import CheckpointError
+
+_BLOCK = 1 << 21  # elements per block read (bounds the temporary memory of a conversion)
+_EXACT32 = ("BF16", "F16", "F32")  # stored dtypes that float32 holds exactly
+
+
+def _damaged(path, exc) -> CheckpointError:
+    return CheckpointError(f"cannot read {path} as safetensors ({str(exc).splitlines()[0]}); the file is damaged, "
+                           "truncated or not safetensors. Download or save it again.")
+
+
+class SafetensorsFile:
+    """A tensor source (``pipeline.sources.base.TensorSource``) over one local ``.safetensors`` file."""
+
+    format = "safetensors"
+
+    def __init__(self, path):
+        self.path = Path(path)
+        self._meta: dict[str, tuple[str, tuple[int, ...]]] | None = None
+
+    def _open(self):
+        from safetensors import safe_open
+
+        try:
+            return safe_open(str(self.path), framework="pt")
+        except Exception as exc:  # noqa: BLE001 - the library raises its own error types
+            raise _damaged(self.path, exc) from exc
+
+    def _entries(self) -> dict[str, tuple[str, tuple[int, ...]]]:
+        """name -> (dtype, shape), from the library's parsed header (read once)."""
+        if self._meta is None:
+            with self._open() as fh:
+                meta = {}
+                for name in fh.keys():
+                    s = fh.get_slice(name)
+                    meta[name] = (s.get_dtype(), tuple(int(x) for x in s.get_shape()))
+            self._meta = meta
+        return self._meta
+
+    def keys(self) -> list[str]:
+        return list(self._entries())
+
+    def shape(self, name: str) -> tuple[int, ...]:
+        return self._entries()[name][1]
+
+    def _read(self, name: str, compact: bool) -> np.ndarray:
+        import torch
+
+        dtype, shape = self._entries()[name]
+        out_dtype = np.float32 if compact and dtype in _EXACT32 else np.float64
+        torch_dtype = torch.float32 if out_dtype == np.float32 else torch.float64
+        out = np.empty(shape, dtype=out_dtype)
+        try:
+            with self._open() as fh:
+                s = fh.get_slice(name)
+                if len(shape) == 0:
+                    out[...] = s[...].to(torch_dtype).numpy()
+                    return out
+                rows = max(1, _BLOCK // max(1, int(np.prod(shape[1:]))))
+                for i in range(0, shape[0], rows):
+                    out[i:i + rows] = s[i:i + rows].to(torch_dtype).numpy()
+        except CheckpointError:
+            raise
+        except Exception as exc:  # noqa: BLE001
+            raise _damaged(self.path, exc) from exc
+        return out
+
+    def read(self, name: str) -> np.ndarray:
+        return self._read(name, compact=False)
+
+    def read_compact(self, name: str) -> np.ndarray:
+        """float32 where that is exact (stored as BF16, F16 or F32), else float64."""
+        return self._read(name, compact=True)
+
+    def fingerprint(self) -> bytes:
+        """File size, the header bytes (names, dtypes, shapes, offsets) and the first and last MiB of data.
+
+        The header has been validated by the library (``_entries``) before its bytes are hashed here."""
+        self._entries()
+        size = self.path.stat().st_size
+        with open(self.path, "rb") as fh:
+            head = fh.read(8)
+            n = int.from_bytes(head, "little")
+            out = str(size).encode() + head + fh.read(n) + fh.read(1 << 20)
+            fh.seek(max(fh.tell(), size - (1 << 20)))
+            return out + fh.read()
+
+    def sha256(self) -> str:
+        """sha256 of the whole file (read in 1 MiB blocks)."""
+        h = hashlib.sha256()
+        with open(self.path, "rb") as fh:
+            for block in iter(lambda: fh.read(1 << 20), b""):
+                h.update(block)
+        return h.hexdigest()
+
+    def size(self) -> int:
+        return os.path.getsize(self.path)
