@@ -281,3 +281,39 @@ def _dims_problem(ds: xr.Dataset, name: str, dims: tuple[str, ...]) -> list[str]
     if name in ds.variables and tuple(ds[name].dims) != tuple(dims):
         return [f"variable {name!r} has dimensions {tuple(ds[name].dims)}, expected {tuple(dims)}"]
     return []
+
+
+# ------------------------------------------------------------------------------------ orbits_search
+# (written by ``python -m pipeline orbits search``, pipeline/orbits/search.py; the dashboard plots it)
+
+SEARCH_TOLS = (0.02, 0.05, 0.10, 0.20)  # coordinate tol: the finder's tolerances
+SEARCH_SIZES = (1, 2, 3, 4, 6, 8, 12, 24)  # coordinate size: the orbit sizes C_24 allows (its divisors)
+SEARCH_KS = tuple(range(13))  # coordinate k: key frequencies 0..12
+# name -> (dims, numpy kind: i int, f float, b bool, O/T str)
+ORBITS_SEARCH_VARIABLES = {
+    "seed": (("run",), "i"), "recipe": (("run",), "OT"), "train_accuracy": (("run",), "f"),
+    "heldout_accuracy": (("run",), "f"), "e3": (("run",), "f"), "matching_error": (("run",), "f"),
+    "orbit_count": (("run", "tol", "size"), "i"), "family_heads": (("run", "k"), "i"),
+    "families": (("run",), "OT"), "polished": (("run",), "b"), "rank": (("run",), "i"),
+}
+
+
+def orbits_search_problems(ds: xr.Dataset | None, check_version: bool = True) -> list[str]:
+    """What is wrong with an ``orbits_search`` group: one row per (recipe, seed) run along ``run``."""
+    if ds is None:
+        return ["the store has no orbits_search group"]
+    out = _version_problems(ds, ORBITS_SEARCH) if check_version else []
+    for name, (dims, kinds) in ORBITS_SEARCH_VARIABLES.items():
+        if name not in ds.variables:
+            out.append(f"the orbits_search group has no {name!r} variable")
+            continue
+        out += _dims_problem(ds, name, dims)
+        if ds[name].dtype.kind not in kinds:
+            out.append(f"variable {name!r} has dtype {ds[name].dtype}, expected kind {kinds!r}")
+    for coord, want in (("tol", SEARCH_TOLS), ("size", SEARCH_SIZES), ("k", SEARCH_KS)):
+        if coord in ds.coords and [float(x) for x in ds[coord].values] != [float(x) for x in want]:
+            out.append(f"coordinate {coord} is {list(ds[coord].values)}, expected {list(want)}")
+    return out
+
+
+VALIDATORS[ORBITS_SEARCH] = orbits_search_problems

@@ -100,10 +100,11 @@ def test_cli_stores_a_saved_run_and_explains_bad_input(short_run, tmp_path, caps
     assert "orbits within 2%" in out and "wrote the orbits group" in out
     ds = store.open_orbits(st)
     assert ds.sizes["frame"] == 7 and ds.sizes["head"] == 32 and ds.sizes["shift"] == 24
-    with pytest.raises(SystemExit, match="does not exist"):
-        main(["orbits", "--from-run", str(tmp_path / "missing.npz"), "--store", st])
-    with pytest.raises(SystemExit, match="strictly between 0 and 1"):
-        main(["orbits", "--train-fraction", "1.5", "--no-store"])
+    for argv, message in ((["--from-run", str(tmp_path / "missing.npz"), "--store", st], "does not exist"),
+                          (["--train-fraction", "1.5", "--no-store"], "strictly between 0 and 1")):
+        with pytest.raises(SystemExit) as exc:
+            main(["orbits", *argv])
+        assert exc.value.code == 2 and message in capsys.readouterr().err  # a usage error, no traceback
 
 
 def test_penalty_scales_float64_and_qk_decay_group():

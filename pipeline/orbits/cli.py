@@ -20,64 +20,108 @@ What it writes:
 
 Examples:
   python -m pipeline orbits --epochs 300                     # a quick look (about a minute)
-  python -m pipeline orbits --seed 0 --epochs 4500 --polish-steps 100
-  python -m pipeline orbits --from-run /work/orbits_runs/long-s0.npz   # store a sweep run, no training
+  python -m pipeline orbits --recipe long --seed 9           # the stored run (long-s9-p650), about 20 min on a core
+  python -m pipeline orbits --from-run RUN.npz               # store a run saved with --save-run, no training
+  python -m pipeline orbits search --seeds 0-255 --recipe long --device cuda --store S.zarr   # see search --help
 
-The search over hyperparameters is `python -m pipeline.orbits.sweep --help`; its results are in
-docs/orbits_sweep.md.
+Every Config field is a flag (the defaults below are the "base" recipe's; --recipe sets others, and flags
+given change the recipe). The store records the run's seed, recipe, commit and the command that made it.
+The sweep behind docs/orbits_sweep.md is `python -m pipeline.orbits.sweep --help`.
+"""
+
+SEARCH_DESCRIPTION = """\
+Train many seeds of a recipe (or of a grid of recipes) in batches on one device or a dask cluster, analyse
+every run (orbit finder at 2/5/10/20%, frequency families), rank them, polish the best of each batch with
+the recipe's LBFGS steps, and write the store's `orbits_search` table after every batch. A killed search
+resumes: runs already in the table are skipped. When the best run ranks above the run in the store's
+`orbits` group (12 + 4 orbits at 2% first, then heads in orbits at 2%, then median matching error), it is
+retrained with `train` (the movie's frames) and written there, with its seed, recipe and commit.
+
+Examples:
+  python -m pipeline orbits search --seeds 0-255 --recipe long --device cuda --batch-size 256 --store S.zarr
+  python -m pipeline orbits search --seeds 0-15 --recipe long --epochs 1500 --grid init_scale=0.5,1,2 \\
+      --device cpu --time-budget 60 --store S.zarr
+  python -m pipeline orbits search --seeds 0-63 --scheduler tcp://HOST:8786 --store S.zarr
 """
 
 
-def register(subparsers) -> None:
+def add_config_arguments(parser: argparse.ArgumentParser, search: bool = False) -> None:
+    """One flag per Config field, from the dataclass's fields and their metadata (help, choices, metavar).
+
+    Flags default to "not given" (the recipe's value applies); the help shows the base recipe's default.
+    ``search``: leave out the fields marked ``search=False`` (the seed: the search takes a range).
+    """
+    from dataclasses import MISSING, fields
+
     from .config import Config
 
-    d = Config()
+    groups = {}
+    for f in fields(Config):
+        meta = f.metadata
+        if meta.get("cli", True) is False or (search and meta.get("search", True) is False):
+            continue
+        default = f.default if f.default is not MISSING else f.default_factory()
+        flag = "--" + f.name.replace("_", "-")
+        kw = {"default": argparse.SUPPRESS, "dest": f.name}
+        helptext = meta["help"] + (f" (default {default})" if default is not None else "")
+        kind = f.type if isinstance(f.type, str) else getattr(f.type, "__name__", str(f.type))
+        if kind == "bool":
+            kw["action"] = argparse.BooleanOptionalAction
+        elif kind.startswith("tuple"):
+            kw |= {"nargs": "+", "type": int if "int" in kind else float}
+            helptext = meta["help"] + f" (default {' '.join(map(str, default))})"
+        else:
+            kw["type"] = {"int": int, "float": float, "str": str}.get(kind.split(" ")[0], float)
+        for k in ("choices", "metavar"):
+            if k in meta:
+                kw[k] = meta[k]
+        section = "model" if f.name in ("n_heads", "d_model", "d_head", "init_scale", "learn_embed", "onehot") else \
+            "equivariance penalty" if f.name.startswith(("penalty", "ramp", "context")) else \
+            "movie frames" if f.name.startswith("frame") else "task and training"
+        if section not in groups:
+            groups[section] = parser.add_argument_group(section)
+        groups[section].add_argument(flag, help=helptext.replace("%", "%%"), **kw)
+
+
+def config_from_args(args, parser: argparse.ArgumentParser | None = None):
+    """The Config of --recipe with the Config flags given; a bad setting is a usage error (exit 2)."""
+    from dataclasses import fields
+
+    from .config import Config, recipe_config
+
+    given = {f.name: getattr(args, f.name) for f in fields(Config) if hasattr(args, f.name)}
+    for k in ("context_lengths", "penalty_scales"):
+        if k in given:
+            given[k] = tuple(given[k])
+    cfg = recipe_config(args.recipe, **given)
+    bad = cfg.problems()
+    if bad:
+        _usage_error(parser, "; ".join(bad))
+    return cfg
+
+
+def _usage_error(parser, msg: str):
+    if parser is not None:
+        parser.error(msg)  # exits 2 with the usage line
+    raise SystemExit(msg)
+
+
+def register(subparsers) -> None:
+    from .config import RECIPES
+
     p = subparsers.add_parser("orbits", help="train the 32-head layer on addition mod 24 and find its C_24 orbits",
                               description=DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--store", default="store.zarr", help="Zarr store to write (default: store.zarr)")
+    p.add_argument("--store", default=None,
+                   help="Zarr store to write (default: $HEADGEOMETRY_STORE, else the repository's store.zarr)")
     p.add_argument("--from-run", default=None, metavar="NPZ",
-                   help="write this saved run (from the sweep or --save-run) instead of training")
+                   help="write this saved run (from --save-run or the sweep) instead of training")
     p.add_argument("--save-run", default=None, metavar="NPZ", help="also save the run's frames and weights here")
     p.add_argument("--no-store", action="store_true", help="train and report only; write nothing to the store")
     p.add_argument("--model-name", default="orbits-c24", help="name of the layer in the profiles group")
-    g = p.add_argument_group("model")
-    g.add_argument("--heads", type=int, default=d.n_heads, help=f"number of heads (default {d.n_heads})")
-    g.add_argument("--d-model", type=int, default=d.d_model, help=f"residual width (default {d.d_model})")
-    g.add_argument("--d-head", type=int, default=d.d_head, help=f"head dimension (default {d.d_head})")
-    g.add_argument("--init-scale", type=float, default=d.init_scale, help="std multiplier of the init (default 1)")
-    g.add_argument("--fixed-embed", action="store_true", help="keep W_E at its random init")
-    g = p.add_argument_group("task and training")
-    g.add_argument("--seed", type=int, default=d.seed, help="seed of init, split and contexts (default 0)")
-    g.add_argument("--train-fraction", type=float, default=d.train_fraction,
-                   help=f"fraction of triples to train on (default {d.train_fraction})")
-    g.add_argument("--split", choices=("orbit", "random"), default=d.split,
-                   help="orbit: whole orbits of shifts+permutations per side (default); random: leaky, comparison")
-    g.add_argument("--epochs", type=int, default=d.epochs, help=f"full-batch AdamW steps (default {d.epochs})")
-    g.add_argument("--lr", type=float, default=d.lr, help=f"peak learning rate, cosine to --lr-final (default {d.lr})")
-    g.add_argument("--lr-final", type=float, default=d.lr_final)
-    g.add_argument("--weight-decay", type=float, default=d.weight_decay, help=f"AdamW decay (default {d.weight_decay})")
-    g.add_argument("--weight-decay-qk", type=float, default=d.weight_decay_qk,
-                   help="AdamW decay of W_Q and W_K alone (default: --weight-decay)")
-    g.add_argument("--polish-steps", type=int, default=d.polish_steps, help="LBFGS steps after AdamW (default 0)")
-    g.add_argument("--polish-penalty", type=float, default=d.polish_penalty,
-                   help="penalty weight during polishing (default: --penalty-end)")
-    g.add_argument("--dtype", choices=("float32", "float64"), default=d.dtype,
-                   help="precision of training (default float32; float64 for errors far below 1e-5)")
-    g = p.add_argument_group("equivariance penalty")
-    g.add_argument("--penalty-start", type=float, default=d.penalty_start, help="weight before the ramp (default 1)")
-    g.add_argument("--penalty-end", type=float, default=d.penalty_end, help="weight after the ramp (default 3000)")
-    g.add_argument("--ramp", type=int, nargs=2, default=(d.ramp_start, d.ramp_end), metavar=("START", "END"),
-                   help=f"epochs of the geometric ramp (default {d.ramp_start} {d.ramp_end})")
-    g.add_argument("--context-weight", type=float, default=d.context_weight,
-                   help="weight of the penalty on longer sequences relative to length 3 (0: length 3 only)")
-    g.add_argument("--context-lengths", type=int, nargs="+", default=list(d.context_lengths),
-                   help="sequence lengths of the random contexts (default 4 5 6 8)")
-    g.add_argument("--context-kind", choices=("tokens", "dirichlet"), default=d.context_kind,
-                   help="tokens: random sequences; dirichlet: random mixtures (the long-sequence limit)")
-    g.add_argument("--context-batch", type=int, default=d.context_batch, help="contexts per step (x 24 shifts)")
-    g.add_argument("--penalty-scales", type=float, nargs="+", default=list(d.penalty_scales), metavar="BETA",
-                   help="QK scales at which the penalty is taken (M -> beta M, i.e. embeddings scaled by "
-                   "sqrt(beta)); the penalty is the mean over them (default 1: the layer as it is)")
+    p.add_argument("--recipe", default="base", choices=sorted(RECIPES),
+                   help="named settings the Config flags start from: " + "; ".join(
+                       f"{k}: {v or 'the defaults'}" for k, v in RECIPES.items()))
+    add_config_arguments(p)
     g = p.add_argument_group("orbit finder")
     g.add_argument("--tol", type=float, default=0.02, help="largest matching error inside an orbit (default 0.02)")
     g.add_argument("--dead-tol", type=float, default=0.02, help="heads with ||R|| below this x the largest are dead")
@@ -85,85 +129,259 @@ def register(subparsers) -> None:
     g.add_argument("--near-tol", type=float, default=0.10,
                    help="looser tolerance for the near-orbits also stored (variable near_orbit; default 0.10); "
                    "they choose the panels when no orbit closes within --tol")
-    p.set_defaults(func=run)
+    p.set_defaults(func=run, parser=p)
+    sub = p.add_subparsers(dest="orbits_command", metavar="search")
+    s = sub.add_parser("search", help="train many seeds in batches, rank their orbits, write the orbits_search table",
+                       description=SEARCH_DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter)
+    s.add_argument("--store", default=argparse.SUPPRESS,
+                   help="Zarr store for the table (default: $HEADGEOMETRY_STORE, else the repository's store.zarr)")
+    s.add_argument("--seeds", required=True, metavar="A-B|A,B,...",
+                   help="the seeds: a range 0-255 (inclusive) or a comma list")
+    s.add_argument("--recipe", default="long", choices=sorted(RECIPES), help="named settings (default long)")
+    s.add_argument("--grid", action="append", default=[], metavar="FIELD=V1,V2",
+                   help="also vary a setting that decides head counts early (repeatable; every combination runs): "
+                   "init_scale, penalty_end, ramp_start, ramp_end, epochs, d_head, weight_decay_qk, weight_decay; "
+                   "context_lengths and penalty_scales take V1/V2 lists, e.g. context_lengths=4/8,4/16")
+    s.add_argument("--device", default="auto", choices=("auto", "cpu", "cuda"), help="auto: CUDA if present")
+    s.add_argument("--batch-size", type=int, default=32, help="seeds trained at once (default 32; 256 on an H200)")
+    s.add_argument("--time-budget", type=float, default=None, metavar="MIN",
+                   help="start no batch after this many minutes (default: no limit)")
+    s.add_argument("--polish-top", type=int, default=2,
+                   help="polish this many best runs of each batch with the recipe's LBFGS steps (default 2)")
+    s.add_argument("--scheduler", default=None, metavar="ADDRESS",
+                   help="dask.distributed scheduler address (tcp://host:8786): batches run on its workers")
+    s.add_argument("--no-store-best", action="store_true",
+                   help="do not replace the orbits group even when the best run ranks above the stored one")
+    s.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's choice)")
+    add_config_arguments(s, search=True)
+    s.set_defaults(func=run_search, parser=s)
 
 
-def config_from_args(args):
+def parse_seeds(text: str) -> list[int]:
+    """'0-255' (inclusive) or '1,5,9' (or a mix: '0-3,9') -> sorted distinct seeds; ValueError if malformed."""
+    seeds = set()
+    for part in text.split(","):
+        part = part.strip()
+        lo, dash, hi = part.partition("-")
+        if not lo.isdigit() or (dash and not hi.isdigit()):
+            raise ValueError(f"--seeds {text!r}: give a range such as 0-255 or a list such as 1,5,9")
+        a, b = int(lo), int(hi) if dash else int(lo)
+        if b < a:
+            raise ValueError(f"--seeds {text!r}: the range {part} is empty")
+        seeds.update(range(a, b + 1))
+    return sorted(seeds)
+
+
+def parse_grid(items: list[str]) -> dict[str, list]:
+    from .config import Config
+    from .search import GRID_KEYS
+
+    base = Config()
+    grid = {}
+    for item in items:
+        key, eq, values = item.partition("=")
+        if not eq or key not in GRID_KEYS or not values:
+            raise ValueError(f"--grid {item!r}: give FIELD=V1,V2 with FIELD one of {', '.join(GRID_KEYS)}")
+        default = getattr(base, key)
+        try:
+            if isinstance(default, tuple):
+                conv = int if key == "context_lengths" else float
+                vals = [tuple(conv(x) for x in v.split("/")) for v in values.split(",")]
+            else:
+                conv = int if isinstance(default, int) else float
+                vals = [conv(v) for v in values.split(",")]
+        except ValueError:
+            raise ValueError(f"--grid {item!r}: the values do not parse as {key}'s type") from None
+        grid[key] = vals
+    return grid
+
+
+def run_search(args) -> int:
+    from .search import grid_recipes, search
+
+    parser = args.parser
+    try:
+        seeds = parse_seeds(args.seeds)
+        grid = parse_grid(args.grid)
+    except ValueError as exc:
+        parser.error(str(exc))
+    cfg = config_from_args(args, parser)
+    recipes = grid_recipes(args.recipe, cfg, grid)
+    for r in recipes:
+        if r.config.problems():
+            parser.error(f"grid point {r.label}: " + "; ".join(r.config.problems()))
+    if args.batch_size < 1 or args.polish_top < 0:
+        parser.error("--batch-size must be at least 1 and --polish-top at least 0")
+    from .batch import resolve_device
+
+    try:
+        resolve_device(args.device)
+    except ValueError as exc:
+        parser.error(str(exc))
+    store_path = _store_path(args.store)
+    if args.threads:
+        import torch
+
+        torch.set_num_threads(args.threads)
+    command = search_command(args)
+    budget = None if args.time_budget is None else 60 * args.time_budget
+    try:
+        rows = search(store_path, recipes, seeds, device=args.device, batch_size=args.batch_size,
+                      time_budget=budget, polish_top=args.polish_top, scheduler=args.scheduler,
+                      command=command)
+    except OSError as exc:
+        raise SystemExit(f"cannot reach the scheduler or write the store: {exc}") from None
+    print(distribution(rows))
+    if not args.no_store_best and rows:
+        from .search import store_best
+
+        print(store_best(store_path, rows, model_name="orbits-c24"))
+    return 0
+
+
+def search_command(args) -> str:
+    """The search as one command line, from the parsed options (what the table's ``command`` attribute says)."""
+    import shlex
+    from dataclasses import fields
+
     from .config import Config
 
-    if not 0 < args.train_fraction < 1:
-        raise SystemExit(f"--train-fraction must lie strictly between 0 and 1; got {args.train_fraction}")
-    if args.epochs < 1:
-        raise SystemExit(f"--epochs must be at least 1; got {args.epochs}")
-    if any(not b > 0 for b in args.penalty_scales):
-        raise SystemExit(f"--penalty-scales must all be positive; got {args.penalty_scales}")
-    return Config(seed=args.seed, n_heads=args.heads, d_model=args.d_model, d_head=args.d_head,
-                  init_scale=args.init_scale, learn_embed=not args.fixed_embed, train_fraction=args.train_fraction,
-                  split=args.split, epochs=args.epochs, lr=args.lr, lr_final=args.lr_final,
-                  weight_decay=args.weight_decay, penalty_start=args.penalty_start, penalty_end=args.penalty_end,
-                  ramp_start=args.ramp[0], ramp_end=args.ramp[1], context_weight=args.context_weight,
-                  context_lengths=tuple(args.context_lengths), context_batch=args.context_batch,
-                  context_kind=args.context_kind, polish_steps=args.polish_steps,
-                  weight_decay_qk=args.weight_decay_qk, polish_penalty=args.polish_penalty, dtype=args.dtype,
-                  penalty_scales=tuple(args.penalty_scales))
+    parts = ["python -m pipeline orbits search", f"--seeds {args.seeds}", f"--recipe {args.recipe}"]
+    for f in fields(Config):
+        if hasattr(args, f.name):
+            v = getattr(args, f.name)
+            flag = "--" + f.name.replace("_", "-")
+            if isinstance(v, bool):
+                parts.append(flag if v else "--no-" + flag[2:])
+            else:
+                parts.append(f"{flag} " + (" ".join(map(str, v)) if isinstance(v, (list, tuple)) else str(v)))
+    parts += [f"--grid {shlex.quote(g)}" for g in args.grid]
+    parts += [f"--device {args.device}", f"--batch-size {args.batch_size}", f"--polish-top {args.polish_top}"]
+    if args.time_budget is not None:
+        parts.append(f"--time-budget {args.time_budget:g}")
+    if args.scheduler:
+        parts.append(f"--scheduler {args.scheduler}")
+    return " ".join(parts)
+
+
+def distribution(rows: list[dict]) -> str:
+    """The seed distribution: families by size (merged heads per key frequency) and orbits by size at 2%."""
+    import numpy as np
+
+    from .search import KS, SIZES, TOLS
+
+    ok = [r for r in rows if not r["failed"]]
+    lines = [f"{len(rows)} runs ({len(rows) - len(ok)} failed)"]
+    orbits = np.sum([r["orbit_count"] for r in ok], axis=0) if ok else np.zeros((len(TOLS), len(SIZES)), int)
+    for i, tol in enumerate(TOLS):
+        lines.append(f"orbits at {tol:.0%} by size: " + ", ".join(
+            f"{s}: {int(n)}" for s, n in zip(SIZES, orbits[i], strict=True) if n))
+    fam = np.array([r["family_heads"] for r in ok]) if ok else np.zeros((0, len(KS)), int)
+    for k in KS[1:]:
+        if fam.size and fam[:, k].any():
+            counts = np.bincount(fam[:, k])
+            lines.append(f"k={k:2d} (an orbit needs {24 // np.gcd(k, 24):2d}): runs by heads there " + ", ".join(
+                f"{n}:{c}" for n, c in enumerate(counts) if c and n))
+    twelve = sum(1 for r in ok if r["family_heads"][2] >= 12 or r["family_heads"][10] >= 12)
+    lines.append(f"runs with 12 or more heads at k = 2 or 10: {twelve} of {len(ok)}")
+    return "\n".join(lines)
+
+
+def _store_path(given: str | None) -> str:
+    if given:
+        return given
+    from ..store import default_store_path
+
+    return default_store_path()
 
 
 def run(args) -> int:
-    import numpy as np
-
-    from .find import find_orbits, split_errors
-    from .fourier import choose_frequencies
-    from .store_io import load_run, orbits_dataset, write_orbits, write_profiles_model
-
     if args.from_run:
+        from .store_io import load_run
+
         if not os.path.exists(args.from_run):
-            raise SystemExit(f"--from-run {args.from_run!r} does not exist; give an .npz saved by the sweep or "
-                             "by --save-run")
+            args.parser.error(f"--from-run {args.from_run!r} does not exist; give an .npz saved by --save-run "
+                              "or by the sweep")
         run_ = load_run(args.from_run)
     else:
         import torch
 
+        from .store_io import run_from_result
         from .sweep import save_run
         from .train import train
 
+        cfg = config_from_args(args, args.parser)
         torch.set_num_threads(1)
-        cfg = config_from_args(args)
         result = train(cfg, progress=True)
-        path = args.save_run or os.path.join(os.environ.get("TMPDIR", "/tmp"), f"orbits-seed{cfg.seed}.npz")
-        save_run(path, f"seed{cfg.seed}", result)
-        print(f"saved the run to {path}")
-        run_ = load_run(path)
+        name = run_name(cfg)
+        if args.save_run:
+            save_run(args.save_run, name, result)
+            print(f"saved the run to {args.save_run}")
+        run_ = run_from_result(name, result)
+    finder = {"tol": args.tol, "dead_tol": args.dead_tol, "merge_tol": args.merge_tol}
+    for line in store_run(run_, None if args.no_store else _store_path(args.store), finder, args.near_tol,
+                          args.model_name):
+        print(line)
+    return 0
+
+
+def run_name(cfg) -> str:
+    """A run's name from its recipe and seed, e.g. long-s9-p650 (the sweep's names) or base-s0."""
+    from .config import recipe_of
+
+    recipe, rest = recipe_of(cfg)
+    return f"{recipe}-s{cfg.seed}" + (f"-p{cfg.polish_steps}" if recipe == "long" and not rest else "") + \
+        ("-custom" if rest else "")
+
+
+def store_run(run_: dict, store_path: str | None, finder: dict, near_tol: float = 0.10,
+              model_name: str = "orbits-c24") -> list[str]:
+    """Analyse a run's final heads (orbits at the finder's tol and at near_tol, panels) and, unless store_path
+    is None, write the ``orbits`` group and the profiles model; returns the report's lines. The group's
+    attributes record the run's seed, recipe, the repository's commit and the command that regenerates it."""
+    import json
+
+    import numpy as np
+
+    from .config import command_for, differences, from_dict
+    from .find import find_orbits, split_errors
+    from .fourier import choose_frequencies
+    from .search import commit
+    from .store_io import orbits_dataset, sharpened_error, write_orbits, write_profiles_model
+
+    out = []
     missing = np.flatnonzero(np.isnan(run_["metric_sharpened_error"]))
     if missing.size:  # a run saved before the metric existed: compute it per frame from the stored heads
-        from .store_io import sharpened_error
-
-        print(f"computing sharpened_error for {missing.size} frames saved without it")
+        out.append(f"computing sharpened_error for {missing.size} frames saved without it")
         for f in missing:
             run_["metric_sharpened_error"][f] = sharpened_error(run_["M"][f], run_["R"][f])
-    finder = {"tol": args.tol, "dead_tol": args.dead_tol, "merge_tol": args.merge_tol}
     M, R = run_["M"][-1].astype(np.float64), run_["R"][-1].astype(np.float64)
     found = find_orbits(M, R, **finder)
-    near = find_orbits(M, R, **(finder | {"tol": args.near_tol}))
+    near = find_orbits(M, R, **(finder | {"tol": near_tol}))
     strict = list(zip(found.members, found.sizes, strict=True))
     loose = [(m, s) for m, s in zip(near.members, near.sizes, strict=True) if s >= 2]
     A, B = choose_frequencies(M, R, strict or loose)
     last = {k[7:]: float(v[-1]) for k, v in run_.items() if k.startswith("metric_")}
-    print(f"final: train {last['train_accuracy']:.4f}  held-out {last['heldout_accuracy']:.4f}  "
-          f"equivariance error {last['equivariance_error']:.2e}  (longer sequences {last['context_error']:.2e}, "
-          f"at 2x QK {last['sharpened_error']:.2e})")
-    print(f"orbits within {args.tol:.0%}: {found.sizes or 'none'}  worst errors {np.round(found.worst_error, 4)}  "
-          f"median matching error {found.median_error:.3f}; panels at frequencies {A} and {B}")
+    out.append(f"final: train {last['train_accuracy']:.4f}  held-out {last['heldout_accuracy']:.4f}  "
+               f"equivariance error {last['equivariance_error']:.2e}  (longer sequences "
+               f"{last['context_error']:.2e}, at 2x QK {last['sharpened_error']:.2e})")
+    out.append(f"orbits within {finder['tol']:.0%}: {found.sizes or 'none'}  worst errors "
+               f"{np.round(found.worst_error, 4)}  median matching error {found.median_error:.3f}; panels at "
+               f"frequencies {A} and {B}")
     for i, (em, er) in enumerate(split_errors(M, R, found)):
-        print(f"  orbit {i} ({found.sizes[i]} heads: {list(map(int, found.members[i]))}): worst error of M alone "
-              f"{em:.2%}, of R alone {er:.2%}")
-    print(f"near-orbits within {args.near_tol:.0%}: {near.sizes or 'none'}  worst errors "
-          f"{np.round(near.worst_error, 4)}")
-    if args.no_store:
-        return 0
-    ds = orbits_dataset(run_, found, A, B, finder, near=near, near_tol=args.near_tol)
-    write_orbits(args.store, ds)
+        out.append(f"  orbit {i} ({found.sizes[i]} heads: {list(map(int, found.members[i]))}): worst error of M "
+                   f"alone {em:.2%}, of R alone {er:.2%}")
+    out.append(f"near-orbits within {near_tol:.0%}: {near.sizes or 'none'}  worst errors "
+               f"{np.round(near.worst_error, 4)}")
+    if store_path is None:
+        return out
+    cfg = from_dict({k: v for k, v in run_["config"].items() if k != "extra"})
+    command = command_for(cfg)
+    ds = orbits_dataset(run_, found, A, B, finder, near=near, near_tol=near_tol)
+    ds.attrs |= {"recipe": json.dumps(differences(cfg), sort_keys=True), "commit": commit(), "command": command}
+    write_orbits(store_path, ds)
     params = {k[6:]: v for k, v in run_.items() if k.startswith("param_")}
-    write_profiles_model(args.store, params, name=args.model_name,
-                         command=f"python -m pipeline orbits (run {run_['name']})")
-    print(f"wrote the orbits group and profiles model {args.model_name!r} to {args.store}")
-    return 0
+    write_profiles_model(store_path, params, name=model_name, command=command)
+    out.append(f"wrote the orbits group and profiles model {model_name!r} to {store_path} (run {run_['name']}; "
+               f"regenerate with: {command})")
+    return out

@@ -21,51 +21,138 @@ METRICS = {
 }
 
 
+def _f(default, help: str, **meta):
+    """A Config field whose metadata the CLI is built from (``cli.add_config_arguments``): help text, and
+    optionally ``choices``, ``metavar``, ``cli=False`` (not a flag) or ``search=True`` (a flag of the search too)."""
+    if isinstance(default, (dict, list)):
+        return field(default_factory=lambda: type(default)(default), metadata={"help": help, **meta})
+    return field(default=default, metadata={"help": help, **meta})
+
+
 @dataclass
 class Config:
-    seed: int = 0
-    n_heads: int = 32
-    d_model: int = 128
-    d_head: int = 24
-    init_scale: float = 1.0
-    learn_embed: bool = True
-    # one-hot tokens: W_E = W_U = identity, frozen (d_model must be 24). The heads then act on the token space
-    # itself, M_h = W_Q^T W_K / sqrt(d_head) and R_h = W_O W_V, as in the structure theorem's statement.
-    onehot: bool = False
-    train_fraction: float = 0.5
-    split: str = "orbit"
-    epochs: int = 2000
-    lr: float = 1e-3
-    lr_final: float = 1e-5
-    weight_decay: float = 1.0
-    # AdamW decay of W_Q and W_K alone (None: weight_decay). Decay on the QK weights keeps the attention
-    # soft; a soft softmax makes near-orbits almost exactly equivariant (see docs/orbits_sweep.md).
-    weight_decay_qk: float | None = None
-    penalty_start: float = 1.0
-    penalty_end: float = 3000.0
-    ramp_start: int = 200
-    ramp_end: int = 1500
-    context_weight: float = 1.0
-    context_lengths: tuple[int, ...] = (4, 5, 6, 8)
-    context_batch: int = 4
-    context_kind: str = "tokens"
-    # QK scales beta at which the penalty is taken: the layer with M -> beta M is the layer on inputs whose
-    # embeddings are scaled by sqrt(beta) (R scales too, which a relative error ignores). (1.0,) is the plain
-    # penalty; more scales ask for equivariance on more inputs, as the structure theorem's "all inputs" does.
-    penalty_scales: tuple[float, ...] = (1.0,)
-    polish_steps: int = 0
-    polish_penalty: float | None = None  # the penalty weight during LBFGS polishing (None: penalty_end)
-    dtype: str = "float32"  # "float64" trains and polishes in double precision (for errors below ~1e-5)
-    frame_every: int = 25
-    frame_every_late: int = 100
-    frame_switch: int = 4000
-    extra: dict = field(default_factory=dict)
+    seed: int = _f(0, "seed of the init, the split and the contexts", search=False)
+    n_heads: int = _f(32, "number of heads")
+    d_model: int = _f(128, "residual width")
+    d_head: int = _f(24, "head dimension")
+    init_scale: float = _f(1.0, "std multiplier of the init (std init_scale / sqrt(fan_in); W_E: init_scale)")
+    learn_embed: bool = _f(True, "train W_E (--no-learn-embed keeps it at its random init)")
+    onehot: bool = _f(False, "one-hot tokens: W_E = W_U = identity, frozen (d_model must be 24); the heads then act "
+                      "on the token space itself, M_h = W_Q^T W_K / sqrt(d_head) and R_h = W_O W_V")
+    train_fraction: float = _f(0.5, "fraction of the triples to train on, strictly between 0 and 1")
+    split: str = _f("orbit", "orbit: whole orbits of triples under shifts and permutations go to one side; "
+                    "random: leaky, for comparison", choices=("orbit", "random"))
+    epochs: int = _f(2000, "full-batch AdamW steps")
+    lr: float = _f(1e-3, "peak learning rate, cosine-decayed to --lr-final over the epochs")
+    lr_final: float = _f(1e-5, "learning rate at the last epoch")
+    weight_decay: float = _f(1.0, "AdamW weight decay")
+    weight_decay_qk: float | None = _f(None, "AdamW decay of W_Q and W_K alone (default: --weight-decay); decay on "
+                                       "the QK weights keeps the attention soft (docs/orbits_sweep.md)")
+    penalty_start: float = _f(1.0, "penalty weight before the ramp")
+    penalty_end: float = _f(3000.0, "penalty weight after the ramp")
+    ramp_start: int = _f(200, "first epoch of the geometric penalty ramp")
+    ramp_end: int = _f(1500, "last epoch of the geometric penalty ramp")
+    context_weight: float = _f(1.0, "weight of the penalty on longer sequences relative to length 3 (0: length 3 "
+                               "only)")
+    context_lengths: tuple[int, ...] = _f((4, 5, 6, 8), "sequence lengths of the random contexts", metavar="L")
+    context_batch: int = _f(4, "random contexts per step (each with its 24 shifts)")
+    context_kind: str = _f("tokens", "tokens: random sequences; dirichlet: random mixtures (the long-sequence limit)",
+                           choices=("tokens", "dirichlet"))
+    penalty_scales: tuple[float, ...] = _f(
+        (1.0,), "QK scales beta at which the penalty is taken (M -> beta M, i.e. embeddings scaled by sqrt(beta)); "
+        "the penalty is the mean over them (1: the layer as it is)", metavar="BETA")
+    polish_steps: int = _f(0, "LBFGS steps after AdamW (penalty at its final weight, no decay)")
+    polish_penalty: float | None = _f(None, "penalty weight while polishing (default: --penalty-end)")
+    dtype: str = _f("float32", "precision of training (float64 for errors far below 1e-5)",
+                    choices=("float32", "float64"))
+    frame_every: int = _f(25, "a movie frame every this many epochs up to --frame-switch")
+    frame_every_late: int = _f(100, "a movie frame every this many epochs after --frame-switch")
+    frame_switch: int = _f(4000, "the epoch where frames thin out")
+    extra: dict = _f({}, "free-form notes kept with the run", cli=False)
+
+    def problems(self) -> list[str]:
+        """One line per setting that cannot train (the CLI reports them; empty when the config is usable)."""
+        out = []
+        if not 0 < self.train_fraction < 1:
+            out.append(f"--train-fraction must lie strictly between 0 and 1; got {self.train_fraction}")
+        if self.epochs < 0 or self.polish_steps < 0 or self.epochs + self.polish_steps < 1:
+            out.append(f"--epochs and --polish-steps must be >= 0 and not both 0; got {self.epochs}, "
+                       f"{self.polish_steps}")
+        if any(not b > 0 for b in self.penalty_scales):
+            out.append(f"--penalty-scales must all be positive; got {list(self.penalty_scales)}")
+        for k in ("n_heads", "d_model", "d_head", "context_batch", "frame_every", "frame_every_late"):
+            if getattr(self, k) < 1:
+                out.append(f"--{k.replace('_', '-')} must be at least 1; got {getattr(self, k)}")
+        if any(L < 2 for L in self.context_lengths):
+            out.append(f"--context-lengths must all be at least 2; got {list(self.context_lengths)}")
+        if self.onehot and self.d_model != 24:
+            out.append(f"--onehot needs --d-model 24; got {self.d_model}")
+        if not self.lr >= 0 or not self.init_scale > 0:
+            out.append(f"--lr must be >= 0 and --init-scale > 0; got {self.lr}, {self.init_scale}")
+        return out
 
     def to_dict(self) -> dict:
         d = asdict(self)
         d["context_lengths"] = list(self.context_lengths)
         d["penalty_scales"] = list(self.penalty_scales)
         return d
+
+
+# Named recipes: the Config fields they change. "long" is the schedule of the stored run (long-s9-p650) and of
+# phase I of docs/orbits_sweep.md: 4500 AdamW epochs, the penalty ramped over epochs 1000-4000, 650 LBFGS steps.
+RECIPES: dict[str, dict] = {
+    "base": {},
+    "long": {"epochs": 4500, "ramp_start": 1000, "ramp_end": 4000, "polish_steps": 650},
+}
+
+
+def recipe_config(recipe: str, **changes) -> Config:
+    """The Config of a named recipe with further changes (an unknown recipe is a ValueError naming the known)."""
+    if recipe not in RECIPES:
+        raise ValueError(f"unknown recipe {recipe!r}; known: {', '.join(RECIPES)}")
+    return from_dict(RECIPES[recipe] | changes)
+
+
+def from_dict(d: dict) -> Config:
+    """A Config from ``to_dict`` output or a saved run's config (lists back to tuples; unknown keys refused)."""
+    d = dict(d)
+    for k in ("context_lengths", "penalty_scales"):
+        if k in d:
+            d[k] = tuple(d[k])
+    return Config(**d)
+
+
+def differences(cfg: Config, ignore: tuple[str, ...] = ("seed", "extra")) -> dict:
+    """The fields of ``cfg`` that differ from the defaults (as in ``to_dict``): a recipe, independent of the seed."""
+    base, d = Config().to_dict(), cfg.to_dict()
+    return {k: v for k, v in d.items() if k not in ignore and v != base[k]}
+
+
+def recipe_of(cfg: Config) -> tuple[str, dict]:
+    """The named recipe that explains most of ``cfg`` and the fields that differ from it (seed aside)."""
+    diff = differences(cfg)
+    best = max(RECIPES, key=lambda r: (all(diff.get(k) == v for k, v in RECIPES[r].items()), len(RECIPES[r])))
+    if not all(diff.get(k) == v for k, v in RECIPES[best].items()):
+        best = "base"
+    base = Config().to_dict() | {k: (list(v) if isinstance(v, tuple) else v) for k, v in RECIPES[best].items()}
+    d = cfg.to_dict()
+    return best, {k: v for k, v in d.items() if k not in ("seed", "extra") and v != base[k]}
+
+
+def command_for(cfg: Config) -> str:
+    """The one command that trains ``cfg`` and stores it: ``python -m pipeline orbits --recipe R --seed S ...``."""
+    recipe, rest = recipe_of(cfg)
+    parts = ["python -m pipeline orbits"] + ([f"--recipe {recipe}"] if recipe != "base" else [])
+    parts.append(f"--seed {cfg.seed}")
+    for k, v in rest.items():
+        flag = "--" + k.replace("_", "-")
+        if isinstance(v, bool):
+            parts.append(flag if v else "--no-" + flag[2:])
+        elif isinstance(v, list):
+            parts.append(f"{flag} " + " ".join(f"{x:g}" if isinstance(x, float) else str(x) for x in v))
+        elif v is not None:
+            parts.append(f"{flag} {v:g}" if isinstance(v, float) else f"{flag} {v}")
+    return " ".join(parts)
 
 
 def penalty_weight(cfg: Config, epoch: int) -> float:

@@ -13,8 +13,8 @@ import json
 import numpy as np
 import xarray as xr
 
-from .. import store
-from ..store import ModelInfo
+from ..schema import ORBITS, ORBITS_SWEEP, ModelRow
+from ..store import Store
 from .config import METRICS
 from .find import Orbits, find_orbits, split_errors
 from .fourier import panel_positions, panels_for
@@ -61,6 +61,15 @@ def load_run(path: str) -> dict:
             run[f"metric_{k}"] = np.full(len(run["epoch"]), np.nan)
             if k == "sharpened_error":
                 run[f"metric_{k}"][-1] = sharpened_error(run["M"][-1], run["R"][-1])
+    return run
+
+
+def run_from_result(name: str, result: dict) -> dict:
+    """``train``'s result as the mapping ``load_run`` returns for its saved npz (no file in between)."""
+    run = {"epoch": result["epoch"], "M": result["M"], "R": result["R"], "train_mask": result["train_mask"],
+           "config": json.loads(json.dumps(result["config"])), "name": name}
+    run |= {f"metric_{k}": np.asarray(v, dtype=np.float64) for k, v in result["metrics"].items()}
+    run |= {f"param_{k}": v for k, v in result["params"].items()}
     return run
 
 
@@ -201,11 +210,12 @@ def sweep_dataset(rows: list[dict]) -> xr.Dataset:
 
 
 def write_orbits(path, ds: xr.Dataset) -> None:
-    store.write_group(path, store.ORBITS, ds)
+    """Replace the store's ``orbits`` group with ``ds`` (atomic: ``Store.replace_group``)."""
+    Store.open(path).replace_group(ORBITS, ds)
 
 
 def write_sweep(path, ds: xr.Dataset, attrs: dict | None = None) -> None:
-    store.write_group(path, "orbits_sweep", ds, attrs)
+    Store.open(path).replace_group(ORBITS_SWEEP, ds, attrs)
 
 
 def write_profiles_model(path, params: dict, name: str = "orbits-c24",
@@ -216,15 +226,14 @@ def write_profiles_model(path, params: dict, name: str = "orbits-c24",
     W_Q, W_K = np.asarray(params["W_Q"], np.float64), np.asarray(params["W_K"], np.float64)
     H, n, N = W_Q.shape
     digest = hashlib.sha256(W_Q.tobytes() + W_K.tobytes()).hexdigest()[:16]
-    info = ModelInfo(name=name, n_layers=1, n_heads=H, d_model=N, d_head=n, positional="none",
-                     source="trained by pipeline.orbits (addition mod 24 with an equivariance penalty)",
-                     revision=f"sha256:{digest}", family="orbits", command=command)
-    try:
-        if name in store.model_names(store._profiles_group(path)):
-            store.reset_model(path, name)
-    except store.StoreError:
-        pass  # no profiles group yet: register_model creates it
-    store.register_model(path, info)
-    prof, norm = head_profiles(W_Q, W_K)
-    store.write_layer(path, name, 0, prof, norm)
-    store.mark_complete(path, name, revision=info.revision)
+    row = ModelRow(name=name, n_layers=1, n_heads=H, d_model=N, d_head=n, positional="none",
+                   source="trained by pipeline.orbits (addition mod 24 with an equivariance penalty)",
+                   revision=f"sha256:{digest}", family="orbits", command=command)
+    st = Store.open(path)
+    with st.writer(name):
+        if name in st.names():
+            st.reset(name)
+        st.register(row)
+        prof, norm = head_profiles(W_Q, W_K)
+        st.write_layer(name, 0, prof, norm)
+        st.mark_complete(name, revision=row.revision)

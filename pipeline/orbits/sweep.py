@@ -2,9 +2,9 @@
 
 Run (each worker runs every ``workers``-th run of the list, one thread, logging to RUNS/NAME.log):
 
-    nohup python -m pipeline.orbits.sweep run --runs /work/orbits_runs --worker 0 --workers 2 &
-    nohup python -m pipeline.orbits.sweep run --runs /work/orbits_runs --worker 1 --workers 2 &
-    python -m pipeline.orbits.sweep summarize --runs /work/orbits_runs --csv docs/orbits_sweep.csv
+    nohup python -m pipeline.orbits.sweep run --runs RUNS --worker 0 --workers 2 &
+    nohup python -m pipeline.orbits.sweep run --runs RUNS --worker 1 --workers 2 &
+    python -m pipeline.orbits.sweep summarize --runs RUNS --csv docs/orbits_sweep.csv
 
 Each run saves RUNS/NAME.npz (frames of M, R, metrics, final params, split) and appends its final
 metrics to RUNS/results.jsonl; a finished run is skipped on restart. ``summarize`` applies the orbit

@@ -64,20 +64,16 @@ def penalty(cfg: Config, M: torch.Tensor, R: torch.Tensor, ctx: torch.Tensor | N
     return pen / len(cfg.penalty_scales)
 
 
-def train(cfg: Config, progress: bool = True, log=None, start: dict | None = None) -> dict:
-    """Train one layer; returns the config, frames (epochs, M, R, metrics), final params and metrics.
-
-    ``log``: optional callable receiving one line of text per frame (for sweep logs).
-    ``start``: optional weights {name: array} to continue from (e.g. ``epochs=0, polish_steps=N`` polishes
-    a saved run further) instead of the seeded init.
-    """
-    torch.manual_seed(cfg.seed)
+def check_dtype(cfg: Config) -> str:
     if cfg.dtype not in ("float32", "float64"):
         raise ValueError(f"dtype must be float32 or float64, not {cfg.dtype!r}")
-    dtype = getattr(torch, cfg.dtype)
+    return cfg.dtype
+
+
+def initial_params(cfg: Config, start: dict | None = None) -> dict[str, torch.Tensor]:
+    """The seeded init of ``train`` (or the weights ``start``) in the run's dtype, requires_grad set as trained."""
+    dtype = getattr(torch, check_dtype(cfg))
     params = init_params(cfg.n_heads, cfg.d_model, cfg.d_head, P, cfg.init_scale, cfg.seed)
-    if start is not None:
-        params = {k: torch.as_tensor(np.asarray(start[k])).clone() for k in params}
     if cfg.onehot:
         if cfg.d_model != P:
             raise ValueError(f"onehot needs d_model = {P}; got {cfg.d_model}")
@@ -87,18 +83,44 @@ def train(cfg: Config, progress: bool = True, log=None, start: dict | None = Non
         # W_Q W_E[a] there, whose entries have std init_scale, not init_scale / sqrt(d_model)
         for k in ("W_Q", "W_K", "W_V"):
             params[k] = params[k] * math.sqrt(P)
+    if start is not None:
+        params = {k: torch.as_tensor(np.asarray(start[k])).clone() for k in params}
     params = {k: v.to(dtype) for k, v in params.items()}
     for k, v in params.items():
         v.requires_grad_(not (cfg.onehot and k in ("W_E", "W_U")) and (cfg.learn_embed or k != "W_E"))
-    trainable = [v for v in params.values() if v.requires_grad]
+    return params
+
+
+def optimizer_groups(cfg: Config, params: dict[str, torch.Tensor]) -> list[dict]:
+    """AdamW's parameter groups: W_Q and W_K decay by ``weight_decay_qk`` (None: ``weight_decay``), the rest
+    by ``weight_decay``. AdamW is elementwise, so the same groups over K stacked seeds step each seed alone."""
     wd_qk = cfg.weight_decay if cfg.weight_decay_qk is None else cfg.weight_decay_qk
-    groups = [{"params": [v for k, v in params.items() if v.requires_grad and k not in ("W_Q", "W_K")],
-               "weight_decay": cfg.weight_decay},
-              {"params": [params["W_Q"], params["W_K"]], "weight_decay": wd_qk}]
+    return [{"params": [v for k, v in params.items() if v.requires_grad and k not in ("W_Q", "W_K")],
+             "weight_decay": cfg.weight_decay},
+            {"params": [params["W_Q"], params["W_K"]], "weight_decay": wd_qk}]
+
+
+def train(cfg: Config, progress: bool = True, log=None, start: dict | None = None,
+          context_state: torch.Tensor | None = None) -> dict:
+    """Train one layer; returns the config, frames (epochs, M, R, metrics), final params and metrics.
+
+    ``log``: optional callable receiving one line of text per frame (for sweep logs).
+    ``start``: optional weights {name: array} to continue from (e.g. ``epochs=0, polish_steps=N`` polishes
+    a saved run further) instead of the seeded init.
+    ``context_state``: the state of the context generator to start from (``batch.train_batch`` returns it
+    after AdamW, so that polishing a batched seed with ``epochs=0`` draws the contexts ``train`` would).
+    """
+    torch.manual_seed(cfg.seed)
+    dtype = getattr(torch, check_dtype(cfg))
+    params = initial_params(cfg, start)
+    trainable = [v for v in params.values() if v.requires_grad]
+    groups = optimizer_groups(cfg, params)
     opt = torch.optim.AdamW(groups, lr=cfg.lr)
     mask = torch.from_numpy(split_mask(cfg.train_fraction, cfg.seed, cfg.split))
     tgt = torch.from_numpy(targets()).long()
     gen = torch.Generator().manual_seed(cfg.seed + 1)
+    if context_state is not None:
+        gen.set_state(context_state)
     eval_ctx = _eval_contexts().to(dtype)
     frames = {"epoch": [], "M": [], "R": []}
     metrics: dict[str, list] = {k: [] for k in METRICS}

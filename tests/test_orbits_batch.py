@@ -1,0 +1,85 @@
+"""The batched trainer: K seeds trained together equal each seed trained alone by ``train``."""
+
+from dataclasses import replace
+
+import numpy as np
+import pytest
+import torch
+
+from pipeline.orbits.batch import resolve_device, train_batch
+from pipeline.orbits.config import Config
+from pipeline.orbits.train import train
+
+TINY = Config(n_heads=4, d_model=16, d_head=4, epochs=25, lr=3e-3, ramp_start=5, ramp_end=20, penalty_end=30.0,
+              context_batch=2, weight_decay_qk=0.3, penalty_scales=(1.0, 2.0), frame_every=10**6)
+
+
+@pytest.mark.parametrize("cfg", [TINY, replace(TINY, dtype="float64", context_kind="dirichlet", learn_embed=False)],
+                         ids=["float32", "float64-dirichlet-fixedE"])
+def test_k_seeds_together_equal_each_seed_alone(cfg):
+    """Bit-equal on the CPU: the stacked contractions, the masked-mean cross-entropy and the stacked AdamW
+    (two weight-decay groups, no clipping) reproduce every seed's own ``train`` run to the last bit here.
+    Where an operation sums in another order (other BLAS kernels, a GPU), the runs agree to float rounding
+    instead; these configs show no difference at all, so the test asks for equality."""
+    torch.set_num_threads(1)
+    seeds = [0, 3, 7]
+    out = train_batch(cfg, seeds, device="cpu")
+    assert [o["seed"] for o in out] == seeds
+    for o in out:
+        alone = train(replace(cfg, seed=o["seed"]), progress=False)
+        for k, v in alone["params"].items():
+            assert v.dtype == o["params"][k].dtype
+            np.testing.assert_array_equal(o["params"][k], v, err_msg=f"seed {o['seed']} {k}")
+        assert o["final"] == alone["final"]
+        np.testing.assert_array_equal(o["train_mask"], alone["train_mask"])
+        assert o["failed_at"] is None
+    # the seeds really differ (the batch does not train one seed K times)
+    assert not np.array_equal(out[0]["params"]["W_Q"], out[1]["params"]["W_Q"])
+
+
+def test_polishing_a_batched_seed_continues_its_train_run():
+    """train() from the batch's weights and context-generator state, with epochs=0, polishes as train() does."""
+    torch.set_num_threads(1)
+    cfg = replace(TINY, epochs=12, polish_steps=2)
+    (o,) = train_batch(cfg, [5])
+    polished = train(replace(cfg, seed=5, epochs=0), progress=False, start=o["params"],
+                     context_state=o["context_state"])
+    whole = train(replace(cfg, seed=5), progress=False)
+    for k in whole["params"]:
+        np.testing.assert_array_equal(polished["params"][k], whole["params"][k])
+
+
+def test_a_seed_whose_loss_overflows_is_reported_and_the_others_go_on(monkeypatch):
+    """train() raises at a non-finite loss; the batch marks that seed failed and trains the others as train()."""
+    from pipeline.orbits import batch
+
+    torch.set_num_threads(1)
+    cfg = replace(TINY, epochs=6)
+    orig = batch.initial_params
+
+    def blown(c, start=None):
+        p = orig(c, start)
+        if c.seed == 1:  # logits far beyond float32: the loss is inf or NaN at epoch 0
+            with torch.no_grad():
+                p["W_V"].mul_(1e25)
+                p["W_O"].mul_(1e25)
+        return p
+
+    monkeypatch.setattr(batch, "initial_params", blown)
+    out = batch.train_batch(cfg, [0, 1])
+    assert [o["failed_at"] for o in out] == [None, 0]
+    alone = train(replace(cfg, seed=0), progress=False)
+    for k, v in alone["params"].items():
+        np.testing.assert_array_equal(out[0]["params"][k], v)
+
+
+def test_device_choice():
+    assert resolve_device("cpu").type == "cpu"
+    assert resolve_device("auto").type == ("cuda" if torch.cuda.is_available() else "cpu")
+    with pytest.raises(ValueError, match="auto, cpu or cuda"):
+        resolve_device("tpu")
+    if not torch.cuda.is_available():
+        with pytest.raises(ValueError, match="no CUDA device"):
+            resolve_device("cuda")
+    with pytest.raises(ValueError, match="distinct"):
+        train_batch(TINY, [1, 1])

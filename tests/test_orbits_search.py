@@ -1,0 +1,194 @@
+"""The multi-seed search: table rows equal the analysis of each seed's own train() run; ranking; resume after a
+kill without retraining; dask.distributed batches; storing the best run; the CLI built from Config."""
+
+import json
+from dataclasses import fields, replace
+
+import numpy as np
+import pytest
+import torch
+import xarray as xr
+
+from pipeline import store
+from pipeline.orbits import search as search_mod
+from pipeline.orbits.config import Config, command_for, recipe_config
+from pipeline.orbits.search import SIZES, TOLS, Recipe, analyse, read_table, row_key, search, table_dataset
+from pipeline.schema import ORBITS_SEARCH
+
+TINY = Config(n_heads=4, d_model=16, d_head=4, epochs=20, lr=3e-3, ramp_start=5, ramp_end=15, penalty_end=30.0,
+              context_batch=2, polish_steps=2, frame_every=10**6)
+
+
+def _train_row(cfg, seed, name, polished):
+    from pipeline.orbits.train import train
+
+    run = train(replace(cfg, seed=seed), progress=False)
+    return analyse(run["M"][-1], run["R"][-1], run["final"], seed, cfg, name, polished)
+
+
+def _same(row, want):
+    for k in ("run", "seed", "recipe", "families", "polished"):
+        assert row[k] == want[k], k
+    for k in ("train_accuracy", "heldout_accuracy", "e3", "matching_error"):
+        assert row[k] == pytest.approx(want[k], rel=1e-6, abs=1e-9), k
+    np.testing.assert_array_equal(row["orbit_count"], want["orbit_count"])
+    np.testing.assert_array_equal(row["family_heads"], want["family_heads"])
+
+
+@pytest.fixture
+def tiny_search(tmp_path):
+    torch.set_num_threads(1)
+    path = str(tmp_path / "s.zarr")
+    rows = search(path, [Recipe("tiny", TINY)], [0, 1, 2], device="cpu", batch_size=2, polish_top=1, progress=False,
+                  command="test", log=lambda line: None)
+    return path, rows
+
+
+def test_rows_equal_the_analysis_of_each_seeds_train_run(tiny_search):
+    path, rows = tiny_search
+    table = {r["run"]: r for r in read_table(path)}
+    assert sorted(table) == ["tiny-s0", "tiny-s1", "tiny-s2"]
+    # batch 1 = seeds 0, 1 (one polished), batch 2 = seed 2 (polished: the best of its batch)
+    assert table["tiny-s2"]["polished"] and sum(table[n]["polished"] for n in ("tiny-s0", "tiny-s1")) == 1
+    for name, row in table.items():
+        seed = int(name.split("-s")[1])
+        # a polished row is train() with the recipe's polishing; an unpolished one train() with AdamW alone
+        cfg = TINY if row["polished"] else replace(TINY, polish_steps=0)
+        want = _train_row(cfg, seed, name, row["polished"])
+        want["recipe"] = json.dumps(search_mod.differences(TINY), sort_keys=True)
+        _same(row, want)
+    ds = store.open_group_dataset(path, ORBITS_SEARCH).load()
+    assert ds.orbit_count.dims == ("run", "tol", "size") and list(ds.tol.values) == list(TOLS)
+    assert list(ds.size.values) == list(SIZES) and list(ds.k.values) == list(range(13))
+    assert sorted(ds["rank"].values.tolist()) == [1, 2, 3] and ds.attrs["command"] == "test"
+    assert ds.attrs["commit"] and json.loads(str(ds.recipe.values[0]))["epochs"] == 20
+    # the families string and family_heads agree: "r:n/k" for every r with heads
+    for fam, heads in zip(ds.families.values, ds.family_heads.values, strict=True):
+        parsed = {int(t.split(":")[0]): int(t.split(":")[1].split("/")[0]) for t in str(fam).split()}
+        assert parsed == {k: int(n) for k, n in enumerate(heads) if n}
+
+
+def test_resume_after_a_kill_never_retrains(tmp_path, monkeypatch):
+    torch.set_num_threads(1)
+    path = str(tmp_path / "s.zarr")
+    trained = []
+    orig = search_mod.batch_rows
+
+    def counting(cfg, label, seeds, *a, **k):
+        trained.append(list(seeds))
+        if seeds == [2, 3]:
+            raise KeyboardInterrupt  # killed during the second batch
+        return orig(cfg, label, seeds, *a, **k)
+
+    monkeypatch.setattr(search_mod, "batch_rows", counting)
+    rec = [Recipe("tiny", replace(TINY, epochs=6, polish_steps=0))]
+    with pytest.raises(KeyboardInterrupt):
+        search(path, rec, range(4), device="cpu", batch_size=2, progress=False, log=lambda line: None)
+    assert sorted(r["run"] for r in read_table(path)) == ["tiny-s0", "tiny-s1"]  # the first batch survived
+    monkeypatch.setattr(search_mod, "batch_rows", orig)
+    trained.clear()
+    monkeypatch.setattr(search_mod, "batch_rows", lambda cfg, label, seeds, *a, **k:
+                        trained.append(list(seeds)) or orig(cfg, label, seeds, *a, **k))
+    rows = search(path, rec, range(4), device="cpu", batch_size=2, progress=False, log=lambda line: None)
+    assert trained == [[2, 3]] and len(rows) == 4
+    trained.clear()
+    search(path, rec, range(4), device="cpu", batch_size=2, progress=False, log=lambda line: None)
+    assert trained == []
+
+
+def _row(name, counts2, err, failed=False):
+    oc = np.zeros((len(TOLS), len(SIZES)), dtype=np.int64)
+    for size, n in counts2.items():
+        oc[0, SIZES.index(size)] = n
+    return {"run": name, "seed": 0, "recipe": "{}", "train_accuracy": 1.0, "heldout_accuracy": 1.0, "e3": 1e-4,
+            "matching_error": err, "orbit_count": oc, "family_heads": np.zeros(13, dtype=np.int64),
+            "families": "failed at epoch 3" if failed else "", "polished": False, "failed": failed}
+
+
+def test_ranking_12_plus_4_first_then_heads_in_orbits_then_matching_error():
+    rows = [_row("a", {4: 1, 3: 1}, 0.02), _row("b", {12: 1, 4: 1}, 0.5), _row("c", {6: 1, 3: 1, 2: 1}, 0.3),
+            _row("d", {4: 1, 3: 1}, 0.01), _row("e", {}, float("nan")), _row("f", {12: 2}, 0.0, failed=True)]
+    ds = table_dataset(rows, {})
+    assert dict(zip(ds.run.values, ds["rank"].values.tolist(), strict=True)) == {
+        "b": 1, "c": 2, "d": 3, "a": 4, "e": 5, "f": 6}
+    # the stored run's key from its attributes: long-s9-p650's 4 + 3 at matching error 0.018
+    stored = search_mod.stored_key({"orbit_sizes": [4, 3], "median_matching_error": 0.018})
+    assert row_key(rows[3]) < stored < row_key(rows[0]) and row_key(rows[1]) < stored
+
+
+def test_dask_batches_give_the_same_rows(tmp_path):
+    distributed = pytest.importorskip("distributed", reason="dask.distributed is an optional extra")
+    torch.set_num_threads(1)
+    rec = [Recipe("tiny", replace(TINY, epochs=6, polish_steps=0))]
+    inline = search(str(tmp_path / "a.zarr"), rec, range(3), device="cpu", batch_size=2, progress=False,
+                    log=lambda line: None)
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=False, dashboard_address=None) as c:
+        spread = search(str(tmp_path / "b.zarr"), rec, range(3), device="cpu", batch_size=2, progress=False,
+                        scheduler=c.scheduler_address, log=lambda line: None)
+    a, b = ({r["run"]: r for r in rows} for rows in (inline, spread))
+    assert sorted(a) == sorted(b) == ["tiny-s0", "tiny-s1", "tiny-s2"]
+    for name in a:
+        _same(b[name], a[name])
+
+
+def test_store_best_replaces_the_orbits_group_only_for_a_better_run(tiny_search):
+    path, rows = tiny_search
+    verdict = search_mod.store_best(path, rows, log=lambda line: None)
+    best = min(rows, key=row_key)
+    assert verdict.startswith(f"stored {best['run']}")
+    ds = store.open_orbits(path)
+    assert ds.attrs["seed"] == best["seed"] and json.loads(ds.attrs["recipe"]) == json.loads(best["recipe"])
+    assert ds.attrs["commit"] and ds.attrs["command"].startswith("python -m pipeline orbits --seed")
+    verdict = search_mod.store_best(path, rows, log=lambda line: None)
+    assert verdict.startswith("kept the stored run")
+
+
+def test_the_cli_is_built_from_config_and_explains_bad_input(capsys, tmp_path):
+    from pipeline.__main__ import build_parser, main
+
+    parser = build_parser()
+    helptext = parser._subparsers._group_actions[0].choices["orbits"].format_help()
+    for f in fields(Config):
+        if f.name != "extra":
+            assert "--" + f.name.replace("_", "-") in helptext, f.name
+    assert "/work" not in helptext and "/tmp" not in helptext
+    # the documented command of the stored run parses back to the long recipe on seed 9
+    cmd = command_for(recipe_config("long", seed=9))
+    assert cmd == "python -m pipeline orbits --recipe long --seed 9"
+    from pipeline.orbits.cli import config_from_args
+
+    args = parser.parse_args(cmd.split()[3:])
+    assert config_from_args(args) == recipe_config("long", seed=9)
+    assert recipe_config("long").epochs == 4500 and recipe_config("long").polish_steps == 650
+    args = parser.parse_args(["orbits", "--recipe", "long", "--seed", "2", "--context-lengths", "4", "8",
+                              "--no-learn-embed", "--weight-decay-qk", "0"])
+    cfg = config_from_args(args)
+    assert cfg == replace(recipe_config("long", seed=2), context_lengths=(4, 8), learn_embed=False,
+                          weight_decay_qk=0.0)
+    assert config_from_args(parser.parse_args(command_for(cfg).split()[3:])) == cfg
+    st = str(tmp_path / "x.zarr")
+    for argv, message in ((["--seeds", "5-3"], "is empty"), (["--seeds", "a"], "range such as"),
+                          (["--seeds", "0", "--grid", "lr=1"], "FIELD=V1,V2"),
+                          (["--seeds", "0", "--grid", "init_scale=x"], "do not parse"),
+                          (["--seeds", "0", "--train-fraction", "0"], "strictly between"),
+                          (["--seeds", "0", "--batch-size", "0"], "--batch-size")):
+        with pytest.raises(SystemExit) as exc:
+            main(["orbits", "search", "--store", st, *argv])
+        assert exc.value.code == 2 and message in capsys.readouterr().err, argv
+
+
+def test_search_cli_writes_the_table(tmp_path, capsys):
+    from pipeline.__main__ import main
+
+    torch.set_num_threads(1)
+    st = str(tmp_path / "c.zarr")
+    assert main(["orbits", "search", "--store", st, "--seeds", "0-1", "--recipe", "base", "--n-heads", "4",
+                 "--d-model", "16", "--d-head", "4", "--epochs", "4", "--grid", "init_scale=1,0.5",
+                 "--device", "cpu", "--polish-top", "0", "--no-store-best"]) == 0
+    out = capsys.readouterr().out
+    assert "4 runs (0 failed)" in out and "runs with 12 or more heads at k = 2 or 10: 0 of 4" in out
+    ds = xr.open_zarr(st, group=ORBITS_SEARCH)
+    assert sorted(ds.run.values.tolist()) == ["base+init_scale=0.5-s0", "base+init_scale=0.5-s1",
+                                              "base+init_scale=1-s0", "base+init_scale=1-s1"]
+    assert ds.attrs["command"].startswith("python -m pipeline orbits search --seeds 0-1 --recipe base --n-heads 4")
+    assert "--grid init_scale=1,0.5" in ds.attrs["command"]
