@@ -171,7 +171,8 @@ def test_the_cli_is_built_from_config_and_explains_bad_input(capsys, tmp_path):
                           (["--seeds", "0", "--grid", "lr=1"], "FIELD=V1,V2"),
                           (["--seeds", "0", "--grid", "init_scale=x"], "do not parse"),
                           (["--seeds", "0", "--train-fraction", "0"], "strictly between"),
-                          (["--seeds", "0", "--batch-size", "0"], "--batch-size")):
+                          (["--seeds", "0", "--batch-size", "0"], "--batch-size"),
+                          (["--seeds", "0", "--scheduler", "tcp://127.0.0.1:9"], "no dask scheduler answers")):
         with pytest.raises(SystemExit) as exc:
             main(["orbits", "search", "--store", st, *argv])
         assert exc.value.code == 2 and message in capsys.readouterr().err, argv
@@ -192,3 +193,17 @@ def test_search_cli_writes_the_table(tmp_path, capsys):
                                               "base+init_scale=1-s0", "base+init_scale=1-s1"]
     assert ds.attrs["command"].startswith("python -m pipeline orbits search --seeds 0-1 --recipe base --n-heads 4")
     assert "--grid init_scale=1,0.5" in ds.attrs["command"]
+
+
+def test_a_table_off_the_schema_is_refused(tmp_path):
+    from pipeline.schema import orbits_search_problems
+    from pipeline.store import Store, StoreError
+
+    ds = table_dataset([_row("a", {4: 1}, 0.1), _row("b", {}, 0.2)], {})
+    assert orbits_search_problems(ds, check_version=False) == []
+    bad = ds.assign_coords(size=list(range(8)))
+    assert any("coordinate size" in p for p in orbits_search_problems(bad, check_version=False))
+    with pytest.raises(StoreError, match="coordinate size"):
+        Store.open(str(tmp_path / "v.zarr")).replace_group(ORBITS_SEARCH, bad)
+    with pytest.raises(StoreError, match="no 'rank' variable"):
+        Store.open(str(tmp_path / "v.zarr")).replace_group(ORBITS_SEARCH, ds.drop_vars("rank"))

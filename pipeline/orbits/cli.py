@@ -197,6 +197,7 @@ def parse_grid(items: list[str]) -> dict[str, list]:
 
 
 def run_search(args) -> int:
+    from ..store import StoreError
     from .search import grid_recipes, search
 
     parser = args.parser
@@ -214,10 +215,11 @@ def run_search(args) -> int:
         parser.error("--batch-size must be at least 1 and --polish-top at least 0")
     from .batch import resolve_device
 
-    try:
-        resolve_device(args.device)
-    except ValueError as exc:
-        parser.error(str(exc))
+    if not args.scheduler:  # with a scheduler the workers' devices count, not this machine's
+        try:
+            resolve_device(args.device)
+        except ValueError as exc:
+            parser.error(str(exc))
     store_path = _store_path(args.store)
     if args.threads:
         import torch
@@ -229,8 +231,11 @@ def run_search(args) -> int:
         rows = search(store_path, recipes, seeds, device=args.device, batch_size=args.batch_size,
                       time_budget=budget, polish_top=args.polish_top, scheduler=args.scheduler,
                       command=command)
-    except OSError as exc:
-        raise SystemExit(f"cannot reach the scheduler or write the store: {exc}") from None
+    except ValueError as exc:  # a bad --scheduler address
+        parser.error(str(exc))
+    except (OSError, StoreError) as exc:
+        raise SystemExit(f"python -m pipeline orbits search: cannot write the store {store_path!r}: {exc} "
+                         "(runs already in its table are kept)") from None
     print(distribution(rows))
     if not args.no_store_best and rows:
         from .search import store_best

@@ -288,7 +288,11 @@ def search(store_path: str, recipes: list[Recipe], seeds: Sequence[int], device:
 def _search_distributed(address: str, batches, device, polish_top, done, out_of_time, bar) -> None:
     from distributed import Client, as_completed
 
-    with Client(address, timeout="10s") as client:
+    try:
+        client = Client(address, timeout="5s")
+    except (OSError, ValueError, TypeError) as exc:
+        raise ValueError(f"--scheduler {address!r}: no dask scheduler answers there ({exc})") from None
+    with client:
         futures = {client.submit(batch_rows, rec.config, rec.label, b, device, polish_top, pure=False):
                    rec.config.epochs * len(b) for rec, b in batches}
         for fut in as_completed(futures):
