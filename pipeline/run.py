@@ -404,7 +404,13 @@ def plan_model(model_or_path: str, store, fold_ln: bool = False, name: str | Non
     from pipeline.store import StoreError
 
     ckpt = open_checkpoint(model_or_path, revision)
-    layout = layout_from_config(ckpt.config)
+    try:
+        layout = layout_from_config(ckpt.config)
+    except ArchitectureError:
+        raise
+    except (TypeError, ValueError, KeyError, AttributeError) as exc:
+        raise ArchitectureError(f"the config.json of {ckpt.source} is not a usable config ({type(exc).__name__}: "
+                                f"{exc}); fix or re-download it.") from None
     spec = spec_for(model_or_path) or spec_for(ckpt.source)
     if spec is not None and (bad := spec.mismatches(layout)):
         diff = ", ".join(f"{k}: registry {a!r}, config {b!r}" for k, (a, b) in bad.items())

@@ -15,6 +15,12 @@ Errors follow the Hub's convention (X-Error-Code: RepoNotFound / RevisionNotFoun
 huggingface_hub raises its own typed errors. ``fail_with`` makes every request answer that status
 (e.g. 500); ``fail_after_ranges`` answers 500 to every Range request after that many succeeded
 (an interrupted transfer); ``token`` makes the repos private (401 without ``Authorization: Bearer``).
+
+Hostile servers, for the fault tests: ``range_mode = "ignore"`` answers a Range request with 200 and the
+whole file (as a server without Range support does), ``"overflow"`` with 206 and the range followed by
+the rest of the file; ``stall_ranges = seconds`` sends a Range answer's headers, then nothing for that
+long (or until ``stop()``). Bodies are written in 64 KiB blocks and ``bytes_served`` counts what was
+written before the client went away.
 """
 
 from __future__ import annotations
@@ -45,6 +51,9 @@ class LoopbackHub:
         self.token = token
         self.fail_with: int | None = None
         self.fail_after_ranges: int | None = None
+        self.range_mode = "honour"  # "honour", "ignore" (200 + whole file) or "overflow" (206 + too many bytes)
+        self.stall_ranges: float = 0.0
+        self.stopping = threading.Event()
         self.bytes_served: dict[tuple[str, str], int] = defaultdict(int)
         self.requests: list[tuple[str, str, str | None]] = []  # (method, path, Range header)
         self._ranges_ok = 0
@@ -68,6 +77,7 @@ class LoopbackHub:
         return self
 
     def stop(self) -> None:
+        self.stopping.set()
         if self._server is not None:
             self._server.shutdown()
             self._server.server_close()
@@ -204,6 +214,8 @@ class _Handler(BaseHTTPRequestHandler):
         headers = {"X-Repo-Commit": sha, "ETag": hub.etag(repo, filename), "Accept-Ranges": "bytes",
                    "Content-Type": "application/octet-stream"}
         rng = self.headers.get("Range")
+        if rng is not None and hub.range_mode == "ignore":
+            rng = None
         if rng is None:
             headers["Content-Length"] = str(size)
             self.send_response(200)
@@ -223,18 +235,30 @@ class _Handler(BaseHTTPRequestHandler):
                 return self._error(500, None, "loopback hub: simulated interruption", head)
             start = int(m.group(1))
             end = min(int(m.group(2)) + 1, size) if m.group(2) else size
-            headers["Content-Length"] = str(end - start)
             headers["Content-Range"] = f"bytes {start}-{end - 1}/{size}"
+            if hub.range_mode == "overflow":
+                end = size
+            headers["Content-Length"] = str(end - start)
             self.send_response(206)
         for k, v in headers.items():
             self.send_header(k, v)
         self.end_headers()
         if head:
             return
-        body = hub.read(repo, filename, start, end)
-        self.wfile.write(body)
-        with hub._lock:
-            hub.bytes_served[(repo, filename)] += len(body)
+        if rng is not None and hub.stall_ranges:
+            self.wfile.flush()
+            hub.stopping.wait(hub.stall_ranges)
+            self.close_connection = True
+            return
+        for pos in range(start, end, 1 << 16):
+            block = hub.read(repo, filename, pos, min(end, pos + (1 << 16)))
+            try:
+                self.wfile.write(block)
+            except OSError:  # the client went away (e.g. it refused an unasked-for body)
+                self.close_connection = True
+                return
+            with hub._lock:
+                hub.bytes_served[(repo, filename)] += len(block)
 
 
 def serve_folder(folder: str | os.PathLike, repo: str) -> dict[str, dict[str, Path]]:

@@ -1,0 +1,227 @@
+"""Every ordinary bad input to ``python -m pipeline profiles``: one line on stderr, exit status 2, no traceback,
+and the store byte-identical (every file hashed before and after). The runs are real subprocesses except
+for ENOSPC, which is simulated in-process (a full disk cannot be made on demand)."""
+
+from __future__ import annotations
+
+import errno
+import hashlib
+import json
+import os
+import re
+import shutil
+import socket
+import stat
+import struct
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+torch = pytest.importorskip("torch", reason="the pipeline tests need torch (pip install -e .[pipeline])")
+
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def snapshot(path) -> dict[str, str]:
+    root = Path(path)
+    return {str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest()
+            for p in sorted(root.rglob("*")) if p.is_file()} if root.exists() else {}
+
+
+def cli(*argv, env_extra: dict | None = None) -> subprocess.CompletedProcess:
+    env = os.environ | {"HF_HUB_OFFLINE": "1"} | (env_extra or {})
+    return subprocess.run([sys.executable, "-m", "pipeline", "profiles", *map(str, argv), "--quiet"],
+                          capture_output=True, text=True, cwd=str(ROOT), timeout=300, env=env)
+
+
+def assert_refused(done: subprocess.CompletedProcess, pattern: str) -> None:
+    assert done.returncode == 2, (done.returncode, done.stderr[-2000:])
+    assert "Traceback" not in done.stderr, done.stderr[-2000:]
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: "), done.stderr
+    assert re.search(pattern, lines[0]), (pattern, lines[0])
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture
+def store_and_model(tiny_model, tmp_path):
+    """A store holding one complete model, and the checkpoint folder it came from."""
+    from pipeline.run import run_profiles
+
+    _, folder = tiny_model("opt", name="good")
+    store = tmp_path / "s.zarr"
+    run_profiles([folder], store, progress=False, log=lambda *_: None)
+    return store, Path(folder)
+
+
+def copy_of(folder: Path, dest: Path) -> Path:
+    shutil.copytree(folder, dest)
+    return dest
+
+
+def _header_claims(folder: Path, size: int, sharded: bool = False) -> None:
+    if sharded:
+        from safetensors import safe_open
+
+        with safe_open(str(folder / "model.safetensors"), framework="np") as fh:
+            names = list(fh.keys())
+        _shard(folder, json.dumps({"weight_map": dict.fromkeys(names, "model-00001-of-00001.safetensors")}))
+    path = folder / ("model-00001-of-00001.safetensors" if sharded else "model.safetensors")
+    raw = path.read_bytes()
+    path.write_bytes(struct.pack("<Q", size) + raw[8:])
+
+
+def _truncate(folder: Path) -> None:
+    path = folder / "model.safetensors"
+    raw = path.read_bytes()
+    path.write_bytes(raw[: len(raw) - 1000])
+
+
+def _shard(folder: Path, index_text: str) -> None:
+    """Turn the single file into a one-shard checkpoint with the given index text."""
+    (folder / "model.safetensors").rename(folder / "model-00001-of-00001.safetensors")
+    (folder / "model.safetensors.index.json").write_text(index_text)
+
+
+def _config(folder: Path, **changes) -> None:
+    cfg = json.loads((folder / "config.json").read_text())
+    cfg.update(changes)
+    (folder / "config.json").write_text(json.dumps(cfg))
+
+
+CHECKPOINT_CASES = {
+    "config not JSON": (lambda f: (f / "config.json").write_text("{not json"), r"config.json is not valid JSON"),
+    "config a list": (lambda f: (f / "config.json").write_text("[1, 2]"), r"not an object"),
+    "config field of the wrong type": (lambda f: _config(f, num_attention_heads="four"),
+                                       r"config.json .*(num_attention_heads|not a usable)"),
+    "index not JSON": (lambda f: _shard(f, "{oops"), r"index.json is not valid JSON"),
+    "index without weight_map": (lambda f: _shard(f, json.dumps({"metadata": {}})), r"no 'weight_map'"),
+    "index naming ../": (lambda f: _shard(f, json.dumps({"weight_map": {"x": "../other/model.safetensors"}})),
+                         r"'\.\./other/model.safetensors'.*only paths inside the checkpoint"),
+    "zero layers": (lambda f: _config(f, num_hidden_layers=0), r"0 layers; a model needs at least one"),
+    "header claims 2**40 bytes": (lambda f: _header_claims(f, 2**40), r"header too large"),
+    "sharded, header claims 2**40 bytes": (lambda f: _header_claims(f, 2**40, sharded=True), r"header too large"),
+    "truncated weights": (_truncate, r"damaged, truncated or not safetensors"),
+}
+
+
+@pytest.mark.parametrize("case", list(CHECKPOINT_CASES))
+def test_bad_checkpoints(store_and_model, tmp_path, case):
+    store, folder = store_and_model
+    damage, pattern = CHECKPOINT_CASES[case]
+    bad = copy_of(folder, tmp_path / "bad")
+    damage(bad)
+    for target, runs in ((store, ([], ["--force", "--name", "good"])), (tmp_path / "fresh.zarr", ([],))):
+        before = snapshot(target)
+        for extra in runs:
+            assert_refused(cli(bad, "--store", target, *extra), pattern)
+            assert snapshot(target) == before, f"{case} {extra} changed {target}"
+    assert not (tmp_path / "fresh.zarr").exists()
+
+
+def test_bad_options(store_and_model, tmp_path):
+    store, folder = store_and_model
+    before = snapshot(store)
+    port = free_port()
+    cases = [
+        (["--workers", "0"], r"--workers must be at least 1"),
+        (["--workers", "-2"], r"--workers must be at least 1"),
+        (["--scheduler", "not an address"], r"is not a dask scheduler address"),
+        (["--scheduler", "tcp://127.0.0.1"], r"is not a dask scheduler address"),
+        (["--scheduler", "http://127.0.0.1:8786"], r"is not a dask scheduler address"),
+        (["--scheduler", f"tcp://127.0.0.1:{port}"], r"cannot reach the dask scheduler"),
+        (["--workers", "2", "--scheduler", f"tcp://127.0.0.1:{port}"], r"give one of them"),
+    ]
+    for extra, pattern in cases:
+        assert_refused(cli(folder, "--store", store, "--force", *extra), pattern)
+        assert snapshot(store) == before, extra
+
+
+def test_read_only_store(store_and_model):
+    store, folder = store_and_model
+    before = snapshot(store)
+    modes = {p: p.stat().st_mode for p in [store, *store.rglob("*")]}
+    for p in modes:
+        p.chmod(stat.S_IMODE(modes[p]) & ~(stat.S_IWUSR | stat.S_IWGRP | stat.S_IWOTH))
+    try:
+        assert_refused(cli(folder, "--store", store, "--force"), r"read-only")
+        assert_refused(cli(folder, "--store", store, "--name", "another"), r"read-only")
+    finally:
+        for p, mode in modes.items():
+            p.chmod(stat.S_IMODE(mode))
+    assert snapshot(store) == before
+
+
+def test_zarr_v2_store(store_and_model, tmp_path):
+    import zarr
+
+    _, folder = store_and_model
+    v2 = tmp_path / "v2.zarr"
+    zarr.open_group(str(v2), mode="w", zarr_format=2).create_array("x", shape=(3,), dtype="int32")
+    before = snapshot(v2)
+    assert_refused(cli(folder, "--store", v2), r"Zarr version 2 store")
+    assert snapshot(v2) == before
+
+
+def test_store_that_is_not_a_store(store_and_model, tmp_path):
+    _, folder = store_and_model
+    plain = tmp_path / "plain"
+    plain.mkdir()
+    (plain / "notes.txt").write_text("mine")
+    a_file = tmp_path / "file.zarr"
+    a_file.write_text("x")
+    for target, pattern in ((plain, r"not a Zarr store"), (a_file, r"is a file, not a Zarr store")):
+        before = snapshot(target) if target.is_dir() else target.read_bytes()
+        assert_refused(cli(folder, "--store", target), pattern)
+        assert (snapshot(target) if target.is_dir() else target.read_bytes()) == before
+
+
+def _main(argv, capsys) -> tuple[int, str]:
+    from pipeline.__main__ import main
+
+    code = main([str(a) for a in argv])
+    return code, capsys.readouterr().err
+
+
+def test_no_space_left_before_writing(store_and_model, tmp_path, monkeypatch, capsys):
+    """The run estimates what it writes and refuses when the disk has less free."""
+    from pipeline import run
+
+    store, folder = store_and_model
+    before = snapshot(store)
+    other = copy_of(folder, tmp_path / "other")
+    real = shutil.disk_usage
+    monkeypatch.setattr(run.shutil, "disk_usage", lambda p: real(p)._replace(free=1000))
+    code, err = _main(["profiles", other, "--store", store, "--quiet"], capsys)
+    assert code == 2 and err.count("\n") == 1 and "Traceback" not in err
+    assert re.search(r"not enough disk space for the store .* MB are free", err), err
+    assert snapshot(store) == before
+
+
+def test_no_space_left_while_writing(store_and_model, tmp_path, monkeypatch, capsys):
+    """ENOSPC from the store in the middle of a run: one line, exit 2, the finished layers kept."""
+    from pipeline import run
+    from pipeline import store as zstore
+
+    store, folder = store_and_model
+    other = copy_of(folder, tmp_path / "other")
+    real = zstore.write_layer
+
+    def full_disk(path, name, layer, *a, **kw):
+        if layer == 1:
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(path))
+        return real(path, name, layer, *a, **kw)
+
+    monkeypatch.setattr(zstore, "write_layer", full_disk)
+    code, err = _main(["profiles", other, "--store", store, "--quiet"], capsys)
+    assert code == 2 and err.count("\n") == 1 and "Traceback" not in err
+    assert "No space left on device" in err and "layers already written are kept" in err
+    assert run.open_store(str(store)).layers_done("other").tolist() == [True, False]

@@ -1,0 +1,102 @@
+"""A checkpoint whose tensors contradict its config is refused before the store is touched: with --force on a
+complete model that model is kept bit-equal, without it no 'not computed' row is left behind. Options that
+cannot work are refused by ``run_profiles`` itself, not only by the CLI."""
+
+from __future__ import annotations
+
+import hashlib
+import pathlib
+import re
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch", reason="the pipeline tests need torch (pip install -e .[pipeline])")
+
+from safetensors.numpy import load_file, save_file  # noqa: E402
+
+from pipeline.architectures import ArchitectureError  # noqa: E402
+from pipeline.run import ClusterError, UsageError, run_profiles  # noqa: E402
+
+
+def snapshot(path) -> dict[str, str]:
+    root = pathlib.Path(path)
+    return {str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest()
+            for p in sorted(root.rglob("*")) if p.is_file()} if root.exists() else {}
+
+
+def run(models, store, **kw):
+    return run_profiles([str(m) for m in models], str(store), progress=False, log=lambda *_: None, **kw)
+
+
+def reshape_tensor(folder, name, shape):
+    path = pathlib.Path(folder, "model.safetensors")
+    tensors = load_file(str(path))
+    tensors[name] = np.resize(tensors[name], shape)
+    save_file(tensors, str(path), metadata={"format": "pt"})
+
+
+@pytest.fixture
+def complete_store(tiny_model, tmp_path):
+    _, folder = tiny_model("opt-postnorm", name="m")  # 3 layers x 4 heads, width 24
+    store = tmp_path / "s.zarr"
+    run([folder], store)
+    return store, folder
+
+
+@pytest.mark.parametrize("layer", [0, 2])
+def test_shape_mismatch_with_force_keeps_the_complete_model_bit_equal(complete_store, tiny_model, tmp_path, layer):
+    store, _ = complete_store
+    _, bad = tiny_model("opt-postnorm", name="m", seed=3)  # same name, other weights ...
+    reshape_tensor(bad, f"model.decoder.layers.{layer}.self_attn.k_proj.weight", (20, 24))  # ... one bad shape
+    before = snapshot(store)
+    with pytest.raises(ArchitectureError, match=rf"layers.{layer}.self_attn.k_proj.weight.* \(20, 24\)"):
+        run([bad], store, force=True)
+    assert snapshot(store) == before
+
+
+def test_shape_mismatch_without_force_leaves_no_row_behind(complete_store, tiny_model):
+    store, _ = complete_store
+    _, bad = tiny_model("opt-postnorm", name="other")
+    reshape_tensor(bad, "model.decoder.layers.2.self_attn.q_proj.weight", (24, 16))
+    before = snapshot(store)
+    with pytest.raises(ArchitectureError, match=r"q_proj.weight"):
+        run([bad], store)
+    assert snapshot(store) == before
+    import xarray as xr
+
+    assert list(xr.open_zarr(str(store), group="profiles").model.values) == ["m"]
+
+
+def test_every_model_is_validated_before_the_first_is_written(complete_store, tiny_model, tmp_path):
+    _, good = tiny_model("bert", name="fine")
+    _, bad = tiny_model("bert", name="broken")
+    reshape_tensor(bad, "encoder.layer.1.attention.self.key.weight", (24, 20))
+    fresh = tmp_path / "fresh.zarr"
+    with pytest.raises(ArchitectureError):
+        run([good, bad], fresh)
+    assert not fresh.exists()
+
+
+def test_options_that_cannot_work_are_refused_before_the_store(complete_store, tmp_path):
+    store, folder = complete_store
+    before = snapshot(store)
+    with pytest.raises(UsageError, match="--workers must be at least 1"):
+        run([folder], store, force=True, workers=0)
+    with pytest.raises(ClusterError, match=re.escape("is not a dask scheduler address")):
+        run([folder], store, force=True, scheduler="localhost")
+    with pytest.raises(UsageError, match="--name names one model"):
+        run([folder, folder], store, name="x")
+    assert snapshot(store) == before
+
+
+def test_zero_layer_model_is_not_registered(tiny_model, tmp_path):
+    import json
+
+    _, folder = tiny_model("bert", name="empty")
+    cfg = pathlib.Path(folder, "config.json")
+    cfg.write_text(json.dumps(json.loads(cfg.read_text()) | {"num_hidden_layers": 0}))
+    store = tmp_path / "s.zarr"
+    with pytest.raises(ArchitectureError, match="0 layers"):
+        run([folder], store)
+    assert not store.exists()
