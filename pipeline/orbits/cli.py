@@ -135,8 +135,11 @@ def register(subparsers) -> None:
                        description=SEARCH_DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter)
     s.add_argument("--store", default=argparse.SUPPRESS,
                    help="Zarr store for the table (default: $HEADGEOMETRY_STORE, else the repository's store.zarr)")
-    s.add_argument("--seeds", required=True, metavar="A-B|A,B,...",
-                   help="the seeds: a range 0-255 (inclusive) or a comma list")
+    s.add_argument("--seeds", default=None, metavar="A-B|A,B,...",
+                   help="the seeds: a range 0-255 (inclusive) or a comma list (required unless --merge)")
+    s.add_argument("--merge", action="append", default=[], metavar="STORE",
+                   help="train nothing: add the orbits_search rows of another store (e.g. a scratch or another "
+                   "machine's search) to --store's table (repeatable), then store the best run as below")
     s.add_argument("--recipe", default="long", choices=sorted(RECIPES), help="named settings (default long)")
     s.add_argument("--grid", action="append", default=[], metavar="FIELD=V1,V2",
                    help="also vary a setting that decides head counts early (repeatable; every combination runs): "
@@ -201,6 +204,10 @@ def run_search(args) -> int:
     from .search import grid_recipes, search
 
     parser = args.parser
+    if args.merge:
+        return merge_search(args)
+    if args.seeds is None:
+        parser.error("give --seeds (a range such as 0-255 or a list such as 1,5,9), or --merge STORE")
     try:
         seeds = parse_seeds(args.seeds)
         grid = parse_grid(args.grid)
@@ -240,6 +247,20 @@ def run_search(args) -> int:
     if not args.no_store_best and rows:
         from .search import store_best
 
+        print(store_best(store_path, rows, model_name="orbits-c24"))
+    return 0
+
+
+def merge_search(args) -> int:
+    from .search import merge_tables, store_best
+
+    for src in args.merge:
+        if not os.path.exists(os.path.join(src, "zarr.json")):
+            args.parser.error(f"--merge {src!r} is not a Zarr store")
+    store_path = _store_path(args.store)
+    rows = merge_tables(store_path, args.merge, "python -m pipeline orbits search --merge STORE")
+    print(distribution(rows))
+    if not args.no_store_best and rows:
         print(store_best(store_path, rows, model_name="orbits-c24"))
     return 0
 

@@ -34,6 +34,8 @@ from .config import Config, differences, from_dict
 TOLS, SIZES, KS = SEARCH_TOLS, SEARCH_SIZES, SEARCH_KS
 GRID_KEYS = ("init_scale", "penalty_end", "ramp_start", "ramp_end", "epochs", "d_head", "weight_decay_qk",
              "weight_decay", "context_lengths", "penalty_scales")
+RANKING = ("rank 1 = best: a 12-orbit and a 4-orbit both found at 2%, then more heads in orbits of at least 2 "
+           "at 2% (merged heads once), then a lower median matching error; failed runs last")
 TABLE_DOC = {
     "seed": "the run's seed (init, split and contexts)",
     "recipe": "JSON of the Config fields that differ from the defaults (the seed aside)",
@@ -199,6 +201,39 @@ def write_table(store_path: str, rows: list[dict], attrs: dict) -> None:
     Store.open(store_path).replace_group(ORBITS_SEARCH, table_dataset(rows, attrs))
 
 
+def merge_tables(store_path: str, sources: Sequence[str], command: str = "") -> list[dict]:
+    """Add the rows of other stores' ``orbits_search`` tables to this one (no training); rows already here win.
+
+    For searches run elsewhere (another machine, a scratch store): the merged table is ranked anew and written
+    atomically. Returns every row of the merged table.
+    """
+    from ..store import Store
+
+    rows = {r["run"]: r for r in read_table(store_path)}
+    commands = [table_attrs(store_path).get("command", "")]
+    for src in sources:
+        for r in read_table(src):
+            rows.setdefault(r["run"], r)
+        commands.append(table_attrs(src).get("command", ""))
+    Store.open(store_path)  # refuse an unusable target before anything is written
+    if rows:
+        # the commands that produced the rows (not the sources' paths, which name another machine's folders)
+        made_by = "; ".join(dict.fromkeys(c for c in commands if c))
+        write_table(store_path, list(rows.values()), {"command": made_by + f" (tables merged by {command})",
+                                                      "commit": commit(), "ranking": RANKING})
+    return list(rows.values())
+
+
+def table_attrs(store_path: str) -> dict:
+    from ..store import Store
+
+    st = Store.open(store_path)
+    if ORBITS_SEARCH not in st.groups():
+        return {}
+    with st.dataset(ORBITS_SEARCH) as ds:
+        return dict(ds.attrs)
+
+
 def polish(cfg: Config, result: dict) -> dict:
     """The recipe's LBFGS polishing of one batched seed, as ``train`` polishes it (the same contexts)."""
     from .train import train
@@ -250,8 +285,7 @@ def search(store_path: str, recipes: list[Recipe], seeds: Sequence[int], device:
     for i in range(0, max(map(len, per_recipe), default=0), batch_size):
         batches += [(rec, mine[i:i + batch_size]) for rec, mine in zip(recipes, per_recipe, strict=True)
                     if mine[i:i + batch_size]]
-    attrs = {"command": command, "commit": commit(),
-             "ranking": __doc__.split("Ranking")[1].split("\n\n")[0].strip() if "Ranking" in __doc__ else ""}
+    attrs = {"command": command, "commit": commit(), "ranking": RANKING}
     t0 = time.time()
     bar = None
     if progress:
