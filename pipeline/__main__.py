@@ -16,6 +16,7 @@ COMMANDS = (
     ("pipeline.profiles_cli", ("profiles", "list")),
     ("pipeline.orbits.cli", ("orbits",)),
     ("pipeline.verify_cli", ("verify",)),
+    ("pipeline.real_models", ("real",)),
 )
 
 

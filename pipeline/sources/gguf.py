@@ -1,9 +1,10 @@
 """A GGUF file (llama.cpp, Ollama, LM Studio) as a :class:`~pipeline.sources.base.Checkpoint`.
 
-Read through the ``gguf`` package (llama.cpp's own Python library): ``GGUFReader`` memory-maps the file,
-and only the query and key weights (and the attention-norm gains, for ``--fold-ln``) are ever touched.
-Each is dequantised with ``gguf.quants.dequantize`` one head (a block of rows) at a time, so a read costs
-the float32 copy of one tensor and nothing of the rest of the file.
+Read through the ``gguf`` package (llama.cpp's own Python library): ``GGUFReader`` memory-maps the file
+and parses its metadata once; the reader (whose parsed tokenizer fields are most of its memory) is then
+dropped and only memory-mapped views of the query and key weights (and the attention-norm gains, for
+``--fold-ln``) are kept. Each is dequantised with ``gguf.quants.dequantize`` one head (a block of rows) at a
+time, so a read costs the float32 copy of one tensor and nothing of the rest of the file.
 
 Translation to the Hugging Face layout, so that ``pipeline.architectures`` handles the result unchanged:
 
@@ -47,7 +48,7 @@ def hf_name(gguf_name: str) -> str | None:
     return f"model.layers.{m.group(1)}.{_ROLES[m.group(2)]}"
 
 
-def sha256_of(path, chunk: int = 1 << 24) -> str:
+def sha256_of(path, chunk: int = 1 << 20) -> str:
     h = hashlib.sha256()
     with open(path, "rb") as fh:
         while block := fh.read(chunk):
@@ -90,10 +91,9 @@ class GGUFFile:
 
     format = "gguf"
 
-    def __init__(self, path, reader, names: dict[str, object], heads: dict[str, int], permuted: bool):
+    def __init__(self, path, tensors: dict[str, tuple], heads: dict[str, int], permuted: bool):
         self.path = Path(path)
-        self._reader = reader
-        self._tensors = names  # HF name -> gguf ReaderTensor
+        self._tensors = tensors  # HF name -> (GGMLQuantizationType, HF shape, memory-mapped data)
         self._heads = heads  # HF name -> number of heads whose rows to un-permute (Q: heads, K: kv heads)
         self._permuted = permuted
         self._fingerprint = b""
@@ -102,22 +102,24 @@ class GGUFFile:
         return list(self._tensors)
 
     def quantization(self, name: str) -> str:
-        return self._tensors[name].tensor_type.name
+        return self._tensors[name][0].name
+
+    def shape(self, name: str) -> tuple[int, ...]:
+        return self._tensors[name][1]
 
     def read_compact(self, name: str) -> np.ndarray:
         """The dequantised tensor in float32 (exact for every GGUF type this reads), HF row order."""
         from gguf.quants import dequantize
 
-        t = self._tensors[name]
-        shape = tuple(int(x) for x in reversed(t.shape.tolist()))
+        qtype, shape, data = self._tensors[name]
         if len(shape) == 1:
-            return np.array(dequantize(t.data, t.tensor_type), dtype=np.float32).reshape(shape)
+            return np.array(dequantize(data, qtype), dtype=np.float32).reshape(shape)
         rows, cols = shape
         heads = self._heads.get(name, 1)
         per = rows // heads
         out = np.empty((rows, cols), dtype=np.float32)
         for h in range(heads):  # one head's rows at a time: the memory map is read block by block
-            w = np.asarray(dequantize(t.data[h * per:(h + 1) * per], t.tensor_type), dtype=np.float32)
+            w = np.asarray(dequantize(data[h * per:(h + 1) * per], qtype), dtype=np.float32)
             w = w.reshape(per, cols)
             if self._permuted and name in self._heads:
                 w = w.reshape(per // 2, 2, cols).swapaxes(0, 1).reshape(per, cols)
@@ -195,7 +197,12 @@ def open_gguf(path) -> Checkpoint:
         raise _fail(path, f"architecture {arch!r} is not supported; supported GGUF architectures: "
                           f"{', '.join(ARCHITECTURES)}")
     config = _config(reader, path, arch)
-    tensors = {hf: t for t in reader.tensors if (hf := hf_name(t.name)) is not None}
+    sha = sha256_of(path)
+    tensors = {hf: (t.tensor_type, tuple(int(x) for x in reversed(t.shape.tolist())), t.data)
+               for t in reader.tensors if (hf := hf_name(t.name)) is not None}
+    gguf_names = {hf_name(t.name): t.name for t in reader.tensors if hf_name(t.name) is not None}
+    name = _field(reader, "general.name") or path.stem
+    del reader  # the views in ``tensors`` keep the memory map; the parsed metadata goes
     heads = {}
     for hf in tensors:
         if hf.endswith("q_proj.weight"):
@@ -204,19 +211,17 @@ def open_gguf(path) -> Checkpoint:
             heads[hf] = config["num_key_value_heads"]
     from gguf.quants import dequantize
 
-    qtypes = sorted({tensors[hf].tensor_type.name for hf in heads})
+    qtypes = sorted({tensors[hf][0].name for hf in heads})
     for hf in heads:  # every Q/K type must be one gguf can dequantise: try one row of each
-        t = tensors[hf]
+        qtype, _, data = tensors[hf]
         try:
-            dequantize(t.data[:1], t.tensor_type)
+            dequantize(data[:1], qtype)
         except NotImplementedError as exc:
-            raise _fail(path, f"quantisation type {t.tensor_type.name} of {t.name} cannot be dequantised by gguf "
+            raise _fail(path, f"quantisation type {qtype.name} of {gguf_names[hf]} cannot be dequantised by gguf "
                               f"{_version()}; re-quantise the file (e.g. Q8_0, Q4_K)") from exc
-    sha = sha256_of(path)
-    src = GGUFFile(path, reader, tensors, heads, permuted=ARCHITECTURES[arch][1])
+    src = GGUFFile(path, tensors, heads, permuted=ARCHITECTURES[arch][1])
     src._fingerprint = bytes.fromhex(sha)
     quant = "+".join(q for q in qtypes if q not in _FLOAT)  # "" for float weights (F32, F16, BF16)
-    name = _field(reader, "general.name") or path.stem
     provenance = {"name": str(name), "format": "gguf", "quantization": quant, "file": path.name,
                   "sha256": sha, "package": owning_package(path)}
     return Checkpoint(config=config, source=str(path), revision=f"local-{sha[:12]}",
