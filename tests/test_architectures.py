@@ -180,6 +180,19 @@ def test_llama_and_qwen2_scores_equal_forward_pass(tmp_path, kind):
             assert np.abs(scores[layer] - wrong)[:, allowed].max() / np.abs(scores[layer][:, allowed]).max() > 1e-3
 
 
+@pytest.mark.parametrize("kind", ["llama-gqa-biases", "qwen2-gqa"])
+def test_llama_and_qwen2_fold_the_input_layernorm(tmp_path, kind):
+    model = build_rope_model(kind)
+    ckpt = open_checkpoint(save(model, tmp_path / kind))
+    layout = layout_from_config(ckpt.config)
+    for layer in range(layout.n_layers):
+        raw_q, raw_k = layer_weights(ckpt, layout, layer)
+        fq, fk = layer_weights(ckpt, layout, layer, fold_ln=True)
+        gain = model.model.layers[layer].input_layernorm.weight.detach().numpy()
+        np.testing.assert_array_equal(fq, raw_q * gain)
+        np.testing.assert_array_equal(fk, raw_k * gain)
+
+
 def test_scaled_frequencies_equal_transformers():
     from transformers.modeling_rope_utils import ROPE_INIT_FUNCTIONS
 

@@ -220,3 +220,24 @@ def test_open_checkpoint_dispatches_gguf(llama):
     model, folder, _ = llama
     ck = open_checkpoint(write_gguf(model, folder / "dispatch.gguf"))
     assert ck.provenance["format"] == "gguf"
+
+
+def test_profiles_command_on_bad_gguf_exits_2_and_leaves_the_store(llama, tmp_path, capsys):
+    """`python -m pipeline profiles FILE.gguf`: a bad file is one line on stderr, exit 2, the store untouched."""
+    from pipeline.__main__ import main
+
+    model, _, _ = llama
+    store = tmp_path / "s.zarr"
+    good = write_gguf(model, tmp_path / "good.gguf", name="tiny-good")
+    assert main(["profiles", good, "--store", str(store), "--quiet"]) == 0
+    before = sorted((p.relative_to(store), p.read_bytes()) for p in store.rglob("*") if p.is_file())
+    whole = open(good, "rb").read()
+    (tmp_path / "cut.gguf").write_bytes(whole[: len(whole) // 2])
+    bad_arch = write_gguf(model, tmp_path / "gpt2.gguf", arch="gpt2")
+    for bad in (str(tmp_path / "cut.gguf"), bad_arch):
+        capsys.readouterr()
+        assert main(["profiles", bad, "--store", str(store), "--quiet"]) == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and err.startswith("error: ") and ("truncated" in err or "llama, qwen2" in err)
+        after = sorted((p.relative_to(store), p.read_bytes()) for p in store.rglob("*") if p.is_file())
+        assert after == before

@@ -139,3 +139,19 @@ def test_truncated_and_missing_files(bert, tmp_path):
         assert "\n" not in str(e.value)
     with pytest.raises(CheckpointError, match="no such ONNX file"):
         open_onnx(tmp_path / "absent.onnx")
+
+
+def test_profiles_command_on_bad_onnx_exits_2_and_leaves_the_store(bert, tmp_path, capsys):
+    from pipeline.__main__ import main
+
+    _, _, path = bert
+    store = tmp_path / "s.zarr"
+    assert main(["profiles", path, "--store", str(store), "--quiet"]) == 0
+    before = sorted((p.relative_to(store), p.read_bytes()) for p in store.rglob("*") if p.is_file())
+    whole = open(path, "rb").read()
+    (tmp_path / "cut.onnx").write_bytes(whole[: len(whole) // 2])
+    capsys.readouterr()
+    assert main(["profiles", str(tmp_path / "cut.onnx"), "--store", str(store), "--quiet"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "truncated or damaged" in err
+    assert sorted((p.relative_to(store), p.read_bytes()) for p in store.rglob("*") if p.is_file()) == before
