@@ -36,12 +36,13 @@ def permute(w: np.ndarray, n_head: int, n_head_kv: int | None = None) -> np.ndar
     return w.reshape(n_head, 2, w.shape[0] // n_head // 2, *w.shape[1:]).swapaxes(1, 2).reshape(w.shape)
 
 
-def tiny(kind: str = "llama", seed: int = 0):
+def tiny(kind: str = "llama", seed: int = 0, **config):
     """A small random model whose key heads are near their first query head's weights (K = Q + 0.3 noise), so
     that its profiles depend on the offset clearly: the rotary structure, and so the row order, matters."""
     cls = {"llama": transformers.LlamaConfig, "qwen2": transformers.Qwen2Config}[kind]
     config = cls(vocab_size=VOCAB, hidden_size=N, num_attention_heads=H, num_key_value_heads=KV,
-                 num_hidden_layers=LAYERS, intermediate_size=64, rope_theta=5000.0, max_position_embeddings=64)
+                 num_hidden_layers=LAYERS, intermediate_size=64, rope_theta=5000.0, max_position_embeddings=64,
+                 **config)
     torch.manual_seed(seed)
     model = (transformers.LlamaForCausalLM if kind == "llama" else transformers.Qwen2ForCausalLM)(config)
     with torch.no_grad():
@@ -56,7 +57,8 @@ def tiny(kind: str = "llama", seed: int = 0):
     return model.float().eval()
 
 
-def write_gguf(model, path, qtype="F32", arch="llama", name="Tiny Llama", apply_permutation=True, extra=None):
+def write_gguf(model, path, qtype="F32", arch="llama", name="Tiny Llama", apply_permutation=True, extra=None,
+               rope_freqs=None):
     """The model's attention tensors as a GGUF file, the way llama.cpp's converter lays them out."""
     cfg = model.config
     w = gguf.GGUFWriter(str(path), arch)
@@ -71,6 +73,8 @@ def write_gguf(model, path, qtype="F32", arch="llama", name="Tiny Llama", apply_
     for key, value in (extra or {}).items():
         getattr(w, key)(value)
     qt = gguf.GGMLQuantizationType[qtype]
+    if rope_freqs is not None:
+        w.add_tensor("rope_freqs.weight", np.asarray(rope_freqs, dtype=np.float32))
     for i, layer in enumerate(model.model.layers):
         a = layer.self_attn
         q, k = a.q_proj.weight.detach().numpy(), a.k_proj.weight.detach().numpy()
@@ -241,3 +245,43 @@ def test_profiles_command_on_bad_gguf_exits_2_and_leaves_the_store(llama, tmp_pa
         assert err.count("\n") == 1 and err.startswith("error: ") and ("truncated" in err or "llama, qwen2" in err)
         after = sorted((p.relative_to(store), p.read_bytes()) for p in store.rglob("*") if p.is_file())
         assert after == before
+
+
+def converter_rope_factors(head_dim, theta, factor, low, high, context):
+    """The divisors llama.cpp's converter writes as rope_freqs.weight for rope_type llama3 (its definition)."""
+    freqs = 1.0 / theta ** (np.arange(0, head_dim, 2) / head_dim)
+    low_wavelen, high_wavelen = context / low, context / high
+    out = []
+    for freq in freqs:
+        wavelen = 2 * np.pi / freq
+        if wavelen < high_wavelen:
+            out.append(1.0)
+        elif wavelen > low_wavelen:
+            out.append(factor)
+        else:
+            smooth = (context / wavelen - low) / (high - low)
+            out.append(1 / ((1 - smooth) / factor + smooth))
+    return np.array(out)
+
+
+def test_llama3_rope_freqs_become_the_llama3_scaling(tmp_path):
+    from transformers.modeling_rope_utils import ROPE_INIT_FUNCTIONS
+
+    from pipeline.architectures import inverse_frequencies
+
+    params = dict(factor=8.0, low_freq_factor=1.0, high_freq_factor=8.0, original_max_position_embeddings=1024)
+    model = tiny("llama", seed=5, rope_scaling={"rope_type": "llama3", **params})
+    st = open_checkpoint(save(model, tmp_path / "hf"))
+    factors = converter_rope_factors(N // H, 5000.0, 8.0, 1.0, 8.0, 1024)
+    assert ((factors > 1) & (factors < 8)).sum() >= 2  # blended frequencies to fit from
+    ck = open_gguf(write_gguf(model, tmp_path / "l3.gguf", rope_freqs=factors))
+    layout = layout_from_config(ck.config)
+    want, _ = ROPE_INIT_FUNCTIONS["llama3"](model.config, "cpu")
+    np.testing.assert_allclose(inverse_frequencies(layout), want.double().numpy(), rtol=1e-6)
+    np.testing.assert_allclose(profiles(ck), profiles(st), rtol=0, atol=1e-5)
+    plain = open_gguf(write_gguf(model, tmp_path / "plain.gguf"))  # the same file without its factors
+    assert np.abs(profiles(plain) - profiles(st)).max() > 1e-3
+    bad = factors.copy()
+    bad[1] = 3.0 if bad[1] != 3.0 else 2.0  # not of Llama 3's form
+    with pytest.raises(CheckpointError, match="not of Llama 3's form"):
+        open_gguf(write_gguf(model, tmp_path / "bad.gguf", rope_freqs=bad))

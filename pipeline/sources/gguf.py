@@ -10,7 +10,9 @@ Translation to the Hugging Face layout, so that ``pipeline.architectures`` handl
 
 - metadata -> config dict: ``general.architecture`` -> ``model_type``; ``<arch>.block_count``,
   ``embedding_length``, ``attention.head_count(_kv)``, ``attention.key_length`` (head_dim),
-  ``rope.dimension_count`` (partial rotary), ``rope.freq_base`` and ``rope.scaling.type / factor``;
+  ``rope.dimension_count`` (partial rotary), ``rope.freq_base``, ``rope.scaling.type / factor`` (linear) and
+  the per-frequency divisors ``rope_freqs.weight`` that the converter writes for Llama 3 scaling, turned back
+  into that ``rope_scaling`` (:func:`llama3_from_factors`);
 - tensors: ``blk.N.attn_q.weight`` -> ``model.layers.N.self_attn.q_proj.weight`` (``attn_k`` -> ``k_proj``,
   ``attn_norm`` -> ``input_layernorm``); GGUF's ``(ne1, ne0)`` rows are torch Linear's output rows;
 - llama.cpp's converter (``convert_hf_to_gguf.py``, ``LlamaModel.modify_tensors``) permutes the rows of the
@@ -162,10 +164,52 @@ def _config(reader, path, arch: str) -> dict:
         config["rope_scaling"] = {"rope_type": "linear", "factor": float(need("rope.scaling.factor"))}
     elif kind != "none":
         raise _fail(path, f"rope scaling type {kind!r} is not supported (supported: none, linear)")
-    if "rope_freqs.weight" in {t.name for t in reader.tensors}:
-        raise _fail(path, "it carries per-frequency RoPE factors (rope_freqs.weight, Llama 3.1 / 3.2 scaling), "
-                          "which are not supported; profile the Hugging Face checkpoint instead")
+    freqs = next((t for t in reader.tensors if t.name == "rope_freqs.weight"), None)
+    if freqs is not None:
+        from gguf.quants import dequantize
+
+        factors = np.asarray(dequantize(freqs.data, freqs.tensor_type), dtype=np.float64).reshape(-1)
+        rotary_dim = int(rot) if rot is not None else head_dim
+        scaling = llama3_from_factors(factors, rotary_dim, config["rope_theta"])
+        if scaling is None:
+            raise _fail(path, "its per-frequency RoPE factors (rope_freqs.weight) are not of Llama 3's form "
+                              "(1 for short wavelengths, a factor for long ones, a smooth blend between)")
+        if scaling:
+            config["rope_scaling"] = scaling
     return config
+
+
+def llama3_from_factors(factors: np.ndarray, rotary_dim: int, theta: float) -> dict | None:
+    """Llama 3 ``rope_scaling`` parameters that give llama.cpp's per-frequency divisors ``factors``
+    (``rope_freqs.weight``, written by the converter for ``rope_type: llama3``); {} when all are 1, None when
+    no such parameters exist.
+
+    The divisor is 1 below the wavelength ``context / high``, ``factor`` above ``context / low``, and in between
+    ``1 / ((1 - s) / factor + s)`` with ``s = (context / wavelength - low) / (high - low)``. The frequencies
+    depend on ``a = context / (high - low)`` and ``b = low / (high - low)`` only, fitted from the blended
+    divisors; ``high - low = 1`` then gives one exact set of parameters, checked against every divisor.
+    """
+    from pipeline.rotary import inverse_frequencies, scaled_inverse_frequencies
+
+    inv = inverse_frequencies(rotary_dim, theta)
+    if factors.shape != inv.shape:
+        return None
+    factor = float(factors.max())
+    if np.allclose(factors, 1.0, rtol=0, atol=1e-6):
+        return {}
+    wavelen = 2 * np.pi / inv
+    mid = (factors > 1 + 1e-4) & (factors < factor * (1 - 1e-4))
+    if mid.sum() < 2 or factor <= 1:
+        return None
+    s = (1 / factors[mid] - 1 / factor) / (1 - 1 / factor)
+    a, b = np.linalg.lstsq(np.stack([1 / wavelen[mid], -np.ones(mid.sum())], axis=1), s, rcond=None)[0]
+    if not (a > 0 and b > 0):
+        return None
+    scaling = {"rope_type": "llama3", "factor": factor, "low_freq_factor": float(b), "high_freq_factor": float(b + 1),
+               "original_max_position_embeddings": float(a)}
+    if not np.allclose(scaled_inverse_frequencies(rotary_dim, theta, scaling), inv / factors, rtol=1e-5, atol=0):
+        return None
+    return scaling
 
 
 def open_gguf(path) -> Checkpoint:
