@@ -25,7 +25,8 @@ def build_parser() -> argparse.ArgumentParser:
         prog="python -m pipeline",
         description="Offline pipeline: profiles of attention heads (the 3-simplex point (a, b, c, d) of "
         "L = W_K^T W_Q for every head) and the orbit experiment (a 32-head layer learning addition mod 24). "
-        "Results go to a Zarr store (default: store.zarr) that the dashboard reads.",
+        "Results go to a Zarr store (default: $HEADGEOMETRY_STORE, else the repository's store.zarr) that the "
+        "dashboard reads.",
         epilog="Run `python -m pipeline COMMAND --help` for each command's options.",
     )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")

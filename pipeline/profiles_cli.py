@@ -137,8 +137,11 @@ def _table(rows: list[list[str]], header: list[str]) -> str:
 
 
 def list_command(args) -> int:
+    import os
+
     from pipeline.models import MODELS, SEED_MODELS
-    from pipeline.run import open_store, store_location
+    from pipeline.run import store_location
+    from pipeline.store import Store
 
     rows = [[s.name + (" *" if s.name in SEED_MODELS else ""), s.family, s.n_layers, s.n_heads, s.d_model, s.d_head,
              s.positional + (f" {s.rotary_dim}/{s.d_head}" if s.rotary_dim and s.rotary_dim != s.d_head else ""),
@@ -146,23 +149,23 @@ def list_command(args) -> int:
     print("Registry (* = seed model; compute with `python -m pipeline profiles NAME`):")
     print(_table(rows, ["name", "family", "layers", "heads", "N", "n", "positional", "hub id"]))
     print()
+    location = store_location(args.store)
     try:
-        location = store_location(args.store)
-        store = open_store(location)
-        names = store.names()
-        rows = []
-        for n in names:
-            info = store.row(n)
-            done = int(store.layers_done(n).sum())
-            status = ("complete" if store.is_complete(n)
-                      else "not computed" if done == 0 else f"{done}/{info.n_layers} layers")
-            rows.append([n, status, info.n_layers, info.n_heads, "yes" if info.layernorm_folded else "no",
-                         info.source, info.revision or "-"])
+        models = [] if "://" not in location and not os.path.exists(location) else Store.open(location, "r").models()
     except user_errors() as exc:
         return fail(exc)
-    if not names:
+    rows = []
+    for m in models:
+        status = ("damaged" if m.damaged else "complete" if m.complete
+                  else "not computed" if m.layers_done == 0 else f"{m.layers_done}/{m.n_layers} layers")
+        rows.append([m.name, status, m.n_layers, m.n_heads, "yes" if m.layernorm_folded else "no",
+                     m.format or "-", m.source, m.revision or "-"])
+    if not models:
         print(f"The store {location} holds no profiles yet.")
     else:
         print(f"The store {location}:")
-        print(_table(rows, ["model", "status", "layers", "heads", "fold-ln", "source", "revision"]))
+        print(_table(rows, ["model", "status", "layers", "heads", "fold-ln", "format", "source", "revision"]))
+        for m in models:
+            if m.damaged:
+                print(f"{m.name}: {m.damaged}")
     return 0

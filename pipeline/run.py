@@ -20,6 +20,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import socket
@@ -78,8 +79,7 @@ def store_location(location) -> str:
     """The store to use: ``location``, else ``pipeline.store.default_store_path()``; ``file://PATH`` -> PATH."""
     from pipeline import store
 
-    default = getattr(store, "default_store_path", None)
-    s = str(location) if location is not None else default() if default else "store.zarr"
+    s = str(location) if location is not None else store.default_store_path()
     return s[len("file://"):] if s.startswith("file://") else s
 
 
@@ -121,7 +121,7 @@ def check_scheduler(address: str, timeout: float = 5.0) -> None:
                            "local worker processes.") from None
 
 
-# ------------------------------------------------------------------------------------------ store checks
+# ------------------------------------------------------------------------------------------ store
 
 
 def _read_only(path: str) -> bool:
@@ -130,22 +130,14 @@ def _read_only(path: str) -> bool:
 
 
 def check_store(location: str, bytes_needed: int = 0) -> None:
-    """A local store that this run can write, refused with StoreError otherwise (URL stores: left to zarr)."""
+    """A local store this run can write: writable (store folder and its groups, or the folder it goes in) and
+    with room for ``bytes_needed``; StoreError otherwise. What kind of store it is, Store.open checks."""
     from pipeline.store import StoreError
 
     if "://" in location:
         return
-    if os.path.exists(location):
-        if not os.path.isdir(location):
-            raise StoreError(f"--store {location!r} is a file, not a Zarr store; choose another --store.")
-        if os.path.exists(os.path.join(location, ".zgroup")) and not os.path.exists(os.path.join(location,
-                                                                                                  "zarr.json")):
-            raise StoreError(f"{location!r} is a Zarr version 2 store; this pipeline writes Zarr version 3. Choose "
-                             "another --store, or convert the old store.")
-        if not os.path.exists(os.path.join(location, "zarr.json")) and os.listdir(location):
-            raise StoreError(f"{location!r} exists but is not a Zarr store (no zarr.json); choose another --store.")
-        folders = [location] + [os.path.join(location, g) for g in ("profiles",)
-                                if os.path.isdir(os.path.join(location, g))]
+    if os.path.isdir(location):
+        folders = [location] + [e.path for e in os.scandir(location) if e.is_dir()]
         for folder in folders:
             if _read_only(folder):
                 raise StoreError(f"the store {location!r} is read-only ({folder} cannot be written); make it "
@@ -165,82 +157,24 @@ def check_store(location: str, bytes_needed: int = 0) -> None:
                          "another --store.")
 
 
-# ------------------------------------------------------------------------------------------ store access
+def open_store(location: str):
+    """The :class:`pipeline.store.Store` at ``location``, opened for writing."""
+    from pipeline.store import Store
+
+    return Store.open(location, mode="a")
 
 
-class _PathStore:
-    """The store operations a run needs, over the store's module-level functions."""
-
-    def __init__(self, location: str):
-        self.location = location
-
-    def names(self) -> list[str]:
-        from pipeline import store
-
-        path = self.location
-        if "://" not in path and not os.path.exists(path):
-            return []
-        import zarr
-
-        try:
-            root = zarr.open_group(path, mode="r")
-        except Exception as exc:  # noqa: BLE001 - zarr raises several types for a non-store
-            if "://" in path:
-                return []  # a URL store not created yet
-            raise store.StoreError(f"{path!r} exists but is not a Zarr store ({exc}); choose another "
-                                   "--store.") from None
-        if store.PROFILES not in root:
-            return []
-        return [str(m) for m in store.open_profiles(path)["model"].values]
-
-    def row(self, name: str):
-        from pipeline import store
-
-        return store.model_info(self.location, name)
-
-    def layers_done(self, name: str) -> np.ndarray:
-        from pipeline import store
-
-        return store.layers_done(self.location, name)
-
-    def is_complete(self, name: str) -> bool:
-        from pipeline import store
-
-        return store.is_complete(self.location, name)
-
-    def register(self, row) -> None:
-        from pipeline import store
-
-        store.register_model(self.location, row)
-
-    def reset(self, name: str) -> None:
-        from pipeline import store
-
-        store.reset_model(self.location, name)
-
-    def write_layer(self, name: str, layer: int, profile, norm) -> None:
-        from pipeline import store
-
-        store.write_layer(self.location, name, layer, profile, norm)
-
-    def mark_complete(self, name: str, revision: str | None = None) -> None:
-        from pipeline import store
-
-        store.mark_complete(self.location, name, revision=revision)
-
-
-def open_store(location: str) -> _PathStore:
-    return _PathStore(location)
+@lru_cache(maxsize=4)
+def _worker_store(location: str):
+    """One store handle per location per worker process."""
+    return open_store(location)
 
 
 def make_row(**fields):
-    """A model row for the store from ``fields`` (provenance fields the store does not hold are dropped)."""
-    from dataclasses import fields as dc_fields
+    """A :class:`pipeline.schema.ModelRow` from ``fields``."""
+    from pipeline.schema import ModelRow
 
-    from pipeline import store
-
-    known = {f.name for f in dc_fields(store.ModelInfo)}
-    return store.ModelInfo(**{k: v for k, v in fields.items() if k in known})
+    return ModelRow(**fields)
 
 
 # ------------------------------------------------------------------------------------------ task
@@ -295,7 +229,7 @@ def run_task(task: LayerTask, ckpt=None) -> int:
     if ckpt is None:
         ckpt = _worker_checkpoint(task.source, task.revision)
     profile, norm = compute_layer(ckpt, layout_from_config(ckpt.config), task.layer, task.fold_ln)
-    open_store(task.store).write_layer(task.name, task.layer, profile, norm)
+    _worker_store(task.store).write_layer(task.name, task.layer, profile, norm)
     return task.layer
 
 
@@ -478,6 +412,15 @@ def _begin(store, plan: ModelPlan) -> None:
     store.register(plan.row)
 
 
+@contextlib.contextmanager
+def _writing(store, plans: list[ModelPlan]):
+    """Hold the store's writer lock of every planned model (another run of one of them is refused)."""
+    with contextlib.ExitStack() as stack:
+        for plan in plans:
+            stack.enter_context(store.writer(plan.name))
+        yield
+
+
 def run_inline(plans: list[ModelPlan], store, progress: bool = True) -> list[str]:
     """Every task in this process, with the checkpoints already open."""
     from tqdm.auto import tqdm
@@ -485,12 +428,13 @@ def run_inline(plans: list[ModelPlan], store, progress: bool = True) -> list[str
     from pipeline.architectures import rotations as rotations_of
 
     for plan in plans:
-        _begin(store, plan)
-        R = rotations_of(plan.layout)
-        for layer in tqdm(plan.todo, desc=plan.name, unit="layer", disable=not progress):
-            profile, norm = compute_layer(plan.ckpt, plan.layout, layer, plan.row.layernorm_folded, R)
-            store.write_layer(plan.name, layer, profile, norm)
-        store.mark_complete(plan.name, revision=plan.ckpt.revision)
+        with store.writer(plan.name):
+            _begin(store, plan)
+            R = rotations_of(plan.layout)
+            for layer in tqdm(plan.todo, desc=plan.name, unit="layer", disable=not progress):
+                profile, norm = compute_layer(plan.ckpt, plan.layout, layer, plan.row.layernorm_folded, R)
+                store.write_layer(plan.name, layer, profile, norm)
+            store.mark_complete(plan.name, revision=plan.ckpt.revision)
     return [p.name for p in plans]
 
 
@@ -515,18 +459,20 @@ def run_pool(plans: list[ModelPlan], store, workers: int, progress: bool = True)
 
     from tqdm.auto import tqdm
 
-    for plan in plans:
-        _begin(store, plan)
-    tasks = [t for plan in plans for t in plan.tasks(store.location)]
-    failed: dict[str, list[tuple[int, str]]] = {}
-    with ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("spawn")) as pool:
-        futures = {pool.submit(run_task, t): t for t in tasks}
-        for fut in tqdm(as_completed(futures), total=len(futures), desc="layers", unit="layer", disable=not progress):
-            exc = fut.exception()
-            if exc is not None:
-                t = futures[fut]
-                failed.setdefault(t.name, []).append((t.layer, f"{type(exc).__name__}: {exc}"))
-    return _finish(store, plans, failed)
+    with _writing(store, plans):
+        for plan in plans:
+            _begin(store, plan)
+        tasks = [t for plan in plans for t in plan.tasks(store.location)]
+        failed: dict[str, list[tuple[int, str]]] = {}
+        with ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("spawn")) as pool:
+            futures = {pool.submit(run_task, t): t for t in tasks}
+            for fut in tqdm(as_completed(futures), total=len(futures), desc="layers", unit="layer",
+                            disable=not progress):
+                exc = fut.exception()
+                if exc is not None:
+                    t = futures[fut]
+                    failed.setdefault(t.name, []).append((t.layer, f"{type(exc).__name__}: {exc}"))
+        return _finish(store, plans, failed)
 
 
 def make_client(workers: int | None = None, scheduler: str | None = None, processes: bool = True,
@@ -566,21 +512,23 @@ def run_dask(plans: list[ModelPlan], store, client, retries: int = 2, progress: 
     from distributed import as_completed
     from tqdm.auto import tqdm
 
-    for plan in plans:
-        _begin(store, plan)
-    futures, owner = [], {}
-    for plan in plans:
-        for t in plan.tasks(store.location):
-            fut = client.submit(run_task, t, key=f"profile-{t.name}-{t.layer}-{time.time_ns()}", retries=retries,
-                                pure=False)
-            futures.append(fut)
-            owner[fut.key] = t
-    failed: dict[str, list[tuple[int, str]]] = {}
-    for fut in tqdm(as_completed(futures), total=len(futures), desc="layers", unit="layer", disable=not progress):
-        if fut.status != "finished":
-            exc, t = fut.exception(), owner[fut.key]
-            failed.setdefault(t.name, []).append((t.layer, f"{type(exc).__name__}: {exc}"))
-    return _finish(store, plans, failed)
+    with _writing(store, plans):
+        for plan in plans:
+            _begin(store, plan)
+        futures, owner = [], {}
+        for plan in plans:
+            for t in plan.tasks(store.location):
+                fut = client.submit(run_task, t, key=f"profile-{t.name}-{t.layer}-{time.time_ns()}",
+                                    retries=retries, pure=False)
+                futures.append(fut)
+                owner[fut.key] = t
+        failed: dict[str, list[tuple[int, str]]] = {}
+        for fut in tqdm(as_completed(futures), total=len(futures), desc="layers", unit="layer",
+                        disable=not progress):
+            if fut.status != "finished":
+                exc, t = fut.exception(), owner[fut.key]
+                failed.setdefault(t.name, []).append((t.layer, f"{type(exc).__name__}: {exc}"))
+        return _finish(store, plans, failed)
 
 
 # ------------------------------------------------------------------------------------------ entry
