@@ -6,7 +6,9 @@ to an anonymous name and shuffles their order, and the result must still equal t
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
+import io
 import random
 import warnings
 
@@ -33,13 +35,14 @@ class _Encoder(torch.nn.Module):
         return self.model(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
 
 
-def export(model, path) -> str:
+def export(model, path, dynamo: bool = False) -> str:
+    """torch.onnx.export: the TorchScript exporter (dynamo=False) or torch.export's (dynamo=True, needs onnxscript)."""
     ids = torch.randint(0, 50, (1, 7), generator=torch.Generator().manual_seed(0))
-    with warnings.catch_warnings():
+    kw = {} if dynamo else dict(dynamic_axes={"input_ids": {0: "b", 1: "t"}, "attention_mask": {0: "b", 1: "t"}})
+    with warnings.catch_warnings(), contextlib.redirect_stdout(io.StringIO()):
         warnings.simplefilter("ignore")
-        torch.onnx.export(_Encoder(model), (ids, torch.ones_like(ids)), str(path), dynamo=False,
-                          input_names=["input_ids", "attention_mask"],
-                          dynamic_axes={"input_ids": {0: "b", 1: "t"}, "attention_mask": {0: "b", 1: "t"}})
+        torch.onnx.export(_Encoder(model), (ids, torch.ones_like(ids)), str(path), dynamo=dynamo,
+                          input_names=["input_ids", "attention_mask"], **kw)
     return str(path)
 
 
@@ -88,6 +91,16 @@ def test_onnx_equals_the_safetensors_path(bert):
                 np.testing.assert_array_equal(ck.read(name), st.read(name))
         for fold in (False, True):
             np.testing.assert_array_equal(profiles(ck, fold), profiles(st, fold))
+
+
+def test_the_torch_export_exporter_graph_too(bert):
+    pytest.importorskip("onnxscript", reason="torch.onnx.export(dynamo=True) needs onnxscript")
+    folder, st, _ = bert
+    model = build_tiny("bert", dtype=torch.float32, num_hidden_layers=3).float()  # the same seed: the same weights
+    ck = open_onnx(export(model, folder / "dynamo.onnx", dynamo=True))
+    assert layout_from_config(ck.config) == layout_from_config(st.config)
+    for fold in (False, True):
+        np.testing.assert_array_equal(profiles(ck, fold), profiles(st, fold))
 
 
 def test_query_and_key_are_not_swapped_or_mixed_up(bert):
