@@ -1,8 +1,10 @@
 """The served dashboard: ``panel serve dashboard/app.py [--args --store PATH]`` (or ``python -m dashboard``).
 
-A thin Panel shell over the Bokeh layouts of ``profiles_page`` and ``orbits_page`` (the same ones the
-static exporter writes), with a model selector that rebuilds the profiles view on the server. Every
-interaction inside a view runs in the browser.
+A thin Panel shell. One ``AppState`` (model, d, layer, selection, frame) per session; the store's
+contents are read once per process (``dashboard.data`` caches them, keyed on the store's path and
+modification state), so a session only renders its own views (``profiles_page``, ``orbits_page``, both
+built from ``dashboard.views``). Choosing another model replaces the profiles view in place. Every
+interaction inside a view runs in the browser and is mirrored into the state.
 
 The store is chosen only at start-up: ``--store PATH`` after ``--args``, else $HEADGEOMETRY_STORE, else
 the committed store.zarr. URL query parameters are ignored. Bind to localhost (``python -m dashboard``
@@ -16,61 +18,103 @@ import logging
 import sys
 
 import panel as pn
+import param
 from bokeh.layouts import column
 
 from dashboard import data
 from dashboard.export import orbits_content
-from dashboard.profiles_page import CSS, header, message, not_computed_html, profiles_view
+from dashboard.profiles_page import (
+    CSS,
+    header,
+    message,
+    profiles_view,
+    selector_groups,
+    todo_html,
+)
 
 TITLE = "Attention-head geometry"
 
 pn.extension(raw_css=[CSS.replace(":host", "body")], design="bootstrap", notifications=False)
 
 
+class AppState(param.Parameterized):
+    """What one session shows. ``model`` is chosen on the server; the rest follow the browser."""
+
+    model = param.String(default="", doc="the model on the profiles page")
+    d = param.Integer(default=0, bounds=(0, None), doc="the offset d = query position - key position shown")
+    layer = param.Integer(default=None, allow_None=True, doc="the layer the selected heads lie in, if only one")
+    selection = param.List(default=[], item_type=int, doc="selected heads (layer-major indices)")
+    frame = param.Integer(default=-1, doc="the orbits movie's frame (-1: the last)")
+
+
 def _error_view(title: str, text: str):
     return column(header(title), message(html.escape(text), "error", name="store_error"))
 
 
-def profiles_panel(store) -> pn.viewable.Viewable:
-    """The model selector and the profiles view of the chosen model (or the store's problem)."""
+def _follow(layout, state: AppState, n_heads: int) -> None:
+    """Mirror the browser's d slider and selection into ``state`` (server-side callbacks)."""
+    slider = layout.select_one({"name": "d_slider"})
+    if slider is not None:
+        slider.on_change("value", lambda attr, old, new: state.param.update(d=int(new)))
+    heads = layout.select_one({"name": "heads"})
+    if heads is not None:
+        def selected(attr, old, new):
+            indices = [int(i) for i in new]
+            layers = {i // max(n_heads, 1) for i in indices}
+            state.param.update(selection=indices, layer=layers.pop() if len(layers) == 1 else None)
+        heads.selected.on_change("indices", selected)
+
+
+def profiles_panel(store, state: AppState) -> pn.viewable.Viewable:
+    """The model selector, the profiles view of ``state.model`` and the list of models to compute or repair."""
     try:
-        ds = data.profiles(store)
-        models = data.summaries(ds)
+        rows = data.rows(store)
     except data.StoreError as exc:
         return pn.pane.Bokeh(_error_view("Profiles of attention heads", str(exc)))
-    computed = [m for m in models if m.computed]
-    if not computed:
-        body = "The store holds no computed model yet. " + (not_computed_html(models) or
-                                                             "Compute one with <code>python -m pipeline profiles "
-                                                             "MODEL</code>.")
-        return pn.pane.Bokeh(column(header("Profiles of attention heads"), message(body, name="no_models")))
-    by_name = {m.name: m for m in models}
-    labels = {(m.name if m.computed else f"{m.name} (not computed)"): m.name for m in models}
-    select = pn.widgets.Select(label="Model", options=labels, value=computed[0].name, width=340)
-    pane = pn.pane.Bokeh()
+    groups = selector_groups(rows)
+    todo = pn.pane.HTML(todo_html(rows), name="todo", stylesheets=[CSS], width=1100, visible=bool(todo_html(rows)))
+    if not groups:
+        body = "The store holds no computed model yet. See below for the commands that compute them."
+        return pn.Column(pn.pane.Bokeh(column(header("Profiles of attention heads"),
+                                              message(body, name="no_models"))), todo)
+    names = [n for v in groups.values() for n in v]
+    state.model = state.model if state.model in names else names[0]
+    select = pn.widgets.Select(name="Model", groups=groups, value=state.model, width=340)
+    select.link(state, value="model")
+    pane = pn.pane.Bokeh(sizing_mode="fixed")
 
     def show(name: str) -> None:
-        m = by_name[name]
-        pane.object = profiles_view(m, data.model_profile(ds, m), models=models)
+        try:
+            m = data.model_data(store, name)
+        except KeyError:
+            pane.object = _error_view("Profiles of attention heads", f"{name} is no longer in the store {store}.")
+            return
+        state.param.update(d=0, selection=[], layer=None)
+        layout = profiles_view(m)
+        _follow(layout, state, m.row.n_heads)
+        pane.object = layout
 
-    select.param.watch(lambda ev: show(ev.new), "value")
-    show(select.value)
-    return pn.Column(select, pane, name="Profiles")
+    state.param.watch(lambda ev: (show(ev.new), setattr(select, "value", ev.new)), "model")
+    show(state.model)
+    return pn.Column(select, pane, todo, name="Profiles")
 
 
-def orbits_panel(store) -> pn.viewable.Viewable:
+def orbits_panel(store, state: AppState) -> pn.viewable.Viewable:
     content = orbits_content(store)
-    return content if isinstance(content, pn.viewable.Viewable) else pn.pane.Bokeh(content)
+    slider = content.select_one({"name": "orbits_frame"})
+    if slider is not None:
+        slider.on_change("value", lambda attr, old, new: state.param.update(frame=int(new)))
+    return pn.pane.Bokeh(content)
 
 
-def guarded(make, title: str, store) -> pn.viewable.Viewable:
+def guarded(make, title: str, store, state: AppState) -> pn.viewable.Viewable:
     """One tab, or a message if drawing it fails: a bug in one view never blanks the whole app.
 
     Store problems the user can fix come as StoreError messages from the views themselves; anything else
     is unexpected, so its traceback goes to the server's log and the page says where to find it.
     """
     try:
-        return make(store)
+        return make(store, state)
     except Exception as exc:  # noqa: BLE001 - shown on the page, logged in full
         logging.getLogger("dashboard").exception("drawing %s failed", title)
         return pn.pane.Bokeh(_error_view(title, f"this view could not be drawn from {store}: "
@@ -78,12 +122,14 @@ def guarded(make, title: str, store) -> pn.viewable.Viewable:
                                                 "server's log; please report it with the store."))
 
 
-def build(store) -> pn.template.BaseTemplate:
-    """The whole served page over ``store``: a Profiles tab and an Orbits tab."""
+def build(store, state: AppState | None = None) -> pn.template.BaseTemplate:
+    """The whole served page over ``store`` for one session: a Profiles tab and an Orbits tab (built when shown)."""
+    state = state or AppState()
     tmpl = pn.template.BootstrapTemplate(title=TITLE, header_background="#1f2a3a")
-    tabs = (("Profiles", guarded(profiles_panel, "Profiles of attention heads", store)),
-            ("Orbits", guarded(orbits_panel, "Orbits of C24", store)))
-    tmpl.main.append(pn.Tabs(*tabs, dynamic=True))
+    orbits = pn.param.ParamFunction(lambda: guarded(orbits_panel, "Orbits of C24", store, state), lazy=True)
+    tabs = pn.Tabs(("Profiles", guarded(profiles_panel, "Profiles of attention heads", store, state)),
+                   ("Orbits", orbits), dynamic=True)
+    tmpl.main.append(tabs)
     tmpl.main.append(pn.pane.HTML(f"<p class='meta'>Store: <code>{html.escape(str(store))}</code></p>",
                                   name="store_path"))
     return tmpl

@@ -1,11 +1,14 @@
-"""Where the store is and what is in it: read-only, light, cached.
+"""Where the store is and what is in it: read-only, through ``pipeline.store`` and ``pipeline.schema``, cached.
 
-The store path comes from (first wins) the ``--store PATH`` argument (``panel serve dashboard/app.py
---args --store PATH`` or ``python -m dashboard.export OUT --store PATH``), the environment variable
-``HEADGEOMETRY_STORE``, or the committed ``store.zarr`` next to the package (not the working
-directory). Nothing else (in particular no URL parameter) chooses the path.
+The store path comes from the ``--store PATH`` argument (``panel serve dashboard/app.py --args --store
+PATH`` or ``python -m dashboard.export OUT --store PATH``), else ``pipeline.store.default_store_path()``
+($HEADGEOMETRY_STORE, else the committed ``store.zarr``). Nothing else (in particular no URL parameter)
+chooses the path.
 
-Every problem with the store surfaces as ``pipeline.store.StoreError`` whose message says what to do.
+Every read is cached per process, keyed on the store's path and its modification state (the times of
+its groups' metadata files), so the sessions of a served app share one load of each model and see a
+model registered or repaired while they run. Every problem surfaces as ``StoreError`` whose message
+says what to do.
 """
 
 from __future__ import annotations
@@ -19,115 +22,112 @@ from pathlib import Path
 import numpy as np
 import xarray as xr
 
-from pipeline.store import N_OFFSETS, StoreError, open_orbits, open_profiles
+from pipeline.schema import ORBITS, ORBITS_SEARCH, PROFILES, ModelRow, model_rows, orbits_problems
+from pipeline.store import ENV_VAR, StoreError, default_store_path, open_group_dataset
 
-ENV_VAR = "HEADGEOMETRY_STORE"
-DEFAULT_STORE = Path(__file__).resolve().parents[1] / "store.zarr"
+__all__ = ["ENV_VAR", "ModelData", "ModelRow", "StoreError", "model_data", "orbits", "orbits_search",
+           "profiles", "rows", "state_key", "store_path"]
 
 
-def store_path(argv: list[str] | None = None, environ: dict | None = None) -> Path:
-    """The store to read: ``--store`` in ``argv``, else $HEADGEOMETRY_STORE, else the committed store."""
+def store_path(argv: list[str] | None = None) -> Path:
+    """The store to read: ``--store`` in ``argv``, else ``default_store_path()``."""
     parser = argparse.ArgumentParser(add_help=False)
     parser.add_argument("--store", default=None)
     args, _ = parser.parse_known_args(argv or [])
-    env = os.environ if environ is None else environ
-    chosen = args.store or env.get(ENV_VAR) or str(DEFAULT_STORE)
-    return Path(chosen).expanduser().resolve()
+    return Path(args.store or default_store_path()).expanduser().resolve()
 
 
-@dataclass(frozen=True)
-class ModelSummary:
-    """One row of the model dimension: what it is and whether it can be drawn."""
-
-    name: str
-    n_layers: int
-    n_heads: int
-    d_model: int
-    d_head: int
-    positional: str
-    source: str
-    revision: str
-    family: str
-    command: str
-    complete: bool
-    layers_done: int
-    layernorm_folded: bool
-
-    @property
-    def computed(self) -> bool:
-        """At least one layer written: something to draw."""
-        return self.layers_done > 0
-
-    @property
-    def rotary(self) -> bool:
-        return self.positional == "rope"
-
-    @property
-    def fix_command(self) -> str:
-        """The exact command that computes (or finishes) this model."""
-        return self.command or f"python -m pipeline profiles {self.source or self.name}"
-
-
-def _mtime(path: Path) -> float:
-    """When the store's structure last changed (a model registered, the group replaced): 0 if unknown."""
-    times = []
-    for meta in (path / "zarr.json", path / "profiles" / "zarr.json", path / "profiles" / "model" / "zarr.json"):
+def state_key(path, group: str = PROFILES) -> tuple:
+    """The modification state of a group: the times and sizes of its metadata files (model list included)."""
+    path = Path(path)
+    out = []
+    for meta in (path / "zarr.json", path / group / "zarr.json", path / group / "model" / "zarr.json",
+                 path / group / "damaged" / "c" / "0", path / group / "complete" / "c" / "0"):
         try:
-            times.append(os.stat(meta).st_mtime_ns)
+            st = os.stat(meta)
+            out.append((st.st_mtime_ns, st.st_size))
         except OSError:
-            times.append(0)
-    return float(max(times))
+            out.append(None)
+    return tuple(out)
 
 
 @functools.lru_cache(maxsize=8)
-def _profiles(path: str, mtime: float) -> xr.Dataset:
-    return open_profiles(path)
+def _profiles(path: str, key: tuple) -> xr.Dataset:
+    return open_group_dataset(path, PROFILES)
 
 
 def profiles(path) -> xr.Dataset:
-    """The ``profiles`` group (lazy), cached per path until the group's metadata changes."""
-    path = Path(path)
-    return _profiles(str(path), _mtime(path))
+    """The ``profiles`` group (lazy), opened once per state of the store."""
+    return _profiles(str(path), state_key(path))
+
+
+@functools.lru_cache(maxsize=8)
+def _rows(path: str, key: tuple) -> tuple[ModelRow, ...]:
+    return tuple(model_rows(_profiles(path, key)))
+
+
+def rows(path) -> list[ModelRow]:
+    """The store's models (``pipeline.schema.ModelRow``), in store order."""
+    return list(_rows(str(path), state_key(path)))
+
+
+@dataclass(frozen=True)
+class ModelData:
+    """One model's profile, read once and shared by every session that shows it.
+
+    ``profile``: (n_layers, n_heads, D, 4) float64 without the padding; D = 129 for rotary models, 1 for
+    the others (whose form does not depend on position). ``error``: why it could not be read ('' if fine).
+    """
+
+    row: ModelRow
+    profile: np.ndarray
+    error: str = ""
+
+
+@functools.lru_cache(maxsize=16)
+def _model_data(path: str, key: tuple, name: str) -> ModelData:
+    ds = _profiles(path, key)
+    row = next(r for r in _rows(path, key) if r.name == name)
+    sel = ds["profile"].sel(model=name).isel(layer=slice(0, row.n_layers), head=slice(0, row.n_heads))
+    if not row.rotary:
+        sel = sel.isel(d=slice(0, 1))
+    try:
+        values = np.asarray(sel.transpose("layer", "head", "d", "coordinate").values, dtype=np.float64)
+    except Exception as exc:  # noqa: BLE001 - a damaged chunk: the page says so and how to repair it
+        empty = np.full((row.n_layers, row.n_heads, 1, 4), np.nan)
+        return ModelData(row, empty, f"the stored profiles of {name} cannot be read ({type(exc).__name__}: "
+                                     f"{exc}). Repair the model with `{row.fix_command}` (or find the damage "
+                                     f"with `python -m pipeline verify --store {path}`).")
+    return ModelData(row, values)
+
+
+def model_data(path, name: str) -> ModelData:
+    """The profile of model ``name`` (cached per store state); KeyError when the store has no such model."""
+    if name not in {r.name for r in rows(path)}:
+        raise KeyError(name)
+    return _model_data(str(path), state_key(path), name)
+
+
+@functools.lru_cache(maxsize=4)
+def _group(path: str, group: str, key: tuple) -> xr.Dataset | None:
+    try:
+        return open_group_dataset(path, group).load()
+    except StoreError:
+        if group == ORBITS:
+            raise
+        return None
 
 
 def orbits(path) -> xr.Dataset:
-    """The ``orbits`` group, loaded into memory (it is small)."""
-    return open_orbits(str(path)).load()
+    """The ``orbits`` group in memory (it is small); StoreError when absent or not drawable."""
+    ds = _group(str(path), ORBITS, state_key(path, ORBITS))
+    problems = orbits_problems(ds)
+    if problems:
+        raise StoreError(f"the orbits group of {path} cannot be shown: {'; '.join(problems)}. "
+                         f"Recompute it with `python -m pipeline orbits --store {path}`.")
+    return ds
 
 
-def summaries(ds: xr.Dataset) -> list[ModelSummary]:
-    """Per-model metadata of an opened ``profiles`` group, in store order."""
-    meta = {k: ds[k].values for k in ("n_layers", "n_heads", "d_model", "d_head", "positional", "source",
-                                        "revision", "family", "command", "complete", "layernorm_folded")
-            if k in ds}
-    done = ds["layer_done"].values if "layer_done" in ds else None
-    out = []
-    for i, name in enumerate(ds["model"].values):
-        n_layers = int(meta["n_layers"][i])
-        n_done = int(done[i, :n_layers].sum()) if done is not None else n_layers
-        out.append(ModelSummary(
-            name=str(name), n_layers=n_layers, n_heads=int(meta["n_heads"][i]), d_model=int(meta["d_model"][i]),
-            d_head=int(meta["d_head"][i]), positional=str(meta["positional"][i]), source=str(meta["source"][i]),
-            revision=str(meta["revision"][i]), family=str(meta.get("family", [""] * (i + 1))[i]),
-            command=str(meta.get("command", [""] * (i + 1))[i]), complete=bool(meta["complete"][i]),
-            layers_done=n_done, layernorm_folded=bool(meta.get("layernorm_folded", [False] * (i + 1))[i])))
-    return out
-
-
-def model_profile(ds: xr.Dataset, summary: ModelSummary) -> np.ndarray:
-    """(n_layers, n_heads, D, 4) float64 profile of one model, without the padding.
-
-    D = 129 offsets for rotary models; D = 1 (the d = 0 slice) for the others, whose form does not
-    depend on position.
-    """
-    sel = ds["profile"].sel(model=summary.name).isel(layer=slice(0, summary.n_layers),
-                                                     head=slice(0, summary.n_heads))
-    if not summary.rotary:
-        sel = sel.isel(d=slice(0, 1))
-    values = np.asarray(sel.values, dtype=np.float64)
-    assert values.shape[2] in (1, N_OFFSETS)
-    return values
-
-
-__all__ = ["DEFAULT_STORE", "ENV_VAR", "ModelSummary", "StoreError", "model_profile", "orbits", "profiles",
-           "store_path", "summaries"]
+def orbits_search(path) -> xr.Dataset | None:
+    """The ``orbits_search`` group in memory, or None when the store has none."""
+    return _group(str(path), ORBITS_SEARCH, state_key(path, ORBITS_SEARCH))

@@ -1,26 +1,36 @@
 """python -m dashboard.export OUT/ : the dashboard as static HTML pages that need no server.
 
 Writes ``OUT/index.html`` (every model of the store: a link to its page, or the command that computes
-it), ``OUT/profiles-<model>.html`` per computed model and ``OUT/orbits.html``. The pages are the same
-Bokeh layouts the served app shows; every interaction runs client-side, so they work opened with
-file://. By default the pages load BokehJS (and, for a Panel orbits view, Panel's bundle) from the
-CDN; ``--self-contained`` inlines all JS and CSS for offline use.
+or repairs it), one ``OUT/profiles-<slug>-<hash>.html`` per drawable model and ``OUT/orbits.html``. The
+pages are the layouts the served app shows; every interaction runs client-side, so they work opened
+with file://. By default they load BokehJS from the CDN; ``--self-contained`` inlines it for offline use.
+
+File names are unique per model (a slug of at most 60 characters plus 8 hex digits of the name's
+sha256). A page is written to a temporary file and renamed over its name, so an existing symbolic link
+at that name is replaced, never written through.
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
 import html
+import os
 import re
 import sys
+import tempfile
 from pathlib import Path
 
 from bokeh.embed import components
+from bokeh.layouts import column
 from bokeh.model import Model
 from bokeh.resources import Resources
 
 from dashboard import data
-from dashboard.profiles_page import CSS, header, message, profiles_view
+from dashboard.orbits_page import orbits_view
+from dashboard.profiles_page import CSS, ORBIT_GROUP, header, is_orbit_experiment, message, profiles_view, todo_html
+
+SLUG_MAX = 60
 
 PAGE_CSS = """
 <style>
@@ -32,42 +42,40 @@ PAGE_CSS = """
 </style>
 """
 
+TABLE_CSS = """
+table.models { border-collapse: collapse; font-size: 0.93em; margin: 0.4em 0; }
+table.models th, table.models td { padding: 0.25em 0.8em; white-space: nowrap; text-align: left;
+  border-bottom: 1px solid #e3e7ec; }
+table.models th { font-weight: 600; border-bottom: 2px solid #c9d0d8; }
+table.models td.num { text-align: right; font-variant-numeric: tabular-nums; }
+"""
+
+
+class ExportError(RuntimeError):
+    """An output problem the user can fix (the message says what); the CLI prints it and exits 2."""
+
 
 def orbits_content(store, shown: str | None = None):
-    """The orbits page's content: ``dashboard.orbits_page.orbits_view`` over the store's orbits group.
-
-    ``shown`` replaces the store's path in messages (the exporter shows only the store's name).
-
-    A store without a (readable) orbits group gives a page with the fixing command; while
-    ``dashboard/orbits_page.py`` does not exist, a placeholder says so.
-    """
-    from bokeh.layouts import column
-
-    title = "Orbits of attention heads"
+    """The orbits page: ``orbits_page.orbits_view`` over the store's orbits (and orbits_search) groups,
+    or a message with the fixing command. ``shown`` replaces the store's path in messages."""
     try:
         ds = data.orbits(store)
+        search = data.orbits_search(store)
     except data.StoreError as exc:
         text = str(exc).replace(str(store), shown) if shown else str(exc)  # no local paths in published pages
-        return column(header(title, name="orbits_header"),
+        return column(header("Orbits of attention heads", name="orbits_header"),
                       message(html.escape(text), "error", name="orbits_store_error"), name="orbits_page")
-    try:
-        from dashboard.orbits_page import orbits_view
-    except ModuleNotFoundError as exc:
-        if exc.name != "dashboard.orbits_page":
-            raise
-        text = "The orbits movie view is not part of this version of the dashboard yet (dashboard/orbits_page.py)."
-        return column(header(title, name="orbits_header"), message(text, name="orbits_placeholder"),
-                      name="orbits_page")
-    return orbits_view(ds)
+    return orbits_view(ds, search=search)
 
 
 def slug(name: str) -> str:
-    """A file-name-safe form of a model name: 'EleutherAI/pythia-70m' -> 'EleutherAI_pythia-70m'."""
-    return re.sub(r"[^A-Za-z0-9._-]+", "_", name).strip("_") or "model"
+    """A file-name-safe form of a model name, at most 60 characters: 'org/model-1' -> 'org_model-1'."""
+    return (re.sub(r"[^A-Za-z0-9._-]+", "_", name).strip("_.") or "model")[:SLUG_MAX]
 
 
 def profile_page_name(name: str) -> str:
-    return f"profiles-{slug(name)}.html"
+    """The page of model ``name``: unique per name (slug plus a short hash of the full name)."""
+    return f"profiles-{slug(name)}-{hashlib.sha256(name.encode()).hexdigest()[:8]}.html"
 
 
 def _nav(links: list[tuple[str, str]]) -> str:
@@ -99,54 +107,42 @@ def page_html(layout: Model, title: str, resources: Resources, nav_html: str = "
             f"</head>\n<body>\n{nav_html}\n{div}\n{script}\n</body>\n</html>\n")
 
 
-def save_bokeh(layout: Model, path: Path, title: str, resources: Resources, nav_html: str = "") -> None:
-    path.write_text(page_html(layout, title, resources, nav_html), encoding="utf-8")
+def write_page(path: Path, text: str) -> None:
+    """Write ``text`` to ``path`` through a temporary file renamed over it: a symlink there is replaced."""
+    fd, tmp = tempfile.mkstemp(prefix=".export-", suffix=".html", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
 
 
-def save_any(obj, path: Path, title: str, resources, nav_html: str = "") -> None:
-    """Save a Bokeh layout with ``page_html``, or a Panel object with Panel's ``save`` (no embed)."""
-    if isinstance(obj, Model):
-        save_bokeh(obj, path, title, resources, nav_html)
-        return
-    import panel as pn
-
-    pn.panel(obj).save(str(path), title=title, resources=resources.mode, embed=False)
-
-
-TABLE_CSS = """
-table.models { border-collapse: collapse; font-size: 0.93em; margin: 0.4em 0; }
-table.models th, table.models td { padding: 0.25em 0.8em; white-space: nowrap; text-align: left;
-  border-bottom: 1px solid #e3e7ec; }
-table.models th { font-weight: 600; border-bottom: 2px solid #c9d0d8; }
-table.models td.num { text-align: right; font-variant-numeric: tabular-nums; }
-"""
-
-
-def index_html(store: Path, models: list[data.ModelSummary], problem: str | None, resources) -> str:
-    """The index: the seed page's table of models (layers, heads, N, n, positional) with links and status."""
-    rows = []
-    for m in models:
-        name = html.escape(m.name)
-        if m.computed:
-            link = f'<a href="{profile_page_name(m.name)}">{name}</a>'
-            state = "complete" if m.complete else f"incomplete: {m.layers_done} of {m.n_layers} layers"
-        else:
-            link = name
-            state = f"not computed: <code>{html.escape(m.fix_command)}</code>"
-        dagger = "<sup>†</sup>" if m.positional == "rope" else ""
-        rows.append(f"<tr><td>{link}</td><td class='num'>{m.n_layers}</td><td class='num'>{m.n_heads}</td>"
-                    f"<td class='num'>{m.d_model}</td><td class='num'>{m.d_head}</td>"
-                    f"<td class='num'>{m.n_layers * m.n_heads:,}</td><td>{html.escape(m.positional)}{dagger}</td>"
-                    f"<td class='meta'>{state}</td></tr>")
+def index_html(store: Path, rows: list[data.ModelRow], problem: str | None) -> str:
+    """The index: the models (layers, heads, N, n, positional) with links, then the ones to compute or repair."""
+    lines = []
+    for r in rows:
+        if not r.computed or r.damaged:
+            continue
+        link = f'<a href="{profile_page_name(r.name)}">{html.escape(r.name)}</a>'
+        state = "complete" if r.complete else f"incomplete: {r.layers_done} of {r.n_layers} layers"
+        if is_orbit_experiment(r):
+            state += f" · {ORBIT_GROUP}"
+        dagger = "<sup>†</sup>" if r.rotary else ""
+        lines.append(f"<tr><td>{link}</td><td class='num'>{r.n_layers}</td><td class='num'>{r.n_heads}</td>"
+                     f"<td class='num'>{r.d_model}</td><td class='num'>{r.d_head}</td>"
+                     f"<td class='num'>{r.n_layers * r.n_heads:,}</td><td>{html.escape(r.positional)}{dagger}</td>"
+                     f"<td class='meta'>{state}</td></tr>")
     table = ("<table class='models'><thead><tr><th>model</th><th>layers</th><th>heads/layer</th><th>N</th>"
              "<th>n</th><th>heads</th><th>positional</th><th>status</th></tr></thead><tbody>"
-             f"{''.join(rows)}</tbody></table>" if rows else "<p>no models in the store</p>")
-    if any(m.positional == "rope" for m in models):
+             f"{''.join(lines)}</tbody></table>" if lines else "<p>no computed models in the store</p>")
+    if any(r.rotary for r in rows):
         table += ("<p class='meta'><sup>†</sup> With rotary embeddings the form varies with the distance d between "
                   "the two tokens; those pages carry a slider over d = 0..128. For the other models the form does "
                   "not depend on position.</p>")
     body = f'<div class="error">{html.escape(problem)}</div>' if problem else ""
-    body += f"<h2>Profiles</h2>{table}"
+    body += f"<h2>Profiles</h2>{table}{todo_html(rows)}"
     body += ('<h2>Orbits</h2><ul><li><a href="orbits.html">The orbit experiment: the heads of one layer under '
              "C<sub>24</sub></a></li></ul>")
     css = CSS.replace(":host", "body") + TABLE_CSS
@@ -156,35 +152,51 @@ def index_html(store: Path, models: list[data.ModelSummary], problem: str | None
             f"without a server.</p>{body}</body></html>")
 
 
+def _check_out(out: Path) -> None:
+    if out.is_symlink():
+        raise ExportError(f"{out} is a symbolic link; give a real folder to write the pages into")
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise ExportError(f"cannot create the output folder {out}: {exc.strerror}") from None
+    if not out.is_dir():
+        raise ExportError(f"{out} exists and is not a folder")
+    if not os.access(out, os.W_OK | os.X_OK):
+        raise ExportError(f"the output folder {out} is not writable; choose another with `python -m "
+                          "dashboard.export OUT/`")
+
+
 def export(out, store=None, self_contained: bool = False) -> list[Path]:
-    """Write the index, one page per computed model and the orbits page into ``out``; returns the paths."""
+    """Write the index, one page per drawable model and the orbits page into ``out``; returns the paths."""
     out = Path(out)
-    out.mkdir(parents=True, exist_ok=True)
+    _check_out(out)
     store = Path(store) if store else data.store_path([])
     resources = bokeh_resources(self_contained)
-    written: list[Path] = []
-    models: list[data.ModelSummary] = []
+    rows: list[data.ModelRow] = []
     problem = None
     try:
-        ds = data.profiles(store)
-        models = data.summaries(ds)
+        rows = data.rows(store)
     except data.StoreError as exc:
-        problem = str(exc)
-    computed = [m for m in models if m.computed]
-    nav = {m.name: profile_page_name(m.name) for m in computed}
+        problem = str(exc).replace(str(store), store.name)
+    drawable = [r for r in rows if r.computed and not r.damaged]
+    nav = {r.name: profile_page_name(r.name) for r in drawable}
     links = [("← index", "index.html"), ("orbits", "orbits.html")]
-    for m in computed:
-        layout = profiles_view(m, data.model_profile(ds, m), nav=nav, current_url=nav[m.name], models=models)
-        path = out / nav[m.name]
-        save_bokeh(layout, path, f"Profiles of attention heads · {m.name}", resources, _nav(links))
+    written: list[Path] = []
+    try:
+        for r in drawable:
+            layout = profiles_view(data.model_data(store, r.name), nav=nav, current_url=nav[r.name])
+            path = out / nav[r.name]
+            write_page(path, page_html(layout, f"Profiles of attention heads · {r.name}", resources, _nav(links)))
+            written.append(path)
+        path = out / "orbits.html"
+        write_page(path, page_html(orbits_content(store, shown=store.name), "Orbits of attention heads", resources,
+                                   _nav([("← index", "index.html")] + [(r.name, nav[r.name]) for r in drawable[:1]])))
         written.append(path)
-    path = out / "orbits.html"
-    save_any(orbits_content(store, shown=store.name), path, "Orbits of attention heads", resources,
-             _nav([("← index", "index.html")] + [(m.name, nav[m.name]) for m in computed[:1]]))
-    written.append(path)
-    path = out / "index.html"
-    path.write_text(index_html(store, models, problem, resources), encoding="utf-8")
-    written.append(path)
+        path = out / "index.html"
+        write_page(path, index_html(store, rows, problem))
+        written.append(path)
+    except OSError as exc:
+        raise ExportError(f"cannot write into {out}: {exc.strerror or exc}") from None
     return written
 
 
@@ -192,17 +204,17 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m dashboard.export", description=__doc__.split("\n\n")[0])
     parser.add_argument("out", type=Path, help="folder to write the pages into (created if needed)")
     parser.add_argument("--store", default=None, help=f"store to read (default: ${data.ENV_VAR}, else the "
-                        f"committed {data.DEFAULT_STORE.name})")
+                        "committed store.zarr)")
     parser.add_argument("--self-contained", action="store_true",
                         help="inline all JS and CSS (offline pages, ~+2 MB each) instead of loading them from the CDN")
     args = parser.parse_args(argv)
     store = data.store_path(["--store", args.store] if args.store else [])
     try:
-        data.profiles(store)
-    except data.StoreError as exc:
+        data.rows(store)
+        paths = export(args.out, store, self_contained=args.self_contained)
+    except (data.StoreError, ExportError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    paths = export(args.out, store, self_contained=args.self_contained)
     for p in paths:
         print(f"{p}  ({p.stat().st_size / 1e6:.2f} MB)")
     return 0

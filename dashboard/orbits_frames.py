@@ -24,25 +24,6 @@ PALETTE = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e
 NO_ORBIT = "#a6a6a6"
 
 
-def orbits_problem(ds) -> str | None:
-    """Why ``ds`` cannot be shown as a movie (a message with the fix), or None when it can."""
-    fix = f"Recompute it with `{FIX_COMMAND}`."
-    if ds is None:
-        return f"The store has no orbits group. {fix}"
-    if "position" not in ds:
-        return f"The orbits group has no `position` variable. {fix}"
-    dims = set(ds["position"].dims)
-    need = {"frame", "head", "panel", "xy"}
-    if not need <= dims:
-        return (f"`position` has dimensions {sorted(dims)}; the movie needs (frame, head, panel, xy). {fix}")
-    if ds.sizes["frame"] == 0 or ds.sizes["head"] == 0 or ds.sizes["panel"] == 0:
-        return (f"The orbits group is empty ({ds.sizes['frame']} frames, {ds.sizes['head']} heads, "
-                f"{ds.sizes['panel']} panels). {fix}")
-    if ds.sizes["xy"] != 2:
-        return f"`position` has {ds.sizes['xy']} entries along xy, expected 2 (x, y). {fix}"
-    return None
-
-
 def run_panels(ds: xr.Dataset) -> xr.Dataset:
     """The panels the run itself uses, where the store marks them (``panel_role`` == "run").
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import html
 
+import holoviews as hv
 import numpy as np
 import xarray as xr
 from bokeh.layouts import column, row
@@ -27,7 +28,6 @@ from bokeh.models import (
     Div,
     HoverTool,
     LayoutDOM,
-    LinearAxis,
     Range1d,
     Slider,
     Span,
@@ -37,7 +37,9 @@ from bokeh.models import (
 )
 from bokeh.plotting import figure
 
+from dashboard import jscode, views
 from dashboard import orbits_frames as of
+from pipeline.schema import orbits_problems
 
 PANEL_PX = 240
 SIDE_PX = 430
@@ -51,91 +53,20 @@ WHAT_TO_LOOK_FOR = (
     "tuning to the layer's own scale."
 )
 
-# Rewrites every per-frame view from the frame in the slider.
-UPDATE_JS = """
-const F = frames.data.epoch.length;
-const f = Math.max(0, Math.min(F - 1, Math.round(slider.value)));
-const s = frames.data.start[f];
-const pos = store.data.pos;
-for (let p = 0; p < P; p++) {
-  const heads = dots[p].data.head;
-  const n = heads.length;
-  const x = new Float64Array(n), y = new Float64Array(n);
-  const xs = [], ys = [];
-  for (let i = 0; i < n; i++) {
-    const h = heads[i];
-    const o = ((f * H + h) * P + p) * 2;
-    x[i] = pos[o]; y[i] = pos[o + 1];
-    const tx = new Float64Array(f - s + 1), ty = new Float64Array(f - s + 1);
-    for (let g = s; g <= f; g++) {
-      const q = ((g * H + h) * P + p) * 2;
-      tx[g - s] = pos[q]; ty[g - s] = pos[q + 1];
-    }
-    xs.push(tx); ys.push(ty);
-  }
-  dots[p].data = Object.assign({}, dots[p].data, {x: x, y: y});
-  trails[p].data = Object.assign({}, trails[p].data, {xs: xs, ys: ys});
-  let r = 1.1 * frames.data['r' + p][f];
-  if (!(r > 0)) { r = 1; }
-  xr[p].setv({start: -r, end: r});
-  yr[p].setv({start: -r, end: r});
-}
-const d = frames.data;
-const pct = (v) => Number.isFinite(v) ? (100 * v).toFixed(1) + '%' : '—';
-const num = (v) => !Number.isFinite(v) ? '—' : (v !== 0 && Math.abs(v) < 1e-3 ? v.toExponential(2) : v.toFixed(4));
-info.text = '<b>epoch ' + d.epoch[f] + '</b> &nbsp;(frame ' + f + ' / ' + (F - 1) + ')'
-  + ' &nbsp;·&nbsp; train acc <b>' + pct(d.train_accuracy[f]) + '</b>'
-  + ' &nbsp;·&nbsp; held-out acc <b>' + pct(d.heldout_accuracy[f]) + '</b>'
-  + ' &nbsp;·&nbsp; equivariance error <b>' + num(d.equivariance_error[f]) + '</b>'
-  + ' (at 2× QK ' + num(d.sharpened_error[f]) + ')'
-  + ' &nbsp;·&nbsp; loss ' + num(d.loss[f]);
-cursor.location = d.epoch[f];
-"""
+PROFILES_NOTE = (
+    "The run's heads are also on the profiles page, as the model <b>orbits-c24</b> (trained in this project: "
+    "orbit experiment): each head's QK form on the 3-simplex."
+)
 
-# Play / pause: a setTimeout chain on a window-level handle; the last frame is held hold_ms before looping.
-PLAY_JS = """
-window.__orbitsMovie = window.__orbitsMovie || {};
-const st = window.__orbitsMovie[slider.id] = window.__orbitsMovie[slider.id] || {timer: null};
-if (st.timer !== null) { clearTimeout(st.timer); st.timer = null; }
-const delay = () => Math.max(1, Number(speed.value) || 100);
-function tick() {
-  if (slider.value >= slider.end) { slider.value = slider.start; } else { slider.value = slider.value + 1; }
-  st.timer = setTimeout(tick, slider.value >= slider.end ? Math.max(hold_ms, delay()) : delay());
-}
-if (play.active) {
-  play.label = '⏸ Pause';
-  if (slider.value >= slider.end) { slider.value = slider.start; }
-  st.timer = setTimeout(tick, delay());
-} else {
-  play.label = '▶ Play';
-}
-"""
+# For tests and benchmarks: page.evaluate(RECORD_FRAMES_JS) logs every frame shown in window.__orbitsFrames.
+RECORD_FRAMES_JS = jscode.code("record_frames")
 
-STEP_JS = """
-play.active = false;
-const F = slider.end - slider.start + 1;
-slider.value = slider.start + (((slider.value - slider.start + step) % F) + F) % F;
-"""
-
-# For tests and benchmarks: records every frame shown, with its time, in window.__orbitsFrames.
-RECORD_FRAMES_JS = """() => {
-  const s = Bokeh.documents[0].get_model_by_name('orbits_frame');
-  window.__orbitsFrames = [];
-  if (!window.__orbitsRecording) {
-    window.__orbitsRecording = true;
-    s.property('value').change.connect(() => window.__orbitsFrames.push([s.value, performance.now()]));
-  }
-}"""
-
-# Click on the metrics chart: jump to the frame nearest the clicked epoch.
-TAP_JS = """
-const e = frames.data.epoch;
-let best = 0;
-for (let i = 1; i < e.length; i++) { if (Math.abs(e[i] - cb_obj.x) < Math.abs(e[best] - cb_obj.x)) best = i; }
-play.active = false;
-slider.value = Math.min(best, slider.end);
-"""
-
+EPSILON = (
+    "<b>ε in the panel titles.</b> A panel's position is the Fourier coefficient "
+    "z = Σ<sub>a,b</sub> M[a, b] e<sup>iθ(f<sub>a</sub>a + ε f<sub>b</sub>b)</sup> of the head's QK matrix M "
+    "(OV: its R), θ = 2π/24: ε = +1 pairs the two frequencies in the same sense of rotation, ε = −1 in "
+    "opposite senses. Which sign a plane uses sets how a shift turns it, hence the polygon an orbit draws."
+)
 
 def message_view(text: str) -> Div:
     """The page shown instead of the movie when the store cannot feed it (text is plain, escaped here)."""
@@ -196,35 +127,41 @@ def _verification_html(ds: xr.Dataset, orbit: np.ndarray) -> str:
             "</table>")
 
 
-def _metrics_figure(frames: ColumnDataSource, metrics: dict[str, np.ndarray], epochs: np.ndarray):
-    fig = figure(width=SIDE_PX, height=205, tools="", toolbar_location=None, x_axis_label="epoch",
-                 y_range=Range1d(0, 1.02), title="click to jump to an epoch")
-    fig.title.text_font_size = "10px"
-    fig.title.text_font_style = "normal"
-    fig.yaxis.axis_label = "accuracy"
-    fig.line("epoch", "train_accuracy", source=frames, color="#1f77b4", legend_label="train acc")
-    fig.line("epoch", "heldout_accuracy", source=frames, color="#2ca02c", legend_label="held-out acc")
-    eq = metrics["equivariance_error"]
-    if np.isfinite(eq).any():
-        top = float(np.nanmax(eq)) * 1.05 or 1.0
-        fig.extra_y_ranges = {"eq": Range1d(0, top)}
-        fig.add_layout(LinearAxis(y_range_name="eq", axis_label="equivariance error"), "right")
-        fig.line("epoch", "equivariance_error", source=frames, color="#d62728", y_range_name="eq",
-                 legend_label="equivariance error")
-    legend = fig.legend[0]  # below the plot, out of the way of the lines
-    fig.center.remove(legend)
-    legend.orientation = "horizontal"
-    legend.label_text_font_size = "9px"
-    legend.padding = 2
-    legend.margin = 2
-    fig.add_layout(legend, "below")
-    cursor = Span(location=float(epochs[-1]), dimension="height", line_color="#555", line_width=1)
-    fig.add_layout(cursor)
-    return fig, cursor
+def _metrics_figures(ds: xr.Dataset, epochs: np.ndarray) -> tuple[list, list[Span]]:
+    """``views.training_metrics`` rendered (accuracy; equivariance error on a log axis), each with a cursor
+    at the frame shown; a click jumps to the nearest frame."""
+    grid = hv.render(views.training_metrics(ds, width=SIDE_PX))
+    figs = [c[0] for c in sorted(grid.children, key=lambda c: (c[1], c[2]))]
+    cursors = []
+    for i, fig in enumerate(figs):
+        fig.name = ("orbits_accuracy", "orbits_equivariance")[i]
+        cursor = Span(location=float(epochs[-1]), dimension="height", line_color="#555", line_width=1)
+        fig.add_layout(cursor)
+        cursors.append(cursor)
+    figs[0].title.text = "accuracy (click a chart to jump to an epoch)"
+    return figs, cursors
+
+
+def _search_and_reproduction(ds: xr.Dataset, search: xr.Dataset | None) -> list:
+    """What the stored run reproduces of the original work (a table), and the search's family sizes."""
+    rows = views.reproduction(ds)
+    colour = {"yes": "#2e7d32", "no": "#c62828", "partly": "#ef6c00"}
+    body = "".join(f"<tr><td>{html.escape(r['result'])}</td><td>{html.escape(r['original'])}</td>"
+                   f"<td>{html.escape(r['stored'])}</td><td style='color:{colour[r['reproduced']]}'>"
+                   f"<b>{r['reproduced']}</b></td></tr>" for r in rows)
+    table = Div(text=("<b>What the stored run reproduces</b><table style='border-collapse:collapse;font-size:12px'"
+                      " cellpadding='3'><tr><th>result</th><th>original</th><th>stored run</th><th>reproduced</th>"
+                      f"</tr>{body}</table>"), width=SIDE_PX, name="orbits_reproduction")
+    if search is None or "orbit_count" not in search:
+        plot = Div(text=views.NO_SEARCH, width=SIDE_PX, name="orbits_search")
+    else:
+        plot = hv.render(views.search_families(search, width=SIDE_PX))
+        plot.name = "orbits_search"
+    return [table, plot]
 
 
 def orbits_view(ds: xr.Dataset | None, interval_ms: int = 120, hold_ms: int = 1500,
-                panel_px: int = PANEL_PX) -> LayoutDOM:
+                panel_px: int = PANEL_PX, search: xr.Dataset | None = None) -> LayoutDOM:
     """The orbits movie as a Bokeh layout (pure client-side; works in a static file with no server).
 
     Parameters
@@ -236,9 +173,10 @@ def orbits_view(ds: xr.Dataset | None, interval_ms: int = 120, hold_ms: int = 15
     hold_ms : how long the last frame stays before the movie loops to the first.
     panel_px : width and height of each square panel.
     """
-    problem = of.orbits_problem(ds)
-    if problem:
-        return message_view(problem)
+    problems = orbits_problems(ds, check_version=False)  # the version is checked where the store is read
+    if problems:
+        return message_view(f"The orbits group cannot be shown: {'; '.join(problems)}. Recompute it with "
+                            f"`{of.FIX_COMMAND}`.")
     ds = of.sorted_by_epoch(of.run_panels(ds))
     pos = of.positions(ds)  # (F, H, P, 2)
     F, H, P, _ = pos.shape
@@ -295,16 +233,19 @@ def orbits_view(ds: xr.Dataset | None, interval_ms: int = 120, hold_ms: int = 15
     back = Button(label="◀", name="orbits_step_back", width=40, disabled=F < 2)
     step = Button(label="▶|", name="orbits_step", width=40, disabled=F < 2)
     speed = Spinner(value=interval_ms, low=1, step=10, width=70, name="orbits_interval_ms")
-    chart, cursor = _metrics_figure(frames, metrics, epochs)
+    charts, cursors = _metrics_figures(ds, epochs)
 
     update = CustomJS(args=dict(frames=frames, store=store, dots=dots, trails=trails, xr=xranges, yr=yranges,
-                                info=info, cursor=cursor, slider=slider, H=H, P=P), code=UPDATE_JS)
+                                info=info, cursors=cursors, slider=slider, H=H, P=P),
+                      code=jscode.code("orbits_update"))
     slider.js_on_change("value", update)
     play.js_on_change("active", CustomJS(args=dict(slider=slider, play=play, speed=speed, hold_ms=hold_ms),
-                                         code=PLAY_JS))
-    back.js_on_click(CustomJS(args=dict(slider=slider, play=play, step=-1), code=STEP_JS))
-    step.js_on_click(CustomJS(args=dict(slider=slider, play=play, step=1), code=STEP_JS))
-    chart.js_on_event("tap", CustomJS(args=dict(frames=frames, slider=slider, play=play), code=TAP_JS))
+                                         code=jscode.code("orbits_play")))
+    back.js_on_click(CustomJS(args=dict(slider=slider, play=play, step=-1), code=jscode.code("orbits_step")))
+    step.js_on_click(CustomJS(args=dict(slider=slider, play=play, step=1), code=jscode.code("orbits_step")))
+    tap = CustomJS(args=dict(frames=frames, slider=slider, play=play), code=jscode.code("orbits_tap"))
+    for chart in charts:
+        chart.js_on_event("tap", tap)
 
     n_orbits = len(of.orbit_order(orbit))
     header = Div(text=(f"<h3 style='margin:0'>Orbits of C<sub>24</sub>: {H} heads, {n_orbits} orbit"
@@ -313,9 +254,13 @@ def orbits_view(ds: xr.Dataset | None, interval_ms: int = 120, hold_ms: int = 15
     look = Div(text=f"<p style='font-size:12px;margin:0'><b>What to look for.</b> {WHAT_TO_LOOK_FOR}</p>",
                width=SIDE_PX)
     table = Div(text=_verification_html(ds, orbit), width=SIDE_PX, name="orbits_verification")
-    controls = row(play, back, step, slider, Div(text="ms per frame", width=80), speed)
-    side = column(look, chart, table, width=SIDE_PX)
-    return column(header, controls, info, row(grid, side), name="orbits_view")
+    label = Div(text="<span style='white-space:nowrap'>ms per frame</span>", width=95, name="orbits_interval_label")
+    controls = row(play, back, step, slider, label, speed)
+    side = column(look, *charts, table, width=SIDE_PX)
+    notes = Div(text=f"<p style='font-size:12px'>{EPSILON}</p><p style='font-size:12px'>{PROFILES_NOTE}</p>",
+                width=2 * panel_px + SIDE_PX, name="orbits_notes")
+    return column(header, controls, info, row(grid, side), row(*_search_and_reproduction(ds, search)), notes,
+                  name="orbits_view")
 
 
 def orbits_panel(ds: xr.Dataset | None, **kwargs):

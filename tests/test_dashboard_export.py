@@ -49,9 +49,11 @@ def broken_stores(tmp: Path) -> dict[str, tuple[Path, str]]:
 
 def test_store_path_precedence(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
-    assert data.store_path([], {}) == REPO / "store.zarr"  # next to the package, not the working directory
-    assert data.store_path([], {data.ENV_VAR: str(tmp_path / "env.zarr")}) == tmp_path / "env.zarr"
-    assert data.store_path(["--store", "arg.zarr"], {data.ENV_VAR: "env.zarr"}) == tmp_path / "arg.zarr"
+    monkeypatch.delenv(data.ENV_VAR, raising=False)
+    assert data.store_path([]) == REPO / "store.zarr"  # next to the package, not the working directory
+    monkeypatch.setenv(data.ENV_VAR, str(tmp_path / "env.zarr"))
+    assert data.store_path([]) == tmp_path / "env.zarr"
+    assert data.store_path(["--store", "arg.zarr"]) == tmp_path / "arg.zarr"
 
 
 def test_broken_stores_give_the_fixing_message_in_app_and_exporter(tmp_path, capsys):
@@ -59,7 +61,7 @@ def test_broken_stores_give_the_fixing_message_in_app_and_exporter(tmp_path, cap
 
     for kind, (path, phrase) in broken_stores(tmp_path).items():
         with pytest.raises(st.StoreError, match=re.escape(phrase)):
-            data.profiles(path)
+            data.rows(path)
         page = build(path)
         divs = [m for m in page.main[0].objects[0].get_root().select({"name": "store_error"})]
         assert len(divs) == 1 and phrase in divs[0].text, kind
@@ -88,13 +90,65 @@ def test_export_writes_index_model_pages_and_orbits(good_store, tmp_path):
                             profile_page_name("synthetic-absolute")])
     index = (tmp_path / "index.html").read_text()
     assert "python -m pipeline profiles synthetic-empty" in index and profile_page_name(ROPE_MODEL) in index
-    # the seed page's table: one row per model with its shape, the rotary models marked with a dagger
-    ds = st.open_profiles(good_store)
-    assert index.count("<tr><td>") == ds.sizes["model"]
-    for name, L, H in zip(ds.model.values, ds.n_layers.values, ds.n_heads.values, strict=True):
-        assert f"{L}</td><td class='num'>{H}</td>" in index, name
+    # the seed page's table: one row per drawable model with its shape, the rotary models marked with a dagger;
+    # the model not computed is listed apart, with its command
+    rows = [r for r in data.rows(good_store) if r.computed]
+    assert index.count("<tr><td>") == len(rows) == 2
+    for r in rows:
+        assert f"{r.n_layers}</td><td class='num'>{r.n_heads}</td>" in index, r.name
     assert "rope<sup>†</sup>" in index
+    assert "To compute or repair" in index and "<b>synthetic-empty</b> (not computed)" in index
     assert slug("EleutherAI/pythia-70m deduped") == "EleutherAI_pythia-70m_deduped"
+
+
+def test_page_names_are_unique_and_capped():
+    """Names that sanitise alike get different files; a 250-character name gets a short one."""
+    a, b = profile_page_name("org/model"), profile_page_name("org_model")
+    assert slug("org/model") == slug("org_model") and a != b
+    long = profile_page_name("x" * 250)
+    assert len(long) <= len("profiles--12345678.html") + 60 and long != profile_page_name("x" * 249)
+
+
+def test_export_of_colliding_and_long_names_keeps_every_page(tmp_path):
+    path = tmp_path / "s.zarr"
+    names = ["org/model", "org_model", "m" * 250]
+    for i, name in enumerate(names):
+        st.register_model(path, st.ModelInfo(name, 1, 2, 8, 4, "none", command=f"python -m pipeline profiles {i}"))
+        st.write_layer(path, name, 0, np.full((2, 4), 0.25) + np.array([i, -i, 0, 0]) * 0.05, np.ones(2))
+        st.mark_complete(path, name)
+    paths = export(tmp_path / "out", path)
+    pages = [p for p in paths if p.name.startswith("profiles-")]
+    assert len(pages) == 3 and len({p.name for p in pages}) == 3
+    for name in names:  # each page shows its own model
+        page = (tmp_path / "out" / profile_page_name(name)).read_text()
+        assert f"<title>Profiles of attention heads · {name}</title>" in page
+
+
+def test_symlink_at_an_output_path_is_replaced_not_followed(good_store, tmp_path):
+    victim = tmp_path / "victim.txt"
+    victim.write_text("keep me")
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "index.html").symlink_to(victim)
+    (out / profile_page_name(ROPE_MODEL)).symlink_to(victim)
+    export(out, good_store)
+    assert victim.read_text() == "keep me"
+    assert not (out / "index.html").is_symlink() and "Attention-head geometry" in (out / "index.html").read_text()
+    assert not (out / profile_page_name(ROPE_MODEL)).is_symlink()
+
+
+def test_symlinked_or_unwritable_output_folder_is_a_one_line_error(good_store, tmp_path, capsys):
+    real = tmp_path / "real"
+    real.mkdir()
+    (tmp_path / "link").symlink_to(real)
+    assert main([str(tmp_path / "link"), "--store", str(good_store)]) == 2
+    err = capsys.readouterr().err
+    assert "symbolic link" in err and err.count("\n") == 1 and list(real.iterdir()) == []
+    (tmp_path / "a-file").write_text("")  # a folder that cannot be created, even by root
+    assert main([str(tmp_path / "a-file" / "out"), "--store", str(good_store)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: cannot create the output folder") and err.count("\n") == 1
+    assert "Traceback" not in err
 
 
 def _embedded_cube(html: str) -> np.ndarray:
@@ -127,7 +181,7 @@ def test_dashboard_modules_and_an_export_import_nothing_heavy(good_store, tmp_pa
     import subprocess
     import sys
 
-    code = ("import sys\nfrom dashboard import app, data, export, profiles_page, tetrahedron\n"
+    code = ("import sys\nfrom dashboard import app, data, export, profiles_page, views\n"
             f"export.export({str(tmp_path)!r}, {str(good_store)!r})\n"
             "heavy = ('torch', 'transformers', 'safetensors', 'huggingface_hub')\n"
             "print(','.join(m for m in heavy if m in sys.modules))")
@@ -150,9 +204,9 @@ def test_python_m_dashboard_serves_on_localhost_by_default(monkeypatch, good_sto
 def test_a_model_registered_while_serving_is_seen(tmp_path):
     path = write_synthetic_store(tmp_path / "s.zarr", rope_shape=(1, 2), absolute_shape=(1, 2), empty_shape=(1, 2),
                                  with_orbits=False)
-    before = [m.name for m in data.summaries(data.profiles(path))]
+    before = [m.name for m in data.rows(path)]
     st.register_model(path, st.ModelInfo("late-model", 2, 3, 16, 4, "none", command="python -m pipeline profiles x"))
-    after = [m.name for m in data.summaries(data.profiles(path))]
+    after = [m.name for m in data.rows(path)]
     assert after == before + ["late-model"]
 
 
@@ -162,7 +216,7 @@ def test_a_failing_view_shows_a_message_and_leaves_the_other_tab(tmp_path, monke
 
     path = write_synthetic_store(tmp_path / "s.zarr", rope_shape=(1, 2), absolute_shape=(1, 2), empty_shape=(1, 2))
 
-    def broken(store):
+    def broken(store, state):
         raise TypeError("cannot cast StringDType")
 
     monkeypatch.setattr(app, "orbits_panel", broken)

@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from dashboard.tetrahedron import project, to_3d
+from dashboard.geometry import project, to_3d
 from tests.browser.conftest import (
     EMPTY_MODEL,
     FIND_JS,
@@ -71,7 +71,7 @@ def test_served_profiles_page(browser, served_app):
     # a selection reaches the histograms
     set_selected(page, "heads", [0, 1, 2, 3])
     page.wait_for_timeout(300)
-    sel = np.array(model_data(page, "hist_a", "sel"))
+    sel = np.array(model_data(page, "hist_sel_a", "top"))
     counts = np.bincount(np.minimum((p32[:4, 0] * 40).astype(int), 39), minlength=40)
     np.testing.assert_allclose(sel, counts / 4)
     assert requested == []  # the served app asks nothing of the internet
@@ -79,14 +79,17 @@ def test_served_profiles_page(browser, served_app):
     page.close()
 
 
-def test_selector_shows_not_computed_model_with_command(browser, served_app):
+def test_not_computed_models_are_listed_apart_with_their_command(browser, served_app):
+    """A registered model with nothing stored is not offered as a model to draw (it would show a head count
+    as if computed); the page lists it, with the command that computes it."""
     page, errors, _ = open_page(browser, served_app)
     wait_for_bokeh(page, "heads")
-    page.locator("select", has_text=EMPTY_MODEL).first.select_option(label=f"{EMPTY_MODEL} (not computed)")
-    wait_for_bokeh(page, "model_status", timeout=30_000)
-    text = model_prop(page, "model_status", "text")
-    assert "No profiles are stored" in text and f"python -m pipeline profiles {EMPTY_MODEL}" in text
-    assert all(v is None for v in model_data(page, "heads", "a"))
+    options = page.locator("select").first.locator("option").all_inner_texts()
+    assert EMPTY_MODEL not in " ".join(options) and ROPE_MODEL in options
+    todo = page.get_by_text("To compute or repair")
+    todo.wait_for(state="visible", timeout=10_000)
+    item = page.locator("li", has_text=EMPTY_MODEL).first.inner_text()
+    assert item == f"{EMPTY_MODEL} (not computed): python -m pipeline profiles {EMPTY_MODEL}"
     assert errors == []
     page.close()
 

@@ -63,7 +63,7 @@ def test_self_contained_pages_need_nothing_from_outside(browser, inline_pages):
     np.testing.assert_allclose(a, rope_profiles(4, 8)[:, :, 40, 0].ravel(), atol=1 / 65534)
     set_selected(page, "heads", [5, 6])
     page.wait_for_timeout(200)
-    assert sum(model_data(page, "hist_a", "sel")) == pytest.approx(1.0)
+    assert sum(model_data(page, "hist_sel_a", "top")) == pytest.approx(1.0)
     assert requested == [] and errors == []
     page.close()
 

@@ -33,17 +33,14 @@ def _dataset():
     return ds
 
 
-# Exported in a fresh interpreter: once Panel is imported (other tests do), Bokeh's resources list Panel's
-# ReactiveESM script under a relative URL that a file:// page cannot load; the view itself needs no Panel.
+# Exported in a fresh interpreter, as the exporter writes pages (BokehJS inlined, no Panel bundles).
 EXPORT = """
 import sys
-from bokeh.embed import file_html
-from bokeh.resources import INLINE
+from dashboard.export import bokeh_resources, page_html
 from dashboard.orbits_page import orbits_view
 from tests.browser.test_orbits_page import HOLD_MS, INTERVAL_MS, _dataset
-assert "panel" not in sys.modules
 view = orbits_view(_dataset(), interval_ms=INTERVAL_MS, hold_ms=HOLD_MS)
-open(sys.argv[1], "w", encoding="utf-8").write(file_html(view, INLINE, "orbits"))
+open(sys.argv[1], "w", encoding="utf-8").write(page_html(view, "orbits", bokeh_resources(True)))
 """
 
 
@@ -71,7 +68,7 @@ def _frame(page) -> int:
 def test_plots_exist_and_draw_the_dots(movie_page):
     page, errors = movie_page
     names = page.evaluate("() => [...Bokeh.documents[0].all_models].filter(m => m.type == 'Figure').length")
-    assert names == 4 + 1  # four Fourier planes and the metrics chart
+    assert names == 4 + 2  # four Fourier planes and the two metrics charts
     from PIL import Image
 
     png = Image.open(io.BytesIO(page.screenshot(full_page=True))).convert("RGB")
@@ -92,7 +89,7 @@ def test_movie_advances_holds_the_last_frame_and_loops(movie_page):
     page.wait_for_function(
         f"() => {{ const v = window.__orbitsFrames.map(r => r[0]); const i = v.indexOf({N_FRAMES - 1}, 1);"
         " return i > 0 && v.slice(i).includes(2); }", timeout=15_000)
-    page.get_by_role("button", name="⏸ Pause").click()
+    page.get_by_role("button", name="❚❚ Pause").click()
     rec = page.evaluate("() => window.__orbitsFrames")
     values = [int(v) for v, _ in rec]
     assert values[0] == 0  # pressed at the last frame: restarts from the first
@@ -117,11 +114,11 @@ def test_interval_is_read_from_the_spinner_at_every_tick(movie_page):
     page.get_by_role("button", name="▶ Play").click()
     page.wait_for_timeout(15 * INTERVAL_MS)
     assert _frame(page) == 0  # at the built-in 40 ms it would have moved on
-    page.get_by_role("button", name="⏸ Pause").click()
+    page.get_by_role("button", name="❚❚ Pause").click()
     page.evaluate(f"() => {{ ({MODEL})('orbits_interval_ms').value = {INTERVAL_MS}; }}")
     page.get_by_role("button", name="▶ Play").click()
     page.wait_for_function(f"() => ({MODEL})('orbits_frame').value >= 2", timeout=10_000)
-    page.get_by_role("button", name="⏸ Pause").click()
+    page.get_by_role("button", name="❚❚ Pause").click()
     assert errors == []
 
 

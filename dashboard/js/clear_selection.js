@@ -1,0 +1,2 @@
+// The "Clear selection" button.
+heads.selected.indices = [];

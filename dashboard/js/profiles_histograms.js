@@ -1,0 +1,42 @@
+// The per-coordinate histograms (fraction of all heads per bin, and of the selected heads) and, when
+// heat_too, the per-layer heat maps (heads per layer and bin), from the heads' current a, b, c, d.
+// The selected heads' outline is hidden while nothing is selected.
+function histograms(ctx, heat_too) {
+  const h = ctx.heads.data, n = h.layer.length, B = ctx.n_bins;
+  const sel = ctx.heads.selected.indices;
+  const names = ['a', 'b', 'c', 'd'];
+  let top = ctx.hist_top;
+  for (let k = 0; k < 4; k++) {
+    const col = h[names[k]];
+    const all = ctx.hists[k].data.top, s = ctx.sel_hists[k].data.top;
+    for (let b = 0; b < B; b++) { all[b] = 0; s[b] = 0; }
+    const img = ctx.heats[k].data.image[0];  // (layer, bin) counts, flat, row-major
+    if (heat_too) { img.fill(0); }
+    let n_all = 0, n_sel = 0;
+    for (let i = 0; i < n; i++) {
+      const v = col[i];
+      if (!isFinite(v)) { continue; }
+      const b = Math.min(B - 1, Math.floor(v * B));
+      all[b] += 1; n_all += 1;
+      if (heat_too) { img[h.layer[i] * B + b] += 1; }
+    }
+    for (const i of sel) {
+      const v = col[i];
+      if (!isFinite(v)) { continue; }
+      s[Math.min(B - 1, Math.floor(v * B))] += 1; n_sel += 1;
+    }
+    for (let b = 0; b < B; b++) {
+      all[b] = n_all > 0 ? all[b] / n_all : 0;
+      s[b] = n_sel > 0 ? s[b] / n_sel : 0;
+      if (s[b] * 1.05 > top) { top = s[b] * 1.05; }
+    }
+    ctx.sel_renderers[k].visible = sel.length > 0;
+    ctx.hists[k].change.emit();
+    ctx.sel_hists[k].change.emit();
+    if (heat_too) { ctx.heats[k].change.emit(); }
+  }
+  // the axis stays put while d moves (the range covers every d); only a selection can stretch it
+  if (ctx.hist_range.end !== top) { ctx.hist_range.end = top; }
+  const text = sel.length > 0 ? `<b>${sel.length}</b> of ${n} heads selected (orange)` : `${n} heads · none selected`;
+  if (ctx.info.text !== text) { ctx.info.text = text; }
+}

@@ -1,0 +1,402 @@
+"""The dashboard's views as HoloViews objects, over Datasets opened from the store with xarray.
+
+Use them in a notebook on any subset of the data::
+
+    import holoviews as hv, xarray as xr
+    import dashboard.views as v
+    hv.extension("bokeh")
+    ds = xr.open_zarr("store.zarr", group="profiles")
+    v.tetrahedron(ds.sel(model="all-MiniLM-L6-v2"))            # drag to rotate
+    v.layer_heatmaps(ds.sel(model="all-MiniLM-L6-v2")) + v.histograms(ds.sel(model="all-MiniLM-L6-v2"))
+    orb = xr.open_zarr("store.zarr", group="orbits")
+    v.orbit_polygons(orb, frame=-1) + v.training_metrics(orb)
+
+A profiles selection is either the Dataset of one model (``ds.sel(model=name)``: its ``n_layers`` and
+``n_heads`` cut the padding) or its ``profile`` DataArray (the padding is recognised as all-NaN). Rotary
+models vary with the offset ``d``; pass ``d=`` to choose one (a selection without a ``d`` dimension is
+used as it is). The served app and the static pages render these same views with ``hv.render`` and add
+their browser behaviour (``dashboard/js/``).
+"""
+
+from __future__ import annotations
+
+import holoviews as hv
+import holoviews.plotting.bokeh  # noqa: F401 - registers the Bokeh renderer, so options apply before hv.extension
+import numpy as np
+import xarray as xr
+from bokeh.models import ColumnDataSource, CustomJS, HoverTool
+
+from dashboard import geometry as g
+from dashboard import jscode
+from dashboard import orbits_frames as of
+from pipeline.schema import orbits_problems
+
+hv.Store.set_current_backend("bokeh")  # the views are Bokeh plots: their options are Bokeh options
+
+SELECTED = "#ff5a1f"
+ALL = "#8a93a3"
+COORD_TITLES = ("a · antisymmetric", "b · H (±spectrum)", "c · positive semidef.", "d · negative semidef.")
+NO_SEARCH = ("<p class='note'>No orbits search in this store: <code>python -m pipeline orbits search</code> "
+             "adds the <code>orbits_search</code> group, and its distribution of orbit sizes appears here.</p>")
+
+
+# ------------------------------------------------------------------------------------------ profiles
+
+
+def profile_array(sel) -> np.ndarray:
+    """(n_layers, n_heads, D, 4) float64 profile of one model without the padding (D = 1 without ``d``).
+
+    ``sel``: the profiles Dataset of one model or its ``profile`` DataArray (see the module doc).
+    """
+    da = sel["profile"] if isinstance(sel, xr.Dataset) else sel
+    if not isinstance(da, xr.DataArray):
+        raise TypeError(f"expected an xarray Dataset or DataArray of one model's profiles, got {type(sel).__name__}")
+    extra = [dim for dim in da.dims if dim not in ("layer", "head", "d", "coordinate") and da.sizes[dim] > 1]
+    if extra:
+        raise ValueError(f"select one model first (e.g. ds.sel(model=NAME)); the selection still has {extra}")
+    da = da.squeeze([dim for dim in da.dims if dim not in ("layer", "head", "d", "coordinate")])
+    if "d" not in da.dims:
+        da = da.expand_dims("d")
+    values = np.asarray(da.transpose("layer", "head", "d", "coordinate").values, dtype=np.float64)
+    if isinstance(sel, xr.Dataset) and "n_layers" in sel and "n_heads" in sel:
+        n_layers, n_heads = int(sel["n_layers"].values), int(sel["n_heads"].values)
+    else:
+        finite = np.isfinite(values).any(axis=(2, 3))
+        n_layers = int(np.flatnonzero(finite.any(axis=1)).max() + 1) if finite.any() else 0
+        n_heads = int(np.flatnonzero(finite.any(axis=0)).max() + 1) if finite.any() else 0
+    return values[:n_layers, :n_heads]
+
+
+def _name(sel) -> str:
+    model = sel.coords.get("model") if hasattr(sel, "coords") else None
+    return str(model.values) if model is not None and model.ndim == 0 else "model"
+
+
+def _at(profile: np.ndarray, d: int) -> np.ndarray:
+    """(L, H, 4) at offset d (clipped to the stored offsets)."""
+    return profile[:, :, int(np.clip(d, 0, profile.shape[2] - 1))]
+
+
+def heads_table(profile_at_d: np.ndarray, azimuth: float = g.DEFAULT_AZIMUTH,
+                elevation: float = g.DEFAULT_ELEVATION) -> dict[str, np.ndarray]:
+    """One row per head, layer-major: layer, head, lj (layer spread by head), a..d, x3..z3, x, y (projected)."""
+    L, H, _ = profile_at_d.shape
+    layer = np.repeat(np.arange(L, dtype=np.int32), H)
+    head = np.tile(np.arange(H, dtype=np.int32), L)
+    p = profile_at_d.reshape(L * H, 4)
+    xyz = g.to_3d(p)
+    x, y = g.project(xyz, azimuth, elevation)
+    table = dict(x=x, y=y, layer=layer, head=head, lj=layer + ((head + 0.5) / max(H, 1) - 0.5) * 0.8)
+    table |= {c: p[:, k].copy() for k, c in enumerate(g.COORDS)}
+    table |= dict(x3=xyz[:, 0].copy(), y3=xyz[:, 1].copy(), z3=xyz[:, 2].copy())
+    return table
+
+
+def edge_indices() -> dict[str, list[int]]:
+    """The two vertices of each edge, for the browser's projection (project.js)."""
+    return {"edge_i": [e[0] for e in g.EDGES], "edge_j": [e[1] for e in g.EDGES]}
+
+
+def _tetrahedron_hook(azimuth: float, elevation: float):
+    """A render hook: names the sources, draws the vertex labels, adds drag-to-rotate (rotate_drag.js)."""
+    return lambda plot, element: _rotatable(plot, azimuth, elevation)
+
+
+def _rotatable(plot, az: float, el: float) -> None:
+    fig = plot.state
+    parts = {key[0]: sub for key, sub in plot.subplots.items()}
+    heads, vertices, edges = (parts[k].handles["cds"] for k in ("Heads", "Vertices", "Edges"))
+    heads.name, vertices.name, edges.name = "heads", "tetra_vertices", "tetra_edges"
+    parts["Heads"].handles["glyph_renderer"].name = "head_dots"
+    fig.name = "tetrahedron"
+    fig.text("x", "y", text="label", source=vertices, y_offset="dy", text_align="center", text_baseline="middle",
+             text_font_size="10.5pt", text_color="#222831", text_font_style="bold",
+             background_fill_color="#ffffff", background_fill_alpha=0.75, name="vertex_labels")
+    camera = ColumnDataSource(dict(az=[float(az)], el=[float(el)]), name="camera")
+    tools = {type(t).__name__: t for t in fig.tools}
+    ctx = dict(heads=heads, vertices=vertices, edges=edges, camera=camera, fig=fig,
+               box=tools.get("BoxSelectTool"), lasso=tools.get("LassoSelectTool"), label_offset=g.LABEL_OFFSET_PX,
+               **edge_indices())
+    drag = CustomJS(args=dict(ctx=ctx), code=jscode.code("project", "rotate_drag"))
+    fig.js_on_event("panstart", drag)
+    fig.js_on_event("pan", drag)
+    fig.toolbar.active_drag = None
+
+
+def tetrahedron(sel, d: int = 0, azimuth: float = g.DEFAULT_AZIMUTH, elevation: float = g.DEFAULT_ELEVATION,
+                size: int = 440) -> hv.Overlay:
+    """Every head of one model as a dot in the 3-simplex, coloured by layer; drag it to rotate.
+
+    Hover a dot for its model, layer, head and profile; box or lasso select from the toolbar.
+    """
+    profile = profile_array(sel)
+    heads = heads_table(_at(profile, d), azimuth, elevation)
+    vx, vy = g.project(g.VERTICES, azimuth, elevation)
+    i = np.array([e[0] for e in g.EDGES], dtype=np.int32)
+    j = np.array([e[1] for e in g.EDGES], dtype=np.int32)
+    edges = hv.Segments(dict(x0=vx[i], y0=vy[i], x1=vx[j], y1=vy[j]), ["x0", "y0", "x1", "y1"],
+                        group="Edges").opts(color="#5b6270", line_width=1.5, alpha=0.8, default_tools=[])
+    vertices = hv.Points(dict(x=vx, y=vy, label=list(g.VERTEX_SHORT), full=list(g.VERTEX_LABELS),
+                              x3=g.VERTICES[:, 0].copy(), y3=g.VERTICES[:, 1].copy(), z3=g.VERTICES[:, 2].copy(),
+                              dy=g.label_offsets(vy)), ["x", "y"], ["label", "full", "x3", "y3", "z3", "dy"],
+                         group="Vertices").opts(color="#222831", marker="diamond", size=11, default_tools=[],
+                                                tools=[HoverTool(tooltips=[("vertex", "@full")])])
+    L = max(profile.shape[0], 1)
+    hover = HoverTool(tooltips=[("model", _name(sel)), ("layer", "@layer"), ("head", "@head"), ("a", "@a{0.000}"),
+                                ("b", "@b{0.000}"), ("c", "@c{0.000}"), ("d", "@d{0.000}")], limit=1,
+                      attachment="horizontal")
+    points = hv.Points(heads, ["x", "y"], [k for k in heads if k not in ("x", "y")], group="Heads").opts(
+        color="layer", cmap="viridis", clim=(0, max(L - 1, 1)), colorbar=True, clabel="layer", size=7,
+        line_color="#ffffff", line_width=0.4, fill_alpha=0.85, selection_fill_color=SELECTED,
+        selection_line_color="#222831", selection_fill_alpha=1.0, nonselection_fill_alpha=0.15,
+        nonselection_line_alpha=0.1, tools=[hover, "box_select", "lasso_select", "reset"], default_tools=[])
+    lim = g.VIEW_LIMIT
+    return (edges * vertices * points).opts(
+        hv.opts.Overlay(frame_width=size, frame_height=size, xlim=(-lim, lim), ylim=(-lim, lim), xaxis=None,
+                        yaxis=None, show_grid=False, default_tools=["reset"], active_tools=[], toolbar="above",
+                        title="Profiles on the 3-simplex (drag to rotate)", show_legend=False,
+                        hooks=[_tetrahedron_hook(azimuth, elevation)]))
+
+
+def _counts(profile: np.ndarray, bins: int) -> np.ndarray:
+    return g.layer_counts(profile, bins) if profile.shape[0] else np.zeros((profile.shape[2], 1, 4, bins))
+
+
+PANEL_STEP = 1.2  # x offset between the four coordinate panels of the per-layer views (each spans [0, 1])
+
+
+def _panel_axis(plot, element) -> None:
+    """Render hook: ticks 0, 0.5, 1 under each of the four coordinate panels, no grid."""
+    from bokeh.models import FixedTicker
+
+    fig = plot.state
+    labels = {k * PANEL_STEP + t: text for k in range(4) for t, text in ((0.0, "0"), (0.5, "0.5"), (1.0, "1"))}
+    fig.xaxis.ticker = FixedTicker(ticks=list(labels))
+    fig.xaxis.major_label_overrides = labels
+    fig.xgrid.visible = False
+    fig.ygrid.visible = False
+
+
+def _panel_titles(y: float) -> hv.Labels:
+    return hv.Labels({"x": [k * PANEL_STEP + 0.5 for k in range(4)], "y": [y] * 4, "text": list(COORD_TITLES)},
+                     ["x", "y"], "text", group="PanelTitles").opts(text_font_size="10pt", text_baseline="bottom",
+                                                                   text_font_style="bold", text_color="#222831",
+                                                                   default_tools=[])
+
+
+def layer_heatmaps(sel, d: int = 0, bins: int = g.N_BINS, width: int = 800) -> hv.Overlay:
+    """Per coordinate (four panels side by side), the number of heads of each layer in each value bin.
+
+    One colour scale, shown by the colour bar, covers the four panels and every offset d, so a colour
+    keeps its meaning while d moves. The heads are drawn on top as dots that show only when selected
+    (box-select them here).
+    """
+    profile = profile_array(sel)
+    counts = _counts(profile, bins)  # (D, L, 4, B)
+    dd = int(np.clip(d, 0, counts.shape[0] - 1))
+    L = max(profile.shape[0], 1)
+    high = max(float(counts.max()), 1.0)
+    heads = heads_table(_at(profile, d))
+    for k, c in enumerate(g.COORDS):
+        heads[f"{c}_x"] = heads[c] + k * PANEL_STEP
+    layers = []
+    for k, c in enumerate(g.COORDS):
+        x0 = k * PANEL_STEP
+        layers.append(hv.Image(counts[dd, ::-1, k].copy(), bounds=(x0, -0.5, x0 + 1, L - 0.5), kdims=["value", "layer"],
+                               vdims=["heads"], group="Heat", label=c).opts(
+            cmap="Blues", clim=(0, high), colorbar=k == 3, clabel="heads per layer and bin",
+            colorbar_opts={"width": 10}, default_tools=[]))
+        layers.append(hv.Points(heads, [f"{c}_x", "lj"], ["layer", "head"], group="LayerDots", label=c).opts(
+            size=6, color=SELECTED, fill_alpha=0.0, line_alpha=0.0, line_color="#222831", selection_fill_alpha=1.0,
+            selection_line_alpha=1.0, nonselection_fill_alpha=0.0, nonselection_line_alpha=0.0,
+            tools=["box_select"], default_tools=[]))
+    top = L - 0.5 + max(1.0, 0.06 * L)
+    layers.append(_panel_titles(L - 0.5))
+    return hv.Overlay(layers).opts(hv.opts.Overlay(
+        width=width, height=max(280, min(560, 14 * L + 100)), xlim=(-0.04, 3 * PANEL_STEP + 1.04), ylim=(-0.5, top),
+        xlabel="value of the coordinate", ylabel="layer", default_tools=["reset"], active_tools=["box_select"],
+        toolbar="above", show_legend=False, hooks=[_panel_axis],
+        title="Per layer: heads per value bin; selected heads in orange (box-select here too)"))
+
+
+def histograms(sel, d: int = 0, bins: int = g.N_BINS, selected=None, width: int = 800) -> hv.Overlay:
+    """Per coordinate (four panels side by side), the fraction of all heads in each value bin, and of the
+    ``selected`` heads (an orange outline, drawn only when some are selected).
+
+    ``selected``: indices into the heads in layer-major order (as the tetrahedron's selection gives them).
+    The height covers every offset d.
+    """
+    profile = profile_array(sel)
+    flat = profile.reshape(-1, profile.shape[2], 4)
+    edges = np.linspace(0, 1, bins + 1)
+
+    def fractions(values):
+        counts = g.histogram_counts(values, bins)
+        return counts / counts.sum() if counts.sum() else counts
+
+    top = max([float(fractions(flat[:, dd, k]).max()) for dd in range(flat.shape[1]) for k in range(4)] + [0.05])
+    at = _at(profile, d).reshape(-1, 4)
+    chosen = np.asarray(selected if selected is not None else [], dtype=int)
+    layers = []
+    for k, c in enumerate(g.COORDS):
+        x0 = k * PANEL_STEP
+        layers.append(hv.Histogram((edges + x0, fractions(at[:, k])), kdims=["value"], vdims=["fraction of heads"],
+                                   group="All", label=c).opts(color=ALL, alpha=0.55, line_color=None,
+                                                                           default_tools=[]))
+        if chosen.size:
+            s = fractions(at[chosen, k])
+            top = max(top, float(s.max()))
+            layers.append(hv.Histogram((edges + x0, s), kdims=["value"], vdims=["fraction of heads"],
+                                       group="Selected", label=c).opts(fill_alpha=0.0, line_color=SELECTED,
+                                                                       line_width=2, default_tools=[]))
+    return hv.Overlay(layers).opts(hv.opts.Overlay(
+        width=width, height=170, xlim=(-0.04, 3 * PANEL_STEP + 1.04), ylim=(0, top * 1.05), default_tools=[],
+        toolbar=None, show_legend=False, hooks=[_panel_axis], xlabel="value of the coordinate"))
+
+
+# -------------------------------------------------------------------------------------------- orbits
+
+
+def _orbits_ready(orbits: xr.Dataset) -> xr.Dataset:
+    problems = orbits_problems(orbits, check_version=False)
+    if problems:
+        raise ValueError("; ".join(problems))
+    return of.sorted_by_epoch(of.run_panels(orbits))
+
+
+def orbit_polygons(orbits: xr.Dataset, frame: int = -1, trail_epochs: float | None = None,
+                   panel_px: int = 230) -> hv.Layout:
+    """Every head as a dot in each Fourier plane at one frame, coloured by orbit, with its recent trail.
+
+    ``frame``: an index into the frames in epoch order (-1 = the last). ``trail_epochs``: how far back the
+    trails reach (default: the group's ``trail_epochs`` attribute).
+    """
+    ds = _orbits_ready(orbits)
+    pos = of.positions(ds)
+    F, H, P, _ = pos.shape
+    f = int(frame) % F
+    epochs = np.asarray(ds["epoch"].values)
+    starts = of.trail_starts(epochs, of.trail_epochs(ds) if trail_epochs is None else float(trail_epochs))
+    radii = of.view_radii(pos, starts)
+    orbit = of.orbit_labels(ds)
+    _, colour = of.orbit_colours(orbit)
+    order = np.argsort(orbit >= 0, kind="stable")  # heads in no orbit first, so orbits draw on top
+    plots = []
+    for p in range(P):
+        r = 1.1 * radii[f, p] if radii[f, p] > 0 else 1.0
+        trails = hv.Path([{"x": pos[starts[f]: f + 1, h, p, 0], "y": pos[starts[f]: f + 1, h, p, 1],
+                           "colour": colour[h], "alpha": 0.55 if orbit[h] >= 0 else 0.22} for h in order],
+                         vdims=["colour", "alpha"], group="Trails").opts(color=hv.dim("colour"), alpha=hv.dim("alpha"),
+                                                                         line_width=1.3)
+        dots = hv.Points(dict(x=pos[f, order, p, 0], y=pos[f, order, p, 1], head=order.astype(np.int32),
+                              orbit=[str(o) if o >= 0 else "none" for o in orbit[order]],
+                              colour=[colour[h] for h in order]), ["x", "y"], ["head", "orbit", "colour"],
+                         group="Dots").opts(color=hv.dim("colour"), line_color="white", line_width=0.5, size=8,
+                                            tools=[HoverTool(tooltips=[("head", "@head"), ("orbit", "@orbit")])])
+        title = of.panel_title(ds, p)
+        plots.append((trails * dots * hv.HLine(0) * hv.VLine(0)).opts(
+            hv.opts.HLine(color="#444", line_width=0.7, alpha=0.7), hv.opts.VLine(color="#444", line_width=0.7,
+                                                                                  alpha=0.7),
+            hv.opts.Overlay(frame_width=panel_px, frame_height=panel_px, xlim=(-r, r), ylim=(-r, r), title=title,
+                            fontsize={"title": "9.5pt", "ticks": "7pt"}, default_tools=[], toolbar=None,
+                            xlabel="", ylabel="", show_legend=False)))
+    return hv.Layout(plots).cols(2).opts(shared_axes=False)
+
+
+def training_metrics(orbits: xr.Dataset, width: int = 430) -> hv.Layout:
+    """Train and held-out accuracy (linear axis) over the epochs, and the equivariance errors on a log axis."""
+    ds = _orbits_ready(orbits)
+    epochs = np.asarray(ds["epoch"].values, dtype=float)
+    m = of.metric_columns(ds)
+    acc = (hv.Curve((epochs, m["train_accuracy"]), "epoch", "accuracy", label="train").opts(color="#1f77b4")
+           * hv.Curve((epochs, m["heldout_accuracy"]), "epoch", "accuracy", label="held-out").opts(color="#2ca02c"))
+    acc = acc.opts(hv.opts.Overlay(width=width, height=170, ylim=(0, 1.02), legend_position="bottom_right",
+                                   default_tools=[], toolbar=None, title="accuracy"))
+    curves = []
+    for key, label, colour in (("equivariance_error", "equivariance error", "#d62728"),
+                               ("sharpened_error", "at 2× QK", "#9467bd")):
+        v = np.where(m[key] > 0, m[key], np.nan)
+        if np.isfinite(v).any():
+            curves.append(hv.Curve((epochs, v), "epoch", "equivariance error", label=label).opts(color=colour))
+    if not curves:
+        curves.append(hv.Curve(([], []), "epoch", "equivariance error"))
+    err = hv.Overlay(curves).opts(hv.opts.Overlay(width=width, height=190, logy=True, default_tools=[],
+                                                  toolbar=None, legend_position="bottom_left",
+                                                  title="equivariance error (log axis)"))
+    return (acc + err).cols(1).opts(shared_axes=False)
+
+
+def family_sizes(search: xr.Dataset | None) -> dict[str, np.ndarray]:
+    """Over the searched runs: for each orbit size, how many runs found at least one orbit of that size
+    at the strictest stored tolerance (``size``, ``runs``), and the number of runs (``n_runs``)."""
+    if search is None or "orbit_count" not in search:
+        return {"size": np.zeros(0, int), "runs": np.zeros(0, int), "n_runs": np.array(0)}
+    counts = search["orbit_count"]
+    if "tol" in counts.dims:
+        counts = counts.isel(tol=int(np.argmin(np.asarray(search["tol"].values, dtype=float))))
+    values = np.asarray(counts.transpose("run", "size").values)
+    return {"size": np.asarray(search["size"].values, dtype=int), "runs": (values > 0).sum(axis=0).astype(int),
+            "n_runs": np.array(values.shape[0])}
+
+
+def search_families(search: xr.Dataset | None, width: int = 430):
+    """The orbits search: in how many runs an orbit of each size appeared (bars), or a message when the
+    store has no ``orbits_search`` group."""
+    if search is None or "orbit_count" not in search:
+        return hv.Div(NO_SEARCH).opts(width=width, height=50)
+    f = family_sizes(search)
+    tol = float(np.min(search["tol"].values)) if "tol" in search else float("nan")
+    bars = hv.Bars((f["size"].astype(str), f["runs"]), "orbit size", "runs with such an orbit")
+    return bars.opts(width=width, height=190, color="#1f77b4", default_tools=[], toolbar=None,
+                     title=f"orbits search: {int(f['n_runs'])} runs, orbits found within {tol:.0%}")
+
+
+# ----------------------------------------------------------------- what the stored run reproduces
+
+
+def reproduction(orbits: xr.Dataset) -> list[dict]:
+    """The original work's results next to the stored run's, each judged yes / no / partly.
+
+    Rows: train accuracy 100%, held-out 76%, equivariance error 1e-4, a 12-head orbit, a 4-head orbit,
+    every orbit verified within 2% under all 24 shifts. Values come from the group's last frame, its
+    ``orbit`` labels and ``shift_error``.
+    """
+    ds = of.sorted_by_epoch(orbits)
+    m = of.metric_columns(ds)
+    train, held, e3 = (float(m[k][-1]) for k in ("train_accuracy", "heldout_accuracy", "equivariance_error"))
+    checks = of.orbit_checks(ds)
+    sizes = sorted((len(c.heads) for c in checks), reverse=True)
+    rows = []
+
+    def row(what, original, stored, verdict):
+        rows.append({"result": what, "original": original, "stored": stored, "reproduced": verdict})
+
+    row("train accuracy", "100%", f"{train:.1%}", "yes" if train >= 0.995 else ("partly" if train >= 0.9 else "no"))
+    row("held-out accuracy", "76%", f"{held:.1%}", "yes" if held >= 0.74 else ("partly" if held >= 0.5 else "no"))
+    row("equivariance error", "1e-4", f"{e3:.1e}", "yes" if e3 <= 1.5e-4 else ("partly" if e3 <= 1e-3 else "no"))
+    for size in (12, 4):
+        found = sum(s == size for s in sizes)
+        near = max((s for s in sizes if s < size), default=0)
+        verdict = "yes" if found else ("partly" if near >= size // 2 else "no")
+        stored = f"{found} found" if found else (f"none (largest {near})" if near else "none")
+        row(f"a {size}-head orbit", "yes", stored, verdict)
+    worst = [c.worst_error for c in checks if np.isfinite(c.worst_error)]
+    within = sum(w <= 0.02 for w in worst)
+    if not checks:
+        stored, verdict = "no orbits", "no"
+    else:
+        stored = f"{within} of {len(checks)} orbits, worst {max(worst):.2%}" if worst else "not stored"
+        verdict = "yes" if worst and within == len(checks) else ("partly" if within else "no")
+    row("orbits verified within 2% under all 24 shifts", "yes", stored, verdict)
+    return rows
+
+
+def reproduction_table(orbits: xr.Dataset) -> hv.Table:
+    """``reproduction`` as a HoloViews table."""
+    rows = reproduction(orbits)
+    return hv.Table([tuple(r.values()) for r in rows], ["result"], ["original", "stored", "reproduced"]).opts(
+        width=430, height=200)
+
+
+__all__ = ["family_sizes", "heads_table", "histograms", "layer_heatmaps", "orbit_polygons", "profile_array",
+           "reproduction", "reproduction_table", "search_families", "tetrahedron", "training_metrics"]
