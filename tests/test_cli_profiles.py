@@ -88,7 +88,7 @@ def rope_matrices(model, kind: str, n: int) -> np.ndarray | None:
 
 
 def profile_by_definition(L: np.ndarray) -> tuple[np.ndarray, float]:
-    """(a, b, c, d) and ||L||_F of one dense form, straight from the definition in DESIGN.md."""
+    """(a, b, c, d) and ||L||_F of one dense form, straight from its definition (README, "What a profile is")."""
     norm = np.linalg.norm(L)
     L = L / norm
     S, T = (L + L.T) / 2, (L - L.T) / 2
@@ -386,3 +386,28 @@ def test_profile_layer_task_writes_what_the_local_run_writes(tiny_model, tmp_pat
     a, b = open_store(tmp_path / "a.zarr"), open_store(tmp_path / "b.zarr")
     np.testing.assert_array_equal(a.profile.values, b.profile.values)
     np.testing.assert_allclose(b.profile.values[0], expected_profiles(model, "gpt_neox")[0], rtol=0, atol=1e-9)
+
+
+def test_provenance_and_the_checkpoints_own_name_go_into_the_row(tiny_model, tmp_path, monkeypatch):
+    from pipeline import checkpoints
+    from pipeline.store import Store
+
+    _, folder = tiny_model("bert", name="folder-name")
+    store = tmp_path / "s.zarr"
+    assert cli("profiles", folder, "--store", store, "--quiet") == 0
+    row = Store.open(store, "r").row("folder-name")
+    sha = hashlib.sha256(pathlib.Path(folder, "model.safetensors").read_bytes()).hexdigest()
+    assert (row.format, row.file, row.sha256, row.quantization) == ("safetensors", "model.safetensors", sha, "")
+
+    real = checkpoints.open_checkpoint
+
+    def self_named(*args, **kwargs):  # as a GGUF file names itself (general.name)
+        ck = real(*args, **kwargs)
+        ck.provenance.update(name="its-own-name", note="a note for the dashboard")
+        return ck
+
+    monkeypatch.setattr(checkpoints, "open_checkpoint", self_named)
+    assert cli("profiles", folder, "--store", store, "--quiet") == 0
+    row = Store.open(store, "r").row("its-own-name")
+    assert row.note == "a note for the dashboard" and row.command == f"python -m pipeline profiles {folder}"
+    assert bool(row.complete)

@@ -43,7 +43,7 @@ CONFIGS = {
 }
 
 
-def test_seed_models_are_the_fourteen_of_the_design():
+def test_seed_models_are_the_fourteen_seed_checkpoints():
     assert len(SEED_MODELS) == 14 and "all-MiniLM-L6-v2" in MODELS and "all-MiniLM-L6-v2" not in SEED_MODELS
     assert {MODELS[n].hub_id for n in SEED_MODELS} == {
         "distilbert/distilgpt2", "openai-community/gpt2", "openai-community/gpt2-medium",
