@@ -1,0 +1,114 @@
+"""The browser code in dashboard/js/, run by node outside any page, against the numpy twins.
+
+The same files are exercised inside real pages by tests/browser/. Here each function is called on plain
+objects shaped like the Bokeh sources it edits, so a wrong index or formula shows as a wrong number.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from dashboard import geometry as g
+from dashboard import jscode
+
+NODE = shutil.which("node")
+needs_node = pytest.mark.skipif(NODE is None, reason="node is not installed: the JS files are still run in the "
+                                                     "browser tests")
+PACKAGE = Path(__file__).resolve().parents[1] / "dashboard"
+
+
+def run_node(script: str):
+    out = subprocess.run([NODE, "-e", script], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    return json.loads(out.stdout)
+
+
+@needs_node
+def test_every_file_is_valid_javascript():
+    for name in jscode.names():
+        code = jscode.code(name)
+        body = f"return ({code})" if code.lstrip("/ \n").startswith("(") or "\n() =>" in code else code
+        check = f"new Function('ctx', 'cb_obj', {json.dumps(body)}); console.log('1')"
+        assert run_node(check) == 1, name
+
+
+def test_the_python_holds_no_javascript():
+    """Browser code lives in dashboard/js/*.js only."""
+    pattern = re.compile(r"cb_obj|\.change\.emit|=>|\bfunction\s*\(|\bconst\s+\w+\s*=|\blet\s+\w+\s*=")
+    for path in PACKAGE.rglob("*.py"):
+        hits = pattern.findall(path.read_text(encoding="utf-8"))
+        assert not hits, f"{path.name} holds JavaScript: {hits[:3]}"
+
+
+def _mock(data: dict) -> str:
+    return "{data: " + json.dumps(data) + ", change: {emit() {}}, selected: {indices: []}}"
+
+
+@needs_node
+@pytest.mark.parametrize("az, el", [(30, 20), (-135, 60), (90, -45)])
+def test_project_matches_numpy(az, el):
+    rng = np.random.default_rng(1)
+    p = rng.dirichlet(np.ones(4), 25)
+    xyz = g.to_3d(p)
+    heads = {"x3": xyz[:, 0].tolist(), "y3": xyz[:, 1].tolist(), "z3": xyz[:, 2].tolist(), "x": [0] * 25, "y": [0] * 25}
+    v = g.VERTICES
+    vertices = {"x3": v[:, 0].tolist(), "y3": v[:, 1].tolist(), "z3": v[:, 2].tolist(), "x": [0] * 4, "y": [0] * 4,
+                "dy": [0] * 4}
+    edges = {k: [0] * 6 for k in ("x0", "y0", "x1", "y1")}
+    script = (jscode.code("project") + f"""
+const ctx = {{heads: {_mock(heads)}, vertices: {_mock(vertices)}, edges: {_mock(edges)},
+  camera: {_mock({"az": [az], "el": [el]})}, label_offset: 9,
+  edge_i: {[e[0] for e in g.EDGES]}, edge_j: {[e[1] for e in g.EDGES]}}};
+project_all(ctx);
+console.log(JSON.stringify([ctx.heads.data.x, ctx.heads.data.y, ctx.vertices.data.dy, ctx.edges.data.x1]));""")
+    x, y, dy, x1 = run_node(script)
+    ex, ey = g.project(xyz, az, el)
+    np.testing.assert_allclose(x, ex, atol=1e-12)
+    np.testing.assert_allclose(y, ey, atol=1e-12)
+    vx, vy = g.project(v, az, el)
+    np.testing.assert_allclose(dy, g.label_offsets(vy))
+    np.testing.assert_allclose(x1, vx[[e[1] for e in g.EDGES]], atol=1e-12)
+
+
+@needs_node
+def test_decode_and_histograms_match_numpy():
+    rng = np.random.default_rng(2)
+    L, H, D, B = 3, 5, 7, 10
+    profile = rng.dirichlet(np.ones(4), (L, H, D))
+    profile[1, 2] = np.nan  # a missing head
+    q = g.quantise(profile).reshape(-1)
+    n = L * H
+    cols = {c: [0.0] * n for c in ("a", "b", "c", "d", "x3", "y3", "z3")}
+    heads = {"layer": np.repeat(np.arange(L), H).tolist(), **cols}
+    hist = [{"top": [0.0] * B} for _ in range(4)]
+    chosen = [0, 3, 4, 13]
+    script = (jscode.code("profiles_decode", "profiles_histograms") + f"""
+const heads = {_mock(heads)}; heads.selected.indices = {chosen};
+const mk = (d) => ({{data: d, change: {{emit() {{}}}}}});
+const ctx = {{cube: mk({{q: {q.tolist()}}}), n_d: {D}, heads: heads, V: {g.VERTICES.ravel().tolist()},
+  n_bins: {B}, hists: {json.dumps(hist)}.map(mk), sel_hists: {json.dumps(hist)}.map(mk),
+  heats: [0, 1, 2, 3].map(() => mk({{image: [new Float64Array({L * B})]}})),
+  sel_renderers: [{{}}, {{}}, {{}}, {{}}], hist_range: {{end: 0.1}}, hist_top: 0.1, info: {{text: ''}}}};
+decode_d(ctx, 4);
+histograms(ctx, true);
+console.log(JSON.stringify([ctx.heads.data.a, ctx.hists.map(h => h.data.top), ctx.sel_hists.map(h => h.data.top),
+  ctx.heats.map(h => Array.from(h.data.image[0])), ctx.sel_renderers.map(r => r.visible), ctx.info.text]));""")
+    a, all_, sel, heat, visible, info = run_node(script)
+    shown = g.dequantise(g.quantise(profile[:, :, 4])).reshape(n, 4)
+    np.testing.assert_allclose(np.array(a, dtype=float), shown[:, 0], atol=1e-15)
+    finite = np.isfinite(shown[:, 0])
+    for k in range(4):
+        counts = np.histogram(shown[finite, k], B, (0, 1))[0]
+        np.testing.assert_allclose(all_[k], counts / finite.sum())
+        np.testing.assert_allclose(sel[k], np.histogram(shown[chosen, k], B, (0, 1))[0] / len(chosen))
+        per_layer = np.stack([np.histogram(shown[i * H:(i + 1) * H, k][finite[i * H:(i + 1) * H]], B, (0, 1))[0]
+                              for i in range(L)])
+        np.testing.assert_array_equal(np.array(heat[k]).reshape(L, B), per_layer)
+    assert visible == [True] * 4 and info.startswith(f"<b>{len(chosen)}</b> of {n}")
