@@ -20,8 +20,15 @@ COMMANDS = (
 )
 
 
+class OneLineErrors(argparse.ArgumentParser):
+    """An ArgumentParser whose usage errors are one line on stderr (exit status 2), like every other error."""
+
+    def error(self, message: str):
+        self.exit(2, f"error: {message} (see `{self.prog} --help`)\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = OneLineErrors(
         prog="python -m pipeline",
         description="Offline pipeline: profiles of attention heads (the 3-simplex point (a, b, c, d) of "
         "L = W_K^T W_Q for every head) and the orbit experiment (a 32-head layer learning addition mod 24). "

@@ -134,6 +134,8 @@ def test_bad_options(store_and_model, tmp_path):
     cases = [
         (["--workers", "0"], r"--workers must be at least 1"),
         (["--workers", "-2"], r"--workers must be at least 1"),
+        (["--workers", "two"], r"--workers: invalid int value: 'two' \(see `python -m pipeline profiles --help`\)"),
+        (["--no-such-option"], r"unrecognized arguments: --no-such-option"),
         (["--scheduler", "not an address"], r"is not a dask scheduler address"),
         (["--scheduler", "tcp://127.0.0.1"], r"is not a dask scheduler address"),
         (["--scheduler", "http://127.0.0.1:8786"], r"is not a dask scheduler address"),
