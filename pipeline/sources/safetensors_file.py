@@ -2,8 +2,8 @@
 
 The library parses and validates the header (its size is capped at 100 MB, offsets must cover the file
 exactly), so a damaged or hostile file is refused before any tensor byte is read. Tensors are read by
-row blocks of ``get_slice`` and converted block by block, and the file is unmapped after every tensor,
-so reading a tensor costs its compact copy plus one block, never the whole file.
+row blocks of ``get_slice`` and converted block by block, and the file is mapped afresh for each block,
+so reading a tensor costs its compact copy plus one block, never the whole tensor twice.
 """
 
 from __future__ import annotations
@@ -67,14 +67,14 @@ class SafetensorsFile:
         torch_dtype = torch.float32 if out_dtype == np.float32 else torch.float64
         out = np.empty(shape, dtype=out_dtype)
         try:
-            with self._open() as fh:
-                s = fh.get_slice(name)
-                if len(shape) == 0:
-                    out[...] = s[...].to(torch_dtype).numpy()
-                    return out
-                rows = max(1, _BLOCK // max(1, int(np.prod(shape[1:]))))
-                for i in range(0, shape[0], rows):
-                    out[i:i + rows] = s[i:i + rows].to(torch_dtype).numpy()
+            if len(shape) == 0:
+                with self._open() as fh:
+                    out[...] = fh.get_slice(name)[...].to(torch_dtype).numpy()
+                return out
+            rows = max(1, _BLOCK // max(1, int(np.prod(shape[1:]))))
+            for i in range(0, shape[0], rows):
+                with self._open() as fh:  # reopened per block: the pages mapped for one block are let go
+                    out[i:i + rows] = fh.get_slice(name)[i:i + rows].to(torch_dtype).numpy()
         except CheckpointError:
             raise
         except Exception as exc:  # noqa: BLE001
