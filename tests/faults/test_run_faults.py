@@ -100,3 +100,45 @@ def test_zero_layer_model_is_not_registered(tiny_model, tmp_path):
     with pytest.raises(ArchitectureError, match="0 layers"):
         run([folder], store)
     assert not store.exists()
+
+
+def _cli(*argv):
+    import os
+    import subprocess
+    import sys
+
+    root = pathlib.Path(__file__).resolve().parents[2]
+    return subprocess.Popen([sys.executable, "-m", "pipeline", "profiles", *map(str, argv), "--quiet"],
+                            cwd=str(root), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env=os.environ | {"OMP_NUM_THREADS": "1"})
+
+
+@pytest.mark.parametrize("trial", range(3))
+def test_two_runs_of_different_models_at_once_both_land(tiny_model, tmp_path, trial):
+    """Two CLI processes on one store, started together: both models registered and complete."""
+    import xarray as xr
+
+    _, a = tiny_model("bert", name="a", seed=trial)
+    _, b = tiny_model("opt", name="b", seed=trial)
+    store = tmp_path / "s.zarr"
+    procs = [_cli(a, "--store", store), _cli(b, "--store", store)]
+    outs = [p.communicate(timeout=300) for p in procs]
+    assert [p.returncode for p in procs] == [0, 0], outs
+    ds = xr.open_zarr(str(store), group="profiles")
+    assert sorted(ds.model.values) == ["a", "b"] and bool(ds.complete.all())
+
+
+def test_the_same_model_twice_at_once_is_refused_with_a_clear_message(tiny_model, tmp_path):
+    """The second run of one model either finds it complete or is refused naming the first; never both write."""
+    _, a = tiny_model("opt-postnorm", name="a")
+    store = tmp_path / "s.zarr"
+    procs = [_cli(a, "--store", store), _cli(a, "--store", store)]
+    outs = [p.communicate(timeout=300) for p in procs]
+    codes = sorted(p.returncode for p in procs)
+    assert codes in ([0, 0], [0, 2]), outs
+    for p, (_, err) in zip(procs, outs, strict=True):
+        if p.returncode == 2:
+            assert "'a' is being written to" in err and "Traceback" not in err and err.count("\n") == 1, err
+    import xarray as xr
+
+    assert bool(xr.open_zarr(str(store), group="profiles").sel(model="a").complete)
