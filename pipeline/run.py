@@ -228,6 +228,12 @@ def run_task(task: LayerTask, ckpt=None) -> int:
         time.sleep(delay)
     if ckpt is None:
         ckpt = _worker_checkpoint(task.source, task.revision)
+        if task.revision and ckpt.revision != task.revision:
+            from pipeline.sources.base import CheckpointError
+
+            raise CheckpointError(f"{task.source} is at revision {ckpt.revision} on this worker, but the run was "
+                                  f"planned for {task.revision}: the checkpoint changed (or differs between "
+                                  "machines). Rerun the command to plan it again.")
     profile, norm = compute_layer(ckpt, layout_from_config(ckpt.config), task.layer, task.fold_ln)
     _worker_store(task.store).write_layer(task.name, task.layer, profile, norm)
     return task.layer

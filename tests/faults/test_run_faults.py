@@ -142,3 +142,16 @@ def test_the_same_model_twice_at_once_is_refused_with_a_clear_message(tiny_model
     import xarray as xr
 
     assert bool(xr.open_zarr(str(store), group="profiles").sel(model="a").complete)
+
+
+def test_a_task_refuses_a_checkpoint_that_changed_after_planning(tiny_model, tmp_path):
+    from pipeline.run import open_store, plan_model, run_task
+    from pipeline.sources.base import CheckpointError
+
+    _, folder = tiny_model("bert", name="moving")
+    store = tmp_path / "s.zarr"
+    plan = plan_model(folder, open_store(str(store)))
+    tiny_model("bert", name="moving", seed=9)  # the same folder, other weights, saved after the plan
+    with pytest.raises(CheckpointError, match="the checkpoint changed"):
+        run_task(plan.tasks(str(store))[0])
+    assert not store.exists()
