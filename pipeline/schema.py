@@ -163,13 +163,20 @@ ROW_FIELDS = tuple(f.name for f in fields(ModelRow) if f.name != "layers_done")
 
 def model_rows(ds: xr.Dataset) -> list[ModelRow]:
     """The models of an opened ``profiles`` Dataset, in store order (rows without a name are skipped)."""
-    n = ds.sizes.get("model", 0)
-    if n == 0:
+    if ds.sizes.get("model", 0) == 0:
         return []
-    cols = {k: np.asarray(ds[k].values) for k in INT_FIELDS + STR_FIELDS + BOOL_FIELDS if k in ds}
-    done = np.asarray(ds["layer_done"].values) if "layer_done" in ds else None
+    wanted = [k for k in INT_FIELDS + STR_FIELDS + BOOL_FIELDS + ("layer_done",) if k in ds]
+    # one synchronous read of the small per-model variables (no thread pool: safe in forked workers)
+    small = ds[wanted].compute(scheduler="synchronous")
+    cols = {k: np.asarray(small[k].values) for k in wanted}
+    return rows_from_columns(np.asarray(ds["model"].values), cols)
+
+
+def rows_from_columns(names, cols: dict[str, np.ndarray]) -> list[ModelRow]:
+    """ModelRows from the per-model columns (``layer_done`` (model, layer) optional); nameless rows skipped."""
+    done = cols.get("layer_done")
     out = []
-    for i, name in enumerate(np.asarray(ds["model"].values)):
+    for i, name in enumerate(names):
         if not str(name).strip():
             continue
         kw = {}

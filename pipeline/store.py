@@ -36,6 +36,7 @@ import os
 import shutil
 import socket
 import tempfile
+import threading
 import uuid
 import warnings
 from collections.abc import Iterator, Mapping
@@ -65,8 +66,8 @@ from pipeline.schema import (
     WRITE_COMMANDS,
     ModelRow,
     layer_checksum,
-    model_rows,
     problems,
+    rows_from_columns,
 )
 
 ENV_VAR = "HEADGEOMETRY_STORE"
@@ -230,7 +231,8 @@ class Store:
         """The groups the store holds (empty when there is no store yet)."""
         if not self.exists():
             return []
-        return sorted(name for name, _ in self._root_group().groups())
+        with _quiet_listing():
+            return sorted(name for name, _ in self._root_group().groups())
 
     def _group(self, group: str, mode: str = "r") -> zarr.Group:
         """One group, its schema version checked (StoreError with the fix otherwise)."""
@@ -273,25 +275,28 @@ class Store:
     def _store_lock(self) -> Iterator[None]:
         """The lock every structural change holds (reentrant within one process)."""
         lock = self._file_lock("store")
-        try:
-            lock.acquire(timeout=LOCK_WAIT_S)
-        except Timeout as exc:
-            raise StoreError(f"the store {self.location!r} has been locked by another writer for "
-                             f"{LOCK_WAIT_S:.0f} s; is a run stuck?") from exc
-        try:
-            yield
-        finally:
-            lock.release()
+        with _THREAD_LOCKS.setdefault(lock.lock_file, threading.RLock()):  # the file lock is per process
+            try:
+                lock.acquire(timeout=LOCK_WAIT_S)
+            except Timeout as exc:
+                raise StoreError(f"the store {self.location!r} has been locked by another writer for "
+                                 f"{LOCK_WAIT_S:.0f} s; is a run stuck?") from exc
+            except OSError as exc:
+                raise self._os_error(exc, "its lock file", "everything") from exc
+            try:
+                yield
+            finally:
+                lock.release()
 
     def _file_lock(self, name: str) -> FileLock:
         key = str(self._lock_dir / f"{name}.lock")
-        lock = _LOCKS.get(key)
+        lock = _LOCKS.get((os.getpid(), key))  # a forked child makes its own (it does not hold the parent's)
         if lock is None:
             try:
                 self._lock_dir.mkdir(parents=True, exist_ok=True)
             except OSError as exc:
                 raise self._os_error(exc, "its lock file", "nothing") from exc
-            lock = _LOCKS[key] = FileLock(key, thread_local=False)
+            lock = _LOCKS[os.getpid(), key] = FileLock(key, thread_local=False)
         return lock
 
     def _model_lock_name(self, name: str) -> str:
@@ -308,17 +313,21 @@ class Store:
         owner = self._lock_dir / f"{self._model_lock_name(name)}.owner"
         try:
             lock.acquire(timeout=-1 if wait else 0)
-        except Timeout as exc:
+        except Timeout as exc:  # (a subclass of OSError: caught first)
             try:
-                holder = owner.read_text().strip()
+                holder = owner.read_text().strip() or "another process"
             except OSError:
-                holder = "another process"
+                holder = "another process"  # (it has not written its name yet)
             raise StoreError(f"{name!r} is being written to {self.location!r} by {holder}. Wait for that run "
                              "to finish (finished layers are kept), or store this one under another --name.") from exc
+        except OSError as exc:
+            raise self._os_error(exc, f"the writer lock of {name!r}", "everything") from exc
         try:
             if lock.lock_counter == 1:
                 with contextlib.suppress(OSError):
-                    owner.write_text(f"process {os.getpid()} on {socket.gethostname()}")
+                    tmp = owner.with_name(f"{owner.name}.{os.getpid()}.tmp")
+                    tmp.write_text(f"process {os.getpid()} on {socket.gethostname()}")
+                    os.replace(tmp, owner)
             yield
         finally:
             lock.release()
@@ -374,9 +383,7 @@ class Store:
         self._delete(JOURNAL)
 
     def _recover_if_needed(self) -> None:
-        if not self.exists() and not self._legacy_leftovers():
-            return
-        if self._journal() is None and not self._legacy_leftovers() and not self._stale_staging():
+        if self._journal() is None and not (self._legacy_leftovers() or self._stale_staging() or self._partials()):
             return
         try:
             self.recover()
@@ -389,6 +396,9 @@ class Store:
         """Finish (or clean up) what a killed writer left; returns one line per action taken."""
         actions: list[str] = []
         with self._store_lock():
+            for f in self._partials():  # first: zarr warns about them when it lists a group
+                f.unlink(missing_ok=True)
+                actions.append(f"removed the unfinished {f.relative_to(self.location)}")
             entry = self._journal()
             if entry is not None:
                 op = entry.get("op")
@@ -433,6 +443,14 @@ class Store:
         if self.url or not Path(self.location).is_dir():
             return []
         return [p for p in Path(self.location).iterdir() if p.name.endswith(("__writing__", "__old__"))]
+
+    def _partials(self) -> list[Path]:
+        """Temporary files of writes a kill interrupted, where zarr would trip over them (root and groups)."""
+        if self.url or not Path(self.location).is_dir():
+            return []
+        root = Path(self.location)
+        dirs = [root] + [p for p in root.iterdir() if p.is_dir()]
+        return [f for d in dirs for f in d.glob("*.partial") if f.is_file()]
 
     def _clean_legacy(self) -> list[str]:
         """Side groups an older writer left (``G.__writing__``, ``G.__old__``): swap in or remove."""
@@ -492,7 +510,10 @@ class Store:
         """Every model of the profiles group, in store order ([] when the store or group is missing)."""
         if PROFILES not in self.groups():
             return []
-        return model_rows(self.dataset(PROFILES))
+        self.dataset(PROFILES)  # validated
+        g = self._profiles()
+        cols = {f: g[f][:] for f in INT_FIELDS + STR_FIELDS + BOOL_FIELDS + ("layer_done",) if f in g}
+        return rows_from_columns(_names(g), cols)
 
     def names(self) -> list[str]:
         if PROFILES not in self.groups():
@@ -559,14 +580,13 @@ class Store:
         n = _even_rows(g)
         names = _names(g)
         if row.name in names:
-            i, new = names.index(row.name), False
+            i = names.index(row.name)
         elif "" in names:
-            i, new = names.index(""), True  # the slot a killed registration had opened
-        else:
-            i, new = n, True
-            _resize_rows(g, n + 1)
-        if new:
+            i = names.index("")  # a slot without a name: clear what a killed writer may have put there
             _clear_row(g, i)
+        else:
+            i = n
+            _resize_rows(g, n + 1)  # new rows read as fill values (shrinking deleted their chunks)
         values = _row_dict(row)
         for f in INT_FIELDS:
             g[f][i] = int(values[f])
@@ -690,7 +710,8 @@ class Store:
         A layer that does not decode (garbled chunk) or does not match its checksum (a deleted chunk reads
         as NaN) is damaged. With ``mark`` (the default, needs mode "a"), each damaged layer is cleared (not
         done, values NaN) and its model marked ``damaged`` and not complete, with the command that
-        recomputes exactly those layers (the model's command, which resumes).
+        recomputes exactly those layers (the model's command, which resumes). Models marked damaged earlier
+        and not repaired yet are listed too (layer None).
         """
         found: list[Damage] = []
         groups = self.groups()
@@ -706,7 +727,7 @@ class Store:
         g = self._profiles()
         try:
             stored = _names(g)
-            meta = {f: g[f][:] for f in ("n_layers", "n_heads", "command", "source")}
+            meta = {f: g[f][:] for f in ("n_layers", "n_heads", "command", "source", "damaged")}
             done = np.asarray(g["layer_done"][:], dtype=bool)
             sums = np.asarray(g["layer_checksum"][:])
         except Exception as exc:  # noqa: BLE001 - a garbled per-model chunk
@@ -739,11 +760,13 @@ class Store:
                 if not want:
                     bad[layer] = "it was written without a checksum"
                 elif layer_checksum(profile, norm) != want:
-                    if np.isnan(profile).all() and np.isnan(norm).all():
+                    if np.isnan(profile).all() or np.isnan(norm).all():
                         bad[layer] = "its chunk is missing (the values read as NaN)"
                     else:
                         bad[layer] = "its values do not match the checksum written with them"
             if not bad:
+                if str(meta["damaged"][i]):  # found earlier, not repaired yet
+                    found.append(Damage(PROFILES, name, None, f"marked damaged: {meta['damaged'][i]}", command))
                 continue
             found += [Damage(PROFILES, name, layer, why, command) for layer, why in sorted(bad.items())]
             if mark:
@@ -811,11 +834,14 @@ class Store:
             with self._store_lock():  # held while staging too: recovery removes staging only of dead writers
                 try:
                     ds.to_zarr(str(self._aux / new), mode="w", consolidated=False, zarr_format=3)
+                    self._write_atomic(JOURNAL, json.dumps({"op": "replace", "group": group, "new": new,
+                                                            "old": old}).encode())
                 except BaseException:
                     shutil.rmtree(self._aux / new, ignore_errors=True)
                     raise
-                with self._journalled({"op": "replace", "group": group, "new": new, "old": old}):
-                    self._apply_swap(group, new, old)
+                self._apply_swap(group, new, old)  # from here on a failure is finished by the next open
+                self._consolidate()
+                self._delete(JOURNAL)
 
     def _apply_swap(self, group: str, new: str, old: str) -> None:
         """Idempotent: move the current group aside, the new one in, and drop the old one."""
@@ -832,8 +858,8 @@ class Store:
         """The schema version of every group."""
         if not self.exists():
             return {}
-        root = self._root_group()
-        return {name: g.attrs.get("schema_version") for name, g in root.groups()}
+        with _quiet_listing():
+            return {name: g.attrs.get("schema_version") for name, g in self._root_group().groups()}
 
     def upgrade(self) -> list[str]:
         """Bring every group to SCHEMA_VERSION in place, keeping all data; returns what was done."""
@@ -854,7 +880,9 @@ class Store:
         """Idempotent. Version 1 -> 2: the provenance and damage fields, and per-layer checksums of the
         layers already written (computed from the stored values)."""
         root = zarr.open_group(self.location, mode="a", use_consolidated=False)
-        for name, g in root.groups():
+        with _quiet_listing():
+            groups = list(root.groups())
+        for name, g in groups:
             if name == PROFILES and g.attrs.get("schema_version") != SCHEMA_VERSION:
                 n = _even_rows(g)
                 L = g["layer"].shape[0]
@@ -875,7 +903,8 @@ class Store:
             g.attrs["schema_version"] = SCHEMA_VERSION
 
 
-_LOCKS: dict[str, FileLock] = {}
+_LOCKS: dict[tuple[int, str], FileLock] = {}  # one FileLock per process and lock file: holding it is reentrant
+_THREAD_LOCKS: dict[str, threading.RLock] = {}
 
 
 def _v2_message(location: str) -> str:
@@ -905,7 +934,17 @@ def _index(g: zarr.Group, name: str, location: str = "") -> int:
 
 
 def _model_arrays(g: zarr.Group) -> list[zarr.Array]:
-    return [a for _, a in g.arrays() if a.metadata.dimension_names and a.metadata.dimension_names[0] == "model"]
+    with _quiet_listing():
+        arrays = [a for _, a in g.arrays()]
+    return [a for a in arrays if a.metadata.dimension_names and a.metadata.dimension_names[0] == "model"]
+
+
+@contextlib.contextmanager
+def _quiet_listing() -> Iterator[None]:
+    """A folder a killed writer left without its zarr.json is not a member; zarr's warning about it is noise."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=".*not recognized as a component of a Zarr hierarchy")
+        yield
 
 
 def _resize_rows(g: zarr.Group, n: int) -> None:

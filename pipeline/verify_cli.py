@@ -45,7 +45,9 @@ def main(args: argparse.Namespace) -> int:
     from pipeline.store import Store, StoreError
 
     try:
-        store = Store.open(args.store, mode="r" if args.dry_run else "a")
+        store = Store.open(args.store, mode="r")  # a missing store is an error here, not a new store
+        if not args.dry_run:
+            store = Store.open(store.location, mode="a")
         for line in ([] if args.dry_run else store.recover()):
             print(f"repaired: {line}")
         if args.upgrade:

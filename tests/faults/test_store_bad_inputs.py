@@ -1,0 +1,306 @@
+"""Bad stores and failing disks: each gives one clear StoreError, and nothing already written is lost.
+
+No store, a file, a folder that is not a store, a Zarr v2 store, a read-only store (real permissions: the
+write runs as an unprivileged user), ENOSPC in the middle of a layer, a registration and a group
+replacement, a model with 0 layers, a group of another schema version, and a group that does not follow
+the schema.
+"""
+
+from __future__ import annotations
+
+import errno
+import json
+import os
+import shutil
+import signal
+import stat
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+import xarray as xr
+import zarr
+
+from pipeline import store as st
+from pipeline.__main__ import main
+from tests.faults import tree_digest
+
+pytestmark = pytest.mark.timeout(300)  # a hung child fails the test instead of the run
+
+A = st.ModelRow("A", 2, 3, 16, 4, "learned absolute", source="here", command="python -m pipeline profiles A")
+B = st.ModelRow("B", 4, 3, 16, 4, "rope", source="there", rotary_dim=4, command="python -m pipeline profiles B")
+RNG = np.random.default_rng(0)
+A_VALUES = [(RNG.dirichlet(np.ones(4), size=3), RNG.uniform(1, 2, 3)) for _ in range(2)]
+B_VALUES = [(RNG.dirichlet(np.ones(4), size=(3, st.N_OFFSETS)), RNG.uniform(1, 2, (3, st.N_OFFSETS)))
+            for _ in range(4)]
+ORBITS = xr.Dataset({"position": (("frame", "head", "panel", "xy"), RNG.normal(size=(5, 2, 2, 2)))},
+                    attrs={"seed": 1})
+TRIED: list[str] = []
+
+
+def good_store(path: Path) -> Path:
+    st.register_model(path, A)
+    for layer, v in enumerate(A_VALUES):
+        st.write_layer(path, "A", layer, *v)
+    st.mark_complete(path, "A")
+    st.write_group(path, "orbits", ORBITS)
+    return path
+
+
+def assert_a_intact(path: Path) -> None:
+    ds = st.open_profiles(path)
+    assert bool(ds.complete.sel(model="A"))
+    for layer, (p, n) in enumerate(A_VALUES):
+        np.testing.assert_array_equal(ds.profile.sel(model="A").values[layer, :3, 0], p)
+        np.testing.assert_array_equal(ds.norm.sel(model="A").values[layer, :3, 0], n)
+    np.testing.assert_array_equal(st.open_orbits(path).position.values, ORBITS.position.values)
+    assert st.Store.open(path).verify() == []
+
+
+def refused(fn, match: str, *trees: Path) -> str:
+    """fn raises a one-line StoreError matching ``match`` and leaves every tree byte-identical."""
+    before = [tree_digest(t) for t in trees]
+    with pytest.raises(st.StoreError, match=match) as info:
+        fn()
+    assert [tree_digest(t) for t in trees] == before
+    assert "\n" not in str(info.value)
+    TRIED.append(match)
+    return str(info.value)
+
+
+# ------------------------------------------------------------------------------ what the path holds
+
+
+def test_no_store_file_and_folder_that_is_not_a_store(tmp_path):
+    refused(lambda: st.open_profiles(tmp_path / "missing.zarr"), "no store at .*Create it with", tmp_path)
+    f = tmp_path / "notes.txt"
+    f.write_text("hello")
+    refused(lambda: st.register_model(f, A), "is a file, not a Zarr store", tmp_path)
+    junk = tmp_path / "junk"
+    junk.mkdir()
+    (junk / "file.txt").write_text("not zarr")
+    refused(lambda: st.register_model(junk, A), "not a Zarr store", tmp_path)
+    refused(lambda: st.write_group(junk, "orbits", ORBITS), "not a Zarr store", tmp_path)
+
+
+def test_zarr_v2_store_is_refused_untouched(tmp_path):
+    path = tmp_path / "v2.zarr"
+    g = zarr.open_group(str(path), mode="w", zarr_format=2)
+    g.create_array("x", shape=(3,), dtype="float64")[:] = 1.0
+    for fn in (lambda: st.open_profiles(path), lambda: st.register_model(path, A),
+               lambda: st.write_group(path, "orbits", ORBITS)):
+        msg = refused(fn, "is a Zarr v2 store; this pipeline reads and writes Zarr v3 only", path)
+    assert "--store NEW.zarr" in msg
+    assert verify_exit(path) == 2
+
+
+def verify_exit(path, *extra) -> int:
+    return main(["verify", "--store", str(path), *extra])
+
+
+# ----------------------------------------------------------------------------------- read-only store
+
+
+def as_nobody(fn) -> tuple[int, str]:
+    """Run fn() in a forked child as user nobody (real permission checks, even when the tests run as root)."""
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        os.close(r)
+        code, msg = 0, ""
+        try:
+            if os.getuid() == 0:
+                os.setgid(65534)
+                os.setuid(65534)
+            fn()
+        except st.StoreError as exc:
+            code, msg = 5, str(exc)
+        except BaseException as exc:  # noqa: BLE001 - reported to the parent
+            code, msg = 6, f"{type(exc).__name__}: {exc}"
+        os.write(w, msg.encode())
+        os._exit(code)
+    os.close(w)
+    deadline = time.monotonic() + 120
+    while (done := os.waitpid(pid, os.WNOHANG))[0] == 0:
+        if time.monotonic() > deadline:
+            os.kill(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)
+            raise AssertionError("the unprivileged child hung")
+        time.sleep(0.05)
+    with os.fdopen(r) as f:
+        msg = f.read()
+    return os.waitstatus_to_exitcode(done[1]), msg
+
+
+@pytest.fixture
+def readonly_store():
+    home = Path(tempfile.mkdtemp(prefix="headgeometry-ro-", dir="/tmp"))  # reachable by an unprivileged user
+    os.chmod(home, 0o755)
+    path = good_store(home / "s.zarr")
+    for p in [home, *home.rglob("*")]:
+        mode = stat.S_IMODE(p.stat().st_mode)
+        os.chmod(p, mode & ~0o222 | (0o555 if p.is_dir() else 0o444))
+    yield path
+    for p in [home, *home.rglob("*")]:
+        os.chmod(p, 0o755)
+    shutil.rmtree(home)
+
+
+def test_read_only_store_reads_and_refuses_writes_clearly(readonly_store):
+    path = readonly_store
+    before = tree_digest(path.parent)
+
+    def read():
+        names = [r.name for r in st.Store.open(path, mode="r").models()]
+        assert names == ["A"], names
+        assert st.open_orbits(path).position.shape == (5, 2, 2, 2)
+
+    assert as_nobody(read) == (0, "")
+    for fn in (lambda: st.register_model(path, B), lambda: st.write_layer(path, "A", 0, *A_VALUES[0]),
+               lambda: st.write_group(path, "orbits", ORBITS), lambda: st.reset_model(path, "A")):
+        code, msg = as_nobody(fn)
+        assert code == 5, msg
+        assert "is read-only" in msg and "nothing was changed" in msg and "--store PATH" in msg
+        TRIED.append("read-only store")
+    assert tree_digest(path.parent) == before
+    assert_a_intact(path)
+
+
+# --------------------------------------------------------------------------------------------- ENOSPC
+
+
+def full_disk_after(monkeypatch, n: int) -> None:
+    """Every file write after the first n fails with ENOSPC (zarr writes a temporary file, then renames it)."""
+    real = os.replace
+    count = [0]
+
+    def replace(src, dst, *a, **kw):
+        count[0] += 1
+        if count[0] > n:
+            raise OSError(errno.ENOSPC, "No space left on device")
+        return real(src, dst, *a, **kw)
+
+    monkeypatch.setattr(os, "replace", replace)
+
+
+def test_enospc_inside_a_layer_keeps_the_layers_written(tmp_path, monkeypatch):
+    path = good_store(tmp_path / "s.zarr")
+    st.register_model(path, B)
+    for layer in (0, 1):
+        st.write_layer(path, "B", layer, *B_VALUES[layer])
+    for n in range(3):  # the disk fills before the profile, the norm, or the checksum of layer 2
+        with monkeypatch.context() as m:
+            full_disk_after(m, n)
+            msg = refused(lambda: st.write_layer(path, "B", 2, *B_VALUES[2]), "no space left on the device")
+        assert "layer 2 of 'B'" in msg and "Nothing already written was lost (the other layers kept)" in msg
+        assert "run the same command again: it resumes" in msg
+        assert st.layers_done(path, "B").tolist() == [True, True, False, False]
+        assert st.Store.open(path).verify() == []
+        assert_a_intact(path)
+    st.write_layer(path, "B", 2, *B_VALUES[2])  # space again: the run resumes
+    st.write_layer(path, "B", 3, *B_VALUES[3])
+    st.mark_complete(path, "B")
+    np.testing.assert_array_equal(st.open_profiles(path).profile.sel(model="B").values[2, :3], B_VALUES[2][0])
+
+
+def test_enospc_during_registration_and_group_replacement(tmp_path, monkeypatch):
+    base = good_store(tmp_path / "base.zarr")
+    outcomes = set()
+    for n in range(0, 60, 3):
+        path = tmp_path / f"s{n}.zarr"
+        shutil.copytree(base, path)
+        with monkeypatch.context() as m:
+            full_disk_after(m, n)
+            try:
+                st.register_model(path, B)
+                outcomes.add("registered")
+            except st.StoreError as exc:
+                assert "no space left on the device" in str(exc) and "'B'" in str(exc)
+                assert "every other model kept" in str(exc)
+                outcomes.add("refused")
+        names = st.model_names(path)  # space again: the next open finishes a journalled registration
+        assert names in (["A"], ["A", "B"])
+        if "B" in names:
+            assert st.model_info(path, "B").source == "there" and not st.is_complete(path, "B")
+        assert_a_intact(path)
+        TRIED.append("ENOSPC in a registration")
+    assert outcomes == {"registered", "refused"}
+
+    path = tmp_path / "s0.zarr"
+    new = ORBITS.assign(position=ORBITS.position * 2)
+    for n in range(0, 12):
+        with monkeypatch.context() as m:
+            full_disk_after(m, n)
+            try:
+                st.write_group(path, "orbits", new)
+            except st.StoreError as exc:
+                assert "no space left on the device" in str(exc)
+                assert "the old 'orbits' group and every other group kept" in str(exc)
+        got = st.open_orbits(path).position.values  # the old group, or the new one once its swap began
+        assert np.array_equal(got, ORBITS.position.values) or np.array_equal(got, new.position.values)
+        staging = path.parent / f".{path.name}.writer" / "staging"
+        assert not staging.exists() or list(staging.iterdir()) == []
+        st.write_group(path, "orbits", ORBITS)
+        assert_a_intact(path)
+        TRIED.append("ENOSPC in a group replacement")
+
+
+# ------------------------------------------------------------------------------------- bad contents
+
+
+def test_model_with_zero_layers_is_refused(tmp_path):
+    path = good_store(tmp_path / "s.zarr")
+    for bad, what in [(dict(n_layers=0), "n_layers = 0"), (dict(n_heads=0), "n_heads = 0"),
+                      (dict(n_heads=6, n_kv_heads=4), "not a multiple")]:
+        row = st.ModelRow(**(dict(name="Z", n_layers=2, n_heads=2, d_model=8, d_head=4, positional="none") | bad))
+        refused(lambda row=row: st.register_model(path, row), f"cannot register 'Z': .*{what}", path)
+    assert st.model_names(path) == ["A"]
+    with pytest.raises(ValueError, match="non-empty name"):
+        st.ModelRow(" ", 1, 1, 8, 4, "none")
+
+
+def set_version(path: Path, group: str, version) -> None:
+    meta = json.loads((path / group / "zarr.json").read_text())
+    meta["attributes"]["schema_version"] = version
+    (path / group / "zarr.json").write_text(json.dumps(meta))
+    st.Store(str(path), "a")._consolidate()
+
+
+def test_schema_version_mismatch_says_how_to_upgrade(tmp_path, capsys):
+    path = good_store(tmp_path / "s.zarr")
+    set_version(path, "profiles", 1)
+    msg = refused(lambda: st.open_profiles(path), "schema version 1; this code reads version 2", path)
+    assert f"python -m pipeline verify --upgrade --store {path}" in msg
+    refused(lambda: st.register_model(path, B), "verify --upgrade", path)
+    assert main(["verify", "--store", str(path), "--upgrade"]) == 0
+    assert "profiles: schema version 1 -> 2" in capsys.readouterr().out
+    assert_a_intact(path)
+
+    set_version(path, "orbits", 99)
+    msg = refused(lambda: st.open_orbits(path), "schema version 99", path)
+    assert "Use the version of the pipeline that wrote it" in msg
+    before = tree_digest(path)
+    assert main(["verify", "--store", str(path), "--upgrade"]) == 2
+    assert "not from an older version" in capsys.readouterr().err
+    assert tree_digest(path) == before
+
+
+def test_group_that_does_not_follow_the_schema(tmp_path):
+    path = good_store(tmp_path / "s.zarr")
+    no_position = xr.Dataset({"x": (("frame",), np.arange(3.0))})
+    refused(lambda: st.write_group(path, "orbits", no_position), "no 'position' variable", path)
+    wrong_dims = xr.Dataset({"position": (("frame", "head", "xy"), np.zeros((3, 2, 2)))})
+    refused(lambda: st.write_group(path, "orbits", wrong_dims), "expected \\('frame', 'head', 'panel', 'xy'\\)", path)
+    refused(lambda: st.write_group(path, "orbits_sweep", xr.Dataset({"e": (("seed",), [1.0])})),
+            "expected \\('run',\\)", path)
+    refused(lambda: st.write_group(path, "profiles", ORBITS), "written layer by layer", path)
+    assert_a_intact(path)
+
+
+def test_zz_report_bad_inputs():
+    """Prints the bad inputs tried (the figures of the closing note)."""
+    if not TRIED:
+        pytest.skip("run with the tests above to collect the figures")
+    print(f"\nbad inputs tried: {len(TRIED)} ({len(set(TRIED))} kinds)")

@@ -1,0 +1,172 @@
+"""Damaged data: a garbled chunk and a deleted chunk are found by `python -m pipeline verify`, never shown as NaN.
+
+Today a garbled chunk raises only when read and a deleted chunk makes its layer silently NaN while the
+model is still marked complete. Here verify finds both, prints each damaged layer and the command that
+recomputes it, clears those layers, marks the model damaged and not complete, and leaves every other
+layer, model and group as it was. Running the printed repair (the model's command resumes exactly the
+layers not done) makes the store verify clean again.
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+import xarray as xr
+
+from pipeline import store as st
+from pipeline.__main__ import main
+
+pytestmark = pytest.mark.timeout(300)  # a hung child fails the test instead of the run
+
+A = st.ModelRow("A", 3, 4, 16, 4, "learned absolute", source="here", command="python -m pipeline profiles A")
+C = st.ModelRow("C", 2, 2, 8, 4, "none", source="there", command="python -m pipeline profiles C --fold-ln")
+
+
+def layer_values(row: st.ModelRow, seed: int):
+    rng = np.random.default_rng(seed)
+    return [(rng.dirichlet(np.ones(4), size=row.n_heads), rng.uniform(1, 2, row.n_heads)) for _ in range(row.n_layers)]
+
+
+A_VALUES, C_VALUES = layer_values(A, 0), layer_values(C, 1)
+
+
+def write(path, row, vals, layers=None):
+    st.register_model(path, row)
+    for layer in range(row.n_layers) if layers is None else layers:
+        st.write_layer(path, row.name, layer, *vals[layer])
+    st.mark_complete(path, row.name)
+
+
+@pytest.fixture(scope="module")
+def template(tmp_path_factory) -> Path:
+    path = tmp_path_factory.mktemp("damage") / "s.zarr"
+    write(path, A, A_VALUES)
+    write(path, C, C_VALUES)
+    st.write_group(path, "orbits", xr.Dataset({"position": (("frame", "head", "panel", "xy"),
+                                                            np.random.default_rng(2).normal(size=(6, 3, 2, 2)))}))
+    return path
+
+
+@pytest.fixture
+def path(template, tmp_path) -> Path:
+    p = tmp_path / "s.zarr"
+    shutil.copytree(template, p)
+    return p
+
+
+def chunk(path: Path, var: str, model: int, layer: int) -> Path:
+    return path / "profiles" / var / "c" / str(model) / str(layer) / ("0/0/0" if var == "profile" else "0/0")
+
+
+def verify_cli(path, capsys, *extra) -> tuple[int, str, str]:
+    code = main(["verify", "--store", str(path), *extra])
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
+def assert_rest_intact(path: Path, damaged_layers: list[int]) -> None:
+    ds = st.open_profiles(path)
+    for layer, (p, n) in enumerate(A_VALUES):
+        got = ds.profile.sel(model="A").values[layer, :4, 0]
+        if layer in damaged_layers:
+            assert np.isnan(got).all()  # cleared: shown as not computed, and readable
+        else:
+            np.testing.assert_array_equal(got, p)
+            np.testing.assert_array_equal(ds.norm.sel(model="A").values[layer, :4, 3], n)
+    for layer, (p, _) in enumerate(C_VALUES):
+        np.testing.assert_array_equal(ds.profile.sel(model="C").values[layer, :2, 0], p)
+    rows = {r.name: r for r in st.Store.open(path).models()}
+    assert rows["C"].complete and rows["C"].damaged == ""
+    assert st.open_orbits(path).position.shape == (6, 3, 2, 2)
+
+
+def repair(path: Path) -> None:
+    """What the printed command does: register again, write the layers not done, mark complete."""
+    st.register_model(path, A)
+    for layer in np.flatnonzero(~st.layers_done(path, "A")):
+        st.write_layer(path, "A", int(layer), *A_VALUES[layer])
+    st.mark_complete(path, "A")
+
+
+def test_garbled_chunk_is_found_marked_and_repaired(path, capsys):
+    target = chunk(path, "profile", 0, 1)
+    target.write_bytes(np.random.default_rng(3).bytes(target.stat().st_size))
+    with pytest.raises(Exception):  # noqa: B017 - what any reader hit before: a codec error deep in zarr
+        st.open_profiles(path).profile.sel(model="A").load()
+
+    code, out, err = verify_cli(path, capsys)
+    assert code == 1 and err == ""
+    repair_cmd = f"python -m pipeline profiles A --store {path}"
+    assert "profiles model 'A' layer 1: its chunk does not decode" in out and f"repair: {repair_cmd}" in out
+    assert out.strip().splitlines()[-1].strip() == repair_cmd
+    row = st.model_info(path, "A")
+    assert not row.complete and row.damaged.startswith("layers [1] damaged") and repair_cmd in row.damaged
+    assert st.layers_done(path, "A").tolist() == [True, False, True]
+    assert_rest_intact(path, [1])
+    assert [r.name for r in st.Store.open(path).models()] == ["A", "C"]  # the model list stays whole
+
+    code, out, _ = verify_cli(path, capsys)  # still damaged until repaired: said again, exit 1
+    assert code == 1 and "marked damaged: layers [1] damaged" in out
+    repair(path)
+    row = st.model_info(path, "A")
+    assert row.complete and row.damaged == ""
+    code, out, _ = verify_cli(path, capsys)
+    assert code == 0 and "every written layer matches its checksum" in out
+    assert_rest_intact(path, [])
+
+
+def test_deleted_chunk_is_no_longer_silent_nan(path, capsys):
+    chunk(path, "norm", 0, 2).unlink()
+    assert st.is_complete(path, "A")  # what the store said before: complete, with a NaN layer
+    assert np.isnan(st.open_profiles(path).norm.sel(model="A").values[2, :4]).all()
+
+    code, out, _ = verify_cli(path, capsys, "A")
+    assert code == 1
+    assert "profiles model 'A' layer 2: its chunk is missing (the values read as NaN)" in out
+    row = st.model_info(path, "A")
+    assert not row.complete and "layers [2]" in row.damaged
+    assert st.layers_done(path, "A").tolist() == [True, True, False]
+    assert_rest_intact(path, [2])
+    repair(path)
+    assert verify_cli(path, capsys)[0] == 0
+
+
+def test_altered_values_and_several_layers(path, capsys):
+    chunk(path, "profile", 0, 0).unlink()
+    shutil.copy(chunk(path, "norm", 0, 1), chunk(path, "norm", 0, 2))  # a valid chunk with the wrong values
+    code, out, _ = verify_cli(path, capsys, "--dry-run")
+    assert code == 1 and "layer 0: its chunk is missing" in out
+    assert "layer 2: its values do not match the checksum written with them" in out
+    assert st.is_complete(path, "A")  # --dry-run marks nothing
+    code, out, _ = verify_cli(path, capsys)
+    assert code == 1 and "2 damaged piece(s) (marked damaged in the store)" in out
+    assert "layers [0, 2]" in st.model_info(path, "A").damaged
+    assert_rest_intact(path, [0, 2])
+
+
+def test_garbled_chunk_in_another_group(path, capsys):
+    target = next(p for p in (path / "orbits" / "position" / "c").rglob("*") if p.is_file())
+    target.write_bytes(b"\x00garbage" * 10)
+    code, out, _ = verify_cli(path, capsys)
+    assert code == 1
+    assert "orbits: variable 'position' does not decode" in out
+    assert f"python -m pipeline orbits --store {path}" in out
+    assert st.is_complete(path, "A") and st.is_complete(path, "C")  # the profiles are fine and say so
+
+
+def test_verify_bad_input_exit_2_one_line(tmp_path, path, capsys):
+    tried = 0
+    for args, message in [
+        (["--store", str(tmp_path / "missing.zarr")], "no store at"),
+        (["--store", str(path), "nope"], "not in the store"),
+        (["--store", str(path), "--upgrade", "--dry-run"], "leave out --dry-run"),
+    ]:
+        code = main(["verify", *args])
+        out = capsys.readouterr()
+        assert code == 2 and out.err.startswith("error: ") and message in out.err
+        assert len(out.err.strip().splitlines()) == 1 and "Traceback" not in out.err
+        tried += 1
+    assert tried == 3
