@@ -8,7 +8,8 @@ import pytest
 HEAVY = ("torch", "transformers", "safetensors", "huggingface_hub", "dask.distributed")
 
 
-@pytest.mark.parametrize("module", ["pipeline", "pipeline.store", "dashboard"])
+@pytest.mark.parametrize("module", ["pipeline", "pipeline.schema", "pipeline.store", "pipeline.verify_cli",
+                                    "dashboard"])
 def test_light_module_imports_nothing_heavy(module):
     code = (
         f"import sys, {module}\n"

@@ -1,13 +1,16 @@
 """The Zarr store contract: region writes, completeness, resume, growth, and clear errors."""
 
+import hashlib
 import json
 import warnings
+from pathlib import Path
 
 import numpy as np
 import pytest
 import xarray as xr
 
 from pipeline import store as st
+from pipeline.schema import model_rows
 
 
 def info(name="m", L=2, H=3, positional="learned absolute", **kw):
@@ -157,3 +160,50 @@ def test_write_group_replaces_only_its_group(tmp_path):
     assert st.open_profiles(path).model.values.tolist() == ["m"]
     assert sorted(p.name for p in path.iterdir()) == ["orbits", "profiles", "zarr.json"]
     assert sorted(p.name for p in (tmp_path / ".s.zarr.writer" / "staging").iterdir()) == []  # no side copies left
+
+
+# ------------------------------------------------------------------------------------ the Store handle
+
+
+def test_default_store_rule(monkeypatch):
+    monkeypatch.delenv(st.ENV_VAR, raising=False)
+    repo = Path(st.__file__).resolve().parents[1]
+    assert st.default_store_path() == str(repo / "store.zarr")  # next to the package, not the working directory
+    monkeypatch.setenv(st.ENV_VAR, "~/elsewhere.zarr")
+    assert st.default_store_path() == str(Path("~/elsewhere.zarr").expanduser())
+    monkeypatch.setenv(st.ENV_VAR, "s3://bucket/s.zarr")
+    assert st.default_store_path() == "s3://bucket/s.zarr"
+    monkeypatch.setenv(st.ENV_VAR, "/x/y.zarr")
+    assert st.Store.open(None).location == "/x/y.zarr"  # opening creates nothing until the first write
+
+
+def test_store_rows_carry_provenance_and_state(tmp_path):
+    s = st.Store.open(tmp_path / "s.zarr")
+    row = st.ModelRow("q", 2, 4, 32, 8, "rope", source="file.gguf", family="llama", command="python -m pipeline "
+                      "profiles file.gguf --name q", n_kv_heads=2, rotary_dim=8, format="gguf", quantization="Q4_1",
+                      package="llm-x==0.1", file="file.gguf", sha256="ab" * 32, note="quantized weights")
+    s.register(row)
+    p, n = rand_layer(np.random.default_rng(5), 4, rotary=True)
+    s.write_layer("q", 1, p, n)
+    got = s.row("q")
+    for f in ("source", "family", "command", "n_kv_heads", "rotary_dim", "format", "quantization", "package",
+              "file", "sha256", "note"):
+        assert getattr(got, f) == getattr(row, f)
+    assert got.layers_done == 1 and got.computed and got.rotary and not got.complete and got.damaged == ""
+    assert got.fix_command == row.command
+    assert s.layers_done("q").tolist() == [False, True]
+    ds = s.dataset("profiles")
+    assert [r.name for r in model_rows(ds)] == ["q"]
+    # the checksum is the documented sha256 of the layer's float64 values
+    want = hashlib.sha256(np.ascontiguousarray(p).tobytes() + np.ascontiguousarray(n).tobytes())
+    assert str(ds.layer_checksum.sel(model="q").values[1]) == want.hexdigest()
+    assert str(ds.layer_checksum.sel(model="q").values[0]) == ""
+
+
+def test_read_only_handle_refuses_writes(tmp_path):
+    path = tmp_path / "s.zarr"
+    st.register_model(path, info())
+    ro = st.Store.open(path, mode="r")
+    with pytest.raises(st.StoreError, match="opened read-only"):
+        ro.write_layer("m", 0, np.zeros((3, 4)), np.zeros(3))
+    assert ro.models()[0].name == "m"

@@ -88,7 +88,9 @@ def kill_points(fn: Callable[[], object], prepare: Callable[[], None]) -> Iterat
     stride = int(os.environ.get("HEADGEOMETRY_KILL_STRIDE", 0)) or max(1, total // 8)
     for n in sorted(set(range(1, total + 1, stride)) | {total}):
         prepare()
-        assert not run_killed_at(n, fn), f"the operation finished before its change {n} of {total}"
+        if run_killed_at(n, fn):  # a run may make a change or two fewer (zarr skips writing empty chunks)
+            assert n > total - 3, f"the operation finished before its change {n} of {total}"
+            break
         yield n
     prepare()
     assert run_killed_at(total + 1, fn)
