@@ -28,6 +28,7 @@ from dashboard.profiles_page import (
     header,
     message,
     profiles_view,
+    replace_in_place,
     selector_groups,
     todo_html,
 )
@@ -51,7 +52,7 @@ def _error_view(title: str, text: str):
     return column(header(title), message(html.escape(text), "error", name="store_error"))
 
 
-def _follow(layout, state: AppState, n_heads: int) -> None:
+def _follow(layout, state: AppState) -> None:
     """Mirror the browser's d slider and selection into ``state`` (server-side callbacks)."""
     slider = layout.select_one({"name": "d_slider"})
     if slider is not None:
@@ -60,7 +61,7 @@ def _follow(layout, state: AppState, n_heads: int) -> None:
     if heads is not None:
         def selected(attr, old, new):
             indices = [int(i) for i in new]
-            layers = {i // max(n_heads, 1) for i in indices}
+            layers = {int(heads.data["layer"][i]) for i in indices}
             state.param.update(selection=indices, layer=layers.pop() if len(layers) == 1 else None)
         heads.selected.on_change("indices", selected)
 
@@ -91,8 +92,13 @@ def profiles_panel(store, state: AppState) -> pn.viewable.Viewable:
             return
         state.param.update(d=0, selection=[], layer=None)
         layout = profiles_view(m)
-        _follow(layout, state, m.row.n_heads)
-        pane.object = layout
+        shown = pane.object
+        if shown is None or shown.name != "profiles_page":
+            _follow(layout, state)
+            pane.object = layout
+            return
+        shown.select_one({"name": "heads"}).selected.indices = []
+        replace_in_place(shown, layout)  # the same models with the new model's data: the document stays flat
 
     state.param.watch(lambda ev: (show(ev.new), setattr(select, "value", ev.new)), "model")
     show(state.model)

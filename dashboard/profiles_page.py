@@ -18,7 +18,18 @@ import holoviews as hv
 import numpy as np
 import xarray as xr
 from bokeh.layouts import column, row
-from bokeh.models import Button, ColumnDataSource, CustomJS, Div, InlineStyleSheet, Select, Slider
+from bokeh.model import Model
+from bokeh.models import (
+    Button,
+    ColumnDataSource,
+    CustomJS,
+    Div,
+    HoverTool,
+    InlineStyleSheet,
+    LinearColorMapper,
+    Select,
+    Slider,
+)
 from bokeh.transform import dodge
 
 from dashboard import geometry as g
@@ -157,6 +168,12 @@ def profiles_view(m: ModelData, *, nav: dict[str, str] | None = None, current_ur
     hist = hv.render(views.histograms(shown, d=0, width=820))
     heat.name, hist.name = "layers", "hists"
     hist.min_border_left = heat.min_border_left
+    heat.y_range.name, hist.y_range.name = "layers_y", "hists_y"
+    for k, mapper in enumerate(heat.select({"type": LinearColorMapper})):
+        mapper.name = f"heat_colours_{k}"
+    for t in tetra.tools:
+        if isinstance(t, HoverTool) and t.limit == 1:
+            t.name = "head_hover"
     heads = tetra.select_one({"name": "heads"})
     images = [x for x in heat.renderers if type(x.glyph).__name__ == "Image"]
     dots = [x for x in heat.renderers if type(x.glyph).__name__ == "Scatter"]
@@ -164,6 +181,7 @@ def profiles_view(m: ModelData, *, nav: dict[str, str] | None = None, current_ur
     heat_sources, hist_sources, sel_sources, sel_renderers = [], [], [], []
     for k, c in enumerate(g.COORDS):
         images[k].data_source.name = f"heat_{c}"
+        images[k].glyph.name = f"heat_image_{c}"
         heat_sources.append(images[k].data_source)
         dots[k].data_source = heads  # the same heads as the tetrahedron: one selection everywhere
         dots[k].glyph.x = dots[k].selection_glyph.x = dots[k].nonselection_glyph.x = dodge(c, k * views.PANEL_STEP)
@@ -187,9 +205,10 @@ def profiles_view(m: ModelData, *, nav: dict[str, str] | None = None, current_ur
                edges=tetra.select_one({"name": "tetra_edges"}), camera=tetra.select_one({"name": "camera"}),
                fig=tetra, box=tools.get("BoxSelectTool"), lasso=tools.get("LassoSelectTool"),
                label_offset=g.LABEL_OFFSET_PX, azimuth=azimuth, elevation=elevation, **views.edge_indices(),
-               cube=ColumnDataSource(dict(q=q.reshape(-1)), name="profile_cube"), n_d=int(D), n_bins=g.N_BINS,
+               cube=ColumnDataSource(dict(q=q.reshape(-1)), name="profile_cube"), n_bins=g.N_BINS,
+               meta=ColumnDataSource(dict(hist_top=[float(hist.y_range.end)]), name="profile_meta"),
                V=g.VERTICES.ravel().tolist(), heats=heat_sources, hists=hist_sources, sel_hists=sel_sources,
-               sel_renderers=sel_renderers, hist_range=hist.y_range, hist_top=float(hist.y_range.end), info=info)
+               sel_renderers=sel_renderers, hist_range=hist.y_range, info=info)
     # the drag callback that views.tetrahedron attached moves the sliders here, which project
     for cb in tetra.js_event_callbacks.get("pan", []) + tetra.js_event_callbacks.get("panstart", []):
         cb.args = dict(ctx=ctx)
@@ -201,21 +220,20 @@ def profiles_view(m: ModelData, *, nav: dict[str, str] | None = None, current_ur
     clear = Button(label="Clear selection", width=130, name="clear_selection")
     clear.js_on_event("button_click", CustomJS(args=dict(heads=heads), code=jscode.code("clear_selection")))
 
-    if r.rotary and D > 1:
-        dslider = Slider(start=0, end=D - 1, value=0, step=1, width=330, name="d_slider",
-                         title="d = query position − key position")
-        dslider.js_on_change("value", CustomJS(args=dict(ctx=ctx), code=jscode.code(
-            "profiles_decode", "project", "profiles_histograms", "profiles_d_step")))
-        play = Button(label="▶ Play", width=90, button_type="success", name="play")
-        play.js_on_event("button_click", CustomJS(args=dict(slider=dslider, button=play,
-                                                            interval=int(play_interval_ms)),
-                                                  code=jscode.code("profiles_play")))
-        position = row(dslider, play, name="position_controls")
-    else:
-        kind = ("this model has no positional encoding" if r.positional == "none"
-                else f"with {html.escape(r.positional)} positions")
-        position = Div(text=f'<p class="note">The form does not depend on position ({kind}): one profile per '
-                       "head, no d slider.</p>", stylesheets=[style()], width=330, name="position_note")
+    # the same models for every model (hidden where they do not apply), so the app can swap data in place
+    rotary = r.rotary and D > 1
+    dslider = Slider(start=0, end=max(D - 1, 1), value=0, step=1, width=330, name="d_slider", visible=rotary,
+                     title="d = query position − key position")
+    dslider.js_on_change("value", CustomJS(args=dict(ctx=ctx), code=jscode.code(
+        "profiles_decode", "project", "profiles_histograms", "profiles_d_step")))
+    play = Button(label="▶ Play", width=90, button_type="success", name="play", visible=rotary)
+    play.js_on_event("button_click", CustomJS(args=dict(slider=dslider, button=play, interval=int(play_interval_ms)),
+                                              code=jscode.code("profiles_play")))
+    kind = ("this model has no positional encoding" if r.positional == "none"
+            else f"with {html.escape(r.positional)} positions")
+    note = Div(text=f'<p class="note">The form does not depend on position ({kind}): one profile per head, no d '
+               "slider.</p>", stylesheets=[style()], width=330, name="position_note", visible=not rotary)
+    position = row(dslider, play, note, name="position_controls")
 
     top = [header("Profiles of attention heads", width=700)]
     if selector is not None:
@@ -227,9 +245,53 @@ def profiles_view(m: ModelData, *, nav: dict[str, str] | None = None, current_ur
         top.append(sel)
     parts = [row(*top), Div(text=model_line(r), stylesheets=[style()], width=1300, name="model_line")]
     status = status_html(m)
-    if status:
-        parts.append(message(status, "error" if (m.error or r.damaged) else "warn", name="model_status"))
+    parts.append(Div(text=f'<div class="{"error" if (m.error or r.damaged) else "warn"}">{status}</div>',
+                     stylesheets=[style()], width=1100, name="model_status", visible=bool(status)))
     parts.append(row(position, azimuth, elevation, clear, info, name="controls"))
     parts.append(row(tetra, column(heat, hist)))
     parts.append(Div(text=DEFINITIONS, stylesheets=[style()], width=1300, name="definitions"))
     return column(*parts, name="profiles_page")
+
+
+def _holds_model(value) -> bool:
+    if isinstance(value, Model):
+        return True
+    if isinstance(value, dict):
+        return any(_holds_model(v) for v in value.values())
+    if isinstance(value, (list, tuple)):
+        return any(_holds_model(v) for v in value)
+    return False
+
+
+SKIP = {"name", "id", "js_event_callbacks", "js_property_callbacks", "subscribed_events", "syncable", "tags"}
+
+
+def replace_in_place(shown, new) -> None:
+    """Give every named model of the layout ``shown`` the values of the same-named model of ``new``.
+
+    Both come from ``profiles_view`` (same structure for every model), so a served page switches model by
+    changing data: no model joins or leaves the document. ``new`` is discarded afterwards.
+    """
+    olds = {}
+    for m in shown.references():
+        if m.name:
+            olds.setdefault(m.name, []).append(m)
+    for m in new.references():
+        if not m.name or len(olds.get(m.name, [])) != 1 or type(olds[m.name][0]) is not type(m):
+            continue
+        old = olds[m.name][0]
+        values = {k: v for k, v in m.properties_with_values(include_defaults=True).items()
+                  if k not in SKIP and not _holds_model(v)}
+        changed = {}
+        for k, v in values.items():
+            current = getattr(old, k)
+            same = current is v
+            if not same:
+                try:
+                    same = bool(current == v)
+                except ValueError:  # arrays
+                    same = False
+            if not same:
+                changed[k] = dict(v) if k == "data" else v
+        if changed:
+            old.update(**changed)

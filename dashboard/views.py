@@ -24,7 +24,8 @@ import holoviews as hv
 import holoviews.plotting.bokeh  # noqa: F401 - registers the Bokeh renderer, so options apply before hv.extension
 import numpy as np
 import xarray as xr
-from bokeh.models import ColumnDataSource, CustomJS, HoverTool
+from bokeh.models import BasicTicker, ColorBar, ColumnDataSource, CustomJS, HoverTool, LinearColorMapper
+from bokeh.palettes import Viridis256
 
 from dashboard import geometry as g
 from dashboard import jscode
@@ -97,17 +98,26 @@ def edge_indices() -> dict[str, list[int]]:
     return {"edge_i": [e[0] for e in g.EDGES], "edge_j": [e[1] for e in g.EDGES]}
 
 
-def _tetrahedron_hook(azimuth: float, elevation: float):
-    """A render hook: names the sources, draws the vertex labels, adds drag-to-rotate (rotate_drag.js)."""
-    return lambda plot, element: _rotatable(plot, azimuth, elevation)
+def _tetrahedron_hook(azimuth: float, elevation: float, n_layers: int):
+    """A render hook: names the sources, colours the heads by layer with a colour bar, draws the vertex
+    labels, adds drag-to-rotate (rotate_drag.js)."""
+    return lambda plot, element: _rotatable(plot, azimuth, elevation, n_layers)
 
 
-def _rotatable(plot, az: float, el: float) -> None:
+def _rotatable(plot, az: float, el: float, n_layers: int) -> None:
     fig = plot.state
     parts = {key[0]: sub for key, sub in plot.subplots.items()}
     heads, vertices, edges = (parts[k].handles["cds"] for k in ("Heads", "Vertices", "Edges"))
     heads.name, vertices.name, edges.name = "heads", "tetra_vertices", "tetra_edges"
-    parts["Heads"].handles["glyph_renderer"].name = "head_dots"
+    dots = parts["Heads"].handles["glyph_renderer"]
+    dots.name = "head_dots"
+    mapper = LinearColorMapper(palette=Viridis256, low=0, high=max(n_layers - 1, 1), name="layer_colours")
+    for glyph in (dots.glyph, dots.nonselection_glyph, dots.muted_glyph, dots.hover_glyph):
+        if glyph is not None and glyph != "auto":
+            glyph.fill_color = {"field": "layer", "transform": mapper}
+    fig.add_layout(ColorBar(color_mapper=mapper, title="layer", width=10, name="layer_colour_bar",
+                            ticker=BasicTicker(min_interval=1, desired_num_ticks=min(max(n_layers, 2), 10))),
+                   "right")
     fig.name = "tetrahedron"
     fig.text("x", "y", text="label", source=vertices, y_offset="dy", text_align="center", text_baseline="middle",
              text_font_size="10.5pt", text_color="#222831", text_font_style="bold",
@@ -146,7 +156,7 @@ def tetrahedron(sel, d: int = 0, azimuth: float = g.DEFAULT_AZIMUTH, elevation: 
                                 ("b", "@b{0.000}"), ("c", "@c{0.000}"), ("d", "@d{0.000}")], limit=1,
                       attachment="horizontal")
     points = hv.Points(heads, ["x", "y"], [k for k in heads if k not in ("x", "y")], group="Heads").opts(
-        color="layer", cmap="viridis", clim=(0, max(L - 1, 1)), colorbar=True, clabel="layer", size=7,
+        color="#440154", size=7,
         line_color="#ffffff", line_width=0.4, fill_alpha=0.85, selection_fill_color=SELECTED,
         selection_line_color="#222831", selection_fill_alpha=1.0, nonselection_fill_alpha=0.15,
         nonselection_line_alpha=0.1, tools=[hover, "box_select", "lasso_select", "reset"], default_tools=[])
@@ -155,7 +165,7 @@ def tetrahedron(sel, d: int = 0, azimuth: float = g.DEFAULT_AZIMUTH, elevation: 
         hv.opts.Overlay(frame_width=size, frame_height=size, xlim=(-lim, lim), ylim=(-lim, lim), xaxis=None,
                         yaxis=None, show_grid=False, default_tools=["reset"], active_tools=[], toolbar="above",
                         title="Profiles on the 3-simplex (drag to rotate)", show_legend=False,
-                        hooks=[_tetrahedron_hook(azimuth, elevation)]))
+                        hooks=[_tetrahedron_hook(azimuth, elevation, L)]))
 
 
 def _counts(profile: np.ndarray, bins: int) -> np.ndarray:
@@ -374,11 +384,12 @@ def reproduction(orbits: xr.Dataset) -> list[dict]:
     row("train accuracy", "100%", f"{train:.1%}", "yes" if train >= 0.995 else ("partly" if train >= 0.9 else "no"))
     row("held-out accuracy", "76%", f"{held:.1%}", "yes" if held >= 0.74 else ("partly" if held >= 0.5 else "no"))
     row("equivariance error", "1e-4", f"{e3:.1e}", "yes" if e3 <= 1.5e-4 else ("partly" if e3 <= 1e-3 else "no"))
+    largest = max(sizes, default=0)
     for size in (12, 4):
         found = sum(s == size for s in sizes)
-        near = max((s for s in sizes if s < size), default=0)
-        verdict = "yes" if found else ("partly" if near >= size // 2 else "no")
-        stored = f"{found} found" if found else (f"none (largest {near})" if near else "none")
+        near = any(size // 2 <= s < size for s in sizes)
+        verdict = "yes" if found else ("partly" if near else "no")
+        stored = f"{found} found" if found else (f"none (largest {largest})" if largest else "none")
         row(f"a {size}-head orbit", "yes", stored, verdict)
     worst = [c.worst_error for c in checks if np.isfinite(c.worst_error)]
     within = sum(w <= 0.02 for w in worst)

@@ -92,10 +92,11 @@ def test_decode_and_histograms_match_numpy():
     script = (jscode.code("profiles_decode", "profiles_histograms") + f"""
 const heads = {_mock(heads)}; heads.selected.indices = {chosen};
 const mk = (d) => ({{data: d, change: {{emit() {{}}}}}});
-const ctx = {{cube: mk({{q: {q.tolist()}}}), n_d: {D}, heads: heads, V: {g.VERTICES.ravel().tolist()},
-  n_bins: {B}, hists: {json.dumps(hist)}.map(mk), sel_hists: {json.dumps(hist)}.map(mk),
+const ctx = {{cube: mk({{q: {q.tolist()}}}), meta: mk({{hist_top: [0.1]}}), heads: heads,
+  V: {g.VERTICES.ravel().tolist()}, n_bins: {B},
+  hists: {json.dumps(hist)}.map(mk), sel_hists: {json.dumps(hist)}.map(mk),
   heats: [0, 1, 2, 3].map(() => mk({{image: [new Float64Array({L * B})]}})),
-  sel_renderers: [{{}}, {{}}, {{}}, {{}}], hist_range: {{end: 0.1}}, hist_top: 0.1, info: {{text: ''}}}};
+  sel_renderers: [{{}}, {{}}, {{}}, {{}}], hist_range: {{end: 0.1}}, info: {{text: ''}}}};
 decode_d(ctx, 4);
 histograms(ctx, true);
 console.log(JSON.stringify([ctx.heads.data.a, ctx.hists.map(h => h.data.top), ctx.sel_hists.map(h => h.data.top),

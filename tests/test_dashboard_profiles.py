@@ -105,7 +105,7 @@ def test_rope_view_ships_every_offset_and_starts_at_d0(store):
 
 def test_absolute_view_has_no_slider_and_says_why(store):
     view = profiles_view(data.model_data(store, ABSOLUTE_MODEL))
-    assert by_name(view, "d_slider") is None and by_name(view, "play") is None
+    assert not by_name(view, "d_slider").visible and not by_name(view, "play").visible
     assert "does not depend on position" in by_name(view, "position_note").text
     assert by_name(view, "profile_cube").data["q"].size == 3 * 6 * 4
 

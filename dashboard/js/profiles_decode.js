@@ -2,7 +2,8 @@
 // q[(head * D + d) * 4 + k] = round(value * 65534), 65535 = NaN (dashboard/geometry.py: quantise).
 // Writes the heads' a, b, c, d and their 3D position sum_k p_k V_k.
 function decode_d(ctx, d) {
-  const q = ctx.cube.data.q, D = ctx.n_d, h = ctx.heads.data, n = h.layer.length, V = ctx.V;
+  const q = ctx.cube.data.q, h = ctx.heads.data, n = h.layer.length, V = ctx.V;
+  const D = n > 0 ? q.length / (n * 4) : 1;  // offsets shipped per head: 129 (rotary) or 1
   const dd = Math.max(0, Math.min(D - 1, d | 0));
   const cols = [h.a, h.b, h.c, h.d];
   for (let i = 0; i < n; i++) {

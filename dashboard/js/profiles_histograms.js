@@ -5,7 +5,7 @@ function histograms(ctx, heat_too) {
   const h = ctx.heads.data, n = h.layer.length, B = ctx.n_bins;
   const sel = ctx.heads.selected.indices;
   const names = ['a', 'b', 'c', 'd'];
-  let top = ctx.hist_top;
+  let top = ctx.meta.data.hist_top[0];  // the height that covers every offset d
   for (let k = 0; k < 4; k++) {
     const col = h[names[k]];
     const all = ctx.hists[k].data.top, s = ctx.sel_hists[k].data.top;

@@ -163,7 +163,7 @@ def test_play_advances_and_loops(rope_page):
 
 def test_absolute_model_has_no_d_slider(browser, pages):
     page, errors = open_model_page(browser, pages, ABSOLUTE_MODEL)
-    assert model_prop(page, "d_slider", "name") is None
+    assert model_prop(page, "d_slider", "visible") is False
     assert "does not depend on position" in model_prop(page, "position_note", "text")
     # the selector navigates to the other model's page
     page.locator("select").first.select_option(label=ROPE_MODEL)

