@@ -164,3 +164,15 @@ def test_unknown_names_and_folders_say_what_to_do(tmp_path):
     (tmp_path / "empty" / "config.json").write_text(json.dumps({"model_type": "gpt2"}))
     with pytest.raises(CheckpointError, match="no weights in"):
         open_checkpoint(str(tmp_path / "empty"))
+
+
+def test_sources_never_import_the_resolver():
+    """No import cycle: the sources import only base and names, the resolver imports the sources."""
+    import subprocess
+    import sys
+
+    code = ("import sys, pipeline.sources.hub, pipeline.sources.local, pipeline.sources.safetensors_file, "
+            "pipeline.sources.torch_bin; print(sorted(m for m in sys.modules if m in ('pipeline.checkpoints', "
+            "'pipeline.run', 'pipeline.models')))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
