@@ -213,7 +213,8 @@ def test_merge_adds_another_stores_rows_without_training(tmp_path, monkeypatch, 
     from pipeline.__main__ import main
 
     a, b = str(tmp_path / "a.zarr"), str(tmp_path / "b.zarr")
-    search_mod.write_table(a, [_row("x-s1", {4: 1, 3: 1}, 0.1), _row("x-s2", {}, 0.5)], {"command": "cmd-a"})
+    search_mod.write_table(a, [_row("x-s1", {4: 1, 3: 1}, 0.1), _row("x-s2", {}, 0.5)],
+                           {"command": f"cmd-a --store {tmp_path}/scratch.zarr --seeds 1-2"})
     search_mod.write_table(b, [_row("x-s2", {2: 1}, 0.2), _row("x-s3", {3: 1}, 0.3)], {"command": "cmd-b"})
     monkeypatch.setattr(search_mod, "batch_rows", lambda *a, **k: pytest.fail("--merge must not train"))
     assert main(["orbits", "search", "--store", b, "--merge", a, "--no-store-best"]) == 0
@@ -221,7 +222,7 @@ def test_merge_adds_another_stores_rows_without_training(tmp_path, monkeypatch, 
     assert sorted(ds.run.values.tolist()) == ["x-s1", "x-s2", "x-s3"]
     assert int(ds.orbit_count.sel(run="x-s2", tol=0.02, size=2)) == 1  # the target's own row kept
     assert dict(zip(ds.run.values, ds["rank"].values.tolist(), strict=True)) == {"x-s1": 1, "x-s2": 3, "x-s3": 2}
-    assert ds.attrs["command"].startswith("cmd-b; cmd-a") and str(tmp_path) not in ds.attrs["command"]
+    assert ds.attrs["command"].startswith("cmd-b; cmd-a --seeds 1-2") and str(tmp_path) not in ds.attrs["command"]
     assert "3 runs (0 failed)" in capsys.readouterr().out
     with pytest.raises(SystemExit) as exc:
         main(["orbits", "search", "--store", b, "--merge", str(tmp_path / "nothing")])

@@ -18,6 +18,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 import subprocess
 import time
 from collections import Counter
@@ -218,7 +219,7 @@ def merge_tables(store_path: str, sources: Sequence[str], command: str = "") -> 
     Store.open(store_path)  # refuse an unusable target before anything is written
     if rows:
         # the commands that produced the rows (not the sources' paths, which name another machine's folders)
-        made_by = "; ".join(dict.fromkeys(c for c in commands if c))
+        made_by = "; ".join(dict.fromkeys(re.sub(r" --store \S+", "", c) for c in commands if c))
         write_table(store_path, list(rows.values()), {"command": made_by + f" (tables merged by {command})",
                                                       "commit": commit(), "ranking": RANKING})
     return list(rows.values())
