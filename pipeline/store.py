@@ -76,7 +76,7 @@ STAGING = "staging"
 JOURNAL = "journal.json"
 LOCK_WAIT_S = 600.0  # structural changes take well under a second; a longer wait means a stuck writer
 
-ModelInfo = ModelRow  # the name older callers use
+ModelInfo = ModelRow  # an alias: some callers name the row ModelInfo
 
 __all__ = [
     "COORDINATES", "Damage", "ENV_VAR", "ModelInfo", "ModelRow", "N_OFFSETS", "ORBITS", "ORBITS_SEARCH",
@@ -1054,11 +1054,4 @@ def reset_model(path, name: str) -> None:
 
 def model_names(path) -> list[str]:
     """Names of the stored models; [] when there is no store or no profiles group yet."""
-    if isinstance(path, zarr.Group):
-        return [n for n in _names(path) if n]
     return Store.open(path, mode="r").names() if Store(str(path), "r").exists() else []
-
-
-def _profiles_group(path) -> zarr.Group:
-    """The profiles group of ``path`` (for callers still passing it to :func:`model_names`)."""
-    return Store.open(path, mode="r")._profiles()

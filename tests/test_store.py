@@ -14,7 +14,7 @@ from pipeline.schema import model_rows
 
 
 def info(name="m", L=2, H=3, positional="learned absolute", **kw):
-    return st.ModelInfo(name=name, n_layers=L, n_heads=H, d_model=16, d_head=4, positional=positional, **kw)
+    return st.ModelRow(name=name, n_layers=L, n_heads=H, d_model=16, d_head=4, positional=positional, **kw)
 
 
 def rand_layer(rng, H, rotary=False):
