@@ -1,24 +1,19 @@
-"""The dashboard on a synthetic 40-layer x 32-head rotary model: page size, d-slider step, first render, movie.
+"""The served dashboard and the exported pages, timed side by side with the dashboard before its HoloViews views.
 
-    python benchmarks/dashboard_bench.py [--steps 40] [--layers 40] [--heads 32] [--frames 167]
+    python benchmarks/dashboard_bench.py [--sessions 100] [--old-sessions 20] [--layers 40] [--heads 32]
     python benchmarks/dashboard_bench.py --screenshots docs/   # only the two screenshots of the docs
 
-Builds a synthetic store in a temporary folder (a 40 x 32 rope model with all 129 offsets and an orbits
-group of ``--frames`` frames), then reports, all in one run on this machine:
+Builds a synthetic store in a temporary folder (a 40 x 32 rotary model with all 129 offsets, a small
+absolute-position model and an orbits group), serves it with ``panel serve`` on 127.0.0.1 and drives
+headless chromium (every request outside 127.0.0.1 refused, BokehJS served from the installed
+package). The same measurements run on this tree's app ("now") and, where git can check it out, on the
+dashboard of the commit before the one that removed ``dashboard/tetrahedron.py`` ("before"):
 
-- export: size of the model's page (CDN and self-contained) and of the orbits page;
-- d-slider step in headless chromium on the exported page: the time from setting the slider's value
-  to the end of the animation frame in which Bokeh paints it (the callback's decode + projection +
-  histograms, then the repaint; median and 90th percentile over ``--steps`` steps). It includes the
-  wait for the next frame (up to 16.7 ms at 60 Hz);
-- served first render: ``panel serve`` already running, time from navigation to the tetrahedron's
-  dots being drawn;
-- movie frame interval: the orbits movie playing on the exported page, the median time between frame
-  changes against the interval the page asks for.
-
-With ``--screenshots DIR`` it only writes DIR/profiles_page.png (the served app over the committed
-store, a few heads selected) and DIR/orbits_page.png (the committed store's orbits if it has them,
-else the synthetic orbits group).
+- warm session build: median time from navigation to an idle, drawn tetrahedron, after a first session;
+- 20 sessions opened at once: time until every one has drawn its tetrahedron;
+- resident memory of the server after N sequential sessions (each closed; sessions expire after 1 s);
+- the document's model count in the browser after 10 switches of the model selector, against the first;
+- on the exported pages: page size, d-slider step and movie frame interval (JavaScript + paint).
 
 Needs Debian's chromium at /usr/bin/chromium and the playwright package.
 """
@@ -28,9 +23,11 @@ from __future__ import annotations
 import argparse
 import os
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
+import urllib.request
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
@@ -39,19 +36,18 @@ sys.path.insert(0, str(REPO))
 STEP_JS = """
 async (steps) => {
   const s = find('d_slider');
-  const cb = [], frame = [];
+  const frame = [];
   const raf = () => new Promise(r => requestAnimationFrame(() => r()));
   await raf();
   for (let i = 1; i <= steps; i++) {
     const t0 = performance.now();
-    s.value = (s.value + 3) % 129;          // queues the CustomJS (decode, project, histograms)
-    const t1 = performance.now();
+    s.value = (s.value + 3) % 129;          // runs the CustomJS (decode, project, histograms)
     // Bokeh paints in an animation-frame callback queued after ours; a task queued from ours runs
     // once that frame's callbacks (the paint included) are done
     await raf(); await new Promise(r => setTimeout(r, 0));
-    frame.push(performance.now() - t0); cb.push(t1 - t0);
+    frame.push(performance.now() - t0);
   }
-  return [cb, frame];
+  return frame;
 }
 """
 
@@ -68,18 +64,158 @@ async (ms) => {
 }
 """
 
+IDLE_JS = ("() => { if (!window.Bokeh) { return false; } for (const d of Bokeh.documents) { for (const r of d.roots())"
+           " { for (const m of r.references()) { if (m.name === 'tetrahedron') { const v = Bokeh.index.find_one(m);"
+           " return v != null && v.is_idle; } } } } return false; }")
+
 
 def pct(xs, q):
     xs = sorted(xs)
     return xs[min(len(xs) - 1, int(q * len(xs)))]
 
 
+def old_tree(tmp: Path) -> Path | None:
+    """The dashboard package as it was before the HoloViews views (git archive), or None without git."""
+    try:
+        rev = subprocess.run(["git", "rev-list", "-1", "HEAD", "--", "dashboard/tetrahedron.py"], cwd=REPO,
+                             capture_output=True, text=True, check=True).stdout.strip()
+        if not rev:
+            return None
+        out = tmp / "before"
+        out.mkdir()
+        archive = subprocess.run(["git", "archive", f"{rev}~1", "dashboard"], cwd=REPO, capture_output=True,
+                                 check=True).stdout
+        subprocess.run(["tar", "-x", "-C", str(out)], input=archive, check=True)
+        return out
+    except (OSError, subprocess.CalledProcessError):
+        return None
+
+
+def serve(root: Path, store: Path, port: int):
+    """``panel serve ROOT/dashboard/app.py`` on 127.0.0.1 with ROOT first on the import path; (process, url)."""
+    env = dict(os.environ, PYTHONPATH=f"{root}{os.pathsep}{REPO}")
+    cmd = [sys.executable, "-m", "panel", "serve", str(root / "dashboard" / "app.py"), "--port", str(port),
+           "--address", "127.0.0.1", "--allow-websocket-origin", f"127.0.0.1:{port}", "--log-level", "warning",
+           "--liveness", "--unused-session-lifetime", "1000", "--check-unused-sessions", "500",
+           "--args", "--store", str(store)]
+    proc = subprocess.Popen(cmd, cwd=root, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    for _ in range(180):
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/liveness", timeout=2):
+                return proc, f"http://127.0.0.1:{port}/app"
+        except OSError:
+            time.sleep(0.5)
+    proc.kill()
+    raise RuntimeError("panel serve did not start")
+
+
+def rss_mb(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+def measure_server(browser, root: Path, store: Path, port: int, sessions: int, models: tuple[str, str]) -> dict:
+    from tests.browser.conftest import route_offline, stop
+
+    proc, url = serve(root, store, port)
+    out = {}
+    try:
+        def load(page):
+            t0 = time.perf_counter()
+            page.goto(url)
+            page.wait_for_function(IDLE_JS, timeout=120_000)
+            return time.perf_counter() - t0
+
+        page = browser.new_page(viewport={"width": 1400, "height": 900})
+        route_offline(page)
+        load(page)  # the first session pays the server's imports and the store's first read
+        page.close()
+        times = []
+        for _ in range(7):
+            page = browser.new_page(viewport={"width": 1400, "height": 900})
+            route_offline(page)
+            times.append(load(page))
+            page.close()
+        out["warm"] = statistics.median(times)
+
+        pages = []
+        for _ in range(20):
+            p = browser.new_page(viewport={"width": 1400, "height": 900})
+            route_offline(p)
+            pages.append(p)
+        t0 = time.perf_counter()
+        for p in pages:  # navigations start without waiting for each other
+            p.evaluate("(u) => { window.location.href = u; }", url)
+        for p in pages:
+            p.wait_for_function(IDLE_JS, timeout=300_000)
+        out["twenty"] = time.perf_counter() - t0
+        for p in pages:
+            p.close()
+
+        time.sleep(3)  # closed sessions expire (1 s) and are collected
+        before = rss_mb(proc.pid)
+        for _ in range(sessions):
+            page = browser.new_page(viewport={"width": 1400, "height": 900})
+            route_offline(page)
+            load(page)
+            page.close()
+        time.sleep(3)
+        out["rss"] = (before, rss_mb(proc.pid), sessions)
+
+        page = browser.new_page(viewport={"width": 1400, "height": 900})
+        route_offline(page)
+        load(page)
+        count = "() => Bokeh.documents[0].all_models.size"
+        first = page.evaluate(count)
+        select = page.locator("select").first
+        for i in range(10):
+            name = models[(i + 1) % 2]
+            select.select_option(label=name)
+            page.wait_for_function(
+                "(n) => { for (const r of Bokeh.documents[0].roots()) { for (const m of r.references()) {"
+                " if (m.name === 'model_line' && m.text.includes('<b>' + n + '</b>')) { return true; } } }"
+                " return false; }", arg=name, timeout=120_000)
+            page.wait_for_timeout(300)
+        out["models"] = (first, page.evaluate(count))
+        page.close()
+    finally:
+        stop(proc)
+    return out
+
+
+def measure_pages(browser, root: Path, store: Path, out_dir: Path, steps: int) -> dict:
+    """Export with the tree at ``root``; page size, d-slider step and movie frame on the exported pages."""
+    from tests.browser.conftest import FIND_JS, ROPE_MODEL, route_offline, wait_for_bokeh
+
+    env = dict(os.environ, PYTHONPATH=f"{root}{os.pathsep}{REPO}")
+    subprocess.run([sys.executable, "-m", "dashboard.export", str(out_dir), "--store", str(store)], cwd=root, env=env,
+                   check=True, capture_output=True)
+    page_file = next(p for p in out_dir.glob("profiles-*.html") if ROPE_MODEL.split("-")[-1] in p.name)
+    out = {"size": page_file.stat().st_size / 1e6}
+    page = browser.new_page(viewport={"width": 1400, "height": 900})
+    route_offline(page)
+    page.goto(page_file.as_uri())
+    wait_for_bokeh(page, "heads")
+    frame = page.evaluate("(steps) => {" + FIND_JS + "return (" + STEP_JS + ")(steps); }", steps)
+    out["step"] = (statistics.median(frame), pct(frame, 0.9))
+    page.goto((out_dir / "orbits.html").as_uri())
+    wait_for_bokeh(page, "orbits_frame")
+    asked = page.evaluate("() => {" + FIND_JS + "return find('orbits_interval_ms').value; }")
+    page.evaluate("() => {" + FIND_JS + "find('orbits_play').active = true; }")
+    times = page.evaluate("(ms) => {" + FIND_JS + "return (" + MOVIE_JS + ")(ms); }", 5000)
+    gaps = [b - a for a, b in zip(times, times[1:], strict=False)]
+    out["movie"] = (statistics.median(gaps) if gaps else float("nan"), asked)
+    page.close()
+    return out
+
+
 def screenshots(out: Path) -> int:
-    """docs/profiles_page.png and docs/orbits_page.png from the served app."""
+    """docs/profiles_page.png and docs/orbits_page.png from the app served over the committed store."""
     from playwright.sync_api import sync_playwright
 
-    from dashboard import data
-    from pipeline import store as st
+    from pipeline.store import default_store_path
     from tests.browser.conftest import (
         CHROMIUM,
         CHROMIUM_ARGS,
@@ -88,48 +224,35 @@ def screenshots(out: Path) -> int:
         route_offline,
         serve_app,
         stop,
-        synthetic_orbits_dataset,
         wait_for_bokeh,
-        write_synthetic_store,
     )
 
     out.mkdir(parents=True, exist_ok=True)
-    committed = data.DEFAULT_STORE
-    try:
-        st.open_orbits(committed)
-        orbits_store = committed
-    except st.StoreError:
-        orbits_store = write_synthetic_store(Path(tempfile.mkdtemp(prefix="shots-")) / "store.zarr",
-                                             rope_shape=(1, 2), absolute_shape=(1, 2), empty_shape=(1, 2),
-                                             with_orbits=False)
-        st.write_group(orbits_store, st.ORBITS, synthetic_orbits_dataset(n_frames=40))
+    store = Path(default_store_path())
     errors = []
     with sync_playwright() as pw:
         browser = pw.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
-        for store, shot in ((committed, "profiles_page.png"), (orbits_store, "orbits_page.png")):
-            proc, url = serve_app(store)
-            try:
-                height = 1240 if shot == "profiles_page.png" else 960
-                page = browser.new_page(viewport={"width": 1480, "height": height})
+        proc, url = serve_app(store)
+        try:
+            for shot in ("profiles_page.png", "orbits_page.png"):
+                page = browser.new_page(viewport={"width": 1400, "height": 900})
                 errors += console_errors(page)
                 route_offline(page)
                 page.goto(url)
+                wait_for_bokeh(page, "heads")
                 if shot == "profiles_page.png":
-                    wait_for_bokeh(page, "heads")
                     page.evaluate("() => {" + FIND_JS + "const h = find('heads'); const n = h.data.layer.length;"
                                   " h.selected.indices = [...Array(n).keys()].filter(i => h.data.layer[i] >= "
                                   "Math.max(...h.data.layer) - 1); }")
                 else:
-                    wait_for_bokeh(page, "heads")
                     page.get_by_text("Orbits", exact=True).first.click()
                     wait_for_bokeh(page, "orbits_frame")
-                    page.evaluate("() => {" + FIND_JS + "const s = find('orbits_frame'); s.value = s.end; }")
                 page.wait_for_timeout(1500)
                 page.screenshot(path=str(out / shot), full_page=True)
-                print(f"wrote {out / shot} ({store})")
+                print(f"wrote {out / shot} ({store.name})")
                 page.close()
-            finally:
-                stop(proc)
+        finally:
+            stop(proc)
         browser.close()
     if errors:
         print("console errors:", errors)
@@ -140,8 +263,11 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--layers", type=int, default=40)
     ap.add_argument("--heads", type=int, default=32)
-    ap.add_argument("--frames", type=int, default=167, help="orbit movie frames (the pipeline stores 167)")
+    ap.add_argument("--frames", type=int, default=167, help="orbit movie frames")
     ap.add_argument("--steps", type=int, default=40, help="d-slider steps to time")
+    ap.add_argument("--sessions", type=int, default=100, help="sequential sessions for the memory figure")
+    ap.add_argument("--old-sessions", type=int, default=20, help="the same for the dashboard before (slower)")
+    ap.add_argument("--no-before", action="store_true", help="time only this tree's dashboard")
     ap.add_argument("--screenshots", type=Path, default=None, help="write the docs screenshots here and stop")
     args = ap.parse_args(argv)
     if args.screenshots:
@@ -149,93 +275,55 @@ def main(argv=None) -> int:
 
     from playwright.sync_api import sync_playwright
 
-    from dashboard.export import export, profile_page_name
     from pipeline import store as st
     from tests.browser.conftest import (
+        ABSOLUTE_MODEL,
         CHROMIUM,
         CHROMIUM_ARGS,
-        FIND_JS,
         ROPE_MODEL,
-        console_errors,
-        route_offline,
-        serve_app,
-        stop,
+        free_port,
         synthetic_orbits_dataset,
-        wait_for_bokeh,
         write_synthetic_store,
     )
 
     tmp = Path(tempfile.mkdtemp(prefix="dashboard-bench-"))
-    path = write_synthetic_store(tmp / "store.zarr", rope_shape=(args.layers, args.heads), absolute_shape=(1, 2),
+    path = write_synthetic_store(tmp / "store.zarr", rope_shape=(args.layers, args.heads), absolute_shape=(6, 12),
                                  empty_shape=(1, 2), with_orbits=False)
     st.write_group(path, st.ORBITS, synthetic_orbits_dataset(n_frames=args.frames))
     n = args.layers * args.heads
-    print(f"synthetic rope model: {args.layers} layers x {args.heads} heads = {n} heads x 129 offsets; "
-          f"orbits: {args.frames} frames x 32 heads")
-    load = os.getloadavg()[0]
-    print(f"machine: {os.cpu_count()} CPUs, load average {load:.1f} at start (browser timings scale with contention)")
-
-    t0 = time.perf_counter()
-    export(tmp / "cdn", path)
-    t_export = time.perf_counter() - t0
-    export(tmp / "inline", path, self_contained=True)
-    page_name = profile_page_name(ROPE_MODEL)
-    mb = lambda p: p.stat().st_size / 1e6  # noqa: E731
-    print(f"export ({t_export:.1f} s for all pages): model page {mb(tmp / 'cdn' / page_name):.2f} MB with CDN "
-          f"resources, {mb(tmp / 'inline' / page_name):.2f} MB self-contained; orbits page "
-          f"{mb(tmp / 'cdn' / 'orbits.html'):.2f} MB (CDN)")
-    print(f"  raw uint16 profile data: {n * 129 * 4 * 2 / 1e6:.2f} MB (base64 {n * 129 * 4 * 2 * 4 / 3 / 1e6:.2f} MB "
-          "before bokeh gzips it)")
-
+    print(f"synthetic store: a rotary model of {args.layers} x {args.heads} = {n} heads x 129 offsets, a 6 x 12 "
+          f"model, orbits of {args.frames} frames; {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f}")
+    trees = {"now": REPO}
+    before = None if args.no_before else old_tree(tmp)
+    if before is not None:
+        trees["before"] = before
+    results = {}
     with sync_playwright() as pw:
         browser = pw.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
-        page = browser.new_page(viewport={"width": 1500, "height": 1100})
-        errors = console_errors(page)
-        route_offline(page)
-        t0 = time.perf_counter()
-        page.goto((tmp / "cdn" / page_name).as_uri())
-        wait_for_bokeh(page, "heads")
-        t_static = time.perf_counter() - t0
-        _, frame = page.evaluate("(steps) => {" + FIND_JS + "return (" + STEP_JS + ")(steps); }", args.steps)
-        print(f"exported page first render: {t_static * 1000:.0f} ms (file://, CDN served from disk)")
-        print(f"d-slider step (browser, {args.steps} steps): median {statistics.median(frame):.1f} ms from the value "
-              f"change to the end of the paint (p90 {pct(frame, 0.9):.1f} ms) [target < 50 ms]")
-
-        page.goto((tmp / "cdn" / "orbits.html").as_uri())
-        wait_for_bokeh(page, "orbits_frame")
-        asked = page.evaluate("() => {" + FIND_JS + "const s = find('orbits_interval_ms'); return s && s.value; }")
-        page.get_by_text("Play").first.click()
-        times = page.evaluate("(ms) => {" + FIND_JS + "return (" + MOVIE_JS + ")(ms); }", 6000)
-        gaps = [b - a for a, b in zip(times, times[1:], strict=False)]
-        if gaps:
-            print(f"movie frame interval: median {statistics.median(gaps):.1f} ms (p90 {pct(gaps, 0.9):.1f} ms) over "
-                  f"{len(gaps)} frames; the page asks for {asked} ms")
-        page.close()
-
-        proc, url = serve_app(path)
-        try:
-            page = browser.new_page(viewport={"width": 1500, "height": 1100})
-            served_errors = console_errors(page)
-            route_offline(page)
-            page.goto(url)  # a first session warms the server's imports; time the second
-            wait_for_bokeh(page, "heads")
-            page.close()
-            page = browser.new_page(viewport={"width": 1500, "height": 1100})
-            route_offline(page)
-            t0 = time.perf_counter()
-            page.goto(url)
-            wait_for_bokeh(page, "heads")
-            page.wait_for_function("() => {" + FIND_JS + "const v = Bokeh.index.find_one(find('tetrahedron'));"
-                                   " return v != null && v.is_idle; }", timeout=60_000)
-            t_served = time.perf_counter() - t0
-            print(f"served first render (warm server, new session): {t_served * 1000:.0f} ms to the idle "
-                  "tetrahedron")
-        finally:
-            stop(proc)
+        for label, root in trees.items():
+            sessions = args.sessions if label == "now" else args.old_sessions
+            print(f"[{label}] serving and exporting ...", flush=True)
+            results[label] = measure_server(browser, root, path, free_port(), sessions, (ROPE_MODEL, ABSOLUTE_MODEL))
+            results[label] |= measure_pages(browser, root, path, tmp / f"pages-{label}", args.steps)
         browser.close()
-    if errors or served_errors:
-        print("console errors:", errors + served_errors)
-        return 1
+
+    cols = list(results)
+    print()
+    print(f"{'measure':58s}" + "".join(f"{c:>18s}" for c in cols) + "   target")
+
+    def line(name, fmt, target=""):
+        print(f"{name:58s}" + "".join(f"{fmt(results[c]):>18s}" for c in cols) + f"   {target}")
+
+    line("warm session build, median of 7 (s)", lambda r: f"{r['warm']:.2f}", "<= 0.3")
+    line("20 sessions opened at once, all drawn (s)", lambda r: f"{r['twenty']:.1f}", "<= 5")
+    line("server RSS growth over N sequential sessions (MB)",
+         lambda r: f"{r['rss'][1] - r['rss'][0]:+.0f} (N={r['rss'][2]})", "<= 50 for N=100")
+    line("document models: first -> after 10 switches", lambda r: f"{r['models'][0]} -> {r['models'][1]}",
+         "within 10%")
+    line(f"exported rotary page, CDN resources ({n} heads) (MB)", lambda r: f"{r['size']:.2f}", "<= 2")
+    line("d-slider step, median / p90 (ms)", lambda r: f"{r['step'][0]:.1f} / {r['step'][1]:.1f}", "< 50")
+    line("movie frame interval, median (ms; the page asks for)",
+         lambda r: f"{r['movie'][0]:.1f} ({r['movie'][1]})", "< 50 of JS")
     return 0
 
 

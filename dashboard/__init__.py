@@ -1,4 +1,5 @@
-"""Dashboard over the store: linked HoloViews/Bokeh views, served or exported as static HTML.
+"""Dashboard over the store: HoloViews views (``dashboard.views``) served by Panel or exported as static HTML.
 
-Never imports torch or the pipeline's heavy modules; the store schema comes from pipeline.store.
+Reads the store only through ``pipeline.store`` and ``pipeline.schema``; never imports torch or the
+pipeline's heavy modules.
 """

@@ -22,12 +22,12 @@ import param
 from bokeh.layouts import column
 
 from dashboard import data
+from dashboard.ahead import profiles_layout
 from dashboard.export import orbits_content
 from dashboard.profiles_page import (
     CSS,
     header,
     message,
-    profiles_view,
     replace_in_place,
     selector_groups,
     todo_html,
@@ -35,7 +35,9 @@ from dashboard.profiles_page import (
 
 TITLE = "Attention-head geometry"
 
-pn.extension(raw_css=[CSS.replace(":host", "body")], design="bootstrap", notifications=False)
+PAGE_CSS = (CSS.replace(":host", "body") + " body { margin: 0 12px; } .title { font-size: 1.3em; font-weight: 600;"
+            " color: #ffffff; background: #1f2a3a; padding: 8px 14px; margin: 0 -12px 6px -12px; }")
+pn.extension(raw_css=[PAGE_CSS], notifications=False)
 
 
 class AppState(param.Parameterized):
@@ -91,7 +93,7 @@ def profiles_panel(store, state: AppState) -> pn.viewable.Viewable:
             pane.object = _error_view("Profiles of attention heads", f"{name} is no longer in the store {store}.")
             return
         state.param.update(d=0, selection=[], layer=None)
-        layout = profiles_view(m)
+        layout = profiles_layout(store, m)
         shown = pane.object
         if shown is None or shown.name != "profiles_page":
             _follow(layout, state)
@@ -128,17 +130,15 @@ def guarded(make, title: str, store, state: AppState) -> pn.viewable.Viewable:
                                                 "server's log; please report it with the store."))
 
 
-def build(store, state: AppState | None = None) -> pn.template.BaseTemplate:
+def build(store, state: AppState | None = None) -> pn.Column:
     """The whole served page over ``store`` for one session: a Profiles tab and an Orbits tab (built when shown)."""
     state = state or AppState()
-    tmpl = pn.template.BootstrapTemplate(title=TITLE, header_background="#1f2a3a")
     orbits = pn.param.ParamFunction(lambda: guarded(orbits_panel, "Orbits of C24", store, state), lazy=True)
     tabs = pn.Tabs(("Profiles", guarded(profiles_panel, "Profiles of attention heads", store, state)),
-                   ("Orbits", orbits), dynamic=True)
-    tmpl.main.append(tabs)
-    tmpl.main.append(pn.pane.HTML(f"<p class='meta'>Store: <code>{html.escape(str(store))}</code></p>",
-                                  name="store_path"))
-    return tmpl
+                   ("Orbits", orbits), dynamic=True, name="tabs")
+    store_line = pn.pane.HTML(f"<p class='meta'>Store: <code>{html.escape(str(store))}</code></p>",
+                              name="store_path")
+    return pn.Column(pn.pane.HTML(f"<div class='title'>{TITLE}</div>", name="title"), tabs, store_line)
 
 
 if __name__.startswith("bokeh"):  # run by `panel serve`: the store comes from argv after --args, never the URL

@@ -82,6 +82,8 @@ class ModelData:
     row: ModelRow
     profile: np.ndarray
     error: str = ""
+    heat_high: float = 1.0  # top of the heat maps' colour scale over every offset (views.scales)
+    hist_top: float = 0.05  # height of the histograms over every offset
 
 
 @functools.lru_cache(maxsize=16)
@@ -98,7 +100,9 @@ def _model_data(path: str, key: tuple, name: str) -> ModelData:
         return ModelData(row, empty, f"the stored profiles of {name} cannot be read ({type(exc).__name__}: "
                                      f"{exc}). Repair the model with `{row.fix_command}` (or find the damage "
                                      f"with `python -m pipeline verify --store {path}`).")
-    return ModelData(row, values)
+    from dashboard.views import scales  # holoviews: imported only once a model is drawn
+
+    return ModelData(row, values, "", *scales(values))
 
 
 def model_data(path, name: str) -> ModelData:

@@ -261,10 +261,3 @@ def orbits_view(ds: xr.Dataset | None, interval_ms: int = 120, hold_ms: int = 15
                 width=2 * panel_px + SIDE_PX, name="orbits_notes")
     return column(header, controls, info, row(grid, side), row(*_search_and_reproduction(ds, search)), notes,
                   name="orbits_view")
-
-
-def orbits_panel(ds: xr.Dataset | None, **kwargs):
-    """``orbits_view`` wrapped in a Panel pane, for the served app."""
-    import panel as pn
-
-    return pn.pane.Bokeh(orbits_view(ds, **kwargs))

@@ -164,8 +164,8 @@ def profiles_view(m: ModelData, *, nav: dict[str, str] | None = None, current_ur
     q = g.quantise(m.profile)
     shown = _as_dataarray(g.dequantise(q), r.name)  # exactly what the browser decodes
     tetra = hv.render(views.tetrahedron(shown, d=0))
-    heat = hv.render(views.layer_heatmaps(shown, d=0, width=820))
-    hist = hv.render(views.histograms(shown, d=0, width=820))
+    heat = hv.render(views.layer_heatmaps(shown, d=0, width=820, high=m.heat_high))
+    hist = hv.render(views.histograms(shown, d=0, width=820, top=m.hist_top))
     heat.name, hist.name = "layers", "hists"
     hist.min_border_left = heat.min_border_left
     heat.y_range.name, hist.y_range.name = "layers_y", "hists_y"

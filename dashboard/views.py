@@ -47,8 +47,11 @@ NO_SEARCH = ("<p class='note'>No orbits search in this store: <code>python -m pi
 def profile_array(sel) -> np.ndarray:
     """(n_layers, n_heads, D, 4) float64 profile of one model without the padding (D = 1 without ``d``).
 
-    ``sel``: the profiles Dataset of one model or its ``profile`` DataArray (see the module doc).
+    ``sel``: the profiles Dataset of one model or its ``profile`` DataArray (see the module doc), or such an
+    array already (returned as it is).
     """
+    if isinstance(sel, np.ndarray) and sel.ndim == 4:
+        return sel
     da = sel["profile"] if isinstance(sel, xr.Dataset) else sel
     if not isinstance(da, xr.DataArray):
         raise TypeError(f"expected an xarray Dataset or DataArray of one model's profiles, got {type(sel).__name__}")
@@ -98,17 +101,19 @@ def edge_indices() -> dict[str, list[int]]:
     return {"edge_i": [e[0] for e in g.EDGES], "edge_j": [e[1] for e in g.EDGES]}
 
 
-def _tetrahedron_hook(azimuth: float, elevation: float, n_layers: int):
-    """A render hook: names the sources, colours the heads by layer with a colour bar, draws the vertex
-    labels, adds drag-to-rotate (rotate_drag.js)."""
-    return lambda plot, element: _rotatable(plot, azimuth, elevation, n_layers)
+def _tetrahedron_hook(azimuth: float, elevation: float, n_layers: int, columns: dict):
+    """A render hook: names the sources, adds ``columns`` to the heads' source (the 3D positions the
+    browser turns), colours the heads by layer with a colour bar, draws the vertex labels, adds
+    drag-to-rotate (rotate_drag.js)."""
+    return lambda plot, element: _rotatable(plot, azimuth, elevation, n_layers, columns)
 
 
-def _rotatable(plot, az: float, el: float, n_layers: int) -> None:
+def _rotatable(plot, az: float, el: float, n_layers: int, columns: dict) -> None:
     fig = plot.state
     parts = {key[0]: sub for key, sub in plot.subplots.items()}
     heads, vertices, edges = (parts[k].handles["cds"] for k in ("Heads", "Vertices", "Edges"))
     heads.name, vertices.name, edges.name = "heads", "tetra_vertices", "tetra_edges"
+    heads.data.update({k: np.array(v, copy=True) for k, v in columns.items()})
     dots = parts["Heads"].handles["glyph_renderer"]
     dots.name = "head_dots"
     mapper = LinearColorMapper(palette=Viridis256, low=0, high=max(n_layers - 1, 1), name="layer_colours")
@@ -155,17 +160,19 @@ def tetrahedron(sel, d: int = 0, azimuth: float = g.DEFAULT_AZIMUTH, elevation: 
     hover = HoverTool(tooltips=[("model", _name(sel)), ("layer", "@layer"), ("head", "@head"), ("a", "@a{0.000}"),
                                 ("b", "@b{0.000}"), ("c", "@c{0.000}"), ("d", "@d{0.000}")], limit=1,
                       attachment="horizontal")
-    points = hv.Points(heads, ["x", "y"], [k for k in heads if k not in ("x", "y")], group="Heads").opts(
+    shown = ("layer", "head", *g.COORDS)  # the columns HoloViews sees; the hook adds the rest
+    points = hv.Points({k: heads[k] for k in ("x", "y", *shown)}, ["x", "y"], list(shown), group="Heads").opts(
         color="#440154", size=7,
         line_color="#ffffff", line_width=0.4, fill_alpha=0.85, selection_fill_color=SELECTED,
         selection_line_color="#222831", selection_fill_alpha=1.0, nonselection_fill_alpha=0.15,
         nonselection_line_alpha=0.1, tools=[hover, "box_select", "lasso_select", "reset"], default_tools=[])
     lim = g.VIEW_LIMIT
+    extra = {k: heads[k] for k in ("lj", "x3", "y3", "z3")}
     return (edges * vertices * points).opts(
         hv.opts.Overlay(frame_width=size, frame_height=size, xlim=(-lim, lim), ylim=(-lim, lim), xaxis=None,
                         yaxis=None, show_grid=False, default_tools=["reset"], active_tools=[], toolbar="above",
                         title="Profiles on the 3-simplex (drag to rotate)", show_legend=False,
-                        hooks=[_tetrahedron_hook(azimuth, elevation, L)]))
+                        hooks=[_tetrahedron_hook(azimuth, elevation, L, extra)]))
 
 
 def _counts(profile: np.ndarray, bins: int) -> np.ndarray:
@@ -194,18 +201,32 @@ def _panel_titles(y: float) -> hv.Labels:
                                                                    default_tools=[])
 
 
-def layer_heatmaps(sel, d: int = 0, bins: int = g.N_BINS, width: int = 800) -> hv.Overlay:
+def scales(sel, bins: int = g.N_BINS) -> tuple[float, float]:
+    """(colour-scale top of ``layer_heatmaps``, height of ``histograms``): each covers every offset d."""
+    profile = profile_array(sel)
+    high = max(float(_counts(profile, bins).max()), 1.0)
+    n = profile.shape[0] * profile.shape[1]
+    flat = np.moveaxis(profile.reshape(n, profile.shape[2], 4), 0, -1)  # (D, 4, heads)
+    b = g.bin_index(flat, bins)
+    counts = np.stack([(b == i).sum(axis=-1) for i in range(bins)], axis=-1)  # (D, 4, bins)
+    totals = counts.sum(axis=-1, keepdims=True)
+    top = float(np.max(np.divide(counts, totals, out=np.zeros(counts.shape), where=totals > 0), initial=0.0))
+    return high, max(top, 0.05)
+
+
+def layer_heatmaps(sel, d: int = 0, bins: int = g.N_BINS, width: int = 800, high: float | None = None) -> hv.Overlay:
     """Per coordinate (four panels side by side), the number of heads of each layer in each value bin.
 
     One colour scale, shown by the colour bar, covers the four panels and every offset d, so a colour
-    keeps its meaning while d moves. The heads are drawn on top as dots that show only when selected
-    (box-select them here).
+    keeps its meaning while d moves (``high``: its top, computed by ``scales`` when not given). The heads
+    are drawn on top as dots that show only when selected (box-select them here).
     """
     profile = profile_array(sel)
-    counts = _counts(profile, bins)  # (D, L, 4, B)
-    dd = int(np.clip(d, 0, counts.shape[0] - 1))
+    dd = int(np.clip(d, 0, profile.shape[2] - 1))
+    counts = _counts(profile[:, :, dd: dd + 1], bins)  # (1, L, 4, B)
+    dd = 0
     L = max(profile.shape[0], 1)
-    high = max(float(counts.max()), 1.0)
+    high = scales(sel, bins)[0] if high is None else high
     heads = heads_table(_at(profile, d))
     for k, c in enumerate(g.COORDS):
         heads[f"{c}_x"] = heads[c] + k * PANEL_STEP
@@ -229,22 +250,22 @@ def layer_heatmaps(sel, d: int = 0, bins: int = g.N_BINS, width: int = 800) -> h
         title="Per layer: heads per value bin; selected heads in orange (box-select here too)"))
 
 
-def histograms(sel, d: int = 0, bins: int = g.N_BINS, selected=None, width: int = 800) -> hv.Overlay:
+def histograms(sel, d: int = 0, bins: int = g.N_BINS, selected=None, width: int = 800,
+               top: float | None = None) -> hv.Overlay:
     """Per coordinate (four panels side by side), the fraction of all heads in each value bin, and of the
     ``selected`` heads (an orange outline, drawn only when some are selected).
 
     ``selected``: indices into the heads in layer-major order (as the tetrahedron's selection gives them).
-    The height covers every offset d.
+    The height (``top``, computed by ``scales`` when not given) covers every offset d.
     """
     profile = profile_array(sel)
-    flat = profile.reshape(-1, profile.shape[2], 4)
     edges = np.linspace(0, 1, bins + 1)
 
     def fractions(values):
         counts = g.histogram_counts(values, bins)
         return counts / counts.sum() if counts.sum() else counts
 
-    top = max([float(fractions(flat[:, dd, k]).max()) for dd in range(flat.shape[1]) for k in range(4)] + [0.05])
+    top = scales(sel, bins)[1] if top is None else top
     at = _at(profile, d).reshape(-1, 4)
     chosen = np.asarray(selected if selected is not None else [], dtype=int)
     layers = []

@@ -63,7 +63,7 @@ def test_broken_stores_give_the_fixing_message_in_app_and_exporter(tmp_path, cap
         with pytest.raises(st.StoreError, match=re.escape(phrase)):
             data.rows(path)
         page = build(path)
-        divs = [m for m in page.main[0].objects[0].get_root().select({"name": "store_error"})]
+        divs = [m for m in page.objects[1].objects[0].get_root().select({"name": "store_error"})]
         assert len(divs) == 1 and phrase in divs[0].text, kind
         assert main([str(tmp_path / f"out-{kind}"), "--store", str(path)]) == 2
         assert phrase in capsys.readouterr().err, kind
@@ -221,7 +221,7 @@ def test_a_failing_view_shows_a_message_and_leaves_the_other_tab(tmp_path, monke
 
     monkeypatch.setattr(app, "orbits_panel", broken)
     page = app.build(path)
-    tabs = page.main[0]
+    tabs = page.objects[1]
     profiles_root, orbits_root = (tabs.objects[i].get_root() for i in (0, 1))
     assert profiles_root.select_one({"name": "heads"}) is not None  # the profiles tab still draws
     msg = orbits_root.select_one({"name": "store_error"})

@@ -18,7 +18,7 @@ from bokeh.embed import json_item
 from bokeh.models import ColumnDataSource, Div, GridPlot, Slider
 
 from dashboard import orbits_frames as of
-from dashboard.orbits_page import frame_state, orbits_panel, orbits_view
+from dashboard.orbits_page import frame_state, orbits_view
 from pipeline import store
 from tests.browser.conftest import synthetic_orbits_dataset
 
@@ -272,13 +272,6 @@ def test_unusable_groups_give_a_message_not_a_traceback(broken):
     view = orbits_view(broken(planted_orbits()))
     assert isinstance(view, Div) and view.name == "orbits_message"
     assert "<code>python -m pipeline orbits --store PATH</code>" in view.text
-
-
-def test_panel_wrapper():
-    import panel as pn
-
-    pane = orbits_panel(planted_orbits())
-    assert isinstance(pane, pn.pane.Bokeh) and pane.object.name == "orbits_view"
 
 
 def test_missing_positions_are_skipped_in_the_radius():
