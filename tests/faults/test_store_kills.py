@@ -10,6 +10,7 @@ the untouched model's values and checksums intact, a replaced group equal to the
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import warnings
 from pathlib import Path
@@ -23,7 +24,8 @@ from pipeline import store as st
 from pipeline.schema import STR_FIELDS, model_rows
 from tests.faults import kill_points
 
-pytestmark = pytest.mark.timeout(300)  # a hung child fails the test instead of the run
+# a hung child fails the test instead of the run; every kill point (HEADGEOMETRY_KILL_STRIDE=1) takes longer
+pytestmark = pytest.mark.timeout(3600 if os.environ.get("HEADGEOMETRY_KILL_STRIDE") else 300)
 
 A = st.ModelRow("A", 2, 3, 16, 4, "learned absolute", source="here", command="python -m pipeline profiles A")
 B = st.ModelRow("B", 4, 5, 20, 4, "rope", source="there", family="llama", command="python -m pipeline profiles B",
