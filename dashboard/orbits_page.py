@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import html
 
-import holoviews as hv
 import numpy as np
 import xarray as xr
 from bokeh.layouts import column, row
@@ -130,7 +129,7 @@ def _verification_html(ds: xr.Dataset, orbit: np.ndarray) -> str:
 def _metrics_figures(ds: xr.Dataset, epochs: np.ndarray) -> tuple[list, list[Span]]:
     """``views.training_metrics`` rendered (accuracy; equivariance error on a log axis), each with a cursor
     at the frame shown; a click jumps to the nearest frame."""
-    grid = hv.render(views.training_metrics(ds, width=SIDE_PX))
+    grid = views.render(views.training_metrics(ds, width=SIDE_PX))
     figs = [c[0] for c in sorted(grid.children, key=lambda c: (c[1], c[2]))]
     cursors = []
     for i, fig in enumerate(figs):
@@ -155,7 +154,7 @@ def _search_and_reproduction(ds: xr.Dataset, search: xr.Dataset | None) -> list:
     if search is None or "orbit_count" not in search:
         plot = Div(text=views.NO_SEARCH, width=SIDE_PX, name="orbits_search")
     else:
-        plot = hv.render(views.search_families(search, width=SIDE_PX))
+        plot = views.render(views.search_families(search, width=SIDE_PX))
         plot.name = "orbits_search"
     return [table, plot]
 

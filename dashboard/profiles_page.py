@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import html
 
-import holoviews as hv
 import numpy as np
 import xarray as xr
 from bokeh.layouts import column, row
@@ -163,9 +162,9 @@ def profiles_view(m: ModelData, *, nav: dict[str, str] | None = None, current_ur
     L, H, D, _ = m.profile.shape
     q = g.quantise(m.profile)
     shown = _as_dataarray(g.dequantise(q), r.name)  # exactly what the browser decodes
-    tetra = hv.render(views.tetrahedron(shown, d=0))
-    heat = hv.render(views.layer_heatmaps(shown, d=0, width=820, high=m.heat_high))
-    hist = hv.render(views.histograms(shown, d=0, width=820, top=m.hist_top))
+    tetra = views.render(views.tetrahedron(shown, d=0))
+    heat = views.render(views.layer_heatmaps(shown, d=0, width=820, high=m.heat_high))
+    hist = views.render(views.histograms(shown, d=0, width=820, top=m.hist_top))
     heat.name, hist.name = "layers", "hists"
     hist.min_border_left = heat.min_border_left
     heat.y_range.name, hist.y_range.name = "layers_y", "hists_y"

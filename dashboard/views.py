@@ -20,6 +20,8 @@ their browser behaviour (``dashboard/js/``).
 
 from __future__ import annotations
 
+import threading
+
 import holoviews as hv
 import holoviews.plotting.bokeh  # noqa: F401 - registers the Bokeh renderer, so options apply before hv.extension
 import numpy as np
@@ -33,6 +35,15 @@ from dashboard import orbits_frames as of
 from pipeline.schema import orbits_problems
 
 hv.Store.set_current_backend("bokeh")  # the views are Bokeh plots: their options are Bokeh options
+_RENDER_LOCK = threading.RLock()
+
+
+def render(obj):
+    """``hv.render(obj)`` one at a time: HoloViews' renderer is not thread-safe (the app builds layouts in a
+    background thread while sessions render theirs)."""
+    with _RENDER_LOCK:
+        return hv.render(obj)
+
 
 SELECTED = "#ff5a1f"
 ALL = "#8a93a3"
@@ -170,7 +181,7 @@ def tetrahedron(sel, d: int = 0, azimuth: float = g.DEFAULT_AZIMUTH, elevation: 
     extra = {k: heads[k] for k in ("lj", "x3", "y3", "z3")}
     return (edges * vertices * points).opts(
         hv.opts.Overlay(frame_width=size, frame_height=size, xlim=(-lim, lim), ylim=(-lim, lim), xaxis=None,
-                        yaxis=None, show_grid=False, default_tools=["reset"], active_tools=[], toolbar="above",
+                        yaxis=None, show_grid=False, default_tools=["reset"], active_tools=[], toolbar="right",
                         title="Profiles on the 3-simplex (drag to rotate)", show_legend=False,
                         hooks=[_tetrahedron_hook(azimuth, elevation, L, extra)]))
 
@@ -282,7 +293,7 @@ def histograms(sel, d: int = 0, bins: int = g.N_BINS, selected=None, width: int 
                                                                        line_width=2, default_tools=[]))
     return hv.Overlay(layers).opts(hv.opts.Overlay(
         width=width, height=170, xlim=(-0.04, 3 * PANEL_STEP + 1.04), ylim=(0, top * 1.05), default_tools=[],
-        toolbar=None, show_legend=False, hooks=[_panel_axis], xlabel="value of the coordinate"))
+        toolbar=None, show_legend=False, hooks=[_panel_axis], xlabel="value of the coordinate", title=""))
 
 
 # -------------------------------------------------------------------------------------------- orbits
@@ -430,5 +441,5 @@ def reproduction_table(orbits: xr.Dataset) -> hv.Table:
         width=430, height=200)
 
 
-__all__ = ["family_sizes", "heads_table", "histograms", "layer_heatmaps", "orbit_polygons", "profile_array",
-           "reproduction", "reproduction_table", "search_families", "tetrahedron", "training_metrics"]
+__all__ = ["family_sizes", "heads_table", "histograms", "layer_heatmaps", "orbit_polygons", "profile_array", "render",
+           "reproduction", "reproduction_table", "scales", "search_families", "tetrahedron", "training_metrics"]
