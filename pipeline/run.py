@@ -334,10 +334,11 @@ def _conflict(store, row) -> tuple[bool, str | None]:
 
 
 def plan_model(model_or_path: str, store, fold_ln: bool = False, name: str | None = None, force: bool = False,
-               revision: str | None = None, stored: list[str] | None = None) -> ModelPlan | None:
+               revision: str | None = None, stored: list[str] | None = None, hold=None) -> ModelPlan | None:
     """Open and validate one checkpoint; None if the store already holds exactly these values.
 
-    ``store`` is an open store (:func:`open_store`); ``stored`` its model names (read once per run)."""
+    ``store`` is an open store (:func:`open_store`); ``stored`` its model names (read once per run);
+    ``hold(name)``, when given, takes the model's writer lock before its stored state is read."""
     from pipeline.architectures import ArchitectureError, layout_from_config
     from pipeline.checkpoints import open_checkpoint
     from pipeline.models import compute_command, spec_for
@@ -359,6 +360,8 @@ def plan_model(model_or_path: str, store, fold_ln: bool = False, name: str | Non
     validate_checkpoint(ckpt, layout, fold_ln)
     default = default_name(model_or_path, ckpt, spec)
     name = name or default
+    if hold is not None:
+        hold(name)
     other = spec_for(name) if spec is None else None
     if other is not None and other.name == name and (bad := other.mismatches(layout)):
         raise UsageError(f"{name!r} is the registry's name for {other.hub_id}, and {model_or_path!r} has "
@@ -540,8 +543,10 @@ def run_dask(plans: list[ModelPlan], store, client, retries: int = 2, progress: 
 # ------------------------------------------------------------------------------------------ entry
 
 
-def plan_run(opts: RunOptions, log=print) -> tuple[str, list[ModelPlan]]:
-    """Check the options, open and validate every model and the store; nothing is written."""
+def plan_run(opts: RunOptions, log=print, locks: contextlib.ExitStack | None = None) -> tuple[str, list[ModelPlan]]:
+    """Check the options, open and validate every model and the store; nothing is written.
+
+    With ``locks``, each model's writer lock is taken as soon as its name is known and stays in ``locks``."""
     from pipeline.models import SEED_MODELS
 
     check_options(opts)
@@ -555,7 +560,8 @@ def plan_run(opts: RunOptions, log=print) -> tuple[str, list[ModelPlan]]:
     stored = store.names()
     plans = []
     for m in models:
-        plan = plan_model(m, store, opts.fold_ln, opts.name, opts.force, opts.revision, stored)
+        hold = None if locks is None else (lambda name: locks.enter_context(store.writer(name)))
+        plan = plan_model(m, store, opts.fold_ln, opts.name, opts.force, opts.revision, stored, hold)
         if plan is None:
             log(f"{opts.name or m}: already complete in {location}; skipped (add --force to recompute)")
         else:
@@ -585,10 +591,11 @@ def execute(opts: RunOptions, location: str, plans: list[ModelPlan], client=None
 
 def run(opts: RunOptions, log=print, client=None) -> list[str]:
     """Plan (everything validated), then execute; returns the names written."""
-    location, plans = plan_run(opts, log)
-    if not plans:
-        return []
-    names = execute(opts, location, plans, client)
+    with contextlib.ExitStack() as locks:  # each model's writer lock, from its plan to its completion
+        location, plans = plan_run(opts, log, locks)
+        if not plans:
+            return []
+        names = execute(opts, location, plans, client)
     for plan in plans:
         log(f"{plan.name}: {plan.layout.n_layers} layers x {plan.layout.n_heads} heads complete in {location} "
             f"(source {plan.ckpt.source}, revision {plan.ckpt.revision})")
