@@ -20,7 +20,7 @@ What it writes:
 
 Examples:
   python -m pipeline orbits --epochs 300                     # a quick look (about a minute)
-  python -m pipeline orbits --recipe long --seed 9           # the stored run (long-s9-p650), about 20 min on a core
+  python -m pipeline orbits --recipe long --seed 9           # the stored run (long-s9-p650), about an hour on a core
   python -m pipeline orbits --from-run RUN.npz               # store a run saved with --save-run, no training
   python -m pipeline orbits search --seeds 0-255 --recipe long --device cuda --store S.zarr   # see search --help
 
