@@ -204,8 +204,13 @@ class Store:
             raise StoreError(_v2_message(loc))
         meta = p / "zarr.json"
         if not meta.exists():
-            if self.mode == "a" and not os.listdir(p):
-                return  # an empty folder becomes a store
+            # an empty folder becomes a store; zarr's temporary files are what a kill before its first write left
+            partial = [n for n in os.listdir(p) if n.endswith(".partial")]
+            if self.mode == "a" and len(partial) == len(os.listdir(p)):
+                for n in partial:
+                    with contextlib.suppress(OSError):
+                        os.remove(p / n)
+                return
             raise StoreError(f"{loc!r} is not a Zarr store (no zarr.json). Point at a store written by "
                              "`python -m pipeline`, or choose a new --store.")
         try:
