@@ -47,7 +47,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from pipeline.store import POSITIONAL_KINDS
+from pipeline.schema import POSITIONAL_KINDS
 
 FAMILIES = ("gpt2", "opt", "bloom", "gpt_neox", "mistral", "llama", "qwen2", "bert")
 _GQA = ("mistral", "llama", "qwen2")  # separate q_proj / k_proj, grouped key heads, optional head_dim

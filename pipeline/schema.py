@@ -45,7 +45,7 @@ WRITE_COMMANDS = {
     PROFILES: "python -m pipeline profiles MODEL",
     ORBITS: "python -m pipeline orbits",
     ORBITS_SWEEP: "python -m pipeline.orbits.sweep summarize",
-    ORBITS_SEARCH: "python -m pipeline orbits",
+    ORBITS_SEARCH: "python -m pipeline orbits search --seeds 0-255",
 }
 
 # ----------------------------------------------------------------------------------------- profiles
