@@ -22,12 +22,12 @@ import param
 from bokeh.layouts import column
 
 from dashboard import data
-from dashboard.ahead import profiles_layout
 from dashboard.export import orbits_content
 from dashboard.profiles_page import (
     CSS,
     header,
     message,
+    profiles_view,
     replace_in_place,
     selector_groups,
     todo_html,
@@ -93,7 +93,7 @@ def profiles_panel(store, state: AppState) -> pn.viewable.Viewable:
             pane.object = _error_view("Profiles of attention heads", f"{name} is no longer in the store {store}.")
             return
         state.param.update(d=0, selection=[], layer=None)
-        layout = profiles_layout(store, m)
+        layout = profiles_view(m)
         shown = pane.object
         if shown is None or shown.name != "profiles_page":
             _follow(layout, state)

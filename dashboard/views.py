@@ -39,8 +39,7 @@ _RENDER_LOCK = threading.RLock()
 
 
 def render(obj):
-    """``hv.render(obj)`` one at a time: HoloViews' renderer is not thread-safe (the app builds layouts in a
-    background thread while sessions render theirs)."""
+    """``hv.render(obj)``, one call at a time (HoloViews' renderer is not thread-safe)."""
     with _RENDER_LOCK:
         return hv.render(obj)
 
