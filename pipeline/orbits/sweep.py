@@ -64,7 +64,7 @@ PHASES: dict[str, list[tuple[str, dict]]] = {
         ("long-s1", {"epochs": 4500, "seed": 1, "ramp_start": 1000, "ramp_end": 4000, "polish_steps": 150}),
         ("long-s2", {"epochs": 4500, "seed": 2, "ramp_start": 1000, "ramp_end": 4000, "polish_steps": 150}),
     ],
-    # session 2: is the soft attention what lets non-orbits be equivariant to 1e-4? Without decay on W_Q, W_K
+    # Phase E: is the soft attention what lets non-orbits be equivariant to 1e-4? Without decay on W_Q, W_K
     # the attention may sharpen, and then only orbits are equivariant (docs/orbits_sweep.md, phase E).
     # As run: qkwd0-s0 and qkwd0-s1; long-qkwd0-s0 and qkwd0.1-s0 were stopped unrun when qkwd0-s0 showed no orbit
     "E": [
