@@ -16,6 +16,7 @@ from __future__ import annotations
 import html
 import logging
 import sys
+from pathlib import Path
 
 import panel as pn
 import param
@@ -136,7 +137,12 @@ def build(store, state: AppState | None = None) -> pn.Column:
     orbits = pn.param.ParamFunction(lambda: guarded(orbits_panel, "Orbits of C24", store, state), lazy=True)
     tabs = pn.Tabs(("Profiles", guarded(profiles_panel, "Profiles of attention heads", store, state)),
                    ("Orbits", orbits), dynamic=True, name="tabs")
-    store_line = pn.pane.HTML(f"<p class='meta'>Store: <code>{html.escape(str(store))}</code></p>",
+    shown = Path(store)
+    try:
+        shown = shown.resolve().relative_to(Path.cwd().resolve())  # the folder the app was started from
+    except ValueError:
+        pass
+    store_line = pn.pane.HTML(f"<p class='meta'>Store: <code>{html.escape(str(shown))}</code></p>",
                               name="store_path")
     return pn.Column(pn.pane.HTML(f"<div class='title'>{TITLE}</div>", name="title"), tabs, store_line)
 
