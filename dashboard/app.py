@@ -83,7 +83,7 @@ def profiles_panel(store, state: AppState) -> pn.viewable.Viewable:
                                               message(body, name="no_models"))), todo)
     names = [n for v in groups.values() for n in v]
     state.model = state.model if state.model in names else names[0]
-    select = pn.widgets.Select(name="Model", groups=groups, value=state.model, width=340)
+    select = pn.widgets.Select(label="Model", groups=groups, value=state.model, width=340)
     select.link(state, value="model")
     pane = pn.pane.Bokeh(sizing_mode="fixed")
 

@@ -42,6 +42,7 @@ from pipeline.schema import orbits_problems
 
 PANEL_PX = 240
 SIDE_PX = 430
+SEARCH_PX = 330  # each of the two search plots beside the reproduction table
 
 WHAT_TO_LOOK_FOR = (
     "As training goes on, the heads of one orbit (one colour) settle on the vertices of a regular polygon "
@@ -137,7 +138,7 @@ def _metrics_figures(ds: xr.Dataset, epochs: np.ndarray) -> tuple[list, list[Spa
         cursor = Span(location=float(epochs[-1]), dimension="height", line_color="#555", line_width=1)
         fig.add_layout(cursor)
         cursors.append(cursor)
-    figs[0].title.text = "accuracy (click a chart to jump to an epoch)"
+    figs[0].title.text = "accuracy (click to jump to an epoch)"
     return figs, cursors
 
 
@@ -154,8 +155,12 @@ def _search_and_reproduction(ds: xr.Dataset, search: xr.Dataset | None) -> list:
     if search is None or "orbit_count" not in search:
         plot = Div(text=views.NO_SEARCH, width=SIDE_PX, name="orbits_search")
     else:
-        plot = views.render(views.search_families(search, width=SIDE_PX))
+        plot = views.render(views.search_families(search, width=SEARCH_PX))
         plot.name = "orbits_search"
+        if "family_heads" in search:
+            families = views.render(views.family_heads(search, width=SEARCH_PX))
+            families.name = "orbits_search_families"
+            return [table, plot, families]
     return [table, plot]
 
 

@@ -389,7 +389,26 @@ def search_families(search: xr.Dataset | None, width: int = 430):
     tol = float(np.min(search["tol"].values)) if "tol" in search else float("nan")
     bars = hv.Bars((f["size"].astype(str), f["runs"]), "orbit size", "runs with such an orbit")
     return bars.opts(width=width, height=190, color="#1f77b4", default_tools=[], toolbar=None,
-                     title=f"orbits search: {int(f['n_runs'])} runs, orbits found within {tol:.0%}")
+                     ylim=(0, max(1, int(f["runs"].max(initial=0)))),
+                     title=f"{int(f['n_runs'])} runs: orbits within {tol:.0%}")
+
+
+def family_heads(search: xr.Dataset | None, width: int = 430):
+    """The orbits search's frequency families: one dot per run and key frequency k with live heads, at the
+    number of heads there, and a red dash at the heads an orbit at k needs, 24 / gcd(k, 24). A family can
+    only form an orbit where its dots reach the dash (12 heads at k = 2 or 10 for the original 12-orbit)."""
+    if search is None or "family_heads" not in search:
+        return hv.Div(NO_SEARCH).opts(width=width, height=50)
+    k = np.asarray(search["k"].values, dtype=int)
+    heads = np.asarray(search["family_heads"].transpose("run", "k").values, dtype=int)
+    run, col = np.nonzero(heads > 0)
+    dots = hv.Scatter((k[col], heads[run, col]), "key frequency k", "heads").opts(
+        color="#1f77b4", alpha=0.6, size=6)
+    ks = k[k > 0]
+    need = hv.Scatter((ks, 24 // np.gcd(ks, 24)), "key frequency k", "heads").opts(
+        color="#c62828", marker="dash", size=14)
+    return (dots * need).opts(width=width, height=190, default_tools=[], toolbar=None,
+                              title=f"{heads.shape[0]} runs: heads per k")
 
 
 # ----------------------------------------------------------------- what the stored run reproduces
@@ -440,5 +459,19 @@ def reproduction_table(orbits: xr.Dataset) -> hv.Table:
         width=430, height=200)
 
 
-__all__ = ["family_sizes", "heads_table", "histograms", "layer_heatmaps", "orbit_polygons", "profile_array", "render",
-           "reproduction", "reproduction_table", "scales", "search_families", "tetrahedron", "training_metrics"]
+__all__ = [
+    "family_heads",
+    "family_sizes",
+    "heads_table",
+    "histograms",
+    "layer_heatmaps",
+    "orbit_polygons",
+    "profile_array",
+    "render",
+    "reproduction",
+    "reproduction_table",
+    "scales",
+    "search_families",
+    "tetrahedron",
+    "training_metrics",
+]

@@ -3,6 +3,8 @@ checked against the Dataset they were drawn from, through independent numpy comp
 
 from __future__ import annotations
 
+import math
+
 import holoviews as hv
 import numpy as np
 import pytest
@@ -131,6 +133,19 @@ def test_search_families_count_runs_per_orbit_size_at_the_strictest_tolerance():
     bars = renderers(hv.render(v.search_families(search_dataset())), "VBar")[0].data_source.data
     got = dict(zip(bars["orbit_size"], bars["runs_with_such_an_orbit"], strict=True))
     assert got == {"1": 0, "2": 0, "3": 0, "4": 2, "6": 0, "8": 0, "12": 1, "24": 0}
+
+
+def test_family_heads_puts_a_dot_per_run_and_frequency_and_the_orbit_size_at_each_frequency():
+    heads = np.zeros((2, 13), dtype=np.int64)
+    heads[0, 2], heads[0, 6], heads[1, 2], heads[1, 9] = 12, 4, 7, 3
+    ds = search_dataset().assign(family_heads=(("run", "k"), np.vstack([heads, np.zeros((1, 13), int)])))
+    ds = ds.assign_coords(k=np.arange(13))
+    scatters = renderers(hv.render(v.family_heads(ds)), "Scatter")
+    dots, need = (r.data_source.data for r in scatters)
+    key = "key frequency k"
+    assert sorted(zip(dots[key].tolist(), dots["heads"].tolist(), strict=True)) == [(2, 7), (2, 12), (6, 4), (9, 3)]
+    assert dict(zip(need[key].tolist(), need["heads"].tolist(), strict=True)) == {
+        k: 24 // math.gcd(k, 24) for k in range(1, 13)}  # e.g. k = 2 and 10 need 12 heads, k = 6 needs 4
 
 
 def test_search_families_without_the_group_say_how_to_make_it():
