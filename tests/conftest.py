@@ -101,7 +101,11 @@ def attention_inputs(model, kind: str, input_ids: torch.Tensor) -> tuple[list[np
     Scores include the softmax scale, biases, ALiBi and the additive mask exactly as transformers
     computes them; masked entries hold the mask's huge negative value.
     """
-    proj = KINDS[kind][4]
+    return record_attention(model, KINDS[kind][4], input_ids)
+
+
+def record_attention(model, proj: str, input_ids: torch.Tensor) -> tuple[list[np.ndarray], list[np.ndarray]]:
+    """:func:`attention_inputs` for any model: x is what enters each module whose name ends with ``proj``."""
     xs, scores = [], []
     hooks = [m.register_forward_pre_hook(lambda _m, args: xs.append(args[0][0].detach().numpy().copy()))
              for name, m in model.named_modules() if name.endswith(proj)]

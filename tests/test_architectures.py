@@ -27,7 +27,17 @@ from pipeline.architectures import (
 from pipeline.checkpoints import open_checkpoint
 from pipeline.rotary import N_OFFSETS
 
-from .conftest import VOCAB, attention_inputs, ln_gain, ln_module, qk_biases, save, torch, transformers
+from .conftest import (
+    VOCAB,
+    attention_inputs,
+    ln_gain,
+    ln_module,
+    qk_biases,
+    record_attention,
+    save,
+    torch,
+    transformers,
+)
 
 T = 9  # sequence length: offsets -8..8
 
@@ -129,23 +139,7 @@ def build_rope_model(kind: str, seed: int = 0):
 
 def rope_attention_inputs(model, ids):
     """Per layer: x (T, N) entering q_proj, scores (H, T, T) handed to softmax, and (b_Q, b_K) per query head."""
-    xs, scores = [], []
-    hooks = [m.self_attn.q_proj.register_forward_pre_hook(lambda _m, a: xs.append(a[0][0].detach().numpy().copy()))
-             for m in model.model.layers]
-    real_softmax = torch.nn.functional.softmax
-
-    def recording_softmax(x, *args, **kwargs):
-        scores.append(x.detach().to(torch.float64).numpy()[0].copy())
-        return real_softmax(x, *args, **kwargs)
-
-    torch.nn.functional.softmax = recording_softmax
-    try:
-        with torch.no_grad():
-            model(input_ids=ids)
-    finally:
-        torch.nn.functional.softmax = real_softmax
-        for h in hooks:
-            h.remove()
+    xs, scores = record_attention(model, "self_attn.q_proj", ids)
     cfg = model.config
     H, kv, n = cfg.num_attention_heads, cfg.num_key_value_heads, model.model.layers[0].self_attn.head_dim
     biases = []
