@@ -93,7 +93,9 @@ def kill_points(fn: Callable[[], object], prepare: Callable[[], None]) -> Iterat
             break
         yield n
     prepare()
-    assert run_killed_at(total + 1, fn)
+    # to the end with no kill point: the number of changes can vary by a few between runs (zarr skips
+    # writing empty chunks), so a kill point past the first run's count is not sure to be past the end
+    assert _in_child(fn, None)[0] == 0
 
 
 def tree_digest(root: Path) -> str:
