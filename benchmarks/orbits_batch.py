@@ -3,11 +3,13 @@ against single-seed ``train`` runs, side by side in one run, on one device.
 
     python benchmarks/orbits_batch.py                      # CPU, one torch thread, 12 steps per K
     python benchmarks/orbits_batch.py --device cuda --ks 1 32 128 256 512 --steps 40
+    HEADGEOMETRY_MALLOC=default python benchmarks/orbits_batch.py   # glibc's default malloc, for comparison
 
 Both sides run the prototype's recipe (32 heads, d_model 128, d_head 24, the penalty with 4 contexts a step)
 for ``--steps`` AdamW epochs, after one warm-up epoch; the single-seed side records no frames. The timed span of
 a batch includes its setup (inits, splits) and the final evaluation of every seed, as a search pays them. On
-CUDA it also prints the peak memory per seed.
+CUDA it also prints the peak memory per seed. The first line says whether glibc keeps freed memory for reuse
+(``train.keep_freed_memory``, which ``train`` and ``train_batch`` set; ``HEADGEOMETRY_MALLOC=default`` opts out).
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ import torch
 
 from pipeline.orbits.batch import resolve_device, train_batch
 from pipeline.orbits.config import Config
-from pipeline.orbits.train import train
+from pipeline.orbits.train import keep_freed_memory, train
 
 
 def main() -> None:
@@ -40,7 +42,8 @@ def main() -> None:
         train(replace(cfg, seed=s), progress=False)
         single.append(args.steps / (time.perf_counter() - t))
     ref = max(single)
-    print(f"device {dev}, torch threads {torch.get_num_threads()}, {args.steps} AdamW steps per run")
+    print(f"device {dev}, torch threads {torch.get_num_threads()}, {args.steps} AdamW steps per run, "
+          f"freed memory: {keep_freed_memory()}")
     print(f"single-seed train(): {ref:.2f} seed-steps/s")
     print("   K  seed-steps/s  ms/seed-step  vs single" + ("  peak MiB/seed" if dev.type == "cuda" else ""))
     for K in args.ks:

@@ -27,7 +27,7 @@ from .config import Config, learning_rate, penalty_weight
 from .equivariance import random_contexts
 from .model import circuits, table_forward
 from .task import P, split_mask, targets
-from .train import _eval_contexts, check_dtype, evaluate, initial_params, optimizer_groups, penalty
+from .train import _eval_contexts, check_dtype, evaluate, initial_params, keep_freed_memory, optimizer_groups, penalty
 
 NAMES = ("W_E", "W_Q", "W_K", "W_V", "W_O", "W_U")
 
@@ -60,6 +60,7 @@ def train_batch(cfg: Config, seeds: Sequence[int], device: str = "cpu", bar=None
         raise ValueError(f"seeds must be distinct; got {seeds}")
     dev = resolve_device(device)
     dtype = getattr(torch, check_dtype(cfg))
+    keep_freed_memory()  # the CPU side's large tensors are reused, not faulted in again each epoch
     t0 = time.time()
     K = len(seeds)
     per_seed = [initial_params(replace(cfg, seed=s)) for s in seeds]

@@ -14,7 +14,11 @@ Frames (M, R of every head and the metrics) are kept every 25 epochs up to 4000,
 
 from __future__ import annotations
 
+import ctypes
+import ctypes.util
 import math
+import os
+import sys
 import time
 
 import numpy as np
@@ -25,6 +29,42 @@ from .config import METRICS, Config, is_frame, learning_rate, penalty_weight  # 
 from .equivariance import context_error2, random_contexts, triple_error2
 from .model import circuits, init_params, table_forward
 from .task import P, split_mask, targets
+
+_MALLOC_STATE: list[str] = []  # what keep_freed_memory did in this process (set once)
+
+
+def keep_freed_memory() -> str:
+    """Have glibc keep freed memory for reuse instead of handing it back to the kernel (once per process).
+
+    A training step allocates and frees the same large tensors every epoch: the context penalty's
+    (contexts, heads, 24, 24) intermediates are 7 MB for one seed and K times that for K seeds in
+    ``batch.train_batch``. Under glibc's defaults, blocks above the mmap threshold (at most 32 MB) are
+    mmap'ed and unmapped on every free, and the heap's top is trimmed, so each epoch faults the same memory
+    in again page by page and the kernel zeroes it: on one core this was a third of a single seed's step
+    and more than half of a step of 32 seeds (``docs/orbits_search.md``, "CPU throughput"). With mmap off
+    (M_MMAP_MAX 0) and trimming off (M_TRIM_THRESHOLD -1), freed blocks stay in the heap and the next
+    epoch reuses them. The process keeps its peak memory until it ends; nothing else changes (the same
+    operations on the same values, so the results are bit-equal).
+
+    Not glibc (macOS, musl), or ``HEADGEOMETRY_MALLOC=default`` in the environment: does nothing.
+    Returns ``"kept"``, ``"default"`` (opted out) or ``"unavailable"``.
+    """
+    if _MALLOC_STATE:
+        return _MALLOC_STATE[0]
+    state = "unavailable"
+    if os.environ.get("HEADGEOMETRY_MALLOC", "") == "default":
+        state = "default"
+    elif sys.platform.startswith("linux"):
+        try:
+            libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
+            mallopt = libc.mallopt
+        except (OSError, AttributeError):
+            mallopt = None
+        M_TRIM_THRESHOLD, M_MMAP_MAX = -1, -4  # glibc's malloc.h
+        if mallopt is not None and mallopt(M_MMAP_MAX, 0) == 1 and mallopt(M_TRIM_THRESHOLD, -1) == 1:
+            state = "kept"
+    _MALLOC_STATE.append(state)
+    return state
 
 
 def _eval_contexts(seed: int = 12345) -> torch.Tensor:
@@ -110,6 +150,7 @@ def train(cfg: Config, progress: bool = True, log=None, start: dict | None = Non
     ``context_state``: the state of the context generator to start from (``batch.train_batch`` returns it
     after AdamW, so that polishing a batched seed with ``epochs=0`` draws the contexts ``train`` would).
     """
+    keep_freed_memory()
     torch.manual_seed(cfg.seed)
     dtype = getattr(torch, check_dtype(cfg))
     params = initial_params(cfg, start)
