@@ -1,10 +1,11 @@
 """The served dashboard: ``panel serve dashboard/app.py [--args --store PATH]`` (or ``python -m dashboard``).
 
-A thin Panel shell. One ``AppState`` (model, d, layer, selection, frame) per session; the store's
-contents are read once per process (``dashboard.data`` caches them, keyed on the store's path and
-modification state), so a session only renders its own views (``profiles_page``, ``orbits_page``, both
-built from ``dashboard.views``). Choosing another model replaces the profiles view in place. Every
-interaction inside a view runs in the browser and is mirrored into the state.
+A thin Panel shell. One ``AppState`` (model, d, layer, selection, frame) per session. The store's
+contents are read once per process (``dashboard.data``) and its pages are rendered once per process
+(``dashboard.rendered``, from ``profiles_page`` and ``orbits_page``, both built from ``dashboard.views``),
+both keyed on the store's path and modification state; a session takes its own copy of those Bokeh
+models. Choosing another model replaces the profiles view's data in place. Every interaction inside a
+view runs in the browser and is mirrored into the state.
 
 The store is chosen only at start-up: ``--store PATH`` after ``--args``, else $HEADGEOMETRY_STORE, else
 the committed store.zarr. URL query parameters are ignored. Bind to localhost (``python -m dashboard``
@@ -21,24 +22,20 @@ from pathlib import Path
 import panel as pn
 import param
 from bokeh.layouts import column
+from bokeh.settings import settings
 
-from dashboard import data
-from dashboard.export import orbits_content
-from dashboard.profiles_page import (
-    CSS,
-    header,
-    message,
-    profiles_view,
-    replace_in_place,
-    selector_groups,
-    todo_html,
-)
+from dashboard import data, rendered
+from dashboard.clone import Copy
+from dashboard.profiles_page import CSS, header, message, replace_in_place, selector_groups, todo_html
 
 TITLE = "Attention-head geometry"
 
 PAGE_CSS = (CSS.replace(":host", "body") + " body { margin: 0 12px; } .title { font-size: 1.3em; font-weight: 600;"
             " color: #ffffff; background: #1f2a3a; padding: 8px 14px; margin: 0 -12px 6px -12px; }")
 pn.extension(raw_css=[PAGE_CSS], notifications=False)
+# Every session's document is a copy of pages validated once when rendered (dashboard.rendered); checking
+# each copy again would cost about 50 ms per session for the same result.
+settings.perform_document_validation.set_value(False)
 
 
 class AppState(param.Parameterized):
@@ -55,12 +52,12 @@ def _error_view(title: str, text: str):
     return column(header(title), message(html.escape(text), "error", name="store_error"))
 
 
-def _follow(layout, state: AppState) -> None:
+def _follow(page: Copy, state: AppState) -> None:
     """Mirror the browser's d slider and selection into ``state`` (server-side callbacks)."""
-    slider = layout.select_one({"name": "d_slider"})
+    slider = page.one("d_slider")
     if slider is not None:
         slider.on_change("value", lambda attr, old, new: state.param.update(d=int(new)))
-    heads = layout.select_one({"name": "heads"})
+    heads = page.one("heads")
     if heads is not None:
         def selected(attr, old, new):
             indices = [int(i) for i in new]
@@ -86,22 +83,23 @@ def profiles_panel(store, state: AppState) -> pn.viewable.Viewable:
     select = pn.widgets.Select(label="Model", groups=groups, value=state.model, width=340)
     select.link(state, value="model")
     pane = pn.pane.Bokeh(sizing_mode="fixed")
+    shown: list[Copy] = []  # the profiles page in the pane, once there is one
 
     def show(name: str) -> None:
         try:
-            m = data.model_data(store, name)
+            page = rendered.profiles(store, name)
         except KeyError:
+            shown.clear()
             pane.object = _error_view("Profiles of attention heads", f"{name} is no longer in the store {store}.")
             return
         state.param.update(d=0, selection=[], layer=None)
-        layout = profiles_view(m)
-        shown = pane.object
-        if shown is None or shown.name != "profiles_page":
-            _follow(layout, state)
-            pane.object = layout
+        if not shown:
+            _follow(page, state)
+            shown.append(page)
+            pane.object = page.root
             return
-        shown.select_one({"name": "heads"}).selected.indices = []
-        replace_in_place(shown, layout)  # the same models with the new model's data: the document stays flat
+        shown[0].one("heads").selected.indices = []
+        replace_in_place(shown[0], page)  # the same models with the new model's data: the document stays flat
 
     state.param.watch(lambda ev: (show(ev.new), setattr(select, "value", ev.new)), "model")
     show(state.model)
@@ -109,11 +107,11 @@ def profiles_panel(store, state: AppState) -> pn.viewable.Viewable:
 
 
 def orbits_panel(store, state: AppState) -> pn.viewable.Viewable:
-    content = orbits_content(store)
-    slider = content.select_one({"name": "orbits_frame"})
+    page = rendered.orbits(store)
+    slider = page.one("orbits_frame")
     if slider is not None:
         slider.on_change("value", lambda attr, old, new: state.param.update(frame=int(new)))
-    return pn.pane.Bokeh(content)
+    return pn.pane.Bokeh(page.root)
 
 
 def guarded(make, title: str, store, state: AppState) -> pn.viewable.Viewable:

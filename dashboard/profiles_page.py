@@ -19,12 +19,16 @@ import xarray as xr
 from bokeh.layouts import column, row
 from bokeh.model import Model
 from bokeh.models import (
+    BoxSelectTool,
     Button,
     ColumnDataSource,
     CustomJS,
     Div,
+    GlyphRenderer,
     HoverTool,
     InlineStyleSheet,
+    LassoSelectTool,
+    Legend,
     LinearColorMapper,
     Select,
     Slider,
@@ -33,6 +37,7 @@ from bokeh.transform import dodge
 
 from dashboard import geometry as g
 from dashboard import jscode, views
+from dashboard.clone import Copy
 from dashboard.data import ModelData, ModelRow
 
 ORBIT_FAMILY = "orbits"
@@ -149,6 +154,25 @@ def _as_dataarray(profile: np.ndarray, name: str) -> xr.DataArray:
                         name="profile")
 
 
+def lean(fig, selectable: list) -> None:
+    """Only the ``selectable`` renderers (the heads) take part in box and lasso selections, and the figure
+    keeps only the glyphs it draws: every other renderer drops the copies of its glyph for selected,
+    unselected and muted data, the selectable ones their muted copy, and the empty legends go. About 50
+    fewer models for every session to build, walk and send (``benchmarks/dashboard_bench.py``)."""
+    for tool in fig.tools:
+        if isinstance(tool, (BoxSelectTool, LassoSelectTool)):
+            tool.renderers = list(selectable)
+    for r in fig.renderers:
+        if isinstance(r, GlyphRenderer):
+            r.muted_glyph = "auto"
+            if r not in selectable:
+                r.selection_glyph = r.nonselection_glyph = "auto"
+    for side in ("center", "above", "below", "left", "right"):
+        kept = [x for x in getattr(fig, side) if not (isinstance(x, Legend) and not x.items)]
+        if len(kept) != len(getattr(fig, side)):
+            setattr(fig, side, kept)
+
+
 def profiles_view(m: ModelData, *, nav: dict[str, str] | None = None, current_url: str | None = None,
                   play_interval_ms: int = 120, selector=None):
     """The profiles page of one model as a Bokeh layout.
@@ -194,6 +218,8 @@ def profiles_view(m: ModelData, *, nav: dict[str, str] | None = None, current_ur
                                        line_color=views.SELECTED, line_width=2, visible=False,
                                        name=f"hist_selected_{c}"))
         sel_sources.append(sel)
+    for fig, selectable in ((tetra, [tetra.select_one({"name": "head_dots"})]), (heat, dots), (hist, [])):
+        lean(fig, selectable)
     azimuth = Slider(start=-180, end=180, value=g.DEFAULT_AZIMUTH, step=1, title="azimuth (°)", name="azimuth",
                      width=190)
     elevation = Slider(start=-90, end=90, value=g.DEFAULT_ELEVATION, step=1, title="elevation (°)",
@@ -265,20 +291,18 @@ def _holds_model(value) -> bool:
 SKIP = {"name", "id", "js_event_callbacks", "js_property_callbacks", "subscribed_events", "syncable", "tags"}
 
 
-def replace_in_place(shown, new) -> None:
-    """Give every named model of the layout ``shown`` the values of the same-named model of ``new``.
+def replace_in_place(shown: Copy, new: Copy) -> None:
+    """Give every named model of the page ``shown`` the values of the same-named model of ``new``.
 
-    Both come from ``profiles_view`` (same structure for every model), so a served page switches model by
-    changing data: no model joins or leaves the document. ``new`` is discarded afterwards.
+    Both are copies of ``profiles_view`` layouts (``dashboard.rendered``; same structure for every model), so
+    a served page switches model by changing data: no model joins or leaves the document. ``new`` is
+    discarded afterwards.
     """
-    olds = {}
-    for m in shown.references():
-        if m.name:
-            olds.setdefault(m.name, []).append(m)
-    for m in new.references():
-        if not m.name or len(olds.get(m.name, [])) != 1 or type(olds[m.name][0]) is not type(m):
+    for name, models in new.named.items():
+        olds = shown.named.get(name, [])
+        if len(models) != 1 or len(olds) != 1 or type(olds[0]) is not type(models[0]):
             continue
-        old = olds[m.name][0]
+        old, m = olds[0], models[0]
         values = {k: v for k, v in m.properties_with_values(include_defaults=True).items()
                   if k not in SKIP and not _holds_model(v)}
         changed = {}

@@ -1,0 +1,74 @@
+"""The served app's pages rendered once per process and store state, and copied for each session.
+
+``profiles(store, name)`` and ``orbits(store)`` return a ``clone.Copy`` of the layout that
+``profiles_page.profiles_view`` / ``export.orbits_content`` build: the HoloViews views are rendered the first
+time a model is shown (about 0.7 s for 1280 heads) and every later session gets its own copy of those
+Bokeh models (about 15 ms). The cache is keyed like ``dashboard.data``'s, on the store's path and the
+modification state of its groups, so a model recomputed while the server runs is rendered anew.
+
+A rendered page is checked once with Bokeh's document validation (its warnings go to the log), so the
+served app switches off the same check on every session's document (``app.py``): a copy has the models
+and values of the page it copies. Before the first copy, the page's stateless selection policies and
+index filters (one per data source and one per renderer, all alike) are replaced by one shared
+instance of each: about 40 fewer models for every session to build, walk and send.
+"""
+
+from __future__ import annotations
+
+import functools
+import threading
+from pathlib import Path
+
+from bokeh.core.validation import check_integrity, process_validation_issues
+from bokeh.model import Model
+from bokeh.models import AllIndices, CDSView, ColumnDataSource, UnionRenderers
+
+from dashboard import data
+from dashboard.clone import Copy, copy_layout
+from pipeline.schema import ORBITS, ORBITS_SEARCH
+
+_LOCK = threading.Lock()  # one rendering at a time (HoloViews' renderer is not thread-safe)
+
+
+def _prepared(layout: Model) -> tuple[Model, list[Model]]:
+    """``layout`` with its stateless models shared and validated once, and the list of its models."""
+    policy, everything = UnionRenderers(), AllIndices()
+    for m in list(layout.references()):
+        if isinstance(m, ColumnDataSource) and isinstance(m.selection_policy, UnionRenderers):
+            m.selection_policy = policy
+        elif isinstance(m, CDSView) and isinstance(m.filter, AllIndices):
+            m.filter = everything
+    models = list(layout.references())
+    process_validation_issues(check_integrity(models))
+    return layout, models
+
+
+@functools.lru_cache(maxsize=8)
+def _profiles(path: str, key: tuple, name: str) -> tuple[Model, list[Model]]:
+    from dashboard.profiles_page import profiles_view
+
+    return _prepared(profiles_view(data.model_data(path, name)))
+
+
+@functools.lru_cache(maxsize=2)
+def _orbits(path: str, key: tuple) -> tuple[Model, list[Model]]:
+    from dashboard.export import orbits_content
+
+    return _prepared(orbits_content(Path(path)))
+
+
+def profiles(store, name: str) -> Copy:
+    """A new copy of the profiles page of model ``name``; KeyError when the store has no such model."""
+    if name not in {r.name for r in data.rows(store)}:
+        raise KeyError(name)
+    with _LOCK:
+        layout, models = _profiles(str(store), data.state_key(store), name)
+    return copy_layout(layout, models)
+
+
+def orbits(store) -> Copy:
+    """A new copy of the orbits page (or of its message when the store's orbits group cannot be shown)."""
+    key = (data.state_key(store, ORBITS), data.state_key(store, ORBITS_SEARCH))
+    with _LOCK:
+        layout, models = _orbits(str(store), key)
+    return copy_layout(layout, models)

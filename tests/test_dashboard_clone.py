@@ -1,0 +1,107 @@
+"""Copies of rendered layouts (dashboard.clone) and the per-process cache of rendered pages (dashboard.rendered).
+
+A copy must be the same page: Bokeh's own serializer gives the same document for the copy as for the
+original, once ids are renamed in order of appearance. It must also be independent: its own models,
+containers and document.
+"""
+
+from __future__ import annotations
+
+import base64
+
+import numpy as np
+import pytest
+from bokeh.document import Document
+from bokeh.model import Model
+
+from dashboard import data, rendered
+from dashboard.clone import copy_layout
+from dashboard.profiles_page import profiles_view
+from pipeline import store as st
+from tests.browser.conftest import ABSOLUTE_MODEL, ROPE_MODEL, write_synthetic_store
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory):
+    return write_synthetic_store(tmp_path_factory.mktemp("s") / "store.zarr", with_orbits=True)
+
+
+def serialised(root: Model):
+    """The document holding ``root`` as Bokeh serialises it, with ids renamed 0, 1, ... in order of appearance
+    and binary buffers replaced by their bytes (base64)."""
+    doc = Document()
+    doc.add_root(root)
+    ids: dict[str, int] = {}
+
+    def walk(x):
+        if isinstance(x, dict):
+            return {k: (ids.setdefault(v, len(ids)) if k == "id" else walk(v)) for k, v in x.items()}
+        if isinstance(x, (list, tuple)):
+            return [walk(v) for v in x]
+        return x
+
+    out = walk(doc.to_json(deferred=False)["roots"])
+    doc.remove_root(root)
+    return out
+
+
+def _pages(store):
+    return [profiles_view(data.model_data(store, ROPE_MODEL)), profiles_view(data.model_data(store, ABSOLUTE_MODEL))]
+
+
+def test_a_copy_serialises_as_the_original(store):
+    for layout in _pages(store):
+        copy = copy_layout(layout)
+        assert serialised(copy.root) == serialised(layout)
+
+
+def test_a_copy_shares_no_model_and_no_container(store):
+    layout = _pages(store)[0]
+    copy = copy_layout(layout)
+    originals = {id(m) for m in layout.references()}
+    copies = list(copy.root.references())
+    assert len(copies) == len(originals) and not originals & {id(m) for m in copies}
+    assert not {m.id for m in layout.references()} & {m.id for m in copies}
+    # a change to the copy leaves the original as it was
+    heads = copy.one("heads")
+    before = np.array(layout.select_one({"name": "heads"}).data["x"])
+    heads.data["x"] = np.zeros(len(before))
+    heads.selected.indices = [1, 2]
+    copy.one("d_slider").value = 7
+    original = layout.select_one({"name": "heads"})
+    np.testing.assert_array_equal(original.data["x"], before)
+    assert original.selected.indices == [] and layout.select_one({"name": "d_slider"}).value == 0
+    # and both can be in documents at once
+    doc_a, doc_b = Document(), Document()
+    doc_a.add_root(layout)
+    doc_b.add_root(copy.root)
+    assert heads.document is doc_b and original.document is doc_a
+
+
+def test_named_models_of_a_copy(store):
+    layout = _pages(store)[0]
+    copy = copy_layout(layout)
+    for name in ("heads", "d_slider", "profile_cube", "tetrahedron"):
+        assert copy.one(name) is not None and type(copy.one(name)) is type(layout.select_one({"name": name}))
+        assert copy.one(name) in copy.root.references()
+    cube = copy.one("profile_cube").data["q"]
+    expected = layout.select_one({"name": "profile_cube"}).data["q"]
+    assert base64.b64encode(np.asarray(cube).tobytes()) == base64.b64encode(np.asarray(expected).tobytes())
+    assert copy.one("no such model") is None
+
+
+def test_rendered_pages_are_fresh_copies_and_follow_the_store(store, tmp_path):
+    a, b = rendered.profiles(store, ROPE_MODEL), rendered.profiles(store, ROPE_MODEL)
+    assert a.root is not b.root and serialised(a.root) == serialised(b.root)
+    with pytest.raises(KeyError):
+        rendered.profiles(store, "no-such-model")
+    o1, o2 = rendered.orbits(store), rendered.orbits(store)
+    assert o1.root is not o2.root and o1.one("orbits_frame") is not None
+    # a store whose orbits group changes is rendered anew
+    other = write_synthetic_store(tmp_path / "store.zarr", with_orbits=False)
+    assert rendered.orbits(other).one("orbits_frame") is None  # the message: no orbits group
+    from tests.browser.conftest import synthetic_orbits_dataset
+
+    st.write_group(other, st.ORBITS, synthetic_orbits_dataset(n_frames=5))
+    page = rendered.orbits(other)
+    assert page.one("orbits_frame") is not None and page.one("orbits_frame").end == 4
