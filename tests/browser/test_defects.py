@@ -121,6 +121,19 @@ def box_of(page, name: str) -> dict:
                     " return {x: r.left, y: r.top, width: r.width, height: r.height};", name)
 
 
+RIGHT_EDGE_JS = """() => {
+  // the right edge of every drawn view (a cut-off page does not scroll: its overflow is hidden)
+  let right = 0, widest = null;
+  const walk = (v) => {
+    const b = v.el && v.el.getBoundingClientRect ? v.el.getBoundingClientRect() : null;
+    if (b && b.width > 0 && b.right > right) { right = b.right; widest = v.model.type + ' ' + (v.model.name || ''); }
+    for (const c of (v.child_views || [])) { walk(c); }
+  };
+  for (const d of Bokeh.documents) { for (const r of d.roots()) { const v = Bokeh.index.find_one(r); if (v) { walk(v); } } }
+  return [right, widest];
+}"""
+
+
 def test_pages_fit_a_1400_pixel_window(browser, app_url, exported):
     """Defect: the page was 1458 px wide and cut off on the right."""
     for url, wait in ((app_url, "heads"), (exported / profile_page_name(ROPE_MODEL), "heads"),
@@ -128,32 +141,42 @@ def test_pages_fit_a_1400_pixel_window(browser, app_url, exported):
         page, errors = (open_app(browser, url, wait) if isinstance(url, str) else open_file(browser, url, wait))
         width = page.evaluate("document.documentElement.scrollWidth")
         assert width <= VIEWPORT["width"], (url, width)
+        right, widest = page.evaluate(RIGHT_EDGE_JS)
+        assert right <= VIEWPORT["width"], f"{widest} reaches {right:.0f} px in {url}"
         assert errors == []
         page.close()
 
 
+LABEL_BOXES_JS = """async () => {
+  // the boxes BokehJS itself painted the vertex labels in (the Text glyph view's positions, offsets,
+  // anchors and sizes), after the next paint, as distances inside the plotting frame (negative: outside)
+  await new Promise(r => requestAnimationFrame(() => setTimeout(r, 0)));
+  const fig = find('tetrahedron'), v = Bokeh.index.find_one(fig);
+  const text = fig.renderers.find(r => r.glyph.type === 'Text');
+  const g = v.renderer_views.get(text).glyph, f = v.frame.bbox, out = [];
+  for (let i = 0; i < g.sx.length; i++) {
+    const a = g.anchor_.get(i);
+    const left = g.sx[i] + g.x_offset.get(i) - a.x * g.swidth[i];
+    const top = g.sy[i] + g.y_offset.get(i) - a.y * g.sheight[i];
+    out.push([left - f.left, f.right - (left + g.swidth[i]), top - f.top, f.bottom - (top + g.sheight[i])]);
+  }
+  return out;
+}"""
+
+
 def test_vertex_labels_stay_inside_the_plot_at_every_rotation(browser, exported):
-    """Defect: vertex labels were clipped or hidden at some rotations."""
+    """Defect: vertex labels were clipped or hidden at some rotations (measured on the boxes BokehJS paints)."""
     page, errors = open_file(browser, exported / profile_page_name(ROPE_MODEL))
-    measure = """
-      const fig = find('tetrahedron'), v = Bokeh.index.find_one(fig), src = find('tetra_vertices').data;
-      const text = fig.renderers.find(r => r.glyph.type === 'Text');
-      const c = document.createElement('canvas').getContext('2d');
-      c.font = 'bold ' + text.glyph.text_font_size.value + ' sans-serif';
-      const f = v.frame.bbox, out = [];
-      for (let k = 0; k < src.x.length; k++) {
-        const w = c.measureText(src.label[k]).width, sx = v.frame.x_scale.compute(src.x[k]);
-        const sy = v.frame.y_scale.compute(src.y[k]) - src.dy[k];
-        out.push([sx - w / 2 - f.left, f.right - (sx + w / 2), sy - 9 - f.top, f.bottom - (sy + 9)]);
-      }
-      return out;"""
-    worst = np.inf
-    for az in range(-180, 180, 20):
-        for el in (-80, -45, -15, 0, 20, 50, 85):
+    worst, where = np.inf, None
+    for az in range(-180, 180, 15):
+        for el in (-90, -80, -45, -15, 0, 20, 50, 85, 90):
             set_prop(page, "azimuth", "value", az)
             set_prop(page, "elevation", "value", el)
-            worst = min(worst, float(np.min(js(page, measure))))
-    assert worst >= 0, f"a vertex label reaches {-worst:.1f} px outside the plot"
+            boxes = np.array(page.evaluate("() => {" + FIND_JS + "return (" + LABEL_BOXES_JS + ")(); }"))
+            assert boxes.shape == (4, 4)
+            if boxes.min() < worst:
+                worst, where = float(boxes.min()), (az, el)
+    assert worst >= 0, f"a vertex label reaches {-worst:.1f} px outside the plot at azimuth, elevation {where}"
     assert errors == []
     page.close()
 
@@ -194,35 +217,56 @@ def test_no_orange_selected_outline_while_nothing_is_selected(browser, exported)
     page.close()
 
 
-def test_hover_over_dense_points_shows_one_tooltip_on_screen(browser, exported):
-    """Defect: hover tooltips stacked off-screen over dense points."""
-    page, errors = open_file(browser, exported / profile_page_name(ROPE_MODEL))
-    sx, sy = np.array(js(page, "const v = Bokeh.index.find_one(find('tetrahedron'));"
-                               " const r = v.el.getBoundingClientRect(), s = find('heads').data;"
-                               " return [Array.from(s.x, x => r.left + v.frame.x_scale.compute(x)),"
-                               " Array.from(s.y, y => r.top + v.frame.y_scale.compute(y))];"))
-    near = (np.hypot(sx[:, None] - sx[None], sy[:, None] - sy[None]) < 6).sum(axis=1)
-    i = int(np.argmax(near))
-    assert near[i] >= 2  # a spot where several heads' dots overlap
-    page.mouse.move(sx[i], sy[i])
-    page.locator(".bk-tooltip-content").first.wait_for(state="visible", timeout=10_000)
-    boxes = page.evaluate("""() => {
-      const out = [];
-      const walk = (root) => {
-        for (const el of root.querySelectorAll('*')) {
-          if (el.classList && el.classList.contains('bk-tooltip-content')) {
-            const r = el.getBoundingClientRect();
-            if (r.width > 0 && r.height > 0) { out.push([r.left, r.top, r.right, r.bottom]); }
-          }
-          if (el.shadowRoot) { walk(el.shadowRoot); }
+DENSE_MODEL = "synthetic-dense"
+
+
+@pytest.fixture(scope="module")
+def dense_page(tmp_path_factory):
+    """The exported page of a model whose 48 heads all have the same profile: one spot, 48 dots."""
+    path = tmp_path_factory.mktemp("dense") / "store.zarr"
+    row = schema.ModelRow(DENSE_MODEL, 3, 16, 64, 16, "none", family="gpt2", source="synthetic",
+                          command=f"python -m pipeline profiles {DENSE_MODEL}")
+    st.register_model(path, row)
+    for layer in range(row.n_layers):
+        st.write_layer(path, DENSE_MODEL, layer, np.tile([0.1, 0.2, 0.3, 0.4], (row.n_heads, 1)), np.ones(row.n_heads))
+    st.mark_complete(path, DENSE_MODEL, revision="synthetic")
+    out = tmp_path_factory.mktemp("dense-export")
+    export(out, path)
+    return out / profile_page_name(DENSE_MODEL)
+
+
+TOOLTIPS_JS = """() => {
+  const out = [];
+  const walk = (root) => {
+    for (const el of root.querySelectorAll('*')) {
+      if (el.classList && el.classList.contains('bk-tooltip-content')) {
+        const r = el.getBoundingClientRect();
+        if (r.width > 0 && r.height > 0) {
+          out.push([r.left, r.top, r.right, r.bottom, (el.textContent.match(/head/g) || []).length]);
         }
-      };
-      walk(document);
-      return out;
-    }""")
+      }
+      if (el.shadowRoot) { walk(el.shadowRoot); }
+    }
+  };
+  walk(document);
+  return out;
+}"""
+
+
+def test_hover_over_dense_points_shows_one_tooltip_on_screen(browser, dense_page):
+    """Defect: hover tooltips stacked off-screen over dense points (here 48 heads on one spot)."""
+    page, errors = open_file(browser, dense_page)
+    sx, sy = js(page, "const v = Bokeh.index.find_one(find('tetrahedron'));"
+                      " const r = v.el.getBoundingClientRect(), s = find('heads').data;"
+                      " return [r.left + v.frame.x_scale.compute(s.x[0]), r.top + v.frame.y_scale.compute(s.y[0])];")
+    page.mouse.move(sx, sy)
+    page.locator(".bk-tooltip-content").first.wait_for(state="visible", timeout=10_000)
+    page.wait_for_timeout(200)
+    boxes = page.evaluate(TOOLTIPS_JS)
     assert len(boxes) == 1, boxes
-    left, top, right, bottom = boxes[0]
-    assert left >= 0 and top >= 0 and right <= VIEWPORT["width"] and bottom <= VIEWPORT["height"]
+    left, top, right, bottom, heads = boxes[0]
+    assert heads == 1, f"the tooltip lists {heads} heads"
+    assert left >= 0 and top >= 0 and right <= VIEWPORT["width"] and bottom <= VIEWPORT["height"], boxes[0]
     assert errors == []
     page.close()
 
