@@ -11,6 +11,7 @@ into a message (its JSON decoded) but no Bokeh model is built from it, so the cl
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import re
 import time
 from urllib.parse import urlsplit
@@ -66,7 +67,9 @@ def sessions(url: str, n: int, at_once: bool) -> list[float]:
             return list(await asyncio.gather(*(open_session(url) for _ in range(n))))
         return [await open_session(url) for _ in range(n)]
 
-    return asyncio.run(run())
+    # a thread of its own: the caller may already run an event loop (playwright's sync API does)
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        return pool.submit(asyncio.run, run()).result()
 
 
 def sessions_at_once(url: str, n: int) -> float:

@@ -1,16 +1,22 @@
-"""The served dashboard and the exported pages, timed side by side with the dashboard before its HoloViews views.
+"""The served dashboard and the exported pages, timed side by side with the dashboard before this tree's
+per-process rendering and with a one-figure Panel app (the floor of any Panel page on this machine).
 
-    python benchmarks/dashboard_bench.py [--sessions 100] [--old-sessions 20] [--layers 40] [--heads 32]
+    python benchmarks/dashboard_bench.py [--sessions 100] [--before-sessions 20] [--layers 40] [--heads 32]
     python benchmarks/dashboard_bench.py --screenshots docs/   # only the two screenshots of the docs
 
 Builds a synthetic store in a temporary folder (a 40 x 32 rotary model with all 129 offsets, a small
 absolute-position model and an orbits group), serves it with ``panel serve`` on 127.0.0.1 and drives
 headless chromium (every request outside 127.0.0.1 refused, BokehJS served from the installed
-package). The same measurements run on this tree's app ("now") and, where git can check it out, on the
-dashboard of the commit before the one that removed ``dashboard/tetrahedron.py`` ("before"):
+package). The same measurements run on three apps, each served alone: this tree's ("now"), the
+dashboard of the parent of the commit that added ``dashboard/rendered.py`` ("before", where git can
+check it out) and ``floor``: a Panel page holding one 2-point figure named ``tetrahedron``.
 
-- warm session build: median time from navigation to a drawn tetrahedron, after a first session;
-- 20 sessions opened at once: time until every one has drawn its tetrahedron;
+- session build, server side (``bokeh_session.py``): the GET that runs the app script and the pull of
+  the session's document over its websocket, as a browser does them, without a browser; median of 7
+  after a first session, and 20 sessions opened at once (until every document has arrived);
+- page load in chromium: median time from navigation to a drawn tetrahedron after a first session, and
+  20 pages opened at once (until every one is drawn). Chromium's own work is in these: compare with the
+  floor;
 - resident memory of the server after N sequential sessions (each closed; sessions expire after 1 s);
 - the document's model count in the browser after 10 switches of the model selector, against the first;
 - on the exported pages: page size, d-slider step and movie frame interval (JavaScript + paint).
@@ -32,6 +38,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(REPO / "benchmarks"))
 
 STEP_JS = """
 async (steps) => {
@@ -74,16 +81,34 @@ def pct(xs, q):
     return xs[min(len(xs) - 1, int(q * len(xs)))]
 
 
+FLOOR_APP = """import panel as pn
+from bokeh.plotting import figure
+
+fig = figure(width=300, height=300, name="tetrahedron")
+fig.scatter([1, 2], [3, 4])
+pn.Column(pn.pane.Bokeh(fig)).servable()
+"""
+
+
+def floor_tree(tmp: Path) -> Path:
+    """A folder whose dashboard/app.py is the one-figure Panel page."""
+    out = tmp / "floor"
+    (out / "dashboard").mkdir(parents=True)
+    (out / "dashboard" / "app.py").write_text(FLOOR_APP)
+    return out
+
+
 def old_tree(tmp: Path) -> Path | None:
-    """The dashboard package as it was before the HoloViews views (git archive), or None without git."""
+    """The dashboard package before per-process rendering (git archive of the parent of the commit that
+    added dashboard/rendered.py), or None without git."""
     try:
-        rev = subprocess.run(["git", "rev-list", "-1", "HEAD", "--", "dashboard/tetrahedron.py"], cwd=REPO,
-                             capture_output=True, text=True, check=True).stdout.strip()
-        if not rev:
+        revs = subprocess.run(["git", "log", "--diff-filter=A", "--format=%H", "--", "dashboard/rendered.py"],
+                              cwd=REPO, capture_output=True, text=True, check=True).stdout.split()
+        if not revs:
             return None
         out = tmp / "before"
         out.mkdir()
-        archive = subprocess.run(["git", "archive", f"{rev}~1", "dashboard"], cwd=REPO, capture_output=True,
+        archive = subprocess.run(["git", "archive", f"{revs[-1]}~1", "dashboard"], cwd=REPO, capture_output=True,
                                  check=True).stdout
         subprocess.run(["tar", "-x", "-C", str(out)], input=archive, check=True)
         return out
@@ -116,7 +141,12 @@ def rss_mb(pid: int) -> float:
     return float("nan")
 
 
-def measure_server(browser, root: Path, store: Path, port: int, sessions: int, models: tuple[str, str]) -> dict:
+def measure_server(browser, root: Path, store: Path, port: int, sessions: int, models: tuple[str, str] | None,
+                   ) -> dict:
+    """Every served measurement of one app; ``models`` None (the floor) skips memory and model switches."""
+    from bokeh_session import sessions as open_sessions
+    from bokeh_session import sessions_at_once
+
     from tests.browser.conftest import route_offline, stop
 
     proc, url = serve(root, store, port)
@@ -128,10 +158,12 @@ def measure_server(browser, root: Path, store: Path, port: int, sessions: int, m
             page.wait_for_function(IDLE_JS, timeout=120_000)
             return time.perf_counter() - t0
 
-        page = browser.new_page(viewport={"width": 1400, "height": 900})
-        route_offline(page)
-        load(page)  # the first session pays the server's imports and the store's first read
-        page.close()
+        open_sessions(url, 1, at_once=False)  # the first session pays the imports and the first rendering
+        out["server"] = statistics.median(open_sessions(url, 7, at_once=False))
+        print(f"  session build (server side), median of 7: {out['server']:.3f} s", flush=True)
+        out["server20"] = sessions_at_once(url, 20)
+        print(f"  20 sessions at once (server side), all documents sent: {out['server20']:.2f} s", flush=True)
+
         times = []
         for _ in range(7):
             page = browser.new_page(viewport={"width": 1400, "height": 900})
@@ -139,7 +171,7 @@ def measure_server(browser, root: Path, store: Path, port: int, sessions: int, m
             times.append(load(page))
             page.close()
         out["warm"] = statistics.median(times)
-        print(f"  warm session build, median of 7: {out['warm']:.2f} s", flush=True)
+        print(f"  page load to a drawn tetrahedron, median of 7: {out['warm']:.2f} s", flush=True)
 
         pages = []
         for _ in range(20):
@@ -152,9 +184,11 @@ def measure_server(browser, root: Path, store: Path, port: int, sessions: int, m
         for p in pages:
             p.wait_for_function(IDLE_JS, timeout=300_000)
         out["twenty"] = time.perf_counter() - t0
-        print(f"  20 sessions at once, all drawn: {out['twenty']:.1f} s", flush=True)
+        print(f"  20 pages at once, all drawn: {out['twenty']:.1f} s", flush=True)
         for p in pages:
             p.close()
+        if models is None:
+            return out
 
         time.sleep(3)  # closed sessions expire (1 s) and are collected
         before = rss_mb(proc.pid)
@@ -275,8 +309,8 @@ def main(argv=None) -> int:
     ap.add_argument("--frames", type=int, default=167, help="orbit movie frames")
     ap.add_argument("--steps", type=int, default=40, help="d-slider steps to time")
     ap.add_argument("--sessions", type=int, default=100, help="sequential sessions for the memory figure")
-    ap.add_argument("--old-sessions", type=int, default=20, help="the same for the dashboard before (slower)")
-    ap.add_argument("--no-before", action="store_true", help="time only this tree's dashboard")
+    ap.add_argument("--before-sessions", type=int, default=20, help="the same for the dashboard before (slower)")
+    ap.add_argument("--no-before", action="store_true", help="time only this tree's dashboard and the floor")
     ap.add_argument("--screenshots", type=Path, default=None, help="write the docs screenshots here and stop")
     args = ap.parse_args(argv)
     if args.screenshots:
@@ -306,33 +340,38 @@ def main(argv=None) -> int:
     before = None if args.no_before else old_tree(tmp)
     if before is not None:
         trees["before"] = before
+    trees["floor"] = floor_tree(tmp)
     results = {}
     with sync_playwright() as pw:
         browser = pw.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
         for label, root in trees.items():
-            sessions = args.sessions if label == "now" else args.old_sessions
-            print(f"[{label}] serving and exporting ...", flush=True)
-            results[label] = measure_server(browser, root, path, free_port(), sessions, (ROPE_MODEL, ABSOLUTE_MODEL))
-            results[label] |= measure_pages(browser, root, path, tmp / f"pages-{label}", args.steps)
+            sessions = args.sessions if label == "now" else args.before_sessions
+            print(f"[{label}] serving{' and exporting' if label != 'floor' else ''} ...", flush=True)
+            models = None if label == "floor" else (ROPE_MODEL, ABSOLUTE_MODEL)
+            results[label] = measure_server(browser, root, path, free_port(), sessions, models)
+            if label != "floor":
+                results[label] |= measure_pages(browser, root, path, tmp / f"pages-{label}", args.steps)
         browser.close()
 
     cols = list(results)
     print()
     print(f"{'measure':58s}" + "".join(f"{c:>18s}" for c in cols) + "   target")
 
-    def line(name, fmt, target=""):
-        print(f"{name:58s}" + "".join(f"{fmt(results[c]):>18s}" for c in cols) + f"   {target}")
+    def line(name, key, fmt, target=""):
+        cells = "".join(f"{(fmt(results[c][key]) if key in results[c] else '-'):>18s}" for c in cols)
+        print(f"{name:58s}{cells}   {target}")
 
-    line("warm session build, median of 7 (s)", lambda r: f"{r['warm']:.2f}", "<= 0.3")
-    line("20 sessions opened at once, all drawn (s)", lambda r: f"{r['twenty']:.1f}", "<= 5")
-    line("server RSS growth over N sequential sessions (MB)",
-         lambda r: f"{r['rss'][1] - r['rss'][0]:+.0f} (N={r['rss'][2]})", "<= 50 for N=100")
-    line("document models: first -> after 10 switches", lambda r: f"{r['models'][0]} -> {r['models'][1]}",
-         "within 10%")
-    line(f"exported rotary page, CDN resources ({n} heads) (MB)", lambda r: f"{r['size']:.2f}", "<= 2")
-    line("d-slider step, median / p90 (ms)", lambda r: f"{r['step'][0]:.1f} / {r['step'][1]:.1f}", "< 50")
-    line("movie frame interval, median (ms; the page asks for)",
-         lambda r: f"{r['movie'][0]:.1f} ({r['movie'][1]})", "< 50 of JS")
+    line("session build, server side, median of 7 (s)", "server", lambda v: f"{v:.3f}", "<= 0.3")
+    line("20 sessions at once, server side, all sent (s)", "server20", lambda v: f"{v:.2f}", "<= 5")
+    line("page load to a drawn tetrahedron, median of 7 (s)", "warm", lambda v: f"{v:.2f}")
+    line("20 pages at once in chromium, all drawn (s)", "twenty", lambda v: f"{v:.1f}")
+    line("server RSS growth over N sequential sessions (MB)", "rss", lambda v: f"{v[1] - v[0]:+.0f} (N={v[2]})",
+         "<= 50 for N=100")
+    line("document models: first -> after 10 switches", "models", lambda v: f"{v[0]} -> {v[1]}", "within 10%")
+    line(f"exported rotary page, CDN resources ({n} heads) (MB)", "size", lambda v: f"{v:.2f}", "<= 2")
+    line("d-slider step, median / p90 (ms)", "step", lambda v: f"{v[0]:.1f} / {v[1]:.1f}", "< 50")
+    line("movie frame interval, median (ms; the page asks for)", "movie", lambda v: f"{v[0]:.1f} ({v[1]})",
+         "< 50 of JS")
     return 0
 
 
