@@ -5,8 +5,9 @@ Rendering the HoloViews views again for each session costs about 0.7 s for a 128
 the models of a layout rendered once (``dashboard.rendered``) costs about 15 ms. The copy is
 made below Bokeh's constructors, the way Bokeh's own deserializer builds models: each model is
 created uninitialised, its set values and its instantiated defaults are copied with every reference to
-a model of the layout replaced by that model's copy, and containers are rebuilt so that no list or dict
-is shared with the original. Nothing is validated again: the values were valid on the original.
+a model of the layout replaced by that model's copy, and containers are rebuilt so that no list, dict
+or set is shared with the original (a shared container would hold its every owner, and so every
+session's copy, alive for as long as the original). Nothing is validated again: the values were valid on the original.
 ``tests/test_dashboard_clone.py`` checks that a copy serialises exactly as the original does, ids aside.
 
 Arrays (numpy) are shared between original and copy: Bokeh never mutates them in place (a data
@@ -49,7 +50,7 @@ def _blank(cls: type[Model]) -> Model:
 
 
 def _plain(value) -> bool:
-    return not isinstance(value, (Model, dict, list, tuple)) and not (
+    return not isinstance(value, (Model, dict, list, tuple, set, frozenset)) and not (
         dataclasses.is_dataclass(value) and not isinstance(value, type))
 
 
@@ -63,6 +64,8 @@ def copy_layout(root: Model, models: list[Model] | None = None) -> Copy:
             return new[v.id]
         if isinstance(v, dict):
             return {k: mapped(x) for k, x in v.items()}
+        if isinstance(v, (set, frozenset)):  # e.g. subscribed_events
+            return {mapped(x) for x in v}
         if isinstance(v, (list, tuple)):
             if all(_plain(x) for x in v):  # a column of plain values
                 return list(v) if isinstance(v, list) else v

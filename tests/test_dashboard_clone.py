@@ -11,6 +11,7 @@ import base64
 
 import numpy as np
 import pytest
+from bokeh.core.property.wrappers import PropertyValueContainer
 from bokeh.document import Document
 from bokeh.model import Model
 
@@ -62,6 +63,12 @@ def test_a_copy_shares_no_model_and_no_container(store):
     copies = list(copy.root.references())
     assert len(copies) == len(originals) and not originals & {id(m) for m in copies}
     assert not {m.id for m in layout.references()} & {m.id for m in copies}
+
+    def containers(models):
+        return {id(v) for m in models for store in ("_property_values", "_unstable_default_values")
+                for v in getattr(m, store).values() if isinstance(v, PropertyValueContainer)}
+
+    assert containers(copies) and not containers(layout.references()) & containers(copies)
     # a change to the copy leaves the original as it was
     heads = copy.one("heads")
     before = np.array(layout.select_one({"name": "heads"}).data["x"])
@@ -88,6 +95,21 @@ def test_named_models_of_a_copy(store):
     expected = layout.select_one({"name": "profile_cube"}).data["q"]
     assert base64.b64encode(np.asarray(cube).tobytes()) == base64.b64encode(np.asarray(expected).tobytes())
     assert copy.one("no such model") is None
+
+
+def test_a_dropped_copy_is_freed(store):
+    """Nothing of the original keeps a copy alive (a served session's page must go with its session)."""
+    import gc
+    import weakref
+
+    layout = _pages(store)[0]
+    copy = copy_layout(layout)
+    doc = Document()
+    doc.add_root(copy.root)
+    gone = [weakref.ref(m) for m in copy.root.references()]
+    del copy, doc
+    gc.collect()
+    assert sum(r() is not None for r in gone) == 0
 
 
 def test_rendered_pages_are_fresh_copies_and_follow_the_store(store, tmp_path):
