@@ -205,6 +205,7 @@ def profiles_view(m: ModelData, *, nav: dict[str, str] | None = None, current_ur
     heat = views.render(views.layer_heatmaps(shown, d=0, width=820, high=m.heat_high))
     hist = views.render(views.histograms(shown, d=0, width=820, top=m.hist_top))
     heat.name, hist.name = "layers", "hists"
+    tetra.sizing_mode = None  # sized by its frame (frame_width, frame_height): "fixed" would ask for width and height
     hist.min_border_left = heat.min_border_left
     heat.y_range.name, hist.y_range.name = "layers_y", "hists_y"
     for k, mapper in enumerate(heat.select({"type": LinearColorMapper})):

@@ -12,6 +12,7 @@ import base64
 import numpy as np
 import pytest
 from bokeh.core.property.wrappers import PropertyValueContainer
+from bokeh.core.validation import check_integrity
 from bokeh.document import Document
 from bokeh.model import Model
 
@@ -110,6 +111,14 @@ def test_a_dropped_copy_is_freed(store):
     del copy, doc
     gc.collect()
     assert sum(r() is not None for r in gone) == 0
+
+
+def test_rendered_pages_pass_bokeh_validation(store):
+    """The served app validates a page once, when rendered, instead of every session's copy: the pages must be clean."""
+    pages = (rendered.profiles(store, ROPE_MODEL), rendered.profiles(store, ABSOLUTE_MODEL), rendered.orbits(store))
+    for page in pages:
+        issues = check_integrity(list(page.root.references()))
+        assert issues.error == [] and issues.warning == [], issues
 
 
 def test_rendered_pages_are_fresh_copies_and_follow_the_store(store, tmp_path):

@@ -129,7 +129,9 @@ RIGHT_EDGE_JS = """() => {
     if (b && b.width > 0 && b.right > right) { right = b.right; widest = v.model.type + ' ' + (v.model.name || ''); }
     for (const c of (v.child_views || [])) { walk(c); }
   };
-  for (const d of Bokeh.documents) { for (const r of d.roots()) { const v = Bokeh.index.find_one(r); if (v) { walk(v); } } }
+  for (const d of Bokeh.documents) {
+    for (const r of d.roots()) { const v = Bokeh.index.find_one(r); if (v) { walk(v); } }
+  }
   return [right, widest];
 }"""
 
