@@ -19,7 +19,8 @@ check it out) and ``floor``: a Panel page holding one 2-point figure named ``tet
   floor;
 - resident memory of the server after N sequential sessions (each closed; sessions expire after 1 s);
 - the document's model count in the browser after 10 switches of the model selector, against the first;
-- on the exported pages: page size, d-slider step and movie frame interval (JavaScript + paint).
+- on the exported pages: page size; a d-slider step and a movie frame, each until painted (callbacks,
+  Bokeh's update and the paint); the movie's frame interval while it plays.
 
 Needs Debian's chromium at /usr/bin/chromium and the playwright package.
 """
@@ -41,14 +42,16 @@ sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "benchmarks"))
 
 STEP_JS = """
-async (steps) => {
-  const s = find('d_slider');
+async ([name, steps, stride]) => {
+  // move the slider ``name`` ``steps`` times by ``stride`` (wrapping at its end); per step, the time until
+  // the next paint is done: its callbacks (CustomJS runs them asynchronously), Bokeh's update and the paint
+  const s = find(name);
   const frame = [];
   const raf = () => new Promise(r => requestAnimationFrame(() => r()));
   await raf();
   for (let i = 1; i <= steps; i++) {
     const t0 = performance.now();
-    s.value = (s.value + 3) % 129;          // runs the CustomJS (decode, project, histograms)
+    s.value = s.start + (s.value - s.start + stride) % (s.end - s.start + 1);
     // Bokeh paints in an animation-frame callback queued after ours; a task queued from ours runs
     // once that frame's callbacks (the paint included) are done
     await raf(); await new Promise(r => setTimeout(r, 0));
@@ -241,10 +244,12 @@ def measure_pages(browser, root: Path, store: Path, out_dir: Path, steps: int) -
     route_offline(page)
     page.goto(page_file.as_uri())
     wait_for_bokeh(page, "heads")
-    frame = page.evaluate("(steps) => {" + FIND_JS + "return (" + STEP_JS + ")(steps); }", steps)
+    frame = page.evaluate("(a) => {" + FIND_JS + "return (" + STEP_JS + ")(a); }", ["d_slider", steps, 3])
     out["step"] = (statistics.median(frame), pct(frame, 0.9))
     page.goto((out_dir / "orbits.html").as_uri())
     wait_for_bokeh(page, "orbits_frame")
+    frame = page.evaluate("(a) => {" + FIND_JS + "return (" + STEP_JS + ")(a); }", ["orbits_frame", steps, 1])
+    out["frame"] = (statistics.median(frame), pct(frame, 0.9))
     asked = page.evaluate("() => {" + FIND_JS + "return find('orbits_interval_ms').value; }")
     page.evaluate("() => {" + FIND_JS + "find('orbits_play').active = true; }")
     times = page.evaluate("(ms) => {" + FIND_JS + "return (" + MOVIE_JS + ")(ms); }", 5000)
@@ -369,9 +374,9 @@ def main(argv=None) -> int:
          "<= 50 for N=100")
     line("document models: first -> after 10 switches", "models", lambda v: f"{v[0]} -> {v[1]}", "within 10%")
     line(f"exported rotary page, CDN resources ({n} heads) (MB)", "size", lambda v: f"{v:.2f}", "<= 2")
-    line("d-slider step, median / p90 (ms)", "step", lambda v: f"{v[0]:.1f} / {v[1]:.1f}", "< 50")
-    line("movie frame interval, median (ms; the page asks for)", "movie", lambda v: f"{v[0]:.1f} ({v[1]})",
-         "< 50 of JS")
+    line("d-slider step to painted, median / p90 (ms)", "step", lambda v: f"{v[0]:.1f} / {v[1]:.1f}", "< 50")
+    line("movie frame to painted, median / p90 (ms)", "frame", lambda v: f"{v[0]:.1f} / {v[1]:.1f}", "< 50")
+    line("movie playing: frame interval, median (ms; the page asks for)", "movie", lambda v: f"{v[0]:.1f} ({v[1]})")
     return 0
 
 
