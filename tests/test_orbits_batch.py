@@ -83,3 +83,19 @@ def test_device_choice():
             resolve_device("cuda")
     with pytest.raises(ValueError, match="distinct"):
         train_batch(TINY, [1, 1])
+
+
+def test_freed_memory_is_kept_once_per_process():
+    """train() and train_batch() ask glibc to keep freed memory (no mmap, no trim); the choice is made once and
+    reported the same afterwards. Where glibc is the C library and no opt-out is set, it is taken."""
+    import os
+    import platform
+
+    from pipeline.orbits.train import keep_freed_memory
+
+    first = keep_freed_memory()
+    assert first in ("kept", "default", "unavailable")
+    assert keep_freed_memory() == first
+    if (platform.system() == "Linux" and platform.libc_ver()[0] == "glibc"
+            and os.environ.get("HEADGEOMETRY_MALLOC") != "default"):
+        assert first == "kept"
