@@ -26,7 +26,7 @@ import holoviews as hv
 import holoviews.plotting.bokeh  # noqa: F401 - registers the Bokeh renderer, so options apply before hv.extension
 import numpy as np
 import xarray as xr
-from bokeh.models import BasicTicker, ColorBar, ColumnDataSource, CustomJS, HoverTool, LinearColorMapper
+from bokeh.models import BasicTicker, ColorBar, ColumnDataSource, CustomJS, HoverTool, LinearColorMapper, Plot
 from bokeh.palettes import Viridis256
 
 from dashboard import geometry as g
@@ -39,9 +39,18 @@ _RENDER_LOCK = threading.RLock()
 
 
 def render(obj):
-    """``hv.render(obj)``, one call at a time (HoloViews' renderer is not thread-safe)."""
+    """``hv.render(obj)`` for the dashboard's pages, one call at a time (HoloViews' renderer is not
+    thread-safe), drawn with Bokeh's canvas backend.
+
+    HoloViews asks for WebGL by default; the pages draw at most a few thousand glyphs, where WebGL only
+    adds a context per figure and a copy of it onto the canvas at every paint (in headless chromium,
+    without a GPU, that copy took 350 ms of a page load). Notebooks keep HoloViews' default.
+    """
     with _RENDER_LOCK:
-        return hv.render(obj)
+        out = hv.render(obj)
+    for plot in out.select({"type": Plot}):
+        plot.output_backend = "canvas"
+    return out
 
 
 SELECTED = "#ff5a1f"
