@@ -27,7 +27,8 @@ from dashboard import data
 from dashboard.clone import Copy, copy_layout
 from pipeline.schema import ORBITS, ORBITS_SEARCH
 
-_LOCK = threading.Lock()  # one rendering at a time (HoloViews' renderer is not thread-safe)
+_LOCK = threading.Lock()  # sessions asking for a page not yet rendered wait for one rendering of it
+                          # (lru_cache alone would let each thread render it)
 
 
 def _prepared(layout: Model) -> tuple[Model, list[Model]]:
@@ -58,9 +59,8 @@ def _orbits(path: str, key: tuple) -> tuple[Model, list[Model]]:
 
 
 def profiles(store, name: str) -> Copy:
-    """A new copy of the profiles page of model ``name``; KeyError when the store has no such model."""
-    if name not in {r.name for r in data.rows(store)}:
-        raise KeyError(name)
+    """A new copy of the profiles page of model ``name``; KeyError (from ``data.model_data``, never cached)
+    when the store has no such model."""
     with _LOCK:
         layout, models = _profiles(str(store), data.state_key(store), name)
     return copy_layout(layout, models)
