@@ -48,6 +48,23 @@ class AppState(param.Parameterized):
     frame = param.Integer(default=-1, doc="the orbits movie's frame (-1: the last)")
 
 
+class PagePane(pn.pane.Bokeh):
+    """The pane of a rendered page (``dashboard.rendered``) in a served session.
+
+    Panel's Bokeh pane rewrites the id of the pane's object to the session root's id in the code of every
+    CustomJS of the object, a walk over every model of the page, for every session. The pages' callbacks
+    (``dashboard/js/``) never name a model id, so this pane hands its object over as it is; in a notebook
+    (a comm) it is Panel's pane unchanged.
+    """
+
+    def _get_model(self, doc, root=None, parent=None, comm=None):
+        if root is None or comm is not None or self.object is None or self.object.document is not None:
+            return super()._get_model(doc, root, parent, comm)
+        self._models[root.ref["id"]] = (self.object, parent)
+        self._design.apply_bokeh_theme_to_model(self.object, self.theme)
+        return self.object
+
+
 def _error_view(title: str, text: str):
     return column(header(title), message(html.escape(text), "error", name="store_error"))
 
@@ -82,7 +99,7 @@ def profiles_panel(store, state: AppState) -> pn.viewable.Viewable:
     state.model = state.model if state.model in names else names[0]
     select = pn.widgets.Select(label="Model", groups=groups, value=state.model, width=340)
     select.link(state, value="model")
-    pane = pn.pane.Bokeh(sizing_mode="fixed")
+    pane = PagePane(sizing_mode="fixed")
     shown: list[Copy] = []  # the profiles page in the pane, once there is one
 
     def show(name: str) -> None:
@@ -111,7 +128,7 @@ def orbits_panel(store, state: AppState) -> pn.viewable.Viewable:
     slider = page.one("orbits_frame")
     if slider is not None:
         slider.on_change("value", lambda attr, old, new: state.param.update(frame=int(new)))
-    return pn.pane.Bokeh(page.root)
+    return PagePane(page.root)
 
 
 def guarded(make, title: str, store, state: AppState) -> pn.viewable.Viewable:

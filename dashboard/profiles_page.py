@@ -31,7 +31,6 @@ from bokeh.models import (
     InlineStyleSheet,
     LassoSelectTool,
     Legend,
-    LinearColorMapper,
     Select,
     Slider,
 )
@@ -76,12 +75,15 @@ select heads, which are then highlighted everywhere and compared with all heads 
 
 
 def style() -> InlineStyleSheet:
-    """The page's typography, as a fresh stylesheet model (a model belongs to one document only)."""
+    """The page's typography, as a fresh stylesheet model (a model belongs to one document only; the Divs
+    of one page share one)."""
     return InlineStyleSheet(css=CSS)
 
 
-def header(title: str, body_html: str = "", name: str = "page_header", width: int = 1340) -> Div:
-    return Div(text=f"<h1>{html.escape(title)}</h1>{body_html}", stylesheets=[style()], width=width, name=name)
+def header(title: str, body_html: str = "", name: str = "page_header", width: int = 1340,
+           sheet: InlineStyleSheet | None = None) -> Div:
+    return Div(text=f"<h1>{html.escape(title)}</h1>{body_html}", stylesheets=[sheet or style()], width=width,
+               name=name)
 
 
 def message(text_html: str, kind: str = "warn", name: str = "message") -> Div:
@@ -198,6 +200,7 @@ def profiles_view(m: ModelData, *, nav: dict[str, str] | None = None, current_ur
     selector : a widget (the served app's model selector) placed at the top; None for none.
     """
     r = m.row
+    sheet = style()  # one for every Div of the page
     L, H, D, _ = m.profile.shape
     q = g.quantise(m.profile)
     shown = _as_dataarray(g.dequantise(q), r.name)  # exactly what the browser decodes
@@ -208,39 +211,35 @@ def profiles_view(m: ModelData, *, nav: dict[str, str] | None = None, current_ur
     tetra.sizing_mode = None  # sized by its frame (frame_width, frame_height): "fixed" would ask for width and height
     hist.min_border_left = heat.min_border_left
     heat.y_range.name, hist.y_range.name = "layers_y", "hists_y"
-    for k, mapper in enumerate(heat.select({"type": LinearColorMapper})):
-        mapper.name = f"heat_colours_{k}"
     for t in tetra.tools:
         if isinstance(t, HoverTool) and t.limit == 1:
             t.name = "head_hover"
     heads = tetra.select_one({"name": "heads"})
     images = [x for x in heat.renderers if type(x.glyph).__name__ == "Image"]
     dots = [x for x in heat.renderers if type(x.glyph).__name__ == "Scatter"]
-    quads = [x for x in hist.renderers if type(x.glyph).__name__ == "Quad"]
-    heat_sources, hist_sources, sel_sources, sel_renderers = [], [], [], []
+    heat_sources = []
     for k, c in enumerate(g.COORDS):
         images[k].data_source.name = f"heat_{c}"
         images[k].glyph.name = f"heat_image_{c}"
+        images[k].glyph.color_mapper.name = f"heat_colours_{c}"  # the colour bar shows panel d's
         heat_sources.append(images[k].data_source)
         dots[k].data_source = heads  # the same heads as the tetrahedron: one selection everywhere
-        dots[k].glyph.x = dots[k].selection_glyph.x = dots[k].nonselection_glyph.x = dodge(c, k * views.PANEL_STEP)
+        dots[k].glyph.x = dots[k].selection_glyph.x = dodge(c, k * views.PANEL_STEP)
+        dots[k].nonselection_glyph = None  # unselected heads drawn with the glyph itself: invisible
         dots[k].name = f"layer_dots_{c}"
-        src = quads[k].data_source
-        src.name = f"hist_{c}"
-        hist_sources.append(src)
-        sel = ColumnDataSource(dict(left=np.asarray(src.data["left"]), right=np.asarray(src.data["right"]),
-                                    top=np.zeros(len(src.data["top"]))), name=f"hist_sel_{c}")
-        sel_renderers.append(hist.quad(left="left", right="right", bottom=0, top="top", source=sel, fill_color=None,
-                                       line_color=views.SELECTED, line_width=2, visible=False,
-                                       name=f"hist_selected_{c}"))
-        sel_sources.append(sel)
+    bars = hist.select_one({"type": GlyphRenderer})  # every coordinate's bars, coordinate-major (views.histograms)
+    bars.name, bars.data_source.name = "hist_bars", "hist_all"
+    sel_hist = ColumnDataSource({k: np.asarray(bars.data_source.data[k]) for k in ("left", "right")}
+                                | {"top": np.zeros(len(bars.data_source.data["top"]))}, name="hist_selected")
+    sel_renderer = hist.quad(left="left", right="right", bottom=0, top="top", source=sel_hist, fill_color=None,
+                             line_color=views.SELECTED, line_width=2, visible=False, name="hist_selected_bars")
     for fig, selectable in ((tetra, [tetra.select_one({"name": "head_dots"})]), (heat, dots), (hist, [])):
         lean(fig, selectable)
     azimuth = Slider(start=-180, end=180, value=g.DEFAULT_AZIMUTH, step=1, title="azimuth (°)", name="azimuth",
                      width=190)
     elevation = Slider(start=-90, end=90, value=g.DEFAULT_ELEVATION, step=1, title="elevation (°)",
                        name="elevation", width=190)
-    info = Div(text=f"{L * H} heads · none selected", stylesheets=[style()], name="selection_info", width=260)
+    info = Div(text=f"{L * H} heads · none selected", stylesheets=[sheet], name="selection_info", width=260)
     tools = {type(t).__name__: t for t in tetra.tools}
     ctx = dict(heads=heads, vertices=tetra.select_one({"name": "tetra_vertices"}),
                edges=tetra.select_one({"name": "tetra_edges"}), camera=tetra.select_one({"name": "camera"}),
@@ -248,8 +247,8 @@ def profiles_view(m: ModelData, *, nav: dict[str, str] | None = None, current_ur
                label_offset=g.LABEL_OFFSET_PX, azimuth=azimuth, elevation=elevation, **views.edge_indices(),
                cube=ColumnDataSource(dict(q=q.reshape(-1)), name="profile_cube"), n_bins=g.N_BINS,
                meta=ColumnDataSource(dict(hist_top=[float(hist.y_range.end)]), name="profile_meta"),
-               V=g.VERTICES.ravel().tolist(), heats=heat_sources, hists=hist_sources, sel_hists=sel_sources,
-               sel_renderers=sel_renderers, hist_range=hist.y_range, info=info)
+               V=g.VERTICES.ravel().tolist(), heats=heat_sources, hist=bars.data_source, sel_hist=sel_hist,
+               sel_renderer=sel_renderer, hist_range=hist.y_range, info=info)
     # the drag callback that views.tetrahedron attached moves the sliders here, which project
     for cb in tetra.js_event_callbacks.get("pan", []) + tetra.js_event_callbacks.get("panstart", []):
         cb.args = dict(ctx=ctx)
@@ -273,10 +272,10 @@ def profiles_view(m: ModelData, *, nav: dict[str, str] | None = None, current_ur
     kind = ("this model has no positional encoding" if r.positional == "none"
             else f"with {html.escape(r.positional)} positions")
     note = Div(text=f'<p class="note">The form does not depend on position ({kind}): one profile per head, no d '
-               "slider.</p>", stylesheets=[style()], width=330, name="position_note", visible=not rotary)
+               "slider.</p>", stylesheets=[sheet], width=330, name="position_note", visible=not rotary)
     position = row(dslider, play, note, name="position_controls")
 
-    top = [header("Profiles of attention heads", width=700)]
+    top = [header("Profiles of attention heads", width=700, sheet=sheet)]
     if selector is not None:
         top.append(selector)
     if nav:
@@ -284,13 +283,13 @@ def profiles_view(m: ModelData, *, nav: dict[str, str] | None = None, current_ur
                      width=320, name="model_select")
         sel.js_on_change("value", CustomJS(code=jscode.code("navigate")))
         top.append(sel)
-    parts = [row(*top), Div(text=model_line(r), stylesheets=[style()], width=1300, name="model_line")]
+    parts = [row(*top), Div(text=model_line(r), stylesheets=[sheet], width=1300, name="model_line")]
     status = status_html(m)
     parts.append(Div(text=f'<div class="{"error" if (m.error or r.damaged) else "warn"}">{status}</div>',
-                     stylesheets=[style()], width=1100, name="model_status", visible=bool(status)))
+                     stylesheets=[sheet], width=1100, name="model_status", visible=bool(status)))
     parts.append(row(position, azimuth, elevation, clear, info, name="controls"))
     parts.append(row(tetra, column(heat, hist)))
-    parts.append(Div(text=DEFINITIONS, stylesheets=[style()], width=1300, name="definitions"))
+    parts.append(Div(text=DEFINITIONS, stylesheets=[sheet], width=1300, name="definitions"))
     return column(*parts, name="profiles_page")
 
 

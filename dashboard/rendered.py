@@ -11,6 +11,14 @@ served app switches off the same check on every session's document (``app.py``):
 and values of the page it copies. Before the first copy, the page's stateless selection policies and
 index filters (one per data source and one per renderer, all alike) are replaced by one shared
 instance of each: about 40 fewer models for every session to build, walk and send.
+
+Every session's document is walked over all its models several times (Bokeh's document bookkeeping,
+Panel's root handling and stylesheet patching), and a walk reads every property that may hold a model.
+Bokeh evaluates an unset property's default at every read (prepare and validate it, about 50 µs), so
+before the first copy those defaults are written into the rendered page as values: a walk then reads a
+dict. The page shows the same (a value equal to the default), its document grows by about 2% (the
+values are sent), and a walk costs about a third of what it did (``benchmarks/dashboard_bench.py``). The
+pages use no Bokeh theme, which such values would override.
 """
 
 from __future__ import annotations
@@ -31,8 +39,17 @@ _LOCK = threading.Lock()  # sessions asking for a page not yet rendered wait for
                           # (lru_cache alone would let each thread render it)
 
 
+def _materialise_references(models: list[Model]) -> None:
+    """Write the default of every unset property that may hold a model as the property's value."""
+    for m in models:
+        for name in m.properties_with_refs():
+            if name not in m._property_values and name not in m._unstable_default_values:
+                m.lookup(name)._set_value(m, getattr(m, name))
+
+
 def _prepared(layout: Model) -> tuple[Model, list[Model]]:
-    """``layout`` with its stateless models shared and validated once, and the list of its models."""
+    """``layout`` with its stateless models shared, the defaults its walks read written as values, validated
+    once; and the list of its models."""
     policy, everything = UnionRenderers(), AllIndices()
     for m in list(layout.references()):
         if isinstance(m, ColumnDataSource) and isinstance(m.selection_policy, UnionRenderers):
@@ -40,6 +57,7 @@ def _prepared(layout: Model) -> tuple[Model, list[Model]]:
         elif isinstance(m, CDSView) and isinstance(m.filter, AllIndices):
             m.filter = everything
     models = list(layout.references())
+    _materialise_references(models)
     process_validation_issues(check_integrity(models))
     return layout, models
 

@@ -275,33 +275,37 @@ def histograms(sel, d: int = 0, bins: int = g.N_BINS, selected=None, width: int 
     ``selected`` heads (an orange outline, drawn only when some are selected).
 
     ``selected``: indices into the heads in layer-major order (as the tetrahedron's selection gives them).
-    The height (``top``, computed by ``scales`` when not given) covers every offset d.
+    The height (``top``, computed by ``scales`` when not given) covers every offset d. Each kind is one
+    ``hv.Rectangles`` of 4 x ``bins`` bars, coordinate-major (the bars of a, then of b, ...): one glyph
+    for the four panels.
     """
     profile = profile_array(sel)
     edges = np.linspace(0, 1, bins + 1)
+    left = np.concatenate([edges[:-1] + k * PANEL_STEP for k in range(4)])
+    right = np.concatenate([edges[1:] + k * PANEL_STEP for k in range(4)])
 
-    def fractions(values):
-        counts = g.histogram_counts(values, bins)
-        return counts / counts.sum() if counts.sum() else counts
+    def fractions(values):  # (heads, 4) -> (4 * bins,)
+        out = []
+        for k in range(4):
+            counts = g.histogram_counts(values[:, k], bins).astype(float)
+            out.append(counts / counts.sum() if counts.sum() else counts)
+        return np.concatenate(out)
+
+    def bars(heights, group):
+        return hv.Rectangles((left, np.zeros_like(left), right, heights), group=group)
 
     top = scales(sel, bins)[1] if top is None else top
     at = _at(profile, d).reshape(-1, 4)
     chosen = np.asarray(selected if selected is not None else [], dtype=int)
-    layers = []
-    for k, c in enumerate(g.COORDS):
-        x0 = k * PANEL_STEP
-        layers.append(hv.Histogram((edges + x0, fractions(at[:, k])), kdims=["value"], vdims=["fraction of heads"],
-                                   group="All", label=c).opts(color=ALL, alpha=0.55, line_color=None,
-                                                                           default_tools=[]))
-        if chosen.size:
-            s = fractions(at[chosen, k])
-            top = max(top, float(s.max()))
-            layers.append(hv.Histogram((edges + x0, s), kdims=["value"], vdims=["fraction of heads"],
-                                       group="Selected", label=c).opts(fill_alpha=0.0, line_color=SELECTED,
-                                                                       line_width=2, default_tools=[]))
+    layers = [bars(fractions(at), "All").opts(color=ALL, alpha=0.55, line_color=None, default_tools=[])]
+    if chosen.size:
+        s = fractions(at[chosen])
+        top = max(top, float(s.max()))
+        layers.append(bars(s, "Selected").opts(fill_alpha=0.0, line_color=SELECTED, line_width=2, default_tools=[]))
     return hv.Overlay(layers).opts(hv.opts.Overlay(
         width=width, height=170, xlim=(-0.04, 3 * PANEL_STEP + 1.04), ylim=(0, top * 1.05), default_tools=[],
-        toolbar=None, show_legend=False, hooks=[_panel_axis], xlabel="value of the coordinate", title=""))
+        toolbar=None, show_legend=False, hooks=[_panel_axis], xlabel="value of the coordinate",
+        ylabel="fraction of heads", title=""))
 
 
 # -------------------------------------------------------------------------------------------- orbits

@@ -87,29 +87,29 @@ def test_decode_and_histograms_match_numpy():
     n = L * H
     cols = {c: [0.0] * n for c in ("a", "b", "c", "d", "x3", "y3", "z3")}
     heads = {"layer": np.repeat(np.arange(L), H).tolist(), **cols}
-    hist = [{"top": [0.0] * B} for _ in range(4)]
+    hist = {"top": [0.0] * (4 * B)}  # the four coordinates' bars, coordinate-major
     chosen = [0, 3, 4, 13]
     script = (jscode.code("profiles_decode", "profiles_histograms") + f"""
 const heads = {_mock(heads)}; heads.selected.indices = {chosen};
 const mk = (d) => ({{data: d, change: {{emit() {{}}}}}});
 const ctx = {{cube: mk({{q: {q.tolist()}}}), meta: mk({{hist_top: [0.1]}}), heads: heads,
   V: {g.VERTICES.ravel().tolist()}, n_bins: {B},
-  hists: {json.dumps(hist)}.map(mk), sel_hists: {json.dumps(hist)}.map(mk),
+  hist: mk({json.dumps(hist)}), sel_hist: mk({json.dumps(hist)}),
   heats: [0, 1, 2, 3].map(() => mk({{image: [new Float64Array({L * B})]}})),
-  sel_renderers: [{{}}, {{}}, {{}}, {{}}], hist_range: {{end: 0.1}}, info: {{text: ''}}}};
+  sel_renderer: {{}}, hist_range: {{end: 0.1}}, info: {{text: ''}}}};
 decode_d(ctx, 4);
 histograms(ctx, true);
-console.log(JSON.stringify([ctx.heads.data.a, ctx.hists.map(h => h.data.top), ctx.sel_hists.map(h => h.data.top),
-  ctx.heats.map(h => Array.from(h.data.image[0])), ctx.sel_renderers.map(r => r.visible), ctx.info.text]));""")
+console.log(JSON.stringify([ctx.heads.data.a, ctx.hist.data.top, ctx.sel_hist.data.top,
+  ctx.heats.map(h => Array.from(h.data.image[0])), ctx.sel_renderer.visible, ctx.info.text]));""")
     a, all_, sel, heat, visible, info = run_node(script)
     shown = g.dequantise(g.quantise(profile[:, :, 4])).reshape(n, 4)
     np.testing.assert_allclose(np.array(a, dtype=float), shown[:, 0], atol=1e-15)
     finite = np.isfinite(shown[:, 0])
     for k in range(4):
         counts = np.histogram(shown[finite, k], B, (0, 1))[0]
-        np.testing.assert_allclose(all_[k], counts / finite.sum())
-        np.testing.assert_allclose(sel[k], np.histogram(shown[chosen, k], B, (0, 1))[0] / len(chosen))
+        np.testing.assert_allclose(all_[k * B:(k + 1) * B], counts / finite.sum())
+        np.testing.assert_allclose(sel[k * B:(k + 1) * B], np.histogram(shown[chosen, k], B, (0, 1))[0] / len(chosen))
         per_layer = np.stack([np.histogram(shown[i * H:(i + 1) * H, k][finite[i * H:(i + 1) * H]], B, (0, 1))[0]
                               for i in range(L)])
         np.testing.assert_array_equal(np.array(heat[k]).reshape(L, B), per_layer)
-    assert visible == [True] * 4 and info.startswith(f"<b>{len(chosen)}</b> of {n}")
+    assert visible is True and info.startswith(f"<b>{len(chosen)}</b> of {n}")

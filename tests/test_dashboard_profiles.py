@@ -116,7 +116,7 @@ def test_empty_model_renders_empty_views_with_a_message(store):
     status = by_name(view, "model_status")
     assert isinstance(status, Div) and "No profiles are stored" in status.text and m.row.fix_command in status.text
     assert np.isnan(by_name(view, "heads").data["a"]).all()
-    assert np.all(np.asarray(by_name(view, "hist_a").data["top"]) == 0)
+    assert np.all(np.asarray(by_name(view, "hist_all").data["top"]) == 0)
 
 
 def test_every_view_of_the_heads_draws_selected_heads_where_it_draws_them(store):
@@ -127,4 +127,4 @@ def test_every_view_of_the_heads_draws_selected_heads_where_it_draws_them(store)
     assert len(renderers) == 5  # the tetrahedron and the four per-layer panels
     for r in renderers:
         for g in (r.selection_glyph, r.nonselection_glyph):
-            assert g == "auto" or (g.x == r.glyph.x and g.y == r.glyph.y)
+            assert g in ("auto", None) or (g.x == r.glyph.x and g.y == r.glyph.y)

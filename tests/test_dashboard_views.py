@@ -81,13 +81,15 @@ def test_histograms_give_the_fraction_of_heads_and_the_selection_only_when_there
     p = rope_profiles(L, H)[:, :, 3].reshape(-1, 4)
     fig = hv.render(v.histograms(rope, d=3, bins=20))
     quads = renderers(fig, "Quad")
-    assert len(quads) == 4  # no selected-heads outline without a selection
+    assert len(quads) == 1  # no selected-heads outline without a selection
+    bars = quads[0].data_source.data  # the four coordinates' bars, coordinate-major
     for k in range(4):
-        np.testing.assert_allclose(quads[k].data_source.data["top"], np.histogram(p[:, k], 20, (0, 1))[0] / (L * H))
+        np.testing.assert_allclose(bars["top"][20 * k: 20 * (k + 1)], np.histogram(p[:, k], 20, (0, 1))[0] / (L * H))
+        np.testing.assert_allclose(bars["left"][20 * k: 20 * (k + 1)], np.linspace(0, 1, 21)[:-1] + k * v.PANEL_STEP)
     chosen = [0, 5, 9, 30]
     quads = renderers(hv.render(v.histograms(rope, d=3, bins=20, selected=chosen)), "Quad")
-    assert len(quads) == 8
-    np.testing.assert_allclose(quads[3].data_source.data["top"], np.histogram(p[chosen, 1], 20, (0, 1))[0] / 4)
+    assert len(quads) == 2
+    np.testing.assert_allclose(quads[1].data_source.data["top"][20:40], np.histogram(p[chosen, 1], 20, (0, 1))[0] / 4)
 
 
 def test_orbit_polygons_show_one_frame_with_its_trails():

@@ -1,15 +1,16 @@
 // The per-coordinate histograms (fraction of all heads per bin, and of the selected heads) and, when
 // heat_too, the per-layer heat maps (heads per layer and bin), from the heads' current a, b, c, d.
+// Each histogram source holds the bars of the four coordinates, coordinate-major: bar k * B + b.
 // The selected heads' outline is hidden while nothing is selected.
 function histograms(ctx, heat_too) {
   const h = ctx.heads.data, n = h.layer.length, B = ctx.n_bins;
   const sel = ctx.heads.selected.indices;
   const names = ['a', 'b', 'c', 'd'];
+  const all = ctx.hist.data.top, s = ctx.sel_hist.data.top;
   let top = ctx.meta.data.hist_top[0];  // the height that covers every offset d
   for (let k = 0; k < 4; k++) {
-    const col = h[names[k]];
-    const all = ctx.hists[k].data.top, s = ctx.sel_hists[k].data.top;
-    for (let b = 0; b < B; b++) { all[b] = 0; s[b] = 0; }
+    const col = h[names[k]], o = k * B;
+    for (let b = 0; b < B; b++) { all[o + b] = 0; s[o + b] = 0; }
     const img = ctx.heats[k].data.image[0];  // (layer, bin) counts, flat, row-major
     if (heat_too) { img.fill(0); }
     let n_all = 0, n_sel = 0;
@@ -17,24 +18,24 @@ function histograms(ctx, heat_too) {
       const v = col[i];
       if (!isFinite(v)) { continue; }
       const b = Math.min(B - 1, Math.floor(v * B));
-      all[b] += 1; n_all += 1;
+      all[o + b] += 1; n_all += 1;
       if (heat_too) { img[h.layer[i] * B + b] += 1; }
     }
     for (const i of sel) {
       const v = col[i];
       if (!isFinite(v)) { continue; }
-      s[Math.min(B - 1, Math.floor(v * B))] += 1; n_sel += 1;
+      s[o + Math.min(B - 1, Math.floor(v * B))] += 1; n_sel += 1;
     }
     for (let b = 0; b < B; b++) {
-      all[b] = n_all > 0 ? all[b] / n_all : 0;
-      s[b] = n_sel > 0 ? s[b] / n_sel : 0;
-      if (s[b] * 1.05 > top) { top = s[b] * 1.05; }
+      all[o + b] = n_all > 0 ? all[o + b] / n_all : 0;
+      s[o + b] = n_sel > 0 ? s[o + b] / n_sel : 0;
+      if (s[o + b] * 1.05 > top) { top = s[o + b] * 1.05; }
     }
-    ctx.sel_renderers[k].visible = sel.length > 0;
-    ctx.hists[k].change.emit();
-    ctx.sel_hists[k].change.emit();
     if (heat_too) { ctx.heats[k].change.emit(); }
   }
+  ctx.sel_renderer.visible = sel.length > 0;
+  ctx.hist.change.emit();
+  ctx.sel_hist.change.emit();
   // the axis stays put while d moves (the range covers every d); only a selection can stretch it
   if (ctx.hist_range.end !== top) { ctx.hist_range.end = top; }
   const text = sel.length > 0 ? `<b>${sel.length}</b> of ${n} heads selected (orange)` : `${n} heads · none selected`;

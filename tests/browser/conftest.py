@@ -299,6 +299,13 @@ def model_data(page, name: str, column: str) -> list:
               " : ((v === null || Number.isNaN(v)) ? null : v));", [name, column])
 
 
+def histogram(page, coordinate: str, selected: bool = False, bins: int = 40) -> list:
+    """The bars of one coordinate ("a".."d") in the profiles page's histogram of all heads, or of the
+    selected heads: its sources hold the four coordinates' bars, coordinate-major."""
+    k = "abcd".index(coordinate)
+    return model_data(page, "hist_selected" if selected else "hist_all", "top")[k * bins:(k + 1) * bins]
+
+
 def model_prop(page, name: str, prop: str):
     """A property of the Bokeh model named ``name`` (JSON-able), or None where there is no such model."""
     return js(page, "const m = find(arg[0]); if (m == null) { return null; } const v = m[arg[1]];"

@@ -21,6 +21,7 @@ from tests.browser.conftest import (
     console_errors,
     drag,
     frame_box,
+    histogram,
     model_data,
     model_prop,
     rope_profiles,
@@ -71,7 +72,7 @@ def test_served_profiles_page(browser, served_app):
     # a selection reaches the histograms
     set_selected(page, "heads", [0, 1, 2, 3])
     page.wait_for_timeout(300)
-    sel = np.array(model_data(page, "hist_sel_a", "top"))
+    sel = np.array(histogram(page, "a", selected=True))
     counts = np.bincount(np.minimum((p32[:4, 0] * 40).astype(int), 39), minlength=40)
     np.testing.assert_allclose(sel, counts / 4)
     assert requested == []  # the served app asks nothing of the internet

@@ -18,6 +18,7 @@ from tests.browser.conftest import (
     ROPE_MODEL,
     assert_movie_plays_and_loops,
     console_errors,
+    histogram,
     model_data,
     rope_profiles,
     route_offline,
@@ -63,7 +64,7 @@ def test_self_contained_pages_need_nothing_from_outside(browser, inline_pages):
     np.testing.assert_allclose(a, rope_profiles(4, 8)[:, :, 40, 0].ravel(), atol=1 / 65534)
     set_selected(page, "heads", [5, 6])
     page.wait_for_timeout(200)
-    assert sum(model_data(page, "hist_sel_a", "top")) == pytest.approx(1.0)
+    assert sum(histogram(page, "a", selected=True)) == pytest.approx(1.0)
     assert requested == [] and errors == []
     page.close()
 

@@ -21,6 +21,7 @@ from tests.browser.conftest import (
     console_errors,
     drag,
     frame_box,
+    histogram,
     model_data,
     model_prop,
     rope_profiles,
@@ -114,7 +115,7 @@ def test_d_slider_moves_every_view(rope_page):
         expected = np.zeros((L, 40))
         np.add.at(expected, (np.repeat(np.arange(L), H), bins[:, k]), 1)
         np.testing.assert_array_equal(img, expected)
-        np.testing.assert_allclose(model_data(page, f"hist_{c}", "top"), expected.sum(0) / (L * H))
+        np.testing.assert_allclose(histogram(page, c), expected.sum(0) / (L * H))
     assert model_data(page, "heat_a", "image") != heat_before
     ex, ey = project(to_3d(heads_profile(page)), 30, 20)
     np.testing.assert_allclose(model_data(page, "heads", "x"), ex, atol=1e-9)
@@ -123,7 +124,7 @@ def test_d_slider_moves_every_view(rope_page):
 
 def test_box_selection_changes_histograms(rope_page):
     page, errors = rope_page
-    assert model_data(page, "hist_sel_b", "top") == [0] * 40
+    assert histogram(page, "b", selected=True) == [0] * 40
     page.locator(".bk-tool-icon-box-select").first.click()
     fl, ft, fw, fh = frame_box(page, "tetrahedron")
     sx, sy = screen_positions(page, "tetrahedron", "heads")  # page pixels of every dot
@@ -139,11 +140,11 @@ def test_box_selection_changes_histograms(rope_page):
     values = heads_profile(page)[sel]
     for k, c in enumerate("abcd"):
         counts = np.bincount(np.minimum((values[:, k] * 40).astype(int), 39), minlength=40)
-        np.testing.assert_allclose(model_data(page, f"hist_sel_{c}", "top"), counts / len(sel), atol=1e-12)
+        np.testing.assert_allclose(histogram(page, c, selected=True), counts / len(sel), atol=1e-12)
     assert f"{len(sel)}" in model_prop(page, "selection_info", "text")
     page.get_by_text("Clear selection").click()
     page.wait_for_timeout(200)
-    assert model_data(page, "hist_sel_b", "top") == [0] * 40
+    assert histogram(page, "b", selected=True) == [0] * 40
     assert errors == []
 
 
@@ -189,7 +190,7 @@ def test_box_selection_in_a_per_layer_view_selects_those_layers(rope_page):
     drag(page, x0, y0, x1, y1)
     page.wait_for_timeout(300)
     assert sorted(selected(page, "heads")) == [i for i in range(L * H) if i // H >= 2]
-    sel = np.array(model_data(page, "hist_sel_c", "top"))
+    sel = np.array(histogram(page, "c", selected=True))
     values = expected_at(0)[2 * H:, 2]
     counts = np.bincount(np.minimum((np.rint(values * 65534) / 65534 * 40).astype(int), 39), minlength=40)
     np.testing.assert_allclose(sel, counts / len(values), atol=1e-12)

@@ -1,0 +1,56 @@
+"""The served app's Python side: a session's document holds the rendered page as it is, without Panel's
+per-session walk over the page's models (app.PagePane)."""
+
+from __future__ import annotations
+
+import panel as pn
+import pytest
+from bokeh.document import Document
+from bokeh.model import Model
+from bokeh.models import CustomJS
+
+from dashboard import app, rendered
+from tests.browser.conftest import ROPE_MODEL, write_synthetic_store
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory):
+    return write_synthetic_store(tmp_path_factory.mktemp("app") / "store.zarr")
+
+
+def walks_of(root: Model, make_pane) -> int:
+    """How often the page ``root`` is walked (Model.references) while a session's document is built around it."""
+    count = 0
+    original = Model.references
+
+    def counting(self):
+        nonlocal count
+        count += self is root
+        return original(self)
+
+    Model.references = counting
+    try:
+        pn.Column(make_pane(root)).get_root(Document())
+    finally:
+        Model.references = original
+    return count
+
+
+def test_the_page_pane_hands_the_page_over_without_walking_it(store):
+    page = rendered.profiles(store, ROPE_MODEL)
+    code = [js.code for js in page.root.select({"type": CustomJS})]
+    doc = Document()
+    pn.Column(app.PagePane(page.root)).server_doc(doc)
+    assert page.root in doc.roots[0].children and page.root.document is doc
+    assert [js.code for js in page.root.select({"type": CustomJS})] == code
+    # Panel's own pane walks every model of the page once more for every session; ours does not
+    assert walks_of(rendered.profiles(store, ROPE_MODEL).root, pn.pane.Bokeh) >= 1
+    assert walks_of(rendered.profiles(store, ROPE_MODEL).root, app.PagePane) == 0
+
+
+def test_a_session_of_the_app_serves_the_models_page(store):
+    state = app.AppState()
+    doc = Document()
+    app.build(store, state).server_doc(doc)
+    names = {m.name for m in doc.roots[0].references()}
+    assert {"tetrahedron", "hist_all", "hist_selected", "d_slider"} <= names and state.model == ROPE_MODEL
