@@ -13,23 +13,28 @@ index filters (one per data source and one per renderer, all alike) are replaced
 instance of each: about 40 fewer models for every session to build, walk and send.
 
 Every session's document is walked over all its models several times (Bokeh's document bookkeeping,
-Panel's root handling and stylesheet patching), and a walk reads every property that may hold a model.
-Bokeh evaluates an unset property's default at every read (prepare and validate it, about 50 µs), so
-before the first copy those defaults are written into the rendered page as values: a walk then reads a
-dict. The page shows the same (a value equal to the default), its document grows by about 2% (the
-values are sent), and a walk costs about a third of what it did (``benchmarks/dashboard_bench.py``). The
-pages use no Bokeh theme, which such values would override.
+Panel's root handling and stylesheet patching) and serialised once, and Bokeh evaluates an unset
+property's default at every read (copy, prepare and validate it, 20-50 µs): a walk reads every property
+that may hold a model, the serialiser every property. So before the first copy those defaults are
+written into the rendered page as values (``_materialise_defaults``), and a read is a dict lookup.
+Elements that BokehJS draws in the DOM keep their other properties unset (``_written_properties``).
+BokehJS sees every model with the same values and draws the same pixels
+(``tests/browser/test_rendered.py``); the document grows by about 5% (the values are sent). The pages
+use no Bokeh theme, which such values would override. ``HEADGEOMETRY_WRITE_DEFAULTS=0`` in the server's
+environment leaves the defaults unset, to compare a page drawn both ways.
 """
 
 from __future__ import annotations
 
 import functools
+import os
 import threading
 from pathlib import Path
 
+from bokeh.core.property.descriptors import PropertyDescriptor, UnsetValueError
 from bokeh.core.validation import check_integrity, process_validation_issues
 from bokeh.model import Model
-from bokeh.models import AllIndices, CDSView, ColumnDataSource, UnionRenderers
+from bokeh.models import AllIndices, CDSView, ColumnDataSource, Title, Toolbar, UIElement, UnionRenderers
 
 from dashboard import data
 from dashboard.clone import Copy, copy_layout
@@ -39,17 +44,34 @@ _LOCK = threading.Lock()  # sessions asking for a page not yet rendered wait for
                           # (lru_cache alone would let each thread render it)
 
 
-def _materialise_references(models: list[Model]) -> None:
-    """Write the default of every unset property that may hold a model as the property's value."""
+def _written_properties(m: Model):
+    """The properties of ``m`` whose defaults ``_materialise_defaults`` writes: every property of a model
+    drawn on a canvas; of a page element drawn in the DOM (layouts, widgets, Divs, figures, their titles
+    and toolbars), only those that may hold a model. BokehJS styles such elements with CSS that differs
+    when a property is set, even to its default (written titles lose their size)."""
+    return m.properties_with_refs() if isinstance(m, (UIElement, Title, Toolbar)) else m.properties()
+
+
+def _materialise_defaults(models: list[Model]) -> None:
+    """Write the default of each unset property of ``models`` that ``_written_properties`` names as the
+    property's value (those that are not serialised, such as the units of a data spec, stay out of the
+    document as before)."""
     for m in models:
-        for name in m.properties_with_refs():
-            if name not in m._property_values and name not in m._unstable_default_values:
-                m.lookup(name)._set_value(m, getattr(m, name))
+        for name in _written_properties(m):
+            descriptor = m.lookup(name)
+            if (not isinstance(descriptor, PropertyDescriptor)  # an alias of another property
+                    or name in m._property_values or name in m._unstable_default_values):
+                continue
+            try:
+                value = getattr(m, name)
+            except UnsetValueError:  # a property without a default stays unset
+                continue
+            descriptor._set_value(m, value)
 
 
 def _prepared(layout: Model) -> tuple[Model, list[Model]]:
-    """``layout`` with its stateless models shared, the defaults its walks read written as values, validated
-    once; and the list of its models."""
+    """``layout`` with its stateless models shared, its defaults written as values, validated once; and the
+    list of its models."""
     policy, everything = UnionRenderers(), AllIndices()
     for m in list(layout.references()):
         if isinstance(m, ColumnDataSource) and isinstance(m.selection_policy, UnionRenderers):
@@ -57,7 +79,8 @@ def _prepared(layout: Model) -> tuple[Model, list[Model]]:
         elif isinstance(m, CDSView) and isinstance(m.filter, AllIndices):
             m.filter = everything
     models = list(layout.references())
-    _materialise_references(models)
+    if os.environ.get("HEADGEOMETRY_WRITE_DEFAULTS", "1") != "0":
+        _materialise_defaults(models)
     process_validation_issues(check_integrity(models))
     return layout, models
 

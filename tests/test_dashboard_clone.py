@@ -16,6 +16,7 @@ from bokeh.core.property.wrappers import PropertyValueContainer
 from bokeh.core.validation import check_integrity
 from bokeh.document import Document
 from bokeh.model import Model
+from bokeh.models import Title, Toolbar, UIElement
 
 from dashboard import data, rendered
 from dashboard.clone import copy_layout
@@ -188,22 +189,36 @@ def _models_in(value):
 
 
 def test_walks_of_a_rendered_page_evaluate_no_default_and_it_shows_the_same(store, monkeypatch):
-    """rendered._prepared writes the defaults a walk reads as values: no walk of a copy evaluates one, and
-    every model has the values, defaults resolved, of the page prepared without that step."""
+    """rendered._prepared writes the defaults as values: no walk of a copy evaluates one, serialising it
+    evaluates only those of the elements drawn in the DOM (rendered._written_properties), and every model
+    has the values, defaults resolved, of the page prepared without that step."""
     from bokeh.core.property.descriptors import PropertyDescriptor
 
     evaluated = []
     original = PropertyDescriptor.instance_default
-    monkeypatch.setattr(PropertyDescriptor, "instance_default",
-                        lambda self, obj: evaluated.append(self.name) or original(self, obj))
     copy = rendered.profiles(store, ROPE_MODEL)
+    page = set(copy.root.references())  # a document's own models (its config) are not the page's
+    evaluated_models = []
+
+    def record(self, obj):
+        if obj in page:
+            evaluated.append(self.name)
+            evaluated_models.append(obj)
+        return original(self, obj)
+
+    monkeypatch.setattr(PropertyDescriptor, "instance_default", record)
     evaluated.clear()
     list(copy.root.references())
     assert evaluated == []
-    monkeypatch.setattr(rendered, "_materialise_references", lambda models: None)
+    serialised(copy.root)
+    canvas = {m for m in page if not isinstance(m, (UIElement, Title, Toolbar))}
+    assert len(canvas) > 100 and not canvas & set(evaluated_models)
+    monkeypatch.setattr(rendered, "_materialise_defaults", lambda models: None)
     plain, _ = rendered._prepared(profiles_view(data.model_data(store, ROPE_MODEL)))
+    other = copy_layout(plain)
+    page = set(other.root.references())
     evaluated.clear()
-    list(copy_layout(plain).root.references())
+    list(other.root.references())
     assert len(evaluated) > 100  # without the step, every walk evaluates hundreds of defaults
     monkeypatch.undo()
     assert _values(copy.root) == _values(plain)

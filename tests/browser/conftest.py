@@ -175,14 +175,15 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def serve_app(store_path, port: int | None = None, timeout: float = 90.0):
-    """Start ``panel serve dashboard/app.py`` on 127.0.0.1 in a subprocess; returns (process, url)."""
+def serve_app(store_path, port: int | None = None, timeout: float = 90.0, env: dict | None = None):
+    """Start ``panel serve dashboard/app.py`` on 127.0.0.1 in a subprocess (``env``: variables to add to its
+    environment); returns (process, url)."""
     port = port or free_port()
     cmd = [sys.executable, "-m", "panel", "serve", str(REPO / "dashboard" / "app.py"), "--port", str(port),
            "--address", "127.0.0.1", "--allow-websocket-origin", f"127.0.0.1:{port}", "--log-level", "warning",
            "--liveness", "--args", "--store", str(store_path)]
     log = tempfile.NamedTemporaryFile(prefix="panel-serve-", suffix=".log", delete=False)
-    proc = subprocess.Popen(cmd, cwd=REPO, stdout=log, stderr=subprocess.STDOUT)
+    proc = subprocess.Popen(cmd, cwd=REPO, stdout=log, stderr=subprocess.STDOUT, env={**os.environ, **(env or {})})
     proc.log_path = log.name
     url = f"http://127.0.0.1:{port}/app"
     deadline = time.time() + timeout

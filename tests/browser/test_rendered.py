@@ -1,0 +1,152 @@
+"""The served pages carry their defaults as values (dashboard.rendered): BokehJS must see every model of such a
+page with exactly the values it sees in the page as drawn without that step, and draw the same pixels.
+
+Both versions of a page are embedded in one static file and compared in chromium, model by model (in the
+order of a walk by property name), property by property: BokehJS's own defaults, not Bokeh's Python ones,
+decide what an unset property is, and where the two differ a written value would change the page. Then
+each version is drawn alone and the screenshots compared: BokehJS styles some elements differently when
+a property is set, even to its default value (titles written with their default size are drawn smaller).
+"""
+
+from __future__ import annotations
+
+import panel as pn
+import pytest
+from bokeh.embed import components
+from bokeh.resources import CDN
+
+from dashboard import data, rendered
+from dashboard.app import PagePane
+from dashboard.clone import copy_layout
+from dashboard.export import orbits_content
+from dashboard.profiles_page import profiles_view
+from tests.browser.conftest import ROPE_MODEL, route_offline, write_synthetic_store
+
+pytestmark = pytest.mark.browser
+
+IDLE_JS = ("() => { if (!window.Bokeh || Bokeh.documents.length == 0) { return false; }"
+           " const v = Bokeh.index.find_one(Bokeh.documents[0].roots()[0]); return v != null && v.has_finished(); }")
+
+COMPARE_JS = """
+() => {
+  const isModel = (v) => v != null && typeof v === 'object' && typeof v.references === 'function' && 'id' in v;
+  const dump = (root) => {
+    const order = new Map(), out = [];
+    const enc = (v) => {
+      if (isModel(v)) { return {model: order.get(v)}; }
+      if (v instanceof Map) { return {map: [...v.entries()].map(([k, x]) => [enc(k), enc(x)])}; }
+      if (ArrayBuffer.isView(v)) { return {typed: v.constructor.name, values: Array.from(v)}; }
+      if (Array.isArray(v)) { return v.map(enc); }
+      if (v != null && typeof v === 'object') {
+        return Object.fromEntries(Object.keys(v).sort().map(k => [k, enc(v[k])]));
+      }
+      return (typeof v === 'number' && Number.isNaN(v)) ? 'NaN' : v;
+    };
+    const children = (v, found) => {
+      if (isModel(v)) { found.push(v); }
+      else if (v instanceof Map) { for (const [k, x] of v) { children(k, found); children(x, found); } }
+      else if (Array.isArray(v)) { for (const x of v) { children(x, found); } }
+      else if (v != null && typeof v === 'object' && !ArrayBuffer.isView(v)) {
+        for (const k of Object.keys(v).sort()) { children(v[k], found); }
+      }
+      return found;
+    };
+    const visit = (m) => {
+      if (order.has(m)) { return; }
+      order.set(m, order.size);
+      out.push(m);
+      const attrs = m.attributes;
+      for (const k of Object.keys(attrs).sort()) { for (const c of children(attrs[k], [])) { visit(c); } }
+    };
+    visit(root);
+    return out.map(m => {
+      const attrs = m.attributes, row = {};
+      for (const k of Object.keys(attrs).sort()) { if (k !== 'id') { row[k] = JSON.stringify(enc(attrs[k])); } }
+      return [m.type, row];
+    });
+  };
+  const [plain, written] = Bokeh.documents[0].roots().map(dump);
+  const differences = [];
+  if (plain.length !== written.length) { differences.push(['model count', plain.length, written.length]); }
+  for (let i = 0; i < Math.min(plain.length, written.length); i++) {
+    const [ta, a] = plain[i], [tb, b] = written[i];
+    if (ta !== tb) { differences.push([i, 'type', ta, tb]); continue; }
+    for (const k of new Set([...Object.keys(a), ...Object.keys(b)])) {
+      if (a[k] !== b[k]) { differences.push([ta, k, (a[k] || '').slice(0, 80), (b[k] || '').slice(0, 80)]); }
+    }
+  }
+  return [plain.length, differences];
+}
+"""
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory):
+    return write_synthetic_store(tmp_path_factory.mktemp("rendered") / "store.zarr", with_orbits=True)
+
+
+@pytest.mark.parametrize("page", ["profiles", "orbits"])
+def test_bokehjs_sees_a_served_page_as_the_page_without_written_defaults(browser, store, tmp_path, monkeypatch,
+                                                                        page):
+    def make():
+        return profiles_view(data.model_data(store, ROPE_MODEL)) if page == "profiles" else orbits_content(store)
+
+    written = copy_layout(*rendered._prepared(make())).root  # a session's copy, as served
+    monkeypatch.setattr(rendered, "_materialise_defaults", lambda models: None)
+    plain = copy_layout(*rendered._prepared(make())).root
+    script, (div_plain, div_written) = components((plain, written))
+    html = tmp_path / "both.html"
+    html.write_text(f"<!DOCTYPE html><html><head>{CDN.render()}{script}</head>"
+                    f"<body>{div_plain}{div_written}</body></html>", encoding="utf-8")
+    tab = browser.new_page()
+    errors = []
+    tab.on("pageerror", lambda e: errors.append(str(e)))
+    route_offline(tab)
+    tab.goto(html.as_uri())
+    tab.wait_for_function("() => window.Bokeh && Bokeh.documents.length > 0 && Bokeh.documents[0].roots().length == 2",
+                          timeout=60_000)
+    count, differences = tab.evaluate(COMPARE_JS)
+    tab.close()
+    assert count > 100 and differences == [] and errors == []
+    shots = []
+    for layout in (plain, written):  # each in a Panel page, as the served app shows it
+        one = tmp_path / "one.html"
+        pn.Column(PagePane(layout)).save(one, resources=CDN)
+        tab = browser.new_page(viewport={"width": 1400, "height": 1000})
+        route_offline(tab)
+        tab.goto(one.as_uri())
+        tab.wait_for_function(IDLE_JS, timeout=60_000)
+        tab.wait_for_timeout(300)
+        shots.append(tab.screenshot(full_page=True))
+        tab.close()
+    assert shots[0] == shots[1]
+
+
+def _served_screenshot(browser, store, write: bool) -> bytes:
+    """The served profiles page of ``store`` (``panel serve``, its first model, the last two layers
+    selected), drawn with or without written defaults."""
+    from tests.browser.conftest import FIND_JS, serve_app, stop, wait_for_bokeh
+
+    proc, url = serve_app(store, env={"HEADGEOMETRY_WRITE_DEFAULTS": "1" if write else "0"})
+    try:
+        tab = browser.new_page(viewport={"width": 1400, "height": 900})
+        route_offline(tab)
+        tab.goto(url)
+        wait_for_bokeh(tab, "heads")
+        tab.evaluate("() => {" + FIND_JS + "const h = find('heads'); const n = h.data.layer.length;"
+                     " h.selected.indices = [...Array(n).keys()].filter(i => h.data.layer[i] >= "
+                     "Math.max(...h.data.layer) - 1); }")
+        tab.wait_for_timeout(1500)
+        shot = tab.screenshot(full_page=True)
+        tab.close()
+        return shot
+    finally:
+        stop(proc)
+
+
+def test_the_served_page_draws_the_same_pixels_with_written_defaults(browser):
+    """On the committed store (real models: where writing every default of the titles was seen to shrink them)."""
+    from pipeline.store import default_store_path
+
+    store = default_store_path()
+    assert _served_screenshot(browser, store, write=True) == _served_screenshot(browser, store, write=False)
