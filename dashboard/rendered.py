@@ -47,8 +47,9 @@ _LOCK = threading.Lock()  # sessions asking for a page not yet rendered wait for
 def _written_properties(m: Model):
     """The properties of ``m`` whose defaults ``_materialise_defaults`` writes: every property of a model
     drawn on a canvas; of a page element drawn in the DOM (layouts, widgets, Divs, figures, their titles
-    and toolbars), only those that may hold a model. BokehJS styles such elements with CSS that differs
-    when a property is set, even to its default (written titles lose their size)."""
+    and toolbars), only those that may hold a model. BokehJS styles such elements differently once a
+    property is set, even to its default (with theirs written, the served page's plot titles shrink and a
+    toolbar appears: ``tests/browser/test_rendered.py``)."""
     return m.properties_with_refs() if isinstance(m, (UIElement, Title, Toolbar)) else m.properties()
 
 

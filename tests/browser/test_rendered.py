@@ -4,8 +4,12 @@ page with exactly the values it sees in the page as drawn without that step, and
 Both versions of a page are embedded in one static file and compared in chromium, model by model (in the
 order of a walk by property name), property by property: BokehJS's own defaults, not Bokeh's Python ones,
 decide what an unset property is, and where the two differ a written value would change the page. Then
-each version is drawn alone and the screenshots compared: BokehJS styles some elements differently when
-a property is set, even to its default value (titles written with their default size are drawn smaller).
+each version is drawn alone in a Panel page and the screenshots compared. Last, the app is served over the
+committed store with and without the step (``HEADGEOMETRY_WRITE_DEFAULTS=0``) and its screenshots
+compared: BokehJS styles some DOM elements differently once a property is set, even to its default value
+(with every default written, those of the layouts, figures, titles and toolbars included, the served
+page's plot titles are drawn smaller and a toolbar appears; only this comparison shows it, which is why
+``rendered._written_properties`` leaves those elements' plain values unset).
 """
 
 from __future__ import annotations
@@ -20,7 +24,16 @@ from dashboard.app import PagePane
 from dashboard.clone import copy_layout
 from dashboard.export import orbits_content
 from dashboard.profiles_page import profiles_view
-from tests.browser.conftest import ROPE_MODEL, route_offline, write_synthetic_store
+from pipeline.store import default_store_path
+from tests.browser.conftest import (
+    FIND_JS,
+    ROPE_MODEL,
+    route_offline,
+    serve_app,
+    stop,
+    wait_for_bokeh,
+    write_synthetic_store,
+)
 
 pytestmark = pytest.mark.browser
 
@@ -125,8 +138,6 @@ def test_bokehjs_sees_a_served_page_as_the_page_without_written_defaults(browser
 def _served_screenshot(browser, store, write: bool) -> bytes:
     """The served profiles page of ``store`` (``panel serve``, its first model, the last two layers
     selected), drawn with or without written defaults."""
-    from tests.browser.conftest import FIND_JS, serve_app, stop, wait_for_bokeh
-
     proc, url = serve_app(store, env={"HEADGEOMETRY_WRITE_DEFAULTS": "1" if write else "0"})
     try:
         tab = browser.new_page(viewport={"width": 1400, "height": 900})
@@ -145,8 +156,6 @@ def _served_screenshot(browser, store, write: bool) -> bytes:
 
 
 def test_the_served_page_draws_the_same_pixels_with_written_defaults(browser):
-    """On the committed store (real models: where writing every default of the titles was seen to shrink them)."""
-    from pipeline.store import default_store_path
-
+    """On the committed store (real models), where writing the DOM elements' defaults was seen to change the page."""
     store = default_store_path()
     assert _served_screenshot(browser, store, write=True) == _served_screenshot(browser, store, write=False)
