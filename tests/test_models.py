@@ -9,7 +9,7 @@ import pytest
 import transformers
 
 from pipeline.architectures import layout_from_config
-from pipeline.models import MODELS, SEED_MODELS, spec_for
+from pipeline.models import MODELS, SEED_MODELS, ModelSpec, spec_for
 
 
 def _cfg(cls, **kw) -> dict:
@@ -90,3 +90,18 @@ def test_spec_for_accepts_names_and_hub_ids():
     assert spec_for("facebook/opt-350m") is MODELS["opt-350m"]
     assert spec_for("opt-350m") is MODELS["opt-350m"]
     assert spec_for("someone/else") is None
+
+
+def test_flags_mark_the_seed_and_the_real_models():
+    """SEED_MODELS is the flagged rows in registry order; the one real row is the one a package ships."""
+    assert SEED_MODELS == tuple(n for n in MODELS if MODELS[n].seed)
+    assert [n for n, s in MODELS.items() if s.real] == ["all-MiniLM-L6-v2"]
+    assert [n for n, s in MODELS.items() if s.package] == ["all-MiniLM-L6-v2"]
+    assert [n for n, s in MODELS.items() if not s.seed and not s.real] == ["SmolLM2-135M", "TinyLlama-1.1B",
+                                                                          "Llama-3.2-1B"]
+
+
+@pytest.mark.parametrize("kw", [{"real": True}, {"package": "some_package"}])
+def test_real_and_package_go_together(kw):
+    with pytest.raises(ValueError, match="needs package set exactly when real"):
+        ModelSpec("x", "org/x", "gpt2", 1, 1, 8, 8, "learned absolute", **kw)
