@@ -11,15 +11,18 @@ the safetensors library caps it) and each requested tensor's bytes with one ``Ra
 request each, through huggingface_hub's HTTP session (HF_ENDPOINT, HF_TOKEN, proxies as it has them).
 The body is streamed into a buffer of exactly the asked length: a server that answers without honouring
 the range (status 200) is refused before its body is read, and one that sends more than asked is
-refused as soon as the extra bytes arrive. Connections and reads time out
-(``HEADGEOMETRY_HUB_TIMEOUT`` seconds per read, default 30; connect 10 s), so a stalled server ends
-the run with a message instead of hanging it. huggingface_hub's ``HfFileSystem`` reads the same ranges
-but buffers whole responses (``response.content``), so a Range-ignoring server makes it read the whole
-file; ``benchmarks/scale_bench.py`` measures both.
+refused as soon as the extra bytes arrive. Connections and reads time out (connect 10 s; a read
+attempt that receives no data for ``HEADGEOMETRY_HUB_TIMEOUT`` seconds, default 10, is abandoned) and
+a failed read is retried ``HEADGEOMETRY_HUB_RETRIES`` times (default 3) after pauses of 0.5, 1, 2 s,
+then 4 s each. So a server that sends headers and then stalls ends the run with a message after at most
+:func:`stall_budget` seconds (default 4 x 10 + 3.5 = 43.5 s), and raising either variable raises it.
+huggingface_hub's ``HfFileSystem`` reads the same ranges but buffers whole responses
+(``response.content``), so a Range-ignoring server makes it read the whole file;
+``benchmarks/scale_bench.py`` measures both.
 
 Environment, read at call time: HF_ENDPOINT, HF_TOKEN, HF_HOME / HF_HUB_CACHE, HF_HUB_OFFLINE (offline:
 the files must already be in the cache; reads then come from the cached files),
-HEADGEOMETRY_HUB_RETRIES (retries of a failed range read, default 3), HEADGEOMETRY_HUB_TIMEOUT.
+HEADGEOMETRY_HUB_TIMEOUT and HEADGEOMETRY_HUB_RETRIES (checked before anything is fetched).
 
 Nothing here writes to the store: an interrupted read raises ``HubError``; resuming is the run's
 business (finished layers are not read again).
@@ -64,8 +67,57 @@ class NoSafetensorsError(HubError):
         self.commit = commit
 
 
+DEFAULT_TIMEOUT = 10.0  # seconds without data before a read attempt is abandoned (huggingface_hub's own default)
+DEFAULT_RETRIES = 3
+TIMEOUT_VAR, RETRIES_VAR = "HEADGEOMETRY_HUB_TIMEOUT", "HEADGEOMETRY_HUB_RETRIES"
+
+
+class HubStalled(HubError):
+    """Every attempt of one range read received no data within the read timeout."""
+
+    def __init__(self, url: str, timeout: float, stalled: int, attempts: int, seconds: float):
+        self.timeout, self.stalled, self.attempts, self.seconds = timeout, stalled, attempts, seconds
+        super().__init__(f"no data from {url} {self.within}")
+
+    @property
+    def within(self) -> str:
+        return (f"within {self.timeout:g} s on {self.stalled} of {self.attempts} attempt(s), "
+                f"{self.seconds:.0f} s in all")
+
+
+def _env_number(var: str, default: float, kind: type, minimum: float, what: str):
+    raw = os.environ.get(var, "").strip()
+    if not raw:
+        return default
+    try:
+        value = kind(raw)
+    except ValueError:
+        value = None
+    if value is None or not value >= minimum or value == float("inf"):
+        raise HubError(f"{var}={raw!r} is not {what}; unset it for the default ({default:g}).")
+    return value
+
+
 def read_timeout() -> float:
-    return float(os.environ.get("HEADGEOMETRY_HUB_TIMEOUT", "30") or 30)
+    """HEADGEOMETRY_HUB_TIMEOUT: seconds a read attempt may receive nothing before it is abandoned."""
+    return _env_number(TIMEOUT_VAR, DEFAULT_TIMEOUT, float, 0.001, "a positive number of seconds")
+
+
+def read_retries() -> int:
+    """HEADGEOMETRY_HUB_RETRIES: how many times a failed range read is tried again."""
+    return _env_number(RETRIES_VAR, DEFAULT_RETRIES, int, 0, "a whole number of retries (0 or more)")
+
+
+def backoff(attempt: int) -> float:
+    """The pause before retry number ``attempt + 1``."""
+    return min(0.5 * 2**attempt, 4.0)
+
+
+def stall_budget(timeout: float | None = None, retries: int | None = None) -> float:
+    """The longest one range read waits on a server that stalls: every attempt's timeout and the pauses."""
+    timeout = read_timeout() if timeout is None else timeout
+    retries = read_retries() if retries is None else retries
+    return (retries + 1) * timeout + sum(backoff(a) for a in range(retries))
 
 
 def _timeout_errors() -> tuple[type[BaseException], ...]:
@@ -91,7 +143,7 @@ def explain(exc: BaseException, repo_id: str, revision: str | None, what: str) -
         RevisionNotFoundError,
     )
 
-    if isinstance(exc, HubError):
+    if isinstance(exc, HubError) and not isinstance(exc, HubStalled):
         return exc
     where = f"{repo_id}@{revision or 'main'} at {hub_endpoint()}"
     if isinstance(exc, OfflineModeIsEnabled) or (hub_offline() and isinstance(exc, EntryNotFoundError)):
@@ -110,10 +162,13 @@ def explain(exc: BaseException, repo_id: str, revision: str | None, what: str) -
         status = getattr(getattr(exc, "response", None), "status_code", "an error")
         msg = (f"the Hub at {hub_endpoint()} answered {status} while reading {what} of {repo_id}: "
                f"{str(exc).splitlines()[0]}. Try again later; layers already written are kept.")
+    elif isinstance(exc, HubStalled):
+        msg = (f"the Hub at {hub_endpoint()} stalled while reading {what} of {repo_id}: no data "
+               f"{exc.within}. Try again later, or raise {TIMEOUT_VAR} (seconds without data per attempt) or "
+               f"{RETRIES_VAR} (retries after the first attempt); layers already written are kept.")
     elif isinstance(exc, _timeout_errors()):
-        msg = (f"the Hub at {hub_endpoint()} stalled while reading {what} of {repo_id} (no data within "
-               f"{read_timeout():g} s). Try again later, or raise HEADGEOMETRY_HUB_TIMEOUT; layers already "
-               "written are kept.")
+        msg = (f"the Hub at {hub_endpoint()} stalled while reading {what} of {repo_id} (no answer within "
+               f"{CONNECT_TIMEOUT:g} s). Try again later; layers already written are kept.")
     elif isinstance(exc, _network_errors()):
         msg = (f"could not reach the Hub at {hub_endpoint()} to read {what} of {repo_id} ({exc}). Check the "
                f"network and HF_ENDPOINT, or set HF_HUB_OFFLINE=1 to use files already in {hub_cache()}.")
@@ -134,7 +189,7 @@ class RangeFile:
 
     def __init__(self, url: str, name: str, token: str | None = None, retries: int | None = None):
         self.url, self.name, self.token = url, name, token
-        self.retries = int(os.environ.get("HEADGEOMETRY_HUB_RETRIES", "3")) if retries is None else retries
+        self.retries = read_retries() if retries is None else retries
         self.bytes_fetched = 0
         self.requests = 0
         self._lock = threading.Lock()
@@ -182,14 +237,18 @@ class RangeFile:
 
         if length <= 0:
             return b""
+        t0, stalls = time.monotonic(), 0
         for attempt in range(self.retries + 1):
             try:
                 return self._once(start, length)
             except (httpx2.TransportError, HfHubHTTPError) as exc:
+                stalls = stalls + 1 if isinstance(exc, httpx2.ReadTimeout) else 0
                 status = getattr(getattr(exc, "response", None), "status_code", None)
                 if attempt == self.retries or (isinstance(exc, HfHubHTTPError) and status not in RETRY_STATUS):
+                    if stalls:  # the last attempt (and those right before it) received nothing in time
+                        raise HubStalled(self.url, read_timeout(), stalls, attempt + 1, time.monotonic() - t0) from exc
                     raise
-                time.sleep(min(0.5 * 2**attempt, 4.0))
+                time.sleep(backoff(attempt))
         raise AssertionError("unreachable")
 
 
@@ -363,6 +422,7 @@ def resolve_snapshot(repo_id: str, revision: str | None = None) -> HubSnapshot:
     from huggingface_hub.errors import EntryNotFoundError
 
     endpoint, token, offline = hub_endpoint(), hub_token(), hub_offline()
+    read_timeout(), read_retries()  # a bad setting fails before anything is fetched
     rev = revision or "main"
     try:
         if not offline:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -94,8 +95,6 @@ def good_store(tmp_path, checkpoint) -> Path:
 
 
 def assert_one_line_exit_2(done: subprocess.CompletedProcess, pattern: str) -> None:
-    import re
-
     assert done.returncode == 2, (done.returncode, done.stderr)
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("error: "), done.stderr
@@ -153,6 +152,10 @@ def test_cli_against_a_range_ignoring_hub_exits_2_and_keeps_the_store(checkpoint
 # ------------------------------------------------------------------------------ stalls
 
 
+def range_requests(hub: LoopbackHub) -> int:
+    return sum(1 for _method, _path, rng in hub.requests if rng)
+
+
 def test_a_stalled_server_ends_the_run_within_the_timeout(checkpoint, env, tmp_path):
     store = good_store(tmp_path, checkpoint)
     before = snapshot(store)
@@ -164,20 +167,80 @@ def test_a_stalled_server_ends_the_run_within_the_timeout(checkpoint, env, tmp_p
                               "HEADGEOMETRY_HUB_RETRIES": "0", "HEADGEOMETRY_HUB_TIMEOUT": "2"})
         elapsed = time.perf_counter() - t0
     assert elapsed < 30, f"the run took {elapsed:.0f} s against a server stalled for 60 s"
-    assert_one_line_exit_2(done, r"stalled while reading .* \(no data within 2 s\)")
+    assert_one_line_exit_2(done, r"stalled while reading the header of .*: no data within 2 s on 1 of 1 attempt\(s\)"
+                                 r".* raise HEADGEOMETRY_HUB_TIMEOUT .* or HEADGEOMETRY_HUB_RETRIES")
     assert snapshot(store) == before
+
+
+@pytest.mark.slow
+def test_a_stalled_server_ends_a_default_run_within_a_minute(checkpoint, env, tmp_path):
+    """With no HEADGEOMETRY_HUB_* set, a server that sends headers and then nothing ends the whole command
+    (start-up, config, every retry) with a clear error in under 60 s, after 1 + 3 tries of the first read."""
+    env.delenv("HEADGEOMETRY_HUB_RETRIES")
+    with LoopbackHub(serve_folder(checkpoint, REPO)) as hub:
+        hub.stall_ranges = 300.0
+        t0 = time.perf_counter()
+        done = cli("profiles", REPO, "--store", tmp_path / "s.zarr", "--quiet", timeout=120,
+                   env_extra={"HF_ENDPOINT": hub.endpoint, "HF_HOME": os.environ["HF_HOME"]})
+        elapsed = time.perf_counter() - t0
+        asked = range_requests(hub)
+    print(f"stalled Hub, default settings: the command failed after {elapsed:.1f} s")
+    assert_one_line_exit_2(done, r"stalled while reading the header of model-00001-of-00002.safetensors of "
+                                 r"test-org/tiny: no data within 10 s on 4 of 4 attempt\(s\)")
+    assert asked == 4, hub.requests
+    assert 4 * 10 + 0.5 + 1 + 2 <= elapsed < 60, f"the run took {elapsed:.1f} s"
+
+
+def stalled_read(hub: LoopbackHub, env, timeout: str, retries: str) -> tuple[float, int, HubError]:
+    """Read one tensor from ``hub`` stalling every Range answer: (seconds, Range requests, the error)."""
+    env.setenv("HEADGEOMETRY_HUB_TIMEOUT", timeout)
+    env.setenv("HEADGEOMETRY_HUB_RETRIES", retries)
+    hub.stall_ranges = 0.0
+    ck = hub_checkpoint(REPO)
+    ck.hub_snapshot.header("model-00001-of-00002.safetensors")
+    hub.reset_counts()
+    hub.stall_ranges = 60.0
+    t0 = time.perf_counter()
+    with pytest.raises(HubError) as err:
+        ck.read(qk_names()[0])
+    return time.perf_counter() - t0, range_requests(hub), err.value
 
 
 def test_a_stall_in_process_is_a_hub_error_after_the_read_timeout(checkpoint, env):
     with LoopbackHub(serve_folder(checkpoint, REPO)) as hub:
         env.setenv("HF_ENDPOINT", hub.endpoint)
-        env.setenv("HEADGEOMETRY_HUB_TIMEOUT", "1")
-        ck = hub_checkpoint(REPO)
-        hub.stall_ranges = 60.0
-        t0 = time.perf_counter()
-        with pytest.raises(HubError, match="stalled"):
-            ck.read(qk_names()[0])
-        assert time.perf_counter() - t0 < 10
+        elapsed, asked, err = stalled_read(hub, env, "1", "0")
+    assert asked == 1
+    assert 1 <= elapsed < 10
+    assert re.search(r"stalled while reading tensor model.decoder.layers.0.self_attn.q_proj.weight in "
+                     r"model-00001-of-00002.safetensors of test-org/tiny: no data within 1 s on 1 of 1 attempt",
+                     str(err)), err
+
+
+def test_raising_the_variables_raises_the_stall_budget(checkpoint, env):
+    """Each retry is one more Range request that waits the whole timeout; the pauses between are 0.5 s, 1 s."""
+    with LoopbackHub(serve_folder(checkpoint, REPO)) as hub:
+        env.setenv("HF_ENDPOINT", hub.endpoint)
+        short, asked_short, _ = stalled_read(hub, env, "0.5", "0")
+        longer, asked_longer, err = stalled_read(hub, env, "0.5", "2")
+        slower, asked_slower, _ = stalled_read(hub, env, "2", "0")
+    assert (asked_short, asked_longer, asked_slower) == (1, 3, 1)
+    assert 0.5 <= short < 0.5 + 5
+    assert 3 * 0.5 + 0.5 + 1 <= longer < 3 * 0.5 + 0.5 + 1 + 5
+    assert 2 <= slower < 2 + 5
+    assert "no data within 0.5 s on 3 of 3 attempt(s)" in str(err), err
+
+
+@pytest.mark.parametrize("var, value", [("HEADGEOMETRY_HUB_TIMEOUT", "soon"), ("HEADGEOMETRY_HUB_TIMEOUT", "0"),
+                                        ("HEADGEOMETRY_HUB_TIMEOUT", "-3"), ("HEADGEOMETRY_HUB_RETRIES", "1.5"),
+                                        ("HEADGEOMETRY_HUB_RETRIES", "-1")])
+def test_a_bad_setting_is_refused_before_anything_is_fetched(checkpoint, env, var, value):
+    with LoopbackHub(serve_folder(checkpoint, REPO)) as hub:
+        env.setenv("HF_ENDPOINT", hub.endpoint)
+        env.setenv(var, value)
+        with pytest.raises(HubError, match=rf"^{var}='{re.escape(value)}' is not a "):
+            hub_checkpoint(REPO)
+        assert hub.requests == []
 
 
 # ------------------------------------------------------------------------------ index names
