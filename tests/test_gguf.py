@@ -155,6 +155,31 @@ def test_quantised_profiles_within_the_quantisation_error(llama, qtype, bound):
     assert np.abs(wrong - want).max() > max(0.1, 3 * err)
 
 
+@pytest.mark.parametrize("qtype", ["F32", "F16", "BF16", "Q8_0", "Q4_0", "Q4_1", "Q5_1"])
+@pytest.mark.parametrize("chunk_heads", [None, 1, 3])
+def test_read_tensors_are_ggufs_own_dequantisation_bit_for_bit(llama, monkeypatch, qtype, chunk_heads):
+    """read_compact (chunks of whole heads written through the un-permuting view) gives, once permuted back to
+    the file's row order by the converter's definition, exactly the bits of gguf.quants.dequantize applied to
+    the whole tensor as GGUFReader maps it; with chunks of one head, and of 3 heads (a short last chunk)."""
+    model, folder, _ = llama
+    path = str(folder / f"bits-{qtype}.gguf")
+    if not (folder / f"bits-{qtype}.gguf").exists():
+        write_gguf(model, path, qtype=qtype)
+    n = N // H
+    if chunk_heads is not None:
+        monkeypatch.setattr(gguf_reader, "CHUNK_BYTES", chunk_heads * n * N * 4)
+    ck = open_gguf(path)
+    raw = {t.name: t for t in gguf.GGUFReader(path).tensors}
+    for layer in range(LAYERS):
+        for role, heads in (("q", H), ("k", KV)):
+            t = raw[f"blk.{layer}.attn_{role}.weight"]
+            want = np.asarray(gguf.quants.dequantize(t.data, t.tensor_type), dtype=np.float32).reshape(heads * n, N)
+            got = ck.read_compact(f"model.layers.{layer}.self_attn.{role}_proj.weight")
+            assert got.dtype == np.float32 and got.shape == want.shape
+            assert np.array_equal(permute(got, heads).view(np.uint32), want.view(np.uint32))
+            assert not np.array_equal(got, want)  # the rows were reordered: the comparison is not trivial
+
+
 def test_a_reader_without_the_unpermutation_is_caught(llama, monkeypatch):
     model, folder, st = llama
     path = write_gguf(model, folder / "perm.gguf")

@@ -3,8 +3,9 @@
 Read through the ``gguf`` package (llama.cpp's own Python library): ``GGUFReader`` memory-maps the file
 and parses its metadata once; the reader (whose parsed tokenizer fields are most of its memory) is then
 dropped and only memory-mapped views of the query and key weights (and the attention-norm gains, for
-``--fold-ln``) are kept. Each is dequantised with ``gguf.quants.dequantize`` one head (a block of rows) at a
-time, so a read costs the float32 copy of one tensor and nothing of the rest of the file.
+``--fold-ln``) are kept. Each is dequantised with ``gguf.quants.dequantize`` in chunks of whole heads (blocks
+of rows, ``CHUNK_BYTES`` of output), so a read costs the float32 copy of one tensor and nothing of the rest of
+the file.
 
 Translation to the Hugging Face layout, so that ``pipeline.architectures`` handles the result unchanged:
 
@@ -18,7 +19,8 @@ Translation to the Hugging Face layout, so that ``pipeline.architectures`` handl
 - llama.cpp's converter (``convert_hf_to_gguf.py``, ``LlamaModel.modify_tensors``) permutes the rows of the
   Q and K weights of ``llama``-architecture models, within each head, from rotate-half order to interleaved
   pairs: ``w.reshape(heads, 2, n // 2, N).swapaxes(1, 2)`` (``heads`` = key heads for K). The reader applies
-  the inverse, ``w.reshape(heads, n // 2, 2, N).swapaxes(1, 2)``, per head. ``qwen2`` files keep HF order.
+  the inverse by writing each dequantised chunk into ``out.reshape(heads, 2, n // 2, N).swapaxes(1, 2)``
+  (a view of the result in the file's row order): no per-head copy. ``qwen2`` files keep HF order.
 
 Provenance: name = ``general.name``, format ``gguf``, quantization (the Q/K tensors' type, e.g. ``Q4_1``;
 ``""`` for F32), file, sha256 and, for a file shipped inside an installed PyPI package, ``name==version``.
@@ -40,6 +42,7 @@ ARCHITECTURES = {"llama": ("llama", True), "qwen2": ("qwen2", False)}
 _ROLES = {"attn_q.weight": "self_attn.q_proj.weight", "attn_k.weight": "self_attn.k_proj.weight",
           "attn_norm.weight": "input_layernorm.weight"}
 _FLOAT = ("F32", "F16", "BF16", "F64")
+CHUNK_BYTES = 16 << 20  # float32 output dequantised per call (whole heads; at least one head)
 
 
 def hf_name(gguf_name: str) -> str | None:
@@ -110,7 +113,11 @@ class GGUFFile:
         return self._tensors[name][1]
 
     def read_compact(self, name: str) -> np.ndarray:
-        """The dequantised tensor in float32 (exact for every GGUF type this reads), HF row order."""
+        """The dequantised tensor in float32 (exact for every GGUF type this reads), HF row order.
+
+        Whole heads are dequantised together, about ``CHUNK_BYTES`` of float32 at a time (one call for a
+        small model's tensor), each chunk written straight into the result through a view that undoes
+        the Q/K row permutation, so the extra memory is one chunk and gguf's own 16-row temporaries."""
         from gguf.quants import dequantize
 
         qtype, shape, data = self._tensors[name]
@@ -120,12 +127,16 @@ class GGUFFile:
         heads = self._heads.get(name, 1)
         per = rows // heads
         out = np.empty((rows, cols), dtype=np.float32)
-        for h in range(heads):  # one head's rows at a time: the memory map is read block by block
-            w = np.asarray(dequantize(data[h * per:(h + 1) * per], qtype), dtype=np.float32)
-            w = w.reshape(per, cols)
-            if self._permuted and name in self._heads:
-                w = w.reshape(per // 2, 2, cols).swapaxes(0, 1).reshape(per, cols)
-            out[h * per:(h + 1) * per] = w
+        if self._permuted and name in self._heads:
+            # GGUF row (h, i, j) = HF row (h, j, i): a strided view of ``out`` in the file's row order
+            dst = out.reshape(heads, 2, per // 2, cols).swapaxes(1, 2)
+        else:
+            dst = out.reshape(heads, per, cols)
+        step = max(1, min(heads, CHUNK_BYTES // max(1, per * cols * 4)))
+        data = np.asarray(data)  # a plain view of the memory map: numpy's memmap subclass costs per slice
+        for h in range(0, heads, step):
+            part = dequantize(data[h * per:(h + step) * per], qtype)
+            dst[h:h + step] = part.reshape(dst[h:h + step].shape)
         return out
 
     def read(self, name: str) -> np.ndarray:
