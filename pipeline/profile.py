@@ -172,13 +172,14 @@ def _thread_limit(threads: int | None, route: str):
 # ------------------------------------------------------------------------------------------ profile
 
 
-def _profile_of_top(S: np.ndarray, m: int, rtol: float, eig, scratch: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def _profile_of_top(S: np.ndarray, m: int, rtol: float, eig,
+                    scratch: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Profiles of cores ``C = [[A, B], [0, 0]]`` held in the work array ``S`` (batch, k, k), in place.
 
     On entry ``S[:, :m, :] = [A | B]`` (A (m, m), B (m, k - m)) and ``S[:, m:, :]`` is zero. On exit the
     upper triangle of ``S`` is that of sym(C) / ||C|| (its lower-left block is left as zeros; the eigen
     step reads the upper triangle only). ``scratch`` is (>= batch, m, m). Returns profile (batch, 4),
-    norm (batch,).
+    norm (batch,) and the eigenvalues of S (batch, k), ascending, |lambda| <= rtol set to 0 (NaN where L = 0).
     """
     nb = S.shape[0]
     top = S[:, :m, :]
@@ -207,7 +208,7 @@ def _profile_of_top(S: np.ndarray, m: int, rtol: float, eig, scratch: np.ndarray
     total = prof.sum(axis=-1, keepdims=True)
     prof = prof / np.where(alive[..., None], total, 1.0)
     prof = np.where(alive[..., None], prof, np.nan)
-    return prof, norm
+    return prof, norm, np.where(alive[..., None], lam, np.nan)
 
 
 def _thresholds(rtol: float, route: str, tol: float | None) -> float:
@@ -262,7 +263,7 @@ def profile_of_cores(C: np.ndarray, rtol: float = DEFAULT_RTOL, *, eigvalsh: str
             raise ValueError("the bilinear form has NaN or Inf entries; check the weights it was built from")
         work = S[:len(part)]
         work[...] = part  # a float64 copy: worked on in place
-        profs[start:start + step], norms[start:start + step] = _profile_of_top(work, k, rtol, eig, scratch)
+        profs[start:start + step], norms[start:start + step], _ = _profile_of_top(work, k, rtol, eig, scratch)
     return profs.reshape(batch + (4,)), norms.reshape(batch)
 
 
@@ -317,7 +318,8 @@ def head_profiles(
     threads: int | None = None,
     chunk_bytes: int = CHUNK_BYTES,
     progress=None,
-) -> tuple[np.ndarray, np.ndarray]:
+    statistics: bool = False,
+) -> tuple[np.ndarray, ...]:
     """Profiles of the heads of one layer, through the low-rank route, one head at a time.
 
     Parameters
@@ -343,10 +345,15 @@ def head_profiles(
         Bound on each (offsets, k, k) float64 work array of a head.
     progress : callable or None
         Called with each head index when it is done (e.g. a tqdm update).
+    statistics : bool
+        Also return each head's statistics and spectrum at the first offset (d = 0), from the same cores
+        (``pipeline.head_statistics``): one m x m Gram eigenproblem per head on top of the profile's.
 
     Returns
     -------
     profile : (H, 4) or (H, D, 4);  norm : (H,) or (H, D)
+    with ``statistics``, also: statistics (H, 17) in the order of ``pipeline.schema.STATISTICS`` and
+    spectrum (H, k), the eigenvalues of S (||L||_F = 1) decreasing, k = min(N, 2n)
     """
     W_Q, W_K = np.asarray(W_Q), np.asarray(W_K)
     if W_Q.ndim != 3 or W_K.ndim != 3 or W_Q.shape[1:] != W_K.shape[1:]:
@@ -368,15 +375,32 @@ def head_profiles(
     eig = _eigvalsh_fn(route, device)
     k = min(N, 2 * n)
     m = min(n, k)  # nonzero rows of K: [K | P] is upper triangular
+    gram, trace = (np.empty((H, m, m)), np.empty(H)) if statistics else (None, None)
+
+    def keep_d0(h: int, top: np.ndarray) -> None:  # the unscaled top rows [A | B] of head h's core at d = 0
+        if statistics:
+            np.matmul(top, top.T, out=gram[h])
+            trace[h] = np.trace(top[:, :m])
+
+    def finish(prof, norm, prof0, norm0, lam0):
+        if not statistics:
+            return prof, norm
+        from pipeline.head_statistics import head_statistics, singular_energies, spectrum
+
+        h2, tr = singular_energies(gram, trace, norm0)
+        return prof, norm, head_statistics(lam0, h2, tr, prof0), spectrum(lam0)
+
     with _thread_limit(threads, route):
         if rotations is None:
             S = np.zeros((H, k, k))
             for h in range(H):
                 K, P = _head_span(W_Q, W_K, h, kv_of_head[h], gain)
                 np.matmul(K[:m], P.T, out=S[h, :m])
+                keep_d0(h, S[h, :m])
                 if progress is not None:
                     progress(h)
-            return _profile_of_top(S, m, rtol, eig, np.empty((H, m, m)))
+            prof, norm, lam = _profile_of_top(S, m, rtol, eig, np.empty((H, m, m)))
+            return finish(prof, norm, prof, norm, lam)
         rotations = np.asarray(rotations, dtype=np.float64)
         if rotations.ndim != 3 or rotations.shape[1:] != (n, n):
             raise ValueError(f"rotations must have shape (D, {n}, {n}); got {rotations.shape}")
@@ -386,6 +410,7 @@ def head_profiles(
         step = max(1, -(-D // max(1, n_chunks)))
         S, scratch = np.zeros((step, k, k)), np.empty((step, m, m))
         prof, norm = np.empty((H, D, 4)), np.empty((H, D))
+        lam0 = np.empty((H, k))
         KR_buf, tmp_buf = np.empty((step, m, n)), np.empty((step, m, n))
         for h in range(H):
             K, P = _head_span(W_Q, W_K, h, kv_of_head[h], gain)
@@ -403,10 +428,14 @@ def head_profiles(
                     KR += tmp
                 work = S[:len(KR)]  # rows m: stay zero: only the top rows are ever written
                 np.matmul(KR, Pt, out=work[:, :m])
-                prof[h, sl], norm[h, sl] = _profile_of_top(work, m, rtol, eig, scratch)
+                if start == 0:
+                    keep_d0(h, work[0, :m])
+                prof[h, sl], norm[h, sl], lam = _profile_of_top(work, m, rtol, eig, scratch)
+                if start == 0:
+                    lam0[h] = lam[0]
             if progress is not None:
                 progress(h)
-        return prof, norm
+        return finish(prof, norm, prof[:, 0], norm[:, 0], lam0)
 
 
 def naive_profiles(L: np.ndarray, rtol: float = DEFAULT_RTOL) -> tuple[np.ndarray, np.ndarray]:

@@ -31,6 +31,7 @@ from functools import lru_cache
 import numpy as np
 
 REGION_BYTES_PER_HEAD = 129 * 5 * 8  # profile (129 x 4) + norm (129) float64, per head and layer
+STATISTICS_BYTES_PER_HEAD = 17 * 8  # head_statistics, per head and layer (+ the spectrum: 2 d_head float64)
 
 
 class UsageError(ValueError):
@@ -180,8 +181,9 @@ def make_row(**fields):
 # ------------------------------------------------------------------------------------------ task
 
 
-def compute_layer(ckpt, layout, layer: int, fold_ln: bool, rotations=None) -> tuple[np.ndarray, np.ndarray]:
-    """Profiles of one layer: profile (H, 4) or (H, 129, 4) for rotary models, norm (H,) or (H, 129).
+def compute_layer(ckpt, layout, layer: int, fold_ln: bool, rotations=None) -> tuple[np.ndarray, ...]:
+    """Profiles and statistics of one layer, in the order ``Store.write_layer`` takes them: profile (H, 4) or
+    (H, 129, 4) for rotary models, norm (H,) or (H, 129), head statistics (H, 17) and spectrum (H, k) at d = 0.
 
     The layer's Q/K are read compact (float32 where exact, grouped key heads once) and each head is
     converted to float64 only while it is profiled (``pipeline.profile.head_profiles``)."""
@@ -192,7 +194,7 @@ def compute_layer(ckpt, layout, layer: int, fold_ln: bool, rotations=None) -> tu
     qk = layer_qk(ckpt, layout, layer, fold_ln)
     if rotations is None:
         rotations = rotations_of(layout)
-    return head_profiles(qk.W_Q, qk.W_K, rotations, kv_of_head=qk.kv_of_head, gain=qk.gain)
+    return head_profiles(qk.W_Q, qk.W_K, rotations, kv_of_head=qk.kv_of_head, gain=qk.gain, statistics=True)
 
 
 @dataclass(frozen=True)
@@ -234,8 +236,8 @@ def run_task(task: LayerTask, ckpt=None) -> int:
             raise CheckpointError(f"{task.source} is at revision {ckpt.revision} on this worker, but the run was "
                                   f"planned for {task.revision}: the checkpoint changed (or differs between "
                                   "machines). Rerun the command to plan it again.")
-    profile, norm = compute_layer(ckpt, layout_from_config(ckpt.config), task.layer, task.fold_ln)
-    _worker_store(task.store).write_layer(task.name, task.layer, profile, norm)
+    values = compute_layer(ckpt, layout_from_config(ckpt.config), task.layer, task.fold_ln)
+    _worker_store(task.store).write_layer(task.name, task.layer, *values)
     return task.layer
 
 
@@ -408,8 +410,9 @@ def check_weights(plan: ModelPlan, progress: bool = True) -> None:
 
 
 def bytes_needed(plans: list[ModelPlan]) -> int:
-    """About what the plans write: the profile and norm regions of every layer to do."""
-    return sum(len(p.todo) * p.layout.n_heads * REGION_BYTES_PER_HEAD for p in plans)
+    """About what the plans write: the profile, norm and statistics regions of every layer to do."""
+    per_head = lambda p: REGION_BYTES_PER_HEAD + STATISTICS_BYTES_PER_HEAD + 2 * p.layout.d_head * 8  # noqa: E731
+    return sum(len(p.todo) * p.layout.n_heads * per_head(p) for p in plans)
 
 
 # ------------------------------------------------------------------------------------------ executors
@@ -441,8 +444,8 @@ def run_inline(plans: list[ModelPlan], store, progress: bool = True) -> list[str
             _begin(store, plan)
             R = rotations_of(plan.layout)
             for layer in tqdm(plan.todo, desc=plan.name, unit="layer", disable=not progress):
-                profile, norm = compute_layer(plan.ckpt, plan.layout, layer, plan.row.layernorm_folded, R)
-                store.write_layer(plan.name, layer, profile, norm)
+                values = compute_layer(plan.ckpt, plan.layout, layer, plan.row.layernorm_folded, R)
+                store.write_layer(plan.name, layer, *values)
             store.mark_complete(plan.name, revision=plan.ckpt.revision)
     return [p.name for p in plans]
 

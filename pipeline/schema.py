@@ -12,10 +12,18 @@ Groups of a store (Zarr v3, strings variable-length, one ``schema_version`` attr
     norm           (model, layer, head, d)             float64  [1, 1, H0, 129]
     layer_done     (model, layer)                      bool     [1, 1]  set after the layer's values and checksum
     layer_checksum (model, layer)                      str      [1, 1]  sha256 of the layer's values (see below)
+    head_statistics (model, layer, head, statistic)    float64  [1, 1, H0, 17]  at d = 0 (STATISTICS)
+    spectrum       (model, layer, head, eigen)         float64  [1, 1, H0, E0]  eigenvalues of S at d = 0
+    statistics_checksum (model, layer)                 str      [1, 1]  sha256 of the layer's statistics
     n_layers, n_heads, n_kv_heads, d_model, d_head, rotary_dim    (model) int32
     positional, source, revision, family, command, damaged,
     format, quantization, package, file, sha256, note             (model) str
     complete, layernorm_folded                                    (model) bool
+
+The last three (STATISTICS_DATA) are optional: a store written before they existed lacks them and its
+models read as "statistics not computed" (``ModelRow.statistics_computed``); the first registration
+through this code adds them, empty. ``eigen`` is the store's largest 2n (2 * d_head) and grows, like
+``layer`` and ``head``, when a model with a larger head arrives.
 
 ``orbits``  one run of the orbit experiment (frames, panels, heads, verified orbits); ``orbits_sweep``
 one row per sweep run (dimension ``run``); ``orbits_search`` (see ORBITS_SEARCH below when present).
@@ -65,6 +73,32 @@ PROFILE_DATA = {
 }
 PROFILE_COORDS = ("model", "layer", "head", "d", "coordinate")
 
+# The per-head statistics at d = 0 (pipeline.head_statistics), in the order of the ``statistic`` coordinate.
+STATISTICS = ("symmetric_energy", "n_pos", "n_neg", "n_zero", "balance", "pairing", "rho", "pairing_bound",
+              "pairing_gap", "lobe_departure", "b_sym", "c_sym", "d_sym", "trace_ratio", "participation_ratio",
+              "stable_rank", "leading_share")
+# Optional data variables of the profiles group (absent from stores written before them), written with each
+# layer by every profiles run: name -> (dims, dtype, fill value). Coordinates: ``statistic`` (STATISTICS)
+# and ``eigen`` (0 .. E-1, E = the largest 2 * d_head of the store's models).
+STATISTICS_DATA = {
+    "head_statistics": (("model", "layer", "head", "statistic"), "float64", np.nan),
+    "spectrum": (("model", "layer", "head", "eigen"), "float64", np.nan),
+    "statistics_checksum": (("model", "layer"), "str", ""),
+}
+STATISTICS_COORDS = ("statistic", "eigen")
+
+
+def profile_chunks(dims: tuple[str, ...], sizes: dict[str, int]) -> tuple[int, ...]:
+    """The chunk shape of a profiles-group data variable: one chunk per (model, layer), whole along every other
+    dimension at the size it is created with (``sizes``: head, eigen; a later growth adds chunks)."""
+    fixed = {"model": 1, "layer": 1, "d": N_OFFSETS, "coordinate": len(COORDINATES), "statistic": len(STATISTICS)}
+    return tuple(fixed[d] if d in fixed else max(1, int(sizes[d])) for d in dims)
+
+
+def spectrum_width(d_head: int) -> int:
+    """Columns of ``spectrum`` a model of head dimension ``d_head`` owns: 2n (NaN past min(N, 2n))."""
+    return 2 * int(d_head)
+
 PROFILE_ATTRS = {
     "schema_version": SCHEMA_VERSION,
     "bilinear_form": "L = W_K^T W_Q, torch Linear layout (q = W_Q x, k = W_K x); raw checkpoint weights, "
@@ -82,6 +116,25 @@ PROFILE_ATTRS = {
     "damaged": "empty when fine; else one line: which layers are damaged and the command that repairs them",
     "layer_checksum": "sha256 (hex) of profile[model, layer, :n_heads] then norm[model, layer, :n_heads] as "
     "little-endian float64 bytes in C order, written with the layer",
+    "head_statistics": "per head at d = 0, statistic = " + ", ".join(STATISTICS) + ". S, T as for profile; "
+    "lambda = the k = min(N, 2n) eigenvalues of S on the span of W_K^T and W_Q^T (|lambda| <= 1e-10 set to 0, as for "
+    "the profile), lambda_+/- as for profile, zero-padded to k; h = singular values of L. symmetric_energy = "
+    "||S||^2 = 1 - a; n_pos, n_neg, n_zero = counts of lambda > c, < -c, and the rest, c = 1e-9 max|lambda|; "
+    "balance = 1 - |n_pos - n_neg| / (n_pos + n_neg); pairing = 1 - ||lambda_+ - lambda_-|| / ||S||; rho = "
+    "||lambda_-|| / ||lambda_+||; pairing_bound = 1 - |1 - rho| / sqrt(1 + rho^2); pairing_gap = pairing_bound - "
+    "pairing; lobe_departure = ||lambda_- - rho lambda_+|| / ||lambda_-||; b_sym, c_sym, d_sym = (b, c, d) / "
+    "(b + c + d) (= / (1 - a)); trace_ratio = |tr L| / ||L||; participation_ratio = (sum h^2)^2 / sum h^4; "
+    "stable_rank = sum h^2 / h_1^2; leading_share = h_1^2 / sum h^2. A statistic whose denominator is zero is "
+    "NaN: S = 0 (a = 1) makes balance, pairing, rho, pairing_bound, pairing_gap, lobe_departure and "
+    "b/c/d_sym NaN; lambda_+ = 0 makes rho, pairing_bound, pairing_gap and lobe_departure NaN; lambda_- = 0 gives "
+    "rho = 0, pairing_bound = 0 and lobe_departure NaN; L = 0 makes every statistic NaN. NaN where the layer's "
+    "statistics are not computed",
+    "spectrum": "eigenvalues of S (||L||_F = 1) at d = 0, decreasing: the k = min(N, 2n) eigenvalues of the "
+    "head's span, NaN past k and past the model's 2n (eigen = the store's largest 2n); NaN where L = 0",
+    "statistics_checksum": "sha256 (hex) of head_statistics[model, layer, :n_heads] then spectrum[model, layer, "
+    ":n_heads, :2 d_head] as little-endian float64 bytes in C order, written with the layer; '' = the layer's "
+    "statistics are not computed (layer_checksum covers profile and norm alone, so stores written before the "
+    "statistics stay valid)",
     "provenance": "format (safetensors, bin, hub, gguf, onnx), quantization ('' = float), file, sha256 (of the "
     "file), package (the package that shipped the weights), note (one line shown next to the model)",
 }
@@ -95,11 +148,18 @@ def layer_checksum(profile: np.ndarray, norm: np.ndarray) -> str:
     return h.hexdigest()
 
 
+def statistics_checksum(statistics: np.ndarray, spectrum: np.ndarray) -> str:
+    """The checksum stored with a layer's statistics: sha256 of its (n_heads, 17) statistics and its
+    (n_heads, 2 d_head) spectrum (the model's own columns, so growing ``eigen`` later keeps it)."""
+    return layer_checksum(statistics, spectrum)
+
+
 @dataclass(frozen=True)
 class ModelRow:
     """One model of the ``profiles`` group: its shape, where it came from, and its state.
 
-    ``layers_done`` is read from the store (the layers written so far); it is not a stored field.
+    ``layers_done`` and ``statistics_layers`` are read from the store (the layers written so far, and those of
+    them whose head statistics are written); they are not stored fields.
     """
 
     name: str
@@ -124,6 +184,7 @@ class ModelRow:
     sha256: str = ""
     note: str = ""
     layers_done: int = 0
+    statistics_layers: int = 0
 
     def __post_init__(self):
         if self.positional not in POSITIONAL_KINDS:
@@ -137,6 +198,28 @@ class ModelRow:
     def computed(self) -> bool:
         """At least one layer written: something to draw."""
         return self.layers_done > 0
+
+    @property
+    def statistics_computed(self) -> bool:
+        """Every written layer has its head statistics and spectrum (False for stores written before them)."""
+        return self.computed and self.statistics_layers >= self.layers_done
+
+    @property
+    def statistics_command(self) -> str:
+        """The command that adds the statistics to a model written without them: its own command, recomputing.
+
+        The statistics need the Q/K weights, read the same way as for the profile, so the one run path does
+        both (``--force`` on ``pipeline profiles`` and ``pipeline real``; other commands rewrite the model)."""
+        cmd = self.fix_command
+        forcible = cmd.startswith(("python -m pipeline profiles", "python -m pipeline real"))
+        return f"{cmd} --force" if forcible and "--force" not in cmd.split() else cmd
+
+    @property
+    def statistics_note(self) -> str:
+        """'' when the statistics are there (or nothing is computed); else what readers show."""
+        if not self.computed or self.statistics_computed:
+            return ""
+        return f"statistics not computed; add them with `{self.statistics_command}`"
 
     @property
     def rotary(self) -> bool:
@@ -158,14 +241,14 @@ class ModelRow:
         return out
 
 
-ROW_FIELDS = tuple(f.name for f in fields(ModelRow) if f.name != "layers_done")
+ROW_FIELDS = tuple(f.name for f in fields(ModelRow) if f.name not in ("layers_done", "statistics_layers"))
 
 
 def model_rows(ds: xr.Dataset) -> list[ModelRow]:
     """The models of an opened ``profiles`` Dataset, in store order (rows without a name are skipped)."""
     if ds.sizes.get("model", 0) == 0:
         return []
-    wanted = [k for k in INT_FIELDS + STR_FIELDS + BOOL_FIELDS + ("layer_done",) if k in ds]
+    wanted = [k for k in INT_FIELDS + STR_FIELDS + BOOL_FIELDS + ("layer_done", "statistics_checksum") if k in ds]
     # one synchronous read of the small per-model variables (no thread pool: safe in forked workers)
     small = ds[wanted].compute(scheduler="synchronous")
     cols = {k: np.asarray(small[k].values) for k in wanted}
@@ -173,8 +256,10 @@ def model_rows(ds: xr.Dataset) -> list[ModelRow]:
 
 
 def rows_from_columns(names, cols: dict[str, np.ndarray]) -> list[ModelRow]:
-    """ModelRows from the per-model columns (``layer_done`` (model, layer) optional); nameless rows skipped."""
+    """ModelRows from the per-model columns (``layer_done`` and ``statistics_checksum`` (model, layer) optional);
+    nameless rows skipped."""
     done = cols.get("layer_done")
+    sums = cols.get("statistics_checksum")
     out = []
     for i, name in enumerate(names):
         if not str(name).strip():
@@ -188,6 +273,11 @@ def rows_from_columns(names, cols: dict[str, np.ndarray]) -> list[ModelRow]:
             kw[f] = bool(cols[f][i]) if f in cols else False
         n_layers = kw["n_layers"]
         kw["layers_done"] = int(done[i, :n_layers].sum()) if done is not None else n_layers
+        if sums is not None:
+            with_stats = np.array([bool(str(x)) for x in sums[i, :n_layers]], dtype=bool)
+            if done is not None:
+                with_stats &= np.asarray(done[i, :n_layers], dtype=bool)
+            kw["statistics_layers"] = int(with_stats.sum())
         if kw["positional"] not in POSITIONAL_KINDS:
             kw["positional"] = "none"
         out.append(ModelRow(name=str(name), **kw))
@@ -202,6 +292,13 @@ def profiles_problems(ds: xr.Dataset) -> list[str]:
             out.append(f"coordinate {name!r} is missing")
     for name, (dims, _dtype, _fill) in PROFILE_DATA.items():
         out += _dims_problem(ds, name, dims)
+    for name, (dims, _dtype, _fill) in STATISTICS_DATA.items():
+        out += _dims_problem(ds, name, dims)
+    present = [name for name in STATISTICS_DATA if name in ds.variables]
+    if present and len(present) < len(STATISTICS_DATA):
+        out.append(f"the statistics variables are incomplete: {present} without the others of {list(STATISTICS_DATA)}")
+    if present and "statistic" in ds.coords and [str(c) for c in ds["statistic"].values] != list(STATISTICS):
+        out.append(f"statistic values are {list(ds['statistic'].values)}, expected {list(STATISTICS)}")
     for name in INT_FIELDS + STR_FIELDS + BOOL_FIELDS:
         out += _dims_problem(ds, name, ("model",))
     if "d" in ds.sizes and ds.sizes["d"] != N_OFFSETS:

@@ -20,10 +20,12 @@ pull in torch. The schema (names, dimensions, dtypes, attributes, version) lives
   row without a name, never stale metadata over new arrays. A group is replaced by writing it whole in
   the writer folder's ``staging`` and swapping the directories. Zarr writes each file atomically
   (temporary file, rename).
-- **Verification**: each layer's checksum (``schema.layer_checksum``) is written with its values.
-  ``verify`` re-reads every written layer, and a layer that does not decode or does not match its
-  checksum (a garbled or deleted chunk) is cleared and its model marked ``damaged`` with the command
-  that recomputes exactly those layers.
+- **Verification**: each layer's checksum (``schema.layer_checksum``, profile and norm) and, when its
+  statistics are written, their own checksum (``schema.statistics_checksum``, head_statistics and
+  spectrum) are written with its values. ``verify`` re-reads every written layer, and a layer that does
+  not decode or does not match a checksum (a garbled or deleted chunk) is cleared and its model marked
+  ``damaged`` with the command that recomputes exactly those layers. A layer without statistics (a
+  store written before them) is not damaged: its model reads as "statistics not computed".
 """
 
 from __future__ import annotations
@@ -62,12 +64,17 @@ from pipeline.schema import (
     PROFILES,
     ROW_FIELDS,
     SCHEMA_VERSION,
+    STATISTICS,
+    STATISTICS_DATA,
     STR_FIELDS,
     WRITE_COMMANDS,
     ModelRow,
     layer_checksum,
     problems,
+    profile_chunks,
     rows_from_columns,
+    spectrum_width,
+    statistics_checksum,
 )
 
 ENV_VAR = "HEADGEOMETRY_STORE"
@@ -517,7 +524,8 @@ class Store:
             return []
         self.dataset(PROFILES)  # validated
         g = self._profiles()
-        cols = {f: g[f][:] for f in INT_FIELDS + STR_FIELDS + BOOL_FIELDS + ("layer_done",) if f in g}
+        cols = {f: g[f][:] for f in INT_FIELDS + STR_FIELDS + BOOL_FIELDS + ("layer_done", "statistics_checksum")
+                if f in g}
         return rows_from_columns(_names(g), cols)
 
     def names(self) -> list[str]:
@@ -578,10 +586,12 @@ class Store:
 
     def _apply_register(self, row: ModelRow) -> int:
         """Idempotent: replaying it after a kill at any point gives the same row."""
+        width = spectrum_width(row.d_head)
         if PROFILES not in self.groups():
-            self._create_profiles(row.n_layers, row.n_heads)
+            self._create_profiles(row.n_layers, row.n_heads, width)
         g = self._profiles("a")
-        _grow(g, row.n_layers, row.n_heads)
+        _ensure_statistics(g, width)
+        _grow(g, row.n_layers, row.n_heads, width)
         n = _even_rows(g)
         names = _names(g)
         if row.name in names:
@@ -602,7 +612,7 @@ class Store:
         g["model"][i] = row.name  # last: a row is a model once it has its name
         return i
 
-    def _create_profiles(self, n_layers: int, n_heads: int) -> None:
+    def _create_profiles(self, n_layers: int, n_heads: int, width: int) -> None:
         """An empty profiles group, built in staging and moved into place whole."""
         L, H = max(n_layers, 1), max(n_heads, 1)
         if self.url:
@@ -623,11 +633,8 @@ class Store:
         arr("head", (H,), (4096,), "int32", ["head"], 0)[:] = np.arange(H)
         arr("d", (N_OFFSETS,), (N_OFFSETS,), "int32", ["d"], 0)[:] = np.arange(N_OFFSETS)
         arr("coordinate", (4,), (4,), str, ["coordinate"], "")[:] = np.array(COORDINATES, dtype=object)
-        for name, (dims, dtype, fill) in PROFILE_DATA.items():
-            shape = {"model": 0, "layer": L, "head": H, "d": N_OFFSETS, "coordinate": 4}
-            chunks = {"model": 1, "layer": 1, "head": H, "d": N_OFFSETS, "coordinate": 4}
-            arr(name, tuple(shape[d] for d in dims), tuple(chunks[d] for d in dims),
-                str if dtype == "str" else dtype, list(dims), fill)
+        _data_arrays(g, PROFILE_DATA, {"model": 0, "layer": L, "head": H, "d": N_OFFSETS, "coordinate": 4})
+        _ensure_statistics(g, width)
         for f in INT_FIELDS:
             arr(f, (0,), (1,), "int32", ["model"], 0)
         for f in STR_FIELDS:
@@ -651,15 +658,29 @@ class Store:
         if keep < n:
             _resize_rows(g, keep)
 
-    def write_layer(self, name: str, layer: int, profile: np.ndarray, norm: np.ndarray) -> None:
-        """Region write of one (model, layer) with its checksum: profile (H, 4) or (H, 129, 4), norm (H,) or (H, 129).
+    def write_layer(self, name: str, layer: int, profile: np.ndarray, norm: np.ndarray,
+                    statistics: np.ndarray | None = None, spectrum: np.ndarray | None = None) -> None:
+        """Region write of one (model, layer) with its checksums: profile (H, 4) or (H, 129, 4), norm (H,) or
+        (H, 129), and the head statistics (H, 17) and spectrum (H, k <= 2 d_head) at d = 0.
 
-        Position-independent layers pass (H, 4) and are repeated at every d. Safe from several processes
-        at once for different layers (no lock: no two layers share a chunk).
+        Position-independent layers pass (H, 4) and are repeated at every d. Without ``statistics`` and
+        ``spectrum`` the layer's statistics read as not computed. Safe from several processes at once for
+        different layers (no lock: no two layers share a chunk).
         """
         g = self._profiles("a")
         i = _index(g, name, self.location)
         H, L = int(g["n_heads"][i]), int(g["n_layers"][i])
+        width = spectrum_width(int(g["d_head"][i]))
+        if (statistics is None) != (spectrum is None):
+            raise StoreError(f"layer {layer} of {name!r}: give both statistics and spectrum, or neither")
+        if statistics is not None:
+            statistics = np.asarray(statistics, dtype=np.float64)
+            spectrum = np.asarray(spectrum, dtype=np.float64)
+            if statistics.shape != (H, len(STATISTICS)) or spectrum.ndim != 2 or spectrum.shape[0] != H \
+                    or spectrum.shape[1] > width:
+                raise StoreError(f"layer {layer} of {name!r}: expected statistics ({H}, {len(STATISTICS)}) and "
+                                 f"spectrum ({H}, k) with k <= {width}; got {statistics.shape} and {spectrum.shape}")
+            spectrum = np.pad(spectrum, ((0, 0), (0, width - spectrum.shape[1])), constant_values=np.nan)
         if not 0 <= layer < L:
             raise StoreError(f"layer {layer} out of range for {name!r} with {L} layers")
         profile = np.asarray(profile, dtype=np.float64)
@@ -671,10 +692,24 @@ class Store:
             raise StoreError(f"layer {layer} of {name!r}: expected profile ({H}, {N_OFFSETS}, 4) and norm "
                              f"({H}, {N_OFFSETS}); got {profile.shape} and {norm.shape}")
         with self._writing(f"layer {layer} of {name!r}", "the other layers"):
-            # order: values, checksum, then layer_done (a kill before the last leaves the layer to do)
+            if statistics is not None and "head_statistics" not in g:  # a store written before the statistics
+                with self._store_lock():
+                    _ensure_statistics(g, width)
+                    self._consolidate()
+            # order: values, checksums, then layer_done (a kill before the last leaves the layer to do)
             g["profile"][i, layer, :H] = profile
             g["norm"][i, layer, :H] = norm
+            if statistics is not None:
+                E = g["spectrum"].shape[-1]
+                g["head_statistics"][i, layer, :H] = statistics
+                g["spectrum"][i, layer, :H] = np.pad(spectrum, ((0, 0), (0, E - width)), constant_values=np.nan)
+            elif "statistics_checksum" in g:
+                g["head_statistics"][i, layer] = np.nan
+                g["spectrum"][i, layer] = np.nan
             g["layer_checksum"][i, layer] = layer_checksum(profile, norm)
+            if "statistics_checksum" in g:
+                g["statistics_checksum"][i, layer] = ("" if statistics is None
+                                                      else statistics_checksum(statistics, spectrum))
             g["layer_done"][i, layer] = True
 
     def mark_complete(self, name: str, revision: str | None = None) -> None:
@@ -705,6 +740,7 @@ class Store:
             g["profile"][i] = np.nan
             g["norm"][i] = np.nan
             g["layer_checksum"][i] = ""
+            _clear_statistics(g, i)
             g["damaged"][i] = ""
 
     # --------------------------------------------------------------------------- verify
@@ -732,9 +768,10 @@ class Store:
         g = self._profiles()
         try:
             stored = _names(g)
-            meta = {f: g[f][:] for f in ("n_layers", "n_heads", "command", "source", "damaged")}
+            meta = {f: g[f][:] for f in ("n_layers", "n_heads", "d_head", "command", "source", "damaged")}
             done = np.asarray(g["layer_done"][:], dtype=bool)
             sums = np.asarray(g["layer_checksum"][:])
+            stat_sums = np.asarray(g["statistics_checksum"][:]) if "statistics_checksum" in g else None
         except Exception as exc:  # noqa: BLE001 - a garbled per-model chunk
             return [Damage(PROFILES, "", None, f"per-model metadata does not decode ({exc})",
                            f"restore {self.location!r} from a copy (git checkout, backup); the data cannot be "
@@ -769,6 +806,11 @@ class Store:
                         bad[layer] = "its chunk is missing (the values read as NaN)"
                     else:
                         bad[layer] = "its values do not match the checksum written with them"
+                elif stat_sums is not None and str(stat_sums[i, layer]):
+                    why = _statistics_problem(g, i, layer, H, spectrum_width(int(meta["d_head"][i])),
+                                              str(stat_sums[i, layer]))
+                    if why:
+                        bad[layer] = why
             if not bad:
                 if str(meta["damaged"][i]):  # found earlier, not repaired yet
                     found.append(Damage(PROFILES, name, None, f"marked damaged: {meta['damaged'][i]}", command))
@@ -792,6 +834,7 @@ class Store:
                 g["layer_checksum"][i, layer] = ""
                 g["profile"][i, layer] = np.nan  # whole chunks: replaces a garbled chunk without reading it
                 g["norm"][i, layer] = np.nan
+                _clear_statistics(g, i, layer)
 
     def _verify_group(self, group: str) -> list[Damage]:
         fix = _with_store(WRITE_COMMANDS.get(group, "python -m pipeline ..."), self.location)
@@ -977,15 +1020,69 @@ def _clear_row(g: zarr.Group, i: int) -> None:
         a[i] = a.metadata.fill_value
 
 
-def _grow(g: zarr.Group, n_layers: int, n_heads: int) -> None:
-    """Grow the layer/head dimensions in place; resize keeps every chunk already written."""
+def _data_arrays(g: zarr.Group, variables: dict, sizes: dict[str, int]) -> None:
+    """Create the data variables ``variables`` (schema: name -> (dims, dtype, fill)) at ``sizes``."""
+    for name, (dims, dtype, fill) in variables.items():
+        g.create_array(name, shape=tuple(sizes[d] for d in dims), chunks=profile_chunks(dims, sizes),
+                       dtype=str if dtype == "str" else dtype, fill_value=fill, dimension_names=list(dims))
+
+
+def _ensure_statistics(g: zarr.Group, width: int) -> None:
+    """Idempotent: the statistics variables and their coordinates (``statistic``, ``eigen`` of ``width``), empty,
+    in a profiles group that lacks them (a store written before them; its models read as not computed)."""
+    if "statistic" not in g:
+        g.create_array("statistic", shape=(len(STATISTICS),), chunks=(len(STATISTICS),), dtype=str, fill_value="",
+                       dimension_names=["statistic"])[:] = np.array(STATISTICS, dtype=object)
+    if "eigen" not in g:
+        g.create_array("eigen", shape=(width,), chunks=(4096,), dtype="int32", fill_value=0,
+                       dimension_names=["eigen"])[:] = np.arange(width)
+    sizes = {"model": g["model"].shape[0], "layer": g["layer"].shape[0], "head": g["head"].shape[0],
+             "statistic": len(STATISTICS), "eigen": g["eigen"].shape[0]}
+    missing = {k: v for k, v in STATISTICS_DATA.items() if k not in g}
+    if missing:
+        _data_arrays(g, missing, sizes)
+        g.attrs.update(PROFILE_ATTRS)
+
+
+def _clear_statistics(g: zarr.Group, i: int, layer: int | None = None) -> None:
+    """Forget the statistics of row ``i`` (one layer, or all): NaN values, no checksum (whole chunks)."""
+    if "statistics_checksum" not in g:
+        return
+    where = (i,) if layer is None else (i, layer)
+    g["head_statistics"][where] = np.nan
+    g["spectrum"][where] = np.nan
+    g["statistics_checksum"][where] = ""
+
+
+def _statistics_problem(g: zarr.Group, i: int, layer: int, H: int, width: int, want: str) -> str:
+    """Why the statistics of (row i, layer) do not match their checksum ('' when they do)."""
+    try:
+        stats = np.asarray(g["head_statistics"][i, layer, :H])
+        spectrum = np.asarray(g["spectrum"][i, layer, :H, :width])
+    except Exception as exc:  # noqa: BLE001 - codec errors of a garbled chunk
+        return f"its statistics chunk does not decode ({type(exc).__name__})"
+    if statistics_checksum(stats, spectrum) == want:
+        return ""
+    if np.isnan(stats).all() or np.isnan(spectrum).all():
+        return "its statistics chunk is missing (the values read as NaN)"
+    return "its statistics do not match the checksum written with them"
+
+
+def _grow(g: zarr.Group, n_layers: int, n_heads: int, width: int = 0) -> None:
+    """Grow the layer/head (and eigen) dimensions in place; resize keeps every chunk already written."""
     L0, H0 = g["layer"].shape[0], g["head"].shape[0]
     L, H = max(L0, n_layers), max(H0, n_heads)
-    for name, (dims, _dtype, _fill) in PROFILE_DATA.items():
+    E = max(g["eigen"].shape[0], width) if "eigen" in g else 0
+    variables = PROFILE_DATA | {k: v for k, v in STATISTICS_DATA.items() if k in g}
+    for name, (dims, _dtype, _fill) in variables.items():
         a = g[name]
-        shape = tuple(L if d == "layer" else H if d == "head" else s for d, s in zip(dims, a.shape, strict=True))
+        new = {"layer": L, "head": H, "eigen": E}
+        shape = tuple(new.get(d, s) for d, s in zip(dims, a.shape, strict=True))
         if shape != a.shape:
             a.resize(shape)
+    if "eigen" in g and (g["eigen"].shape[0] != E or not np.array_equal(g["eigen"][:], np.arange(E))):
+        g["eigen"].resize((E,))
+        g["eigen"][:] = np.arange(E)
     if g["layer"].shape[0] != L or not np.array_equal(g["layer"][:], np.arange(L)):
         g["layer"].resize((L,))
         g["layer"][:] = np.arange(L)

@@ -40,7 +40,8 @@ def test_round_trip_through_plain_xarray(tmp_path):
         ds = xr.open_zarr(path, group="profiles")
     assert list(ds.model.values) == ["abs", "rot"]
     assert list(ds.coordinate.values) == ["a", "b", "c", "d"]
-    assert ds.sizes == {"model": 2, "layer": 2, "head": 3, "d": 129, "coordinate": 4}
+    assert ds.sizes == {"model": 2, "layer": 2, "head": 3, "d": 129, "coordinate": 4, "statistic": 17,
+                        "eigen": 2 * 4}  # eigen: the largest 2 d_head
     got = ds.profile.sel(model="abs").values
     for layer, (p, n) in enumerate(layers):
         np.testing.assert_array_equal(got[layer, :, 5], p)  # position-independent: repeated at every d

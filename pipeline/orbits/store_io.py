@@ -220,7 +220,8 @@ def write_sweep(path, ds: xr.Dataset, attrs: dict | None = None) -> None:
 
 def write_profiles_model(path, params: dict, name: str = "orbits-c24",
                          command: str = "python -m pipeline orbits") -> None:
-    """The trained layer's heads as one more model of the profiles group (L = W_K^T W_Q in the residual space)."""
+    """The trained layer's heads as one more model of the profiles group (L = W_K^T W_Q in the residual space),
+    with their head statistics and spectrum."""
     from ..profile import head_profiles
 
     W_Q, W_K = np.asarray(params["W_Q"], np.float64), np.asarray(params["W_K"], np.float64)
@@ -234,6 +235,5 @@ def write_profiles_model(path, params: dict, name: str = "orbits-c24",
         if name in st.names():
             st.reset(name)
         st.register(row)
-        prof, norm = head_profiles(W_Q, W_K)
-        st.write_layer(name, 0, prof, norm)
+        st.write_layer(name, 0, *head_profiles(W_Q, W_K, statistics=True))
         st.mark_complete(name, revision=row.revision)

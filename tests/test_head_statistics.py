@@ -1,0 +1,147 @@
+"""Per-head statistics and spectra against a naive computation from the full N x N form (numpy eigh, svd)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from pipeline.profile import head_profiles
+from pipeline.rotary import rotation_matrices
+from pipeline.schema import STATISTICS
+
+IDX = {name: i for i, name in enumerate(STATISTICS)}
+
+
+def naive(L: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
+    """The statistics (in STATISTICS order) and spectrum of one dense form L (N x N) of head dimension n, straight
+    from the definitions: eigh of the full S, svd of the full L. The span has k = min(N, 2n) dimensions, so the
+    N - k eigenvalues of S nearest zero (those off the span) are left out of the counts and the spectrum."""
+    N = L.shape[0]
+    k = min(N, 2 * n)
+    L = L / np.linalg.norm(L)
+    S = (L + L.T) / 2
+    ev = np.linalg.eigh(S)[0]
+    ev = np.sort(ev[np.argsort(np.abs(ev))[N - k:]])  # the k on the span
+    cut = 1e-9 * np.abs(ev).max()
+    n_pos, n_neg = int((ev > cut).sum()), int((ev < -cut).sum())
+    pos = np.zeros(k)
+    neg = np.zeros(k)
+    p, m = np.sort(ev[ev > 0])[::-1], np.sort(-ev[ev < 0])[::-1]
+    pos[:len(p)], neg[:len(m)] = p, m
+    sym_sq = float((S ** 2).sum())
+    rho = np.linalg.norm(neg) / np.linalg.norm(pos)
+    pairing = 1 - np.linalg.norm(pos - neg) / np.sqrt(sym_sq)
+    bound = 1 - abs(1 - rho) / np.sqrt(1 + rho ** 2)
+    u = pos - neg
+    h = np.linalg.svd(L, compute_uv=False)
+    e = h ** 2
+    values = {
+        "symmetric_energy": sym_sq, "n_pos": n_pos, "n_neg": n_neg, "n_zero": k - n_pos - n_neg,
+        "balance": 1 - abs(n_pos - n_neg) / (n_pos + n_neg), "pairing": pairing, "rho": rho,
+        "pairing_bound": bound, "pairing_gap": bound - pairing,
+        "lobe_departure": np.linalg.norm(neg - rho * pos) / np.linalg.norm(neg),
+        "b_sym": 2 * pos @ neg / sym_sq, "c_sym": (u[u > 0] ** 2).sum() / sym_sq,
+        "d_sym": (u[u < 0] ** 2).sum() / sym_sq,
+        "trace_ratio": abs(np.trace(L)), "participation_ratio": e.sum() ** 2 / (e ** 2).sum(),
+        "stable_rank": e.sum() / e.max(), "leading_share": e.max() / e.sum(),
+    }
+    return np.array([values[s] for s in STATISTICS], dtype=np.float64), ev[::-1]
+
+
+def dense(W_Q, W_K, h, kv=None, R=None, gain=None):
+    q, k = W_Q[h], W_K[h if kv is None else kv[h]]
+    if gain is not None:
+        q, k = q * gain, k * gain
+    return k.T @ (np.eye(q.shape[0]) if R is None else R) @ q
+
+
+def check(W_Q, W_K, n, got_stats, got_spec, kv=None, R0=None, gain=None):
+    for h in range(W_Q.shape[0]):
+        want, spec = naive(dense(W_Q, W_K, h, kv, R0, gain), n)
+        np.testing.assert_allclose(got_stats[h], want, rtol=1e-9, atol=1e-11, err_msg=f"head {h}")
+        np.testing.assert_allclose(got_spec[h], spec, rtol=0, atol=1e-12)
+
+
+@pytest.mark.parametrize("N,n,H", [(40, 6, 4), (24, 8, 3), (12, 8, 2)])  # the last: N < 2n, the span is all of R^N
+def test_statistics_and_spectrum_match_the_dense_computation(N, n, H):
+    rng = np.random.default_rng(N + n)
+    W_Q, W_K = rng.normal(size=(H, n, N)), rng.normal(size=(H, n, N))
+    prof, norm, stats, spec = head_profiles(W_Q, W_K, statistics=True)
+    assert stats.shape == (H, len(STATISTICS)) and spec.shape == (H, min(N, 2 * n))
+    check(W_Q, W_K, n, stats, spec)
+    np.testing.assert_allclose(stats[:, IDX["symmetric_energy"]], 1 - prof[:, 0], atol=1e-12)
+    # statistics change nothing about the profile
+    p2, n2 = head_profiles(W_Q, W_K)
+    np.testing.assert_array_equal(p2, prof)
+    np.testing.assert_array_equal(n2, norm)
+
+
+def test_grouped_query_rotary_and_folded_heads_at_d0():
+    """GQA (4 query heads on 2 key heads), rotary offsets, a folded gain: the statistics are those of L(0)."""
+    rng = np.random.default_rng(7)
+    H, Hkv, n, N = 4, 2, 8, 30
+    W_Q, W_K = rng.normal(size=(H, n, N)).astype(np.float32), rng.normal(size=(Hkv, n, N)).astype(np.float32)
+    W_K[1] = 0.3 * W_K[0] + W_K[1]  # not independent of each other
+    kv = np.array([0, 0, 1, 1])
+    gain = rng.uniform(0.5, 2.0, size=N)
+    R = rotation_matrices(n, n, 100.0, 9)
+    prof, norm, stats, spec = head_profiles(W_Q, W_K, R, kv_of_head=kv, gain=gain, statistics=True, chunk_bytes=1)
+    check(W_Q.astype(np.float64), W_K.astype(np.float64), n, stats, spec, kv=kv, R0=R[0], gain=gain)
+    _, _, s2, sp2 = head_profiles(W_Q, W_K, R[:1], kv_of_head=kv, gain=gain, statistics=True)
+    np.testing.assert_allclose(stats, s2, rtol=1e-12, atol=1e-14)  # the same head at d = 0 alone
+    np.testing.assert_allclose(spec, sp2, atol=1e-14)
+    # a partial-rotary layer (half the dimensions rotated): R(0) is the identity there too
+    R = rotation_matrices(n, n // 2, 10000.0, 5)
+    _, _, s3, sp3 = head_profiles(W_Q, W_K, R, kv_of_head=kv, gain=gain, statistics=True)
+    np.testing.assert_allclose(s3, stats, rtol=1e-12, atol=1e-14)
+
+
+def test_the_spectrum_is_the_eigenvalues_of_S_decreasing_and_the_profile_follows_from_it():
+    rng = np.random.default_rng(2)
+    W_Q, W_K = rng.normal(size=(3, 5, 20)), rng.normal(size=(3, 5, 20))
+    prof, _, stats, spec = head_profiles(W_Q, W_K, statistics=True)
+    assert np.all(np.diff(spec, axis=-1) <= 0)
+    pos, neg = np.maximum(spec, 0), np.sort(np.maximum(-spec, 0), axis=-1)[:, ::-1]
+    np.testing.assert_allclose(2 * np.sum(pos * neg, axis=-1), prof[:, 1], atol=1e-12)  # b = 2 <lambda_+, lambda_->
+    np.testing.assert_allclose(np.sum(spec ** 2, axis=-1), stats[:, IDX["symmetric_energy"]], atol=1e-12)
+
+
+def test_the_vertices_and_the_undefined_cases():
+    rng = np.random.default_rng(5)
+    n, N = 3, 10
+    Y = rng.normal(size=(n, N))
+    # positive semidefinite Y^T Y: lambda_- = 0, so rho = 0, the bound 0, lobe_departure undefined (NaN)
+    _, _, s, spec = head_profiles(Y[None], Y[None], statistics=True)
+    s = dict(zip(STATISTICS, s[0], strict=True))
+    assert (s["n_pos"], s["n_neg"], s["n_zero"]) == (3, 0, 3)
+    assert s["rho"] == 0 and s["pairing_bound"] == 0 and np.isnan(s["lobe_departure"])
+    assert s["c_sym"] == 1 and s["b_sym"] == 0 and s["d_sym"] == 0 and s["balance"] == 0
+    assert s["symmetric_energy"] == pytest.approx(1, abs=1e-14) and s["pairing"] == pytest.approx(0, abs=1e-14)
+    assert np.all(spec[0, 3:] == 0)
+    # negative semidefinite: lambda_+ = 0, so rho (and everything built on it) is NaN
+    _, _, s, _ = head_profiles(-Y[None], Y[None], statistics=True)
+    s = dict(zip(STATISTICS, s[0], strict=True))
+    assert np.isnan([s["rho"], s["pairing_bound"], s["pairing_gap"], s["lobe_departure"]]).all()
+    assert s["d_sym"] == 1 and (s["n_pos"], s["n_neg"]) == (0, 3)
+    # antisymmetric: S = 0, every ratio over ||S|| or the counts is NaN; symmetric_energy 0, all zeros
+    M = rng.normal(size=(N, N))
+    A = M - M.T  # rank N: as a head of dimension N
+    U, sv, Vt = np.linalg.svd(A)
+    W_K, W_Q = U.T, sv[:, None] * Vt  # A = W_K^T W_Q
+    _, _, s, spec = head_profiles(W_Q[None], W_K[None], statistics=True)
+    s = dict(zip(STATISTICS, s[0], strict=True))
+    assert s["symmetric_energy"] == 0 and s["n_zero"] == N and s["trace_ratio"] == pytest.approx(0, abs=1e-12)
+    for name in ("balance", "pairing", "rho", "pairing_bound", "pairing_gap", "lobe_departure", "b_sym"):
+        assert np.isnan(s[name]), name
+    assert np.all(spec == 0)
+    # rank one: participation ratio and stable rank exactly 1, the leading share 1
+    x, y = rng.normal(size=(1, N)), rng.normal(size=(1, N))
+    W_Q = np.vstack([x, np.zeros((n - 1, N))])[None]
+    W_K = np.vstack([y, np.zeros((n - 1, N))])[None]
+    _, _, s, _ = head_profiles(W_Q, W_K, statistics=True)
+    s = dict(zip(STATISTICS, s[0], strict=True))
+    assert s["participation_ratio"] == pytest.approx(1) and s["stable_rank"] == pytest.approx(1)
+    assert s["leading_share"] == pytest.approx(1)
+    # L = 0: no statistics, no spectrum
+    _, norm, s, spec = head_profiles(np.zeros((1, n, N)), Y[None], statistics=True)
+    assert norm[0] == 0 and np.isnan(s).all() and np.isnan(spec).all()
