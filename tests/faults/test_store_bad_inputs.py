@@ -297,10 +297,3 @@ def test_group_that_does_not_follow_the_schema(tmp_path):
             "expected \\('run',\\)", path)
     refused(lambda: st.write_group(path, "profiles", ORBITS), "written layer by layer", path)
     assert_a_intact(path)
-
-
-def test_zz_report_bad_inputs():
-    """Prints the bad inputs tried (the figures of the closing note)."""
-    if not TRIED:
-        pytest.skip("run with the tests above to collect the figures")
-    print(f"\nbad inputs tried: {len(TRIED)} ({len(set(TRIED))} kinds)")

@@ -154,10 +154,3 @@ def test_same_model_with_wait_runs_one_after_the_other(tmp_path):
     ds = st.open_profiles(path)
     assert [str(m) for m in ds.model.values] == ["model-3"] and bool(ds.complete.values[0])
     assert st.Store.open(path).verify() == []
-
-
-def test_zz_report_trials():
-    """Prints the concurrent trials held (the figures of the closing note)."""
-    if not HELD:
-        pytest.skip("run with the concurrency tests above to collect the figures")
-    print("\nconcurrent trials held: " + ", ".join(f"{k} {v}" for k, v in HELD.items()))

@@ -268,11 +268,3 @@ def downgrade_to_v1(path: Path) -> None:
         meta["attributes"]["schema_version"] = 1
         (path / g / "zarr.json").write_text(json.dumps(meta))
     st.Store(str(path), "a")._consolidate()
-
-
-def test_zz_report_kill_points():
-    """Prints the kill points survived per operation (the figures of the closing note)."""
-    if not SURVIVED:
-        pytest.skip("run with the kill tests above to collect the figures")
-    print("\nkill points survived: " + ", ".join(f"{k} {v}" for k, v in SURVIVED.items())
-          + f"; total {sum(SURVIVED.values())}")
