@@ -4,7 +4,8 @@
 
 Only the attention tensors (Q/K/V/O) of a handful of layers at the real width are written (random
 normal / sqrt(N)), sharded like the Hub checkpoints (``model-0000i-of-0000k.safetensors`` + index), with
-a config.json that the pipeline reads like the real one except for ``num_hidden_layers``.
+a config.json that the pipeline reads like the real one except for ``num_hidden_layers``. The ``rotary-*``
+families are Llama-shaped sizes of no published model, for benchmarks that need a given amount of work.
 """
 
 from __future__ import annotations
@@ -27,7 +28,22 @@ def _opt(width: int, heads: int) -> tuple[dict, str, list]:
     return config, "float16", tensors
 
 
-# family -> config (as on the Hub), dtype, per-layer tensors (name pattern, shape)
+def _llama(width: int, heads: int, kv_heads: int, head_dim: int = 64) -> tuple[dict, str, list]:
+    """A Llama-shaped rotary bf16 checkpoint (grouped-query attention, every d = 0..128 profiled) of ``width``:
+    not a published model, a size chosen for the work per layer (``heads`` x 129 eigenproblems of 2 head_dim)."""
+    config = {"model_type": "llama", "architectures": ["LlamaForCausalLM"], "hidden_size": width,
+              "num_attention_heads": heads, "num_key_value_heads": kv_heads, "head_dim": head_dim,
+              "intermediate_size": 4 * width, "rope_theta": 10000.0, "max_position_embeddings": 4096,
+              "vocab_size": 32000, "rms_norm_eps": 1e-05, "torch_dtype": "bfloat16"}
+    q, kv = heads * head_dim, kv_heads * head_dim
+    tensors = [("model.layers.{l}.self_attn.q_proj.weight", (q, width)),
+               ("model.layers.{l}.self_attn.k_proj.weight", (kv, width)),
+               ("model.layers.{l}.self_attn.v_proj.weight", (kv, width)),
+               ("model.layers.{l}.self_attn.o_proj.weight", (width, q))]
+    return config, "bfloat16", tensors
+
+
+# family -> config (as on the Hub, or made up for the rotary-* sizes), dtype, per-layer tensors (name pattern, shape)
 FAMILIES = {
     "mistral-small-24b": (
         {"model_type": "mistral", "architectures": ["MistralForCausalLM"], "hidden_size": 5120,
@@ -42,6 +58,8 @@ FAMILIES = {
     ),
     "opt-13b": _opt(5120, 40),
     "opt-1.3b": _opt(2048, 32),
+    "rotary-1024": _llama(1024, 16, 4),  # ~1 s of single-thread profile work per layer
+    "rotary-256": _llama(256, 4, 2),  # a fraction of that: quick checks of the benchmarks themselves
 }
 
 

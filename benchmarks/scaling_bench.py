@@ -1,0 +1,216 @@
+"""Per-layer tasks on dask workers: one checkpoint profiled three ways, measured side by side in one run.
+
+    python benchmarks/scaling_bench.py [--seconds 60] [--layers N] [--dir DIR] [--quick]
+
+One synthetic rotary checkpoint (``rotary-1024`` of benchmarks/synthetic_checkpoints.py: Llama-shaped bf16,
+1024 wide, 16 query heads over 4 key heads of 64, every offset d = 0..128) with at least ``--seconds`` of
+single-thread work (the layer count is chosen from the timing of one layer unless ``--layers`` is given),
+profiled through the pipeline's own run path (``pipeline.run``):
+
+1. inline, one thread: ``run_inline``;
+2. a local dask cluster of 1 worker x 1 thread: ``make_client(1)`` + ``run_dask``;
+3. a local dask cluster of 2 workers x 1 thread: ``make_client(2)`` + ``run_dask``.
+
+Every BLAS/LAPACK pool is one thread (``OMP_NUM_THREADS`` and friends are set to 1 before numpy is imported;
+the worker processes inherit them). Each way writes its own store in ``--dir``. The clock runs from the
+submission of the tasks to the last layer written; the cluster's start-up and the workers' imports are not
+timed (the workers import the pipeline first), each worker's opening of the checkpoint (its first task) is.
+
+Printed: the three wall times; the ratios 1 worker / inline (dask's overhead per layer) and the speed-up of
+2 workers over 1 (target >= 1.8); then, from the inline run with ``Store`` instrumented, what a layer's
+store write costs and which part of it is serialised: ``write_layer``'s time per layer (region writes to
+chunks no other layer shares, taken without a lock, so workers do them in parallel) and the store lock's
+measured hold time per layer (``Store._store_lock``, a file lock every writer process shares), times the
+layers, against the compute each of 8 and 64 workers gets through in the same time. Last, a check that
+every store holds every layer, marked complete, with profiles bit-equal across the three ways.
+
+The 2-worker figure needs two otherwise idle cores: on a loaded machine it measures the load.
+``--quick``: a 4-layer ``rotary-256`` checkpoint (seconds): checks the script and the stores, not the scaling.
+"""
+
+from __future__ import annotations
+
+import os
+
+for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+    os.environ[_var] = "1"  # before numpy: one BLAS thread here and in every worker process
+
+import argparse  # noqa: E402
+import contextlib  # noqa: E402
+import math  # noqa: E402
+import sys  # noqa: E402
+import tempfile  # noqa: E402
+import time  # noqa: E402
+
+import numpy as np  # noqa: E402
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, ROOT)
+sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
+NAME = "scaling"
+TARGET = 1.8
+
+
+def _warm() -> None:
+    """Run on each worker before the clock starts: the imports a layer task needs."""
+    import pipeline.checkpoints  # noqa: F401
+    import pipeline.profile  # noqa: F401
+    import pipeline.run  # noqa: F401
+    import pipeline.store  # noqa: F401 - xarray, zarr
+
+
+def seconds_per_layer(folder) -> float:
+    """Single-thread time of one layer of the checkpoint in ``folder`` (the second of two, imports warm)."""
+    from pipeline.architectures import layout_from_config, rotations
+    from pipeline.checkpoints import open_checkpoint
+    from pipeline.run import compute_layer
+
+    ckpt = open_checkpoint(str(folder))
+    layout = layout_from_config(ckpt.config)
+    R = rotations(layout)
+    compute_layer(ckpt, layout, 0, False, R)
+    t0 = time.perf_counter()
+    compute_layer(ckpt, layout, 0, False, R)
+    return time.perf_counter() - t0
+
+
+class StoreTimer:
+    """Wraps ``Store.write_layer`` and ``Store._store_lock`` in this process, recording their durations."""
+
+    def __init__(self):
+        from pipeline.store import Store
+
+        self.cls, self.writes, self.holds, self.in_layer = Store, [], [], False
+        self.orig_write, self.orig_lock = Store.write_layer, Store._store_lock
+
+    def __enter__(self):
+        timer = self
+
+        def write_layer(store, *args, **kwargs):
+            timer.in_layer = True
+            t0 = time.perf_counter()
+            try:
+                return timer.orig_write(store, *args, **kwargs)
+            finally:
+                timer.writes.append(time.perf_counter() - t0)
+                timer.in_layer = False
+
+        @contextlib.contextmanager
+        def store_lock(store):
+            with timer.orig_lock(store):
+                t0 = time.perf_counter()
+                try:
+                    yield
+                finally:
+                    timer.holds.append((timer.in_layer, time.perf_counter() - t0))
+
+        self.cls.write_layer, self.cls._store_lock = write_layer, store_lock
+        return self
+
+    def __exit__(self, *exc):
+        self.cls.write_layer, self.cls._store_lock = self.orig_write, self.orig_lock
+
+
+def plan(folder, location: str):
+    from pipeline.run import check_store, open_store, plan_model
+
+    check_store(location)
+    store = open_store(location)
+    return store, [plan_model(str(folder), store, name=NAME)]
+
+
+def run_way(way: str, folder, location: str) -> float:
+    """Profile the checkpoint into ``location`` one way ("inline", "1", "2" workers); the timed seconds."""
+    from pipeline.run import close_client, make_client, run_dask, run_inline
+
+    store, plans = plan(folder, location)
+    if way == "inline":
+        t0 = time.perf_counter()
+        run_inline(plans, store, progress=False)
+        return time.perf_counter() - t0
+    client = make_client(workers=int(way))
+    try:
+        client.wait_for_workers(int(way))
+        client.run(_warm)
+        t0 = time.perf_counter()
+        run_dask(plans, store, client, progress=False)
+        return time.perf_counter() - t0
+    finally:
+        close_client(client)
+
+
+def check_stores(locations: list[str], layers: int) -> bool:
+    """Every store holds every layer of the model, marked complete; the profiles are bit-equal across them."""
+    from pipeline.store import Store
+
+    values = []
+    for loc in locations:
+        store = Store.open(loc, mode="r")
+        done = store.layers_done(NAME)
+        if done.shape != (layers,) or not done.all() or not store.is_complete(NAME):
+            print(f"store {loc}: layers written {int(done.sum())} of {layers}, complete {store.is_complete(NAME)}")
+            return False
+        ds = store.dataset("profiles")
+        values.append(np.asarray(ds["profile"].sel(model=NAME).values))
+    return all(np.array_equal(v, values[0], equal_nan=True) for v in values[1:])
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--seconds", type=float, default=60.0,
+                    help="single-thread work to aim for; sets the layer count from one layer's time (default 60)")
+    ap.add_argument("--layers", type=int, help="layer count (overrides --seconds)")
+    ap.add_argument("--dir", help="folder for the checkpoint and the three stores (default: a temporary folder)")
+    ap.add_argument("--quick", action="store_true",
+                    help="a 4-layer rotary-256 checkpoint: checks the script in seconds, measures no scaling")
+    args = ap.parse_args(argv)
+    from synthetic_checkpoints import write_synthetic
+
+    family = "rotary-256" if args.quick else "rotary-1024"
+    with contextlib.ExitStack() as stack:
+        root = args.dir or stack.enter_context(tempfile.TemporaryDirectory(prefix="scaling-bench-"))
+        os.makedirs(root, exist_ok=True)
+        per_layer = seconds_per_layer(write_synthetic(family, os.path.join(root, f"{family}-1"), 1))
+        layers = args.layers or (4 if args.quick else max(2, 2 * math.ceil(args.seconds / per_layer / 2)))
+        folder = write_synthetic(family, os.path.join(root, f"{family}-{layers}"), layers, layers_per_shard=4)
+        print(f"checkpoint: {family}, {layers} layers, {per_layer:.3f} s per layer single-thread "
+              f"(~{layers * per_layer:.1f} s of work); load average before: {os.getloadavg()[0]:.2f}")
+        stamp = time.strftime("%H%M%S")
+        locations = {way: os.path.join(root, f"{way}-{stamp}.zarr") for way in ("inline", "1", "2")}
+        with StoreTimer() as timer:
+            t = {"inline": run_way("inline", folder, locations["inline"])}
+        for way in ("1", "2"):
+            t[way] = run_way(way, folder, locations[way])
+        print(f"times: inline 1 thread {t['inline']:.2f} s; 1 worker x 1 thread {t['1']:.2f} s; "
+              f"2 workers x 1 thread {t['2']:.2f} s")
+        speedup = t["1"] / t["2"]
+        print(f"ratios: 1 worker / inline {t['1'] / t['inline']:.3f} (dask's overhead: "
+              f"{(t['1'] - t['inline']) / layers * 1e3:+.1f} ms per layer); 2 workers speed-up over 1 worker "
+              f"{speedup:.3f} (target >= {TARGET}: {'met' if speedup >= TARGET else 'MISSED'}); "
+              f"inline / 2 workers {t['inline'] / t['2']:.3f}; load average after: {os.getloadavg()[0]:.2f}")
+
+        write = float(np.median(timer.writes))
+        in_layer = sum(d for inside, d in timer.holds if inside)
+        n_in = sum(1 for inside, _ in timer.holds if inside)
+        per_model = sum(d for inside, d in timer.holds if not inside)
+        hold = in_layer / layers
+        compute = t["inline"] / layers - write
+        print(f"store writes (inline run): write_layer {write * 1e3:.2f} ms per layer (median of {len(timer.writes)}; "
+              f"region writes, no lock, in parallel on the workers); store lock held during layer writes "
+              f"{n_in} times, {hold * 1e3:.3f} ms per layer x {layers} layers = {in_layer * 1e3:.2f} ms serialised; "
+              f"outside them {len(timer.holds) - n_in} times, {per_model * 1e3:.1f} ms once per model "
+              f"(register, mark complete)")
+        for workers in (8, 64):
+            share = layers * compute / workers
+            busy = in_layer / share if share > 0 else float("nan")
+            print(f"lock at {workers} workers: {layers} layers x {hold * 1e3:.3f} ms = {in_layer * 1e3:.2f} ms of "
+                  f"store lock, serialised, against {share:.2f} s of compute per worker ({busy:.2%}); "
+                  f"{per_model * 1e3:.1f} ms once per model")
+        ok = check_stores(list(locations.values()), layers)
+        print(f"stores: every layer of {layers} written and complete in each of the 3 stores, profiles bit-equal "
+              f"across them: {'yes' if ok else 'NO'}")
+        return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
