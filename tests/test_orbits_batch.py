@@ -17,20 +17,21 @@ TINY = Config(n_heads=4, d_model=16, d_head=4, epochs=25, lr=3e-3, ramp_start=5,
 @pytest.mark.parametrize("cfg", [TINY, replace(TINY, dtype="float64", context_kind="dirichlet", learn_embed=False)],
                          ids=["float32", "float64-dirichlet-fixedE"])
 def test_k_seeds_together_equal_each_seed_alone(cfg):
-    """Bit-equal on the CPU: the stacked contractions, the masked-mean cross-entropy and the stacked AdamW
-    (two weight-decay groups, no clipping) reproduce every seed's own ``train`` run to the last bit here.
-    Where an operation sums in another order (other BLAS kernels, a GPU), the runs agree to float rounding
-    instead; these configs show no difference at all, so the test asks for equality."""
+    """The stacked contractions, the masked-mean cross-entropy and the stacked AdamW (two weight-decay
+    groups, no clipping) reproduce every seed's own ``train`` run to float rounding: the batched
+    contractions may sum in another order (with torch 2.13 on one CPU thread, 25 epochs differ by at most
+    2.4e-7 in float32 and 2.8e-16 in float64, against weights of order 1), so the test allows 100 times that."""
     torch.set_num_threads(1)
     seeds = [0, 3, 7]
     out = train_batch(cfg, seeds, device="cpu")
     assert [o["seed"] for o in out] == seeds
+    tol = 3e-5 if cfg.dtype == "float32" else 3e-14
     for o in out:
         alone = train(replace(cfg, seed=o["seed"]), progress=False)
         for k, v in alone["params"].items():
             assert v.dtype == o["params"][k].dtype
-            np.testing.assert_array_equal(o["params"][k], v, err_msg=f"seed {o['seed']} {k}")
-        assert o["final"] == alone["final"]
+            np.testing.assert_allclose(o["params"][k], v, rtol=0, atol=tol, err_msg=f"seed {o['seed']} {k}")
+        assert o["final"] == pytest.approx(alone["final"], rel=1e-3 if cfg.dtype == "float32" else 1e-10)
         np.testing.assert_array_equal(o["train_mask"], alone["train_mask"])
         assert o["failed_at"] is None
     # the seeds really differ (the batch does not train one seed K times)
@@ -69,8 +70,9 @@ def test_a_seed_whose_loss_overflows_is_reported_and_the_others_go_on(monkeypatc
     out = batch.train_batch(cfg, [0, 1])
     assert [o["failed_at"] for o in out] == [None, 0]
     alone = train(replace(cfg, seed=0), progress=False)
-    for k, v in alone["params"].items():
-        np.testing.assert_array_equal(out[0]["params"][k], v)
+    for k, v in alone["params"].items():  # to float rounding, as in the test above
+        np.testing.assert_allclose(out[0]["params"][k], v, rtol=0, atol=3e-5)
+    assert not np.allclose(out[0]["params"]["W_Q"], orig(replace(cfg, seed=0))["W_Q"].detach().numpy(), atol=1e-3)
 
 
 def test_device_choice():

@@ -77,3 +77,34 @@ def test_orbits_are_equivariant_and_random_heads_are_not():
     Mr, Rr = torch.tensor(rng.normal(size=(16, 24, 24))), torch.tensor(rng.normal(size=(16, 24, 24)))
     assert float(triple_error2(table_forward(Mr, Rr))) > 0.1
     assert float(context_error2(Mr, Rr, counts)) > 0.1
+
+
+def test_init_scale_2_trains_the_full_layer_with_finite_gradients():
+    """At init scale 2 the full layer's QK rows span over 100 (M's std is init_scale^4 = 16 times the default),
+    so in some rows every key a query instance holds lies far below the row's best key. The gradients stay
+    finite there (before the softmax's reference was bounded by the own key, the reciprocal's backward
+    overflowed in float32 and every init-scale-2 run failed at epoch 1), and the float32 table still equals
+    the token forward in float64."""
+    import torch.nn.functional as F
+
+    from pipeline.orbits.config import Config
+    from pipeline.orbits.task import split_mask, targets
+    from pipeline.orbits.train import initial_params, penalty, train
+
+    torch.set_num_threads(1)
+    cfg = Config(init_scale=2.0, seed=0)
+    p = initial_params(cfg)
+    M, R = circuits(p)
+    own_gap = (M.amax(2) - torch.diagonal(M, dim1=1, dim2=2)).max()
+    assert own_gap > 60  # rows where the own key lies far below the best key: the case that overflowed
+    G = table_forward(M, R)
+    mask = torch.from_numpy(split_mask(cfg.train_fraction, 0))
+    tgt = torch.from_numpy(targets()).long()
+    (F.cross_entropy(G[mask], tgt[mask]) + penalty(cfg, M, R, None, G)).backward()
+    assert all(bool(torch.isfinite(v.grad).all()) for v in p.values())
+    x = torch.randint(24, (300, 3), generator=torch.Generator().manual_seed(0))
+    want = token_forward({k: v.detach().double() for k, v in p.items()}, x)[:, 0]
+    got = G[x[:, 0], x[:, 1], x[:, 2]].detach().double()
+    torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-4 * float(want.abs().max()))
+    run = train(Config(init_scale=2.0, epochs=3, context_batch=1, frame_every=1), progress=False)
+    assert np.isfinite(run["metrics"]["loss"]).all() and all(np.isfinite(v).all() for v in run["params"].values())

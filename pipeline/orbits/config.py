@@ -36,6 +36,10 @@ class Config:
     d_model: int = _f(128, "residual width")
     d_head: int = _f(24, "head dimension")
     init_scale: float = _f(1.0, "std multiplier of the init (std init_scale / sqrt(fan_in); W_E: init_scale)")
+    qk_init_scale: float | None = _f(None, "std multiplier of W_Q's and W_K's init alone (default: --init-scale); "
+                                     "the same random draws, scaled")
+    qk_bias: bool = _f(False, "query and key biases per head (initialised to 0, decayed with W_Q and W_K): "
+                       "q = W_Q x + b_Q, k = W_K x + b_K")
     learn_embed: bool = _f(True, "train W_E (--no-learn-embed keeps it at its random init)")
     onehot: bool = _f(False, "one-hot tokens: W_E = W_U = identity, frozen (d_model must be 24); the heads then act "
                       "on the token space itself, M_h = W_Q^T W_K / sqrt(d_head) and R_h = W_O W_V")
@@ -45,6 +49,9 @@ class Config:
     epochs: int = _f(2000, "full-batch AdamW steps")
     lr: float = _f(1e-3, "peak learning rate, cosine-decayed to --lr-final over the epochs")
     lr_final: float = _f(1e-5, "learning rate at the last epoch")
+    hold_epochs: int = _f(0, "further AdamW epochs after --epochs at the constant rate --hold-lr, weight decay on "
+                          "and the penalty at --penalty-end: lets decay act until the weights settle")
+    hold_lr: float | None = _f(None, "learning rate of the --hold-epochs (default: --lr)")
     weight_decay: float = _f(1.0, "AdamW weight decay")
     weight_decay_qk: float | None = _f(None, "AdamW decay of W_Q and W_K alone (default: --weight-decay); decay on "
                                        "the QK weights keeps the attention soft (docs/orbits_sweep.md)")
@@ -63,6 +70,9 @@ class Config:
         "the penalty is the mean over them (1: the layer as it is)", metavar="BETA")
     polish_steps: int = _f(0, "LBFGS steps after AdamW (penalty at its final weight, no decay)")
     polish_penalty: float | None = _f(None, "penalty weight while polishing (default: --penalty-end)")
+    polish_decay: float = _f(0.0, "LBFGS also minimises polish_decay/2 * ||theta||^2 over the trained weights (0: "
+                             "no decay while polishing; AdamW's --weight-decay is decoupled, so the same number "
+                             "is a far stronger pull here)")
     dtype: str = _f("float32", "precision of training (float64 for errors far below 1e-5)",
                     choices=("float32", "float64"))
     frame_every: int = _f(25, "a movie frame every this many epochs up to --frame-switch")
@@ -75,9 +85,10 @@ class Config:
         out = []
         if not 0 < self.train_fraction < 1:
             out.append(f"--train-fraction must lie strictly between 0 and 1; got {self.train_fraction}")
-        if self.epochs < 0 or self.polish_steps < 0 or self.epochs + self.polish_steps < 1:
-            out.append(f"--epochs and --polish-steps must be >= 0 and not both 0; got {self.epochs}, "
-                       f"{self.polish_steps}")
+        if self.epochs < 0 or self.polish_steps < 0 or self.hold_epochs < 0 or \
+                self.epochs + self.hold_epochs + self.polish_steps < 1:
+            out.append(f"--epochs, --hold-epochs and --polish-steps must be >= 0 and not all 0; got {self.epochs}, "
+                       f"{self.hold_epochs}, {self.polish_steps}")
         if any(not b > 0 for b in self.penalty_scales):
             out.append(f"--penalty-scales must all be positive; got {list(self.penalty_scales)}")
         for k in ("n_heads", "d_model", "d_head", "context_batch", "frame_every", "frame_every_late"):
@@ -89,6 +100,10 @@ class Config:
             out.append(f"--onehot needs --d-model 24; got {self.d_model}")
         if not self.lr >= 0 or not self.init_scale > 0:
             out.append(f"--lr must be >= 0 and --init-scale > 0; got {self.lr}, {self.init_scale}")
+        if self.qk_init_scale is not None and not self.qk_init_scale > 0:
+            out.append(f"--qk-init-scale must be > 0; got {self.qk_init_scale}")
+        if (self.hold_lr is not None and not self.hold_lr >= 0) or not self.polish_decay >= 0:
+            out.append(f"--hold-lr and --polish-decay must be >= 0; got {self.hold_lr}, {self.polish_decay}")
         return out
 
     def to_dict(self) -> dict:
@@ -96,6 +111,12 @@ class Config:
         d["context_lengths"] = list(self.context_lengths)
         d["penalty_scales"] = list(self.penalty_scales)
         return d
+
+
+# The Config fields that `orbits search --grid` may vary.
+GRID_KEYS = ("init_scale", "penalty_end", "ramp_start", "ramp_end", "epochs", "d_head", "weight_decay_qk",
+             "weight_decay", "context_lengths", "penalty_scales", "train_fraction", "split", "penalty_start",
+             "context_weight", "hold_epochs", "hold_lr", "polish_steps", "polish_decay", "qk_init_scale", "qk_bias")
 
 
 # Named recipes: the Config fields they change. "long" is the schedule of the stored run (long-s9-p650) and of
@@ -165,8 +186,15 @@ def penalty_weight(cfg: Config, epoch: int) -> float:
     return float(cfg.penalty_start * (cfg.penalty_end / cfg.penalty_start) ** f)
 
 
+def adamw_epochs(cfg: Config) -> int:
+    """All AdamW epochs: the cosine schedule's ``epochs`` and then the constant-rate ``hold_epochs``."""
+    return cfg.epochs + cfg.hold_epochs
+
+
 def learning_rate(cfg: Config, epoch: int) -> float:
-    """Cosine from lr to lr_final over the epochs."""
+    """Cosine from lr to lr_final over the epochs, then hold_lr (default lr) over the hold_epochs."""
+    if cfg.hold_epochs and epoch >= cfg.epochs:
+        return cfg.lr if cfg.hold_lr is None else cfg.hold_lr
     f = min(epoch / max(cfg.epochs, 1), 1.0)
     return cfg.lr_final + 0.5 * (cfg.lr - cfg.lr_final) * (1 + math.cos(math.pi * f))
 

@@ -4,7 +4,8 @@ No positions, no residual stream into the unembedding, no layer norm: the logits
 ``W_U sum_h W_O[h] sum_j softmax_j(q_h . k_h(x_j) / sqrt(d_head)) W_V[h] W_E[x_j]``. Everything the
 layer computes therefore goes through two 24 x 24 matrices per head (the circuits):
 
-- ``M[h, a, b] = W_E[a] W_Q[h]^T W_K[h] W_E[b] / sqrt(d_head)`` (QK: query token a, key token b),
+- ``M[h, a, b] = W_E[a] W_Q[h]^T W_K[h] W_E[b] / sqrt(d_head)`` (QK: query token a, key token b; with
+  query and key biases, ``(W_Q[h] W_E[a] + b_Q[h]) . (W_K[h] W_E[b] + b_K[h]) / sqrt(d_head)``),
 - ``R[h, c, b] = W_U[c] W_O[h] W_V[h] W_E[b]`` (OV: output logit c, input token b).
 
 Two forwards: ``token_forward`` (ordinary attention on token sequences, the check) and the exact
@@ -22,24 +23,32 @@ from .task import P
 
 
 def init_params(n_heads: int = 32, d_model: int = 128, d_head: int = 24, p: int = P, init_scale: float = 1.0,
-                seed: int = 0, dtype=torch.float32) -> dict[str, torch.Tensor]:
-    """Gaussian weights with std init_scale / sqrt(fan_in) (W_E: std init_scale).
+                seed: int = 0, dtype=torch.float32, qk_init_scale: float | None = None,
+                qk_bias: bool = False) -> dict[str, torch.Tensor]:
+    """Gaussian weights with std init_scale / sqrt(fan_in) (W_E: std init_scale; W_Q, W_K: qk_init_scale /
+    sqrt(fan_in) when given, from the same draws).
 
-    Returns W_E (p, d_model), W_Q, W_K, W_V (H, d_head, d_model), W_O (H, d_model, d_head), W_U (p, d_model).
+    Returns W_E (p, d_model), W_Q, W_K, W_V (H, d_head, d_model), W_O (H, d_model, d_head), W_U (p, d_model),
+    and with ``qk_bias`` also b_Q, b_K (H, d_head), zero.
     """
     g = torch.Generator().manual_seed(seed)
+    qk = init_scale if qk_init_scale is None else qk_init_scale
 
-    def n(*shape, fan_in):
-        return torch.randn(*shape, generator=g, dtype=dtype) * (init_scale / math.sqrt(fan_in))
+    def n(*shape, fan_in, scale=init_scale):
+        return torch.randn(*shape, generator=g, dtype=dtype) * (scale / math.sqrt(fan_in))
 
-    return {
+    out = {
         "W_E": n(p, d_model, fan_in=1),
-        "W_Q": n(n_heads, d_head, d_model, fan_in=d_model),
-        "W_K": n(n_heads, d_head, d_model, fan_in=d_model),
+        "W_Q": n(n_heads, d_head, d_model, fan_in=d_model, scale=qk),
+        "W_K": n(n_heads, d_head, d_model, fan_in=d_model, scale=qk),
         "W_V": n(n_heads, d_head, d_model, fan_in=d_model),
         "W_O": n(n_heads, d_model, d_head, fan_in=d_head),
         "W_U": n(p, d_model, fan_in=d_model),
     }
+    if qk_bias:
+        out["b_Q"] = torch.zeros(n_heads, d_head, dtype=dtype)
+        out["b_K"] = torch.zeros(n_heads, d_head, dtype=dtype)
+    return out
 
 
 def circuits(params: dict[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
@@ -48,6 +57,8 @@ def circuits(params: dict[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tenso
     d_head = W_Q.shape[1]
     q = torch.einsum("hed,ad->hae", W_Q, W_E)  # (H, p, d_head)
     k = torch.einsum("hed,bd->hbe", W_K, W_E)
+    if "b_Q" in params:
+        q, k = q + params["b_Q"][:, None, :], k + params["b_K"][:, None, :]
     M = q @ k.transpose(1, 2) / math.sqrt(d_head)
     v = torch.einsum("hed,bd->hbe", W_V, W_E)  # (H, p, d_head)
     u = torch.einsum("cd,hde->hce", W_U, W_O)  # (H, p, d_head)
@@ -61,6 +72,8 @@ def token_forward(params: dict[str, torch.Tensor], x: torch.Tensor) -> torch.Ten
     e = W_E[x]  # (B, L, d)
     q = torch.einsum("hed,bld->bhle", W_Q, e)
     k = torch.einsum("hed,bld->bhle", W_K, e)
+    if "b_Q" in params:
+        q, k = q + params["b_Q"][None, :, None, :], k + params["b_K"][None, :, None, :]
     v = torch.einsum("hed,bld->bhle", W_V, e)
     att = torch.softmax(q @ k.transpose(-1, -2) / math.sqrt(W_Q.shape[1]), dim=-1)  # (B, H, L, L)
     z = att @ v  # (B, H, L, d_head)
@@ -68,15 +81,29 @@ def token_forward(params: dict[str, torch.Tensor], x: torch.Tensor) -> torch.Ten
     return out @ W_U.T
 
 
-def _weights(M: torch.Tensor, R: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """E[h, a, b] = exp(M[h, a, b] - max_b M[h, a, b]) and V[h, a, b, c] = E[h, a, b] R[h, c, b].
+# Per dtype: the exponent floor, and how far below its row's reference the query's own key may lie.
+_FLOOR = {torch.float64: -700.0}
+_CEIL = {torch.float64: 600.0}
+_OWN_BELOW = {torch.float64: 300.0}
 
-    The exponent is floored (-80 in float32, -700 in float64) so that no denominator underflows: a key
-    further below its row's best key gets weight e^floor instead of less, which is exact whenever a
-    row of M spans less than that (trained layers span far less; float64 is exact in practice).
+
+def _weights(M: torch.Tensor, R: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """E[h, a, b] = exp(M[h, a, b] - ref[h, a]) and V[h, a, b, c] = E[h, a, b] R[h, c, b].
+
+    Any per-row reference cancels in the softmax. ``ref`` is the row's largest entry (so E <= 1), except
+    that it never lies more than 40 (float32; 300 in float64) above the query's own key M[h, a, a]. The
+    own key is in every sequence, so every denominator is at least e^-40 and the backward pass, which
+    squares the denominators' reciprocals, stays finite (float32 overflows at 3e38 = e^88.7): with the
+    row's maximum alone, a row whose present keys all lie 44 or more below it gave infinite gradients
+    (every init-scale-2 run failed so). Where the own key is within 40 of the maximum, ``ref`` is the
+    maximum, as always. The exponent is also floored (-80 in float32, -700 in float64): a key further
+    below ``ref`` gets weight e^floor instead of less, exact whenever a row spans less than that; and
+    capped (60; 600) so that a row whose own key lies over 100 below its maximum cannot overflow.
     """
-    floor = -80.0 if M.dtype in (torch.float32, torch.float16, torch.bfloat16) else -700.0
-    E = torch.exp((M - M.amax(dim=2, keepdim=True)).clamp_min(floor))
+    floor = _FLOOR.get(M.dtype, -80.0)
+    own = torch.diagonal(M, dim1=1, dim2=2)  # (H, p): M[h, a, a]
+    ref = torch.minimum(M.amax(dim=2), own + _OWN_BELOW.get(M.dtype, 40.0))
+    E = torch.exp((M - ref[:, :, None]).clamp(floor, _CEIL.get(M.dtype, 60.0)))
     V = E[:, :, :, None] * R.transpose(1, 2)[:, None, :, :]
     return E, V
 

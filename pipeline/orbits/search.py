@@ -30,11 +30,9 @@ import numpy as np
 import xarray as xr
 
 from ..schema import ORBITS, ORBITS_SEARCH, SEARCH_KS, SEARCH_SIZES, SEARCH_TOLS
-from .config import Config, differences, from_dict
+from .config import GRID_KEYS, Config, adamw_epochs, differences, from_dict  # noqa: F401 (GRID_KEYS re-exported)
 
 TOLS, SIZES, KS = SEARCH_TOLS, SEARCH_SIZES, SEARCH_KS
-GRID_KEYS = ("init_scale", "penalty_end", "ramp_start", "ramp_end", "epochs", "d_head", "weight_decay_qk",
-             "weight_decay", "context_lengths", "penalty_scales")
 RANKING = ("rank 1 = best: a 12-orbit and a 4-orbit both found at 2%, then more heads in orbits of at least 2 "
            "at 2% (merged heads once), then a lower median matching error; failed runs last")
 TABLE_DOC = {
@@ -239,7 +237,7 @@ def polish(cfg: Config, result: dict) -> dict:
     """The recipe's LBFGS polishing of one batched seed, as ``train`` polishes it (the same contexts)."""
     from .train import train
 
-    return train(replace(cfg, seed=result["seed"], epochs=0), progress=False, start=result["params"],
+    return train(replace(cfg, seed=result["seed"], epochs=0, hold_epochs=0), progress=False, start=result["params"],
                  context_state=result["context_state"])
 
 
@@ -292,7 +290,8 @@ def search(store_path: str, recipes: list[Recipe], seeds: Sequence[int], device:
     if progress:
         from tqdm.auto import tqdm
 
-        bar = tqdm(total=sum(len(b) * rec.config.epochs for rec, b in batches), unit="seed-step", desc="orbits search")
+        bar = tqdm(total=sum(len(b) * adamw_epochs(rec.config) for rec, b in batches), unit="seed-step",
+                   desc="orbits search")
 
     def out_of_time() -> bool:
         return time_budget is not None and time.time() - t0 >= time_budget
@@ -329,7 +328,7 @@ def _search_distributed(address: str, batches, device, polish_top, done, out_of_
         raise ValueError(f"--scheduler {address!r}: no dask scheduler answers there ({exc})") from None
     with client:
         futures = {client.submit(batch_rows, rec.config, rec.label, b, device, polish_top, pure=False):
-                   rec.config.epochs * len(b) for rec, b in batches}
+                   adamw_epochs(rec.config) * len(b) for rec, b in batches}
         for fut in as_completed(futures):
             rows = fut.result()
             if bar is not None:

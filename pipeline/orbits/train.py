@@ -7,8 +7,10 @@ this cheap). The objective at epoch t is
 
 with E3 the relative equivariance error on every length-3 input (exact, all 24 shifts) and Ectx the
 same on random contexts of other lengths (each context with all 24 of its shifts). w(t) ramps
-geometrically from ``penalty_start`` to ``penalty_end`` over epochs [ramp_start, ramp_end]. Optionally
-``polish_steps`` LBFGS steps follow (fixed contexts, penalty at ``penalty_end``), counted as further epochs.
+geometrically from ``penalty_start`` to ``penalty_end`` over epochs [ramp_start, ramp_end]. The learning
+rate falls along a cosine over ``epochs``; ``hold_epochs`` further AdamW epochs at the constant rate
+``hold_lr`` may follow. Optionally ``polish_steps`` LBFGS steps follow (fixed contexts, penalty at
+``penalty_end``, plus ``polish_decay``/2 ||theta||^2 when that is set), counted as further epochs.
 Frames (M, R of every head and the metrics) are kept every 25 epochs up to 4000, then every 100.
 """
 
@@ -25,7 +27,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from .config import METRICS, Config, is_frame, learning_rate, penalty_weight  # noqa: F401 (re-exported)
+from .config import METRICS, Config, adamw_epochs, is_frame, learning_rate, penalty_weight  # noqa: F401 (re-exported)
 from .equivariance import context_error2, random_contexts, triple_error2
 from .model import circuits, init_params, table_forward
 from .task import P, split_mask, targets
@@ -113,7 +115,8 @@ def check_dtype(cfg: Config) -> str:
 def initial_params(cfg: Config, start: dict | None = None) -> dict[str, torch.Tensor]:
     """The seeded init of ``train`` (or the weights ``start``) in the run's dtype, requires_grad set as trained."""
     dtype = getattr(torch, check_dtype(cfg))
-    params = init_params(cfg.n_heads, cfg.d_model, cfg.d_head, P, cfg.init_scale, cfg.seed)
+    params = init_params(cfg.n_heads, cfg.d_model, cfg.d_head, P, cfg.init_scale, cfg.seed,
+                         qk_init_scale=cfg.qk_init_scale, qk_bias=cfg.qk_bias)
     if cfg.onehot:
         if cfg.d_model != P:
             raise ValueError(f"onehot needs d_model = {P}; got {cfg.d_model}")
@@ -132,12 +135,14 @@ def initial_params(cfg: Config, start: dict | None = None) -> dict[str, torch.Te
 
 
 def optimizer_groups(cfg: Config, params: dict[str, torch.Tensor]) -> list[dict]:
-    """AdamW's parameter groups: W_Q and W_K decay by ``weight_decay_qk`` (None: ``weight_decay``), the rest
-    by ``weight_decay``. AdamW is elementwise, so the same groups over K stacked seeds step each seed alone."""
+    """AdamW's parameter groups: W_Q and W_K (and their biases) decay by ``weight_decay_qk`` (None:
+    ``weight_decay``), the rest by ``weight_decay``. AdamW is elementwise, so the same groups over K stacked
+    seeds step each seed alone."""
     wd_qk = cfg.weight_decay if cfg.weight_decay_qk is None else cfg.weight_decay_qk
-    return [{"params": [v for k, v in params.items() if v.requires_grad and k not in ("W_Q", "W_K")],
+    qk = [k for k in ("W_Q", "W_K", "b_Q", "b_K") if k in params]
+    return [{"params": [v for k, v in params.items() if v.requires_grad and k not in qk],
              "weight_decay": cfg.weight_decay},
-            {"params": [params["W_Q"], params["W_K"]], "weight_decay": wd_qk}]
+            {"params": [params[k] for k in qk], "weight_decay": wd_qk}]
 
 
 def train(cfg: Config, progress: bool = True, log=None, start: dict | None = None,
@@ -145,8 +150,8 @@ def train(cfg: Config, progress: bool = True, log=None, start: dict | None = Non
     """Train one layer; returns the config, frames (epochs, M, R, metrics), final params and metrics.
 
     ``log``: optional callable receiving one line of text per frame (for sweep logs).
-    ``start``: optional weights {name: array} to continue from (e.g. ``epochs=0, polish_steps=N`` polishes
-    a saved run further) instead of the seeded init.
+    ``start``: optional weights {name: array} to continue from (e.g. ``epochs=0, hold_epochs=0,
+    polish_steps=N`` polishes a saved run further) instead of the seeded init.
     ``context_state``: the state of the context generator to start from (``batch.train_batch`` returns it
     after AdamW, so that polishing a batched seed with ``epochs=0`` draws the contexts ``train`` would).
     """
@@ -166,11 +171,14 @@ def train(cfg: Config, progress: bool = True, log=None, start: dict | None = Non
     frames = {"epoch": [], "M": [], "R": []}
     metrics: dict[str, list] = {k: [] for k in METRICS}
 
-    def objective(w, ctx):
+    def objective(w, ctx, decay=0.0):
         M, R = circuits(params)
         G = table_forward(M, R)
         ce = F.cross_entropy(G[mask], tgt[mask])
-        return ce + w * penalty(cfg, M, R, ctx, G), M, R
+        loss = ce + w * penalty(cfg, M, R, ctx, G)
+        if decay:
+            loss = loss + 0.5 * decay * sum((v * v).sum() for v in trainable)
+        return loss, M, R
 
     def record(epoch, w):
         if frames["epoch"] and frames["epoch"][-1] == epoch:  # polishing stopped on a frame: record it once
@@ -189,14 +197,15 @@ def train(cfg: Config, progress: bool = True, log=None, start: dict | None = Non
         return m
 
     t0 = time.time()
-    total = cfg.epochs + cfg.polish_steps
+    n_adamw = adamw_epochs(cfg)
+    total = n_adamw + cfg.polish_steps
     bar = None
     if progress:
         from tqdm.auto import tqdm
 
         bar = tqdm(total=total, desc=f"orbits seed {cfg.seed}", unit="epoch")
     m = {}
-    for epoch in range(cfg.epochs):
+    for epoch in range(n_adamw):
         w = penalty_weight(cfg, epoch)
         if is_frame(cfg, epoch):
             m = record(epoch, w)
@@ -227,12 +236,12 @@ def train(cfg: Config, progress: bool = True, log=None, start: dict | None = Non
 
         def closure():
             lbfgs.zero_grad(set_to_none=True)
-            loss, _, _ = objective(polish_w, ctx)
+            loss, _, _ = objective(polish_w, ctx, cfg.polish_decay)
             loss.backward()
             return loss
 
         for i in range(cfg.polish_steps):
-            epoch = cfg.epochs + i
+            epoch = n_adamw + i
             if is_frame(cfg, epoch):
                 record(epoch, polish_w)
             saved = [v.detach().clone() for v in trainable]
