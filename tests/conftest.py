@@ -5,14 +5,28 @@ included) is random and non-trivial, in float64 with eager attention, saves it a
 ``(model, folder)``. ``attention_inputs(model, kind, input_ids)`` runs the real forward pass and captures,
 per layer, the hidden states entering the Q/K projections and the pre-softmax scores (the input of
 ``torch.nn.functional.softmax``, which every eager attention here calls).
+
+Every test under tests/browser/ gets the ``browser`` marker here, so the quick tier
+(``-m "not slow and not browser"``) leaves out any browser test, marked in its module or not.
 """
 
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import numpy as np
 import pytest
+
+BROWSER_TESTS = Path(__file__).resolve().parent / "browser"
+
+
+def pytest_collection_modifyitems(config, items) -> None:
+    """Every test under tests/browser/ is a ``browser`` test, so ``-m "not browser"`` leaves them all out."""
+    for item in items:
+        if BROWSER_TESTS in Path(str(item.path)).resolve().parents:
+            item.add_marker(pytest.mark.browser)
+
 
 torch = pytest.importorskip("torch", reason="the pipeline tests need torch (pip install -e .[pipeline])")
 transformers = pytest.importorskip("transformers", reason="the pipeline tests need transformers")
