@@ -69,3 +69,25 @@ def split_mask(train_fraction: float, seed: int, kind: str = "orbit", p: int = P
     chosen = np.zeros(len(sizes), dtype=bool)
     chosen[order[:n_take]] = True
     return chosen[ids]
+
+
+def heldout_covered(mask: np.ndarray, p: int = P) -> float:
+    """Share of the held-out triples (``~mask``) with a train triple in their orbit of shifts and permutations.
+
+    A layer without positions gives a triple and its permutations the same three query instances, and an
+    exactly shift-equivariant layer gives every shift of a triple the shifted answers; so with 100% train
+    accuracy such a layer is right on every covered held-out triple, and this share is its least held-out
+    accuracy. The orbit split covers none; a random split covers almost all (``random_split_covered``).
+    """
+    ids = orbit_labels(p)
+    touched = np.zeros(ids.max() + 1, dtype=bool)
+    touched[ids[mask]] = True
+    held = ~mask
+    return float(touched[ids[held]].mean()) if held.any() else float("nan")
+
+
+def random_split_covered(train_fraction: float, p: int = P) -> float:
+    """``heldout_covered`` expected of a random split at this fraction (the ratio of expectations): a held-out
+    triple in an orbit of s triples is uncovered when its s - 1 orbit-mates are all held out, (1 - f)^(s - 1)."""
+    s = np.bincount(orbit_labels(p).ravel()).astype(np.float64)
+    return float((s * (1 - (1 - train_fraction) ** (s - 1))).sum() / s.sum())
