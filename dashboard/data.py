@@ -22,11 +22,20 @@ from pathlib import Path
 import numpy as np
 import xarray as xr
 
-from pipeline.schema import ORBITS, ORBITS_SEARCH, PROFILES, ModelRow, model_rows, orbits_problems
+from pipeline.schema import (
+    ORBITS,
+    ORBITS_SEARCH,
+    PROFILES,
+    STATISTICS,
+    ModelRow,
+    model_rows,
+    orbits_problems,
+    spectrum_width,
+)
 from pipeline.store import ENV_VAR, StoreError, default_store_path, open_group_dataset
 
-__all__ = ["ENV_VAR", "ModelData", "ModelRow", "StoreError", "model_data", "orbits", "orbits_search",
-           "profiles", "rows", "state_key", "store_path"]
+__all__ = ["ENV_VAR", "ModelData", "ModelRow", "ModelStatistics", "StoreError", "model_data", "model_statistics",
+           "orbits", "orbits_search", "profiles", "rows", "state_key", "store_path"]
 
 
 def store_path(argv: list[str] | None = None) -> Path:
@@ -110,6 +119,51 @@ def model_data(path, name: str) -> ModelData:
     if name not in {r.name for r in rows(path)}:
         raise KeyError(name)
     return _model_data(str(path), state_key(path), name)
+
+
+@dataclass(frozen=True)
+class ModelStatistics:
+    """One model's head statistics and spectrum at d = 0 (``pipeline.head_statistics``), without the padding.
+
+    ``statistics``: (n_layers, n_heads, 17) in the order of ``pipeline.schema.STATISTICS``; ``spectrum``:
+    (n_layers, n_heads, 2 d_head), decreasing, NaN-padded. ``note``: '' when they are there, else what to show
+    (``ModelRow.statistics_note``: "statistics not computed; add them with `COMMAND`", or why they cannot be
+    read); the arrays are NaN then.
+    """
+
+    row: ModelRow
+    statistics: np.ndarray
+    spectrum: np.ndarray
+    note: str = ""
+
+
+@functools.lru_cache(maxsize=16)
+def _model_statistics(path: str, key: tuple, name: str) -> ModelStatistics:
+    ds = _profiles(path, key)
+    row = next(r for r in _rows(path, key) if r.name == name)
+    width = spectrum_width(row.d_head)
+    stats = np.full((row.n_layers, row.n_heads, len(STATISTICS)), np.nan)
+    spectrum = np.full((row.n_layers, row.n_heads, width), np.nan)
+    if row.statistics_note or "head_statistics" not in ds:
+        return ModelStatistics(row, stats, spectrum, row.statistics_note or "statistics not computed")
+    heads = {"layer": slice(0, row.n_layers), "head": slice(0, row.n_heads)}
+    try:
+        stats = np.asarray(ds["head_statistics"].sel(model=name).isel(heads).transpose("layer", "head", "statistic")
+                           .values, dtype=np.float64)
+        spectrum = np.asarray(ds["spectrum"].sel(model=name).isel(heads, eigen=slice(0, width))
+                              .transpose("layer", "head", "eigen").values, dtype=np.float64)
+    except Exception as exc:  # noqa: BLE001 - a damaged chunk: the page says so and how to repair it
+        return ModelStatistics(row, stats, spectrum, f"the stored statistics of {name} cannot be read "
+                               f"({type(exc).__name__}: {exc}). Repair the model with `{row.statistics_command}`.")
+    return ModelStatistics(row, stats, spectrum, "")
+
+
+def model_statistics(path, name: str) -> ModelStatistics:
+    """The head statistics and spectrum of model ``name`` (cached per store state); KeyError when the store has
+    no such model. A store written before the statistics existed gives NaN arrays and the note saying so."""
+    if name not in {r.name for r in rows(path)}:
+        raise KeyError(name)
+    return _model_statistics(str(path), state_key(path), name)
 
 
 @functools.lru_cache(maxsize=4)

@@ -168,4 +168,6 @@ def list_command(args) -> int:
         for m in models:
             if m.damaged:
                 print(f"{m.name}: {m.damaged}")
+            elif m.statistics_note:
+                print(f"{m.name}: {m.statistics_note}")
     return 0

@@ -1142,8 +1142,9 @@ def is_complete(path, name: str) -> bool:
     return Store.open(path, mode="r").is_complete(name)
 
 
-def write_layer(path, name: str, layer: int, profile: np.ndarray, norm: np.ndarray) -> None:
-    Store.open(path).write_layer(name, layer, profile, norm)
+def write_layer(path, name: str, layer: int, profile: np.ndarray, norm: np.ndarray,
+                statistics: np.ndarray | None = None, spectrum: np.ndarray | None = None) -> None:
+    Store.open(path).write_layer(name, layer, profile, norm, statistics, spectrum)
 
 
 def mark_complete(path, name: str, revision: str | None = None) -> None:

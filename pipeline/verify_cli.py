@@ -12,7 +12,10 @@ it, and decode every array of the other groups.
 
 A layer whose chunk does not decode (garbled) or whose values no longer match their checksum (a deleted
 chunk reads as NaN) is damaged: verify clears it, marks its model damaged and not complete, and prints
-the command that recomputes exactly the damaged layers (the model's own command, which resumes).
+the command that recomputes exactly the damaged layers (the model's own command, which resumes). Each
+layer has two checksums: one over its profile and norm, one over its head statistics and spectrum. A
+layer written without statistics (by a pipeline older than them) is not damaged; verify lists its model
+as "statistics not computed" with the command that adds them (the model's command with --force).
 
 Exit status: 0 when the store is sound, 1 when damage was found, 2 on bad input (no store, not a Zarr v3
 store, an unknown model, a store of another schema version without --upgrade).
@@ -59,11 +62,15 @@ def main(args: argparse.Namespace) -> int:
             if not done:
                 print(f"{store.location}: already at the current schema version")
         damage = store.verify(args.models or None, mark=not args.dry_run)
+        missing = [m for m in store.models() if m.statistics_note and (not args.models or m.name in args.models)]
     except StoreError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     if not damage:
         print(f"{store.location}: every written layer matches its checksum; every group decodes")
+    for m in missing:  # not damage: written before the statistics existed
+        print(f"{m.name}: {m.statistics_note}")
+    if not damage:
         return 0
     for d in damage:
         print(d.line())

@@ -2,6 +2,7 @@
 
 import hashlib
 import json
+import shutil
 import warnings
 from pathlib import Path
 
@@ -10,7 +11,7 @@ import pytest
 import xarray as xr
 
 from pipeline import store as st
-from pipeline.schema import model_rows
+from pipeline.schema import STATISTICS, model_rows
 
 
 def info(name="m", L=2, H=3, positional="learned absolute", **kw):
@@ -208,3 +209,108 @@ def test_read_only_handle_refuses_writes(tmp_path):
     with pytest.raises(st.StoreError, match="opened read-only"):
         ro.write_layer("m", 0, np.zeros((3, 4)), np.zeros(3))
     assert ro.models()[0].name == "m"
+
+
+def rand_statistics(rng, H, k):
+    return rng.normal(size=(H, len(STATISTICS))), -np.sort(-rng.normal(size=(H, k)), axis=-1)
+
+
+def test_statistics_round_trip_and_the_eigen_dimension_grows(tmp_path):
+    path = tmp_path / "s.zarr"
+    rng = np.random.default_rng(4)
+    st.register_model(path, info("small", L=2, H=3))  # d_head 4: 8 eigenvalues
+    p, n = rand_layer(rng, 3)
+    s0, e0 = rand_statistics(rng, 3, 8)
+    s1, e1 = rand_statistics(rng, 3, 6)  # a span narrower than 2n (N < 2n): NaN past k
+    st.write_layer(path, "small", 0, p, n, s0, e0)
+    st.write_layer(path, "small", 1, p, n, s1, e1)
+    st.mark_complete(path, "small")
+    ds = st.open_profiles(path)
+    assert list(ds.statistic.values) == list(STATISTICS) and ds.sizes["eigen"] == 8
+    np.testing.assert_array_equal(ds.head_statistics.sel(model="small").values[1, :3], s1)
+    np.testing.assert_array_equal(ds.spectrum.sel(model="small").values[1, :3, :6], e1)
+    assert np.isnan(ds.spectrum.sel(model="small").values[1, :3, 6:]).all()
+    assert st.model_info(path, "small").statistics_computed
+
+    big = st.ModelRow("big", 1, 5, 32, 12, "rope", rotary_dim=12)  # 24 eigenvalues: eigen grows from 8 to 24
+    st.register_model(path, big)
+    sb, eb = rand_statistics(rng, 5, 24)
+    st.write_layer(path, "big", 0, *rand_layer(rng, 5, rotary=True), sb, eb)
+    ds = st.open_profiles(path)
+    assert ds.sizes["eigen"] == 24 and ds.eigen.values.tolist() == list(range(24))
+    np.testing.assert_array_equal(ds.spectrum.sel(model="big").values[0, :5], eb)
+    np.testing.assert_array_equal(ds.spectrum.sel(model="small").values[0, :3, :8], e0)  # kept
+    assert np.isnan(ds.spectrum.sel(model="small").values[0, :3, 8:]).all()  # padding
+    np.testing.assert_array_equal(ds.head_statistics.sel(model="small").values[0, :3], s0)
+    assert st.Store.open(path).verify() == []  # the small model's checksums cover its own 2n columns only
+    with pytest.raises(st.StoreError, match="expected statistics"):
+        st.write_layer(path, "small", 0, p, n, s0, rng.normal(size=(3, 9)))  # wider than 2n
+    with pytest.raises(st.StoreError, match="both statistics and spectrum"):
+        st.write_layer(path, "small", 0, p, n, s0)
+    st.reset_model(path, "small")
+    ds = st.open_profiles(path)
+    assert np.isnan(ds.head_statistics.sel(model="small").values).all()
+    assert not st.model_info(path, "small").statistics_computed
+
+
+def drop_statistics(path: Path) -> None:
+    """Make ``path`` a store as written before the statistics existed: no statistics variables, no coordinates."""
+    for name in ("head_statistics", "spectrum", "statistics_checksum", "statistic", "eigen"):
+        shutil.rmtree(path / "profiles" / name)
+    st._quiet_consolidate(str(path))
+
+
+def test_a_store_written_before_the_statistics_opens_and_says_so(tmp_path, capsys):
+    from dashboard import data
+    from pipeline.__main__ import main
+
+    path = tmp_path / "old.zarr"
+    rng = np.random.default_rng(6)
+    row = info("m", L=2, H=3, command="python -m pipeline profiles org/m")
+    st.register_model(path, row)
+    layers = [rand_layer(rng, 3) + rand_statistics(rng, 3, 8) for _ in range(2)]
+    for layer, values in enumerate(layers):
+        st.write_layer(path, "m", layer, *values)
+    st.mark_complete(path, "m")
+    drop_statistics(path)
+
+    ds = st.open_profiles(path)  # validated: the statistics are optional
+    assert "head_statistics" not in ds and "eigen" not in ds.sizes
+    m = st.model_info(path, "m")
+    assert m.complete and not m.statistics_computed
+    assert m.statistics_note == "statistics not computed; add them with `python -m pipeline profiles org/m --force`"
+    assert main(["list", "--store", str(path)]) == 0
+    assert f"m: {m.statistics_note}" in capsys.readouterr().out
+    assert main(["verify", "--store", str(path)]) == 0  # not damage
+    out = capsys.readouterr().out
+    assert "every written layer matches its checksum" in out and m.statistics_note in out
+    got = data.model_statistics(path, "m")
+    assert got.note == m.statistics_note and np.isnan(got.statistics).all() and got.statistics.shape == (2, 3, 17)
+    assert data.model_data(path, "m").profile.shape == (2, 3, 1, 4)  # the profiles still draw
+
+    # what the command does (--force: reset, register, every layer with its statistics): the arrays come back
+    st.reset_model(path, "m")
+    st.register_model(path, row)
+    for layer, values in enumerate(layers):
+        st.write_layer(path, "m", layer, *values)
+    st.mark_complete(path, "m")
+    m = st.model_info(path, "m")
+    assert m.statistics_computed and m.statistics_note == ""
+    np.testing.assert_array_equal(st.open_profiles(path).head_statistics.sel(model="m").values[1, :3], layers[1][2])
+    assert st.Store.open(path).verify() == []
+
+
+def test_an_old_store_gains_the_statistics_on_its_next_write(tmp_path):
+    """A layer written with statistics into a store without the variables adds them; the others read not computed."""
+    path = tmp_path / "old.zarr"
+    rng = np.random.default_rng(8)
+    st.register_model(path, info("m", L=2, H=3))
+    st.write_layer(path, "m", 0, *rand_layer(rng, 3))
+    drop_statistics(path)
+    values = rand_layer(rng, 3) + rand_statistics(rng, 3, 8)
+    st.write_layer(path, "m", 1, *values)
+    ds = st.open_profiles(path)
+    np.testing.assert_array_equal(ds.spectrum.sel(model="m").values[1, :3], values[3])
+    assert np.isnan(ds.head_statistics.sel(model="m").values[0]).all()
+    m = st.model_info(path, "m")
+    assert (m.layers_done, m.statistics_layers, m.statistics_computed) == (2, 1, False)

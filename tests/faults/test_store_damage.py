@@ -170,3 +170,27 @@ def test_verify_bad_input_exit_2_one_line(tmp_path, path, capsys):
         assert len(out.err.strip().splitlines()) == 1 and "Traceback" not in out.err
         tried += 1
     assert tried == 3
+
+
+def test_damaged_statistics_are_found_by_their_own_checksum(path, capsys):
+    """Statistics have a checksum of their own: an altered or deleted statistics chunk is damage of its layer."""
+    rng = np.random.default_rng(9)
+    D = st.ModelRow("D", 2, 3, 16, 4, "none", source="x", command="python -m pipeline profiles D")
+    values = [(rng.dirichlet(np.ones(4), size=3), rng.uniform(1, 2, 3), rng.normal(size=(3, len(st.STATISTICS))),
+               rng.normal(size=(3, 8))) for _ in range(2)]
+    write(path, D, values)
+    assert verify_cli(path, capsys)[0] == 0
+    base = path / "profiles"
+    stats = base / "head_statistics" / "c" / "2"
+    shutil.copy(stats / "0" / "0" / "0", stats / "1" / "0" / "0")  # a valid chunk with the wrong values
+    (base / "spectrum" / "c" / "2" / "0" / "0" / "0").unlink()
+    code, out, _ = verify_cli(path, capsys, "D")
+    assert code == 1
+    assert "model 'D' layer 0: its statistics chunk is missing (the values read as NaN)" in out
+    assert "model 'D' layer 1: its statistics do not match the checksum written with them" in out
+    row = st.model_info(path, "D")
+    assert not row.complete and "layers [0, 1]" in row.damaged and row.statistics_layers == 0
+    assert np.isnan(st.open_profiles(path).head_statistics.sel(model="D").values).all()  # cleared
+    assert_rest_intact(path, [])  # A and C untouched
+    write(path, D, values)  # the repair
+    assert verify_cli(path, capsys)[0] == 0 and st.model_info(path, "D").statistics_computed
