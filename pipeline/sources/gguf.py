@@ -1,8 +1,9 @@
 """A GGUF file (llama.cpp, Ollama, LM Studio) as a :class:`~pipeline.sources.base.Checkpoint`.
 
-Read through the ``gguf`` package (llama.cpp's own Python library): ``GGUFReader`` memory-maps the file
-and parses its metadata once; the reader (whose parsed tokenizer fields are most of its memory) is then
-dropped and only memory-mapped views of the query and key weights (and the attention-norm gains, for
+Read with the ``gguf`` package (llama.cpp's own Python library): the header (scalar metadata and tensor
+records) is parsed directly from the memory-mapped file, array values such as the tokenizer's skipped
+(:func:`_scan`; any file it does not parse goes through ``gguf.GGUFReader``, whose errors are explained),
+and only memory-mapped views of the query and key weights (and the attention-norm gains, for
 ``--fold-ln``) are kept. Each is dequantised with ``gguf.quants.dequantize`` in chunks of whole heads (blocks
 of rows, ``CHUNK_BYTES`` of output), so a read costs the float32 copy of one tensor and nothing of the rest of
 the file.
@@ -31,6 +32,7 @@ from __future__ import annotations
 import hashlib
 import os
 import re
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -83,12 +85,125 @@ def _fail(path, what: str) -> CheckpointError:
     return CheckpointError(f"cannot read {path} as GGUF: {what}")
 
 
-def _field(reader, key: str, default=None):
-    f = reader.fields.get(key)
-    if f is None:
-        return default
-    value = f.contents()
-    return value
+def _field(header, key: str, default=None):
+    return header.fields.get(key, default)
+
+
+@dataclass
+class _Tensor:
+    """One tensor's record, named as ``gguf.ReaderTensor``: dims in GGUF order (ne0 first), a view of the map."""
+
+    name: str
+    tensor_type: object  # gguf.GGMLQuantizationType
+    shape: np.ndarray
+    data: np.ndarray
+    data_offset: int
+    n_bytes: int
+
+
+@dataclass
+class _Header:
+    """What the reader needs of a file: scalar and string metadata (arrays left out) and the tensors."""
+
+    fields: dict
+    tensors: list
+
+
+# GGUFValueType -> struct format of its scalars (8: string, 9: array)
+_SCALARS = {0: "<B", 1: "<b", 2: "<H", 3: "<h", 4: "<I", 5: "<i", 6: "<f", 7: "<?", 10: "<Q", 11: "<q", 12: "<d"}
+
+
+def _scan(path) -> _Header:
+    """The header of a little-endian GGUF v2/v3 file, parsed directly; raises on anything else (big-endian,
+    other versions, nested arrays, unknown types, duplicate names, tensors past the end of the file).
+
+    Array values (a tokenizer's vocabulary and merges: ~100 000 strings in SmolLM2) are skipped, not decoded:
+    ``GGUFReader`` builds a numpy view per string, seconds of a small model's open. The tensor views follow
+    ``GGUFReader``'s rules (float types by their dtype, quantised ones as rows of bytes) so that
+    ``gguf.quants.dequantize`` reads them alike."""
+    import struct
+
+    from gguf import GGML_QUANT_SIZES, GGUF_MAGIC, GGMLQuantizationType
+    from gguf.quants import quant_shape_to_byte_shape
+
+    mm = np.memmap(path, mode="r")
+    buf = memoryview(mm)
+    unpack = struct.unpack_from
+    magic, version, n_tensors, n_kv = unpack("<IIQQ", buf, 0)
+    if magic != GGUF_MAGIC or version not in (2, 3):
+        raise ValueError("not a little-endian GGUF v2/v3 file")
+    pos = 24
+
+    def string(pos):
+        (n,) = unpack("<Q", buf, pos)
+        if pos + 8 + n > len(buf):
+            raise ValueError("string past the end of the file")
+        return bytes(buf[pos + 8:pos + 8 + n]).decode("utf-8"), pos + 8 + n
+
+    fields = {}
+    for _ in range(n_kv):
+        key, pos = string(pos)
+        (vtype,) = unpack("<I", buf, pos)
+        pos += 4
+        if vtype == 8:
+            fields[key], pos = string(pos)
+        elif vtype == 9:
+            itype, count = unpack("<IQ", buf, pos)
+            pos += 12
+            if itype == 8:
+                for _ in range(count):
+                    pos += 8 + unpack("<Q", buf, pos)[0]
+            else:
+                pos += count * struct.calcsize(_SCALARS[itype])  # KeyError for nested arrays: not read here
+        else:
+            fmt = _SCALARS[vtype]
+            fields[key] = unpack(fmt, buf, pos)[0]
+            pos += struct.calcsize(fmt)
+    infos = []
+    for _ in range(n_tensors):
+        name, pos = string(pos)
+        (nd,) = unpack("<I", buf, pos)
+        dims = unpack(f"<{nd}Q", buf, pos + 4)
+        qtype, offset = unpack("<IQ", buf, pos + 4 + 8 * nd)
+        pos += 16 + 8 * nd
+        infos.append((name, GGMLQuantizationType(qtype), dims, offset))
+    align = fields.get("general.alignment", 32)
+    if not isinstance(align, int) or align <= 0 or align & (align - 1):
+        raise ValueError("bad general.alignment")
+    start = -(-pos // align) * align
+    floats = {"F16": np.float16, "F32": np.float32, "F64": np.float64, "I8": np.int8, "I16": np.int16,
+              "I32": np.int32, "I64": np.int64}
+    tensors = []
+    for name, qtype, dims, offset in infos:
+        block, size = GGML_QUANT_SIZES[qtype]
+        n_elems = int(np.prod(dims))
+        n_bytes, at = n_elems * size // block, start + offset
+        if at + n_bytes > len(mm):
+            raise ValueError("tensor past the end of the file")
+        shape = tuple(reversed(dims))
+        dtype = floats.get(qtype.name)
+        if dtype is None:
+            dtype, shape = np.uint8, quant_shape_to_byte_shape(shape, qtype)
+        data = mm[at:at + n_bytes].view(dtype).reshape(shape)
+        tensors.append(_Tensor(name, qtype, np.array(dims, dtype=np.uint64), data, at, n_bytes))
+    if len({t.name for t in tensors}) != len(tensors):
+        raise ValueError("duplicate tensor names")
+    return _Header(fields, tensors)
+
+
+def _header(path) -> _Header:
+    """The file's header: :func:`_scan`, else (any file it does not parse) through ``gguf.GGUFReader``, whose
+    errors are the ones :func:`open_gguf` explains."""
+    import gguf
+
+    try:
+        return _scan(path)
+    except Exception:  # noqa: BLE001 - the reader below reads (or explains) every file this does not
+        pass
+    reader = gguf.GGUFReader(str(path), "r")
+    fields = {k: f.contents() for k, f in reader.fields.items()
+              if f.types and f.types[0] != gguf.GGUFValueType.ARRAY}
+    return _Header(fields, list(reader.tensors))
 
 
 class GGUFFile:
@@ -233,7 +348,7 @@ def open_gguf(path) -> Checkpoint:
     if not path.is_file():
         raise CheckpointError(f"no such GGUF file: {path}")
     try:
-        reader = gguf.GGUFReader(str(path), "r")
+        reader = _header(path)
     except ValueError as exc:
         m = re.search(r"(\d+)\)? is not a valid GGMLQuantizationType", str(exc))
         if m:
@@ -257,7 +372,7 @@ def open_gguf(path) -> Checkpoint:
                for t in reader.tensors if (hf := hf_name(t.name)) is not None}
     gguf_names = {hf_name(t.name): t.name for t in reader.tensors if hf_name(t.name) is not None}
     name = _field(reader, "general.name") or path.stem
-    del reader  # the views in ``tensors`` keep the memory map; the parsed metadata goes
+    del reader  # the views in ``tensors`` keep the memory map; the rest of the header goes
     heads = {}
     for hf in tensors:
         if hf.endswith("q_proj.weight"):
