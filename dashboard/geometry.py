@@ -99,3 +99,139 @@ def layer_counts(profile: np.ndarray, n_bins: int = N_BINS) -> np.ndarray:
     ok = b >= 0
     np.add.at(out, (d_idx[ok], l_idx[ok], k_idx[ok], b[ok]), 1)
     return out
+
+
+# ------------------------------------------------------------------------------------- spectral types
+
+# The spectral type of a head from its profile: imbalance = (c - d) / (c + d); Type I+ when imbalance > 0.20
+# and c + d > 0.01, Type I- when imbalance < -0.20 and c + d > 0.01, Type II otherwise (near the a-b edge,
+# or c and d balanced). Codes index TYPE_NAMES and TYPE_COLORS.
+TYPE_NAMES = ("Type I₊", "Type II", "Type I₋")
+TYPE_COLORS = ("#d62728", "#7f7f7f", "#1f77b4")  # red (c > d), grey, blue (d > c)
+TYPE_MARKERS = ("triangle", "circle", "inverted_triangle")
+TYPE_I_PLUS, TYPE_II, TYPE_I_MINUS = 0, 1, 2
+IMBALANCE_CUT = 0.20
+CD_FLOOR = 0.01
+
+
+def spectral_types(profile_at_d: np.ndarray) -> np.ndarray:
+    """(..., 4) profiles -> (...) int8 type codes (0 = Type I₊, 1 = Type II, 2 = Type I₋); NaN -> Type II.
+
+    imbalance = (c - d) / (c + d); I₊: imbalance > 0.20 and c + d > 0.01; I₋: imbalance < -0.20 and
+    c + d > 0.01; II otherwise. The browser recomputes it at every d with the same rule.
+    """
+    p = np.asarray(profile_at_d, dtype=float)
+    c, d = p[..., 2], p[..., 3]
+    s = c + d
+    with np.errstate(invalid="ignore", divide="ignore"):
+        imbalance = np.where(s > 0, (c - d) / np.where(s > 0, s, 1.0), 0.0)
+    big = s > CD_FLOOR
+    out = np.full(s.shape, TYPE_II, dtype=np.int8)
+    out[big & (imbalance > IMBALANCE_CUT)] = TYPE_I_PLUS
+    out[big & (imbalance < -IMBALANCE_CUT)] = TYPE_I_MINUS
+    return out
+
+
+def type_counts(types: np.ndarray) -> np.ndarray:
+    """(3,) number of heads of each type code."""
+    t = np.asarray(types).ravel()
+    return np.bincount(t[(t >= 0) & (t < 3)].astype(int), minlength=3)
+
+
+def type_labels(types: np.ndarray) -> list[str]:
+    """The legend labels with live counts: 'Type I₊ (n=K)', 'Type II (n=K)', 'Type I₋ (n=K)'."""
+    return [f"{name} (n={int(k)})" for name, k in zip(TYPE_NAMES, type_counts(types), strict=True)]
+
+
+def layer_type_fractions(profile_at_d: np.ndarray) -> np.ndarray:
+    """(L, 3): the fraction of each layer's heads (those with a finite profile) in each type; rows of a layer
+    without heads are NaN. profile_at_d: (L, H, 4)."""
+    p = np.asarray(profile_at_d, dtype=float)
+    finite = np.isfinite(p).all(axis=-1)
+    types = spectral_types(p)
+    counts = np.stack([((types == k) & finite).sum(axis=1) for k in range(3)], axis=1).astype(float)
+    total = counts.sum(axis=1, keepdims=True)
+    with np.errstate(invalid="ignore"):
+        return np.where(total > 0, counts / np.where(total > 0, total, 1.0), np.nan)
+
+
+# ----------------------------------------------------------------------------------- the rank-one curve
+
+
+def rank_one_rho(n_log: int = 241) -> np.ndarray:
+    """The curve's parameter: 0, then ``n_log`` log-spaced values from 1e-3 to 1e3, then inf."""
+    return np.concatenate([[0.0], np.logspace(-3, 3, n_log), [np.inf]])
+
+
+def rank_one_curve(rho: np.ndarray | None = None) -> np.ndarray:
+    """(len(rho), 4) points (rho, rho, (1 - rho)_+^2, (rho - 1)_+^2) / (1 + rho^2); rho = inf -> (0, 0, 0, 1).
+
+    The profiles of the rank-one forms L = u v^T: with unit u, v and t = <u, v> a rank-one form has the profile
+    ((1 - t^2)/2, (1 - t^2)/2, t_+^2, t_-^2); the point at rho is the one with t = (1 - rho) / sqrt(1 + rho^2),
+    e.g. u = e1, v = ((1 - rho) e1 + sqrt(2 rho) e2) / sqrt(1 + rho^2). It runs from the c vertex (rho = 0)
+    through (1/2, 1/2, 0, 0) (rho = 1) to the d vertex (rho = inf). Default rho: ``rank_one_rho()``.
+    """
+    r = rank_one_rho() if rho is None else np.asarray(rho, dtype=float)
+    out = np.zeros(r.shape + (4,))
+    fin = np.isfinite(r)
+    rf = r[fin]
+    den = 1.0 + rf**2
+    out[fin] = np.stack([rf / den, rf / den, np.clip(1 - rf, 0, None) ** 2 / den,
+                         np.clip(rf - 1, 0, None) ** 2 / den], axis=-1)
+    out[~fin] = (0.0, 0.0, 0.0, 1.0)
+    return out
+
+
+# ------------------------------------------------------------------------------------------ the a = 0 face
+
+# The face a = 0 of the simplex (where the symmetric part of a form lands, at (b, c, d) / (1 - a)) as an
+# equilateral triangle: b at the top, c bottom left, d bottom right. No form reaches the inside of the c-d edge
+# (b = 0 makes one lobe vanish, so c = 1 or d = 1): the views draw that edge dashed.
+FACE_VERTICES = np.array([[0.0, np.sqrt(3) / 2], [-0.5, 0.0], [0.5, 0.0]])  # b, c, d
+FACE_LABELS = ("b = 1 (H)", "c = 1 (PSD)", "d = 1 (NSD)")
+
+
+def face_coordinates(profile: np.ndarray) -> np.ndarray:
+    """(..., 4) profiles -> (..., 2) points of the a = 0 triangle at (b, c, d) / (1 - a); NaN where a = 1."""
+    p = np.asarray(profile, dtype=float)
+    rest = 1.0 - p[..., 0]
+    with np.errstate(invalid="ignore", divide="ignore"):
+        bcd = p[..., 1:] / np.where(rest > 0, rest, np.nan)[..., None]
+    return bcd @ FACE_VERTICES
+
+
+# ------------------------------------------------------------------------------------------ parity spectra
+
+N_EXTREME = 30
+
+
+def extreme_heads(types: np.ndarray, profile: np.ndarray, c_sym: np.ndarray, d_sym: np.ndarray,
+                  n: int = N_EXTREME) -> list[np.ndarray]:
+    """For each type code, the flat indices of its ``n`` most extreme heads, most extreme first (ties: lower index).
+
+    Type I₊: smallest d_sym; Type II: smallest c + d (of ``profile``); Type I₋: smallest c_sym. Heads whose key
+    is NaN are left out. types: (heads,), profile: (heads, 4), c_sym, d_sym: (heads,).
+    """
+    t = np.asarray(types).ravel()
+    p = np.asarray(profile, dtype=float).reshape(-1, 4)
+    keys = (np.asarray(d_sym, dtype=float).ravel(), p[:, 2] + p[:, 3], np.asarray(c_sym, dtype=float).ravel())
+    out = []
+    for code, key in enumerate(keys):
+        idx = np.flatnonzero((t == code) & np.isfinite(key))
+        out.append(idx[np.argsort(key[idx], kind="stable")][:n])
+    return out
+
+
+def mean_unit_spectrum(spectra: np.ndarray) -> np.ndarray:
+    """The average of sorted (decreasing) unit-norm eigenvalue vectors. spectra: (heads, E), NaN-padded; the
+    columns NaN in every row are dropped, rows with another NaN or a zero vector are left out. (0,) when none."""
+    s = np.asarray(spectra, dtype=float)
+    if s.ndim != 2 or s.shape[0] == 0:
+        return np.zeros(0)
+    s = s[:, ~np.isnan(s).all(axis=0)]
+    norms = np.linalg.norm(s, axis=1)
+    ok = np.isfinite(s).all(axis=1) & (norms > 0)
+    if not ok.any():
+        return np.zeros(0)
+    unit = -np.sort(-(s[ok] / norms[ok, None]), axis=1)
+    return unit.mean(axis=0)

@@ -20,19 +20,34 @@ their browser behaviour (``dashboard/js/``).
 
 from __future__ import annotations
 
+import html
 import threading
+import warnings
 
 import holoviews as hv
 import holoviews.plotting.bokeh  # noqa: F401 - registers the Bokeh renderer, so options apply before hv.extension
 import numpy as np
 import xarray as xr
-from bokeh.models import BasicTicker, ColorBar, ColumnDataSource, CustomJS, HoverTool, LinearColorMapper, Plot
+from bokeh.models import (
+    BasicTicker,
+    CDSView,
+    ColorBar,
+    ColumnDataSource,
+    CustomJS,
+    GlyphRenderer,
+    GroupFilter,
+    HoverTool,
+    Legend,
+    LegendItem,
+    LinearColorMapper,
+    Plot,
+)
 from bokeh.palettes import Viridis256
 
+from dashboard import baselines, jscode
 from dashboard import geometry as g
-from dashboard import jscode
 from dashboard import orbits_frames as of
-from pipeline.schema import orbits_problems
+from pipeline.schema import STATISTICS, model_rows, orbits_problems
 
 hv.Store.set_current_backend("bokeh")  # the views are Bokeh plots: their options are Bokeh options
 _RENDER_LOCK = threading.RLock()
@@ -100,9 +115,64 @@ def _at(profile: np.ndarray, d: int) -> np.ndarray:
     return profile[:, :, int(np.clip(d, 0, profile.shape[2] - 1))]
 
 
+def _shape(sel) -> tuple[int, int]:
+    """(n_layers, n_heads) of one model's selection."""
+    p = profile_array(sel)
+    return p.shape[0], p.shape[1]
+
+
+def statistics_table(sel) -> dict[str, np.ndarray] | None:
+    """{statistic: (n_layers, n_heads) float64} at d = 0 of one model (``ds.sel(model=...)``), or None when
+    the selection holds no ``head_statistics`` (a store written before them, or a model whose statistics are
+    not computed: all NaN)."""
+    if not isinstance(sel, xr.Dataset) or "head_statistics" not in sel:
+        return None
+    L, H = _shape(sel)
+    da = sel["head_statistics"]
+    da = da.squeeze([dim for dim in da.dims if dim not in ("layer", "head", "statistic")])
+    values = np.asarray(da.transpose("layer", "head", "statistic").values, dtype=np.float64)[:L, :H]
+    if values.size == 0 or not np.isfinite(values).any():
+        return None
+    names = [str(x) for x in da["statistic"].values]
+    return {name: values[:, :, k] for k, name in enumerate(names)}
+
+
+def spectrum_array(sel) -> np.ndarray | None:
+    """(n_layers, n_heads, E) eigenvalues of S at d = 0 (decreasing, NaN-padded), or None when not stored."""
+    if not isinstance(sel, xr.Dataset) or "spectrum" not in sel:
+        return None
+    L, H = _shape(sel)
+    da = sel["spectrum"]
+    da = da.squeeze([dim for dim in da.dims if dim not in ("layer", "head", "eigen")])
+    values = np.asarray(da.transpose("layer", "head", "eigen").values, dtype=np.float64)[:L, :H]
+    return values if values.size and np.isfinite(values).any() else None
+
+
+def _check_statistic(name: str) -> str:
+    if name not in STATISTICS:
+        raise ValueError(f"unknown statistic {name!r}; known: {', '.join(STATISTICS)}")
+    return name
+
+
+def statistics_note(sel) -> str:
+    """The line shown where statistics are missing: 'statistics not computed' and the command that adds them."""
+    cmd = ""
+    if isinstance(sel, xr.Dataset) and "command" in sel and "model" in sel.coords and sel["model"].ndim == 0:
+        small = [k for k in sel.data_vars if sel[k].ndim == 0]
+        rows = model_rows(sel[small].expand_dims("model"))
+        cmd = rows[0].statistics_command if rows else ""
+    how = f": add them with <code>{html.escape(cmd)}</code>" if cmd else ""
+    return f"<p class='note'><b>{html.escape(_name(sel))}</b>: statistics not computed{how}</p>"
+
+
+def _missing(sel, width: int = 430, height: int = 60) -> hv.Div:
+    return hv.Div(statistics_note(sel)).opts(width=width, height=height)
+
+
 def heads_table(profile_at_d: np.ndarray, azimuth: float = g.DEFAULT_AZIMUTH,
                 elevation: float = g.DEFAULT_ELEVATION) -> dict[str, np.ndarray]:
-    """One row per head, layer-major: layer, head, lj (layer spread by head), a..d, x3..z3, x, y (projected)."""
+    """One row per head, layer-major: layer, head, lj (layer spread by head), a..d, x3..z3, x, y (projected),
+    type (the spectral type code at this profile, ``geometry.spectral_types``) and type_name."""
     L, H, _ = profile_at_d.shape
     layer = np.repeat(np.arange(L, dtype=np.int32), H)
     head = np.tile(np.arange(H, dtype=np.int32), L)
@@ -112,6 +182,8 @@ def heads_table(profile_at_d: np.ndarray, azimuth: float = g.DEFAULT_AZIMUTH,
     table = dict(x=x, y=y, layer=layer, head=head, lj=layer + ((head + 0.5) / max(H, 1) - 0.5) * 0.8)
     table |= {c: p[:, k].copy() for k, c in enumerate(g.COORDS)}
     table |= dict(x3=xyz[:, 0].copy(), y3=xyz[:, 1].copy(), z3=xyz[:, 2].copy())
+    types = g.spectral_types(p).astype(np.int32)
+    table |= dict(type=types, type_name=np.array([g.TYPE_NAMES[t] for t in types], dtype=object))
     return table
 
 
@@ -120,14 +192,80 @@ def edge_indices() -> dict[str, list[int]]:
     return {"edge_i": [e[0] for e in g.EDGES], "edge_j": [e[1] for e in g.EDGES]}
 
 
-def _tetrahedron_hook(azimuth: float, elevation: float, n_layers: int, columns: dict):
+def kv_heads(sel, n_heads: int) -> np.ndarray:
+    """(n_heads,) the key/value head each query head reads (grouped-query attention: ``head // (n_heads /
+    n_kv_heads)``); the head itself without ``n_kv_heads`` or for multi-head attention."""
+    head = np.arange(n_heads, dtype=np.int32)
+    n_kv = int(sel["n_kv_heads"].values) if isinstance(sel, xr.Dataset) and "n_kv_heads" in sel else 0
+    if 0 < n_kv < n_heads and n_heads % n_kv == 0:
+        return head // (n_heads // n_kv)
+    return head
+
+
+def _tetrahedron_hook(azimuth: float, elevation: float, n_layers: int, columns: dict, color_by: str,
+                      rank_one: bool):
     """A render hook: names the sources, adds ``columns`` to the heads' source (the 3D positions the
-    browser turns), colours the heads by layer with a colour bar, draws the vertex labels, adds
-    drag-to-rotate (rotate_drag.js)."""
-    return lambda plot, element: _rotatable(plot, azimuth, elevation, n_layers, columns)
+    browser turns), colours the heads by layer (a colour bar) or by type (one renderer per type and a
+    legend), draws the rank-one curve and the vertex labels, adds drag-to-rotate (rotate_drag.js)."""
+    return lambda plot, element: _rotatable(plot, azimuth, elevation, n_layers, columns, color_by, rank_one)
 
 
-def _rotatable(plot, az: float, el: float, n_layers: int, columns: dict) -> None:
+def _by_type(fig, dots, heads) -> list:
+    """Split the heads' renderer into one per type over the same source (a GroupFilter on ``type``), each in
+    its colour, with a legend whose click hides a type. Returns the three renderers."""
+    types = np.asarray(heads.data["type"])
+    out = []
+    for k in range(3):
+        if k == 0:
+            r = dots
+        else:
+            r = GlyphRenderer(data_source=heads, glyph=dots.glyph.clone())
+            for attr in ("selection_glyph", "nonselection_glyph", "hover_glyph"):
+                glyph = getattr(dots, attr)
+                setattr(r, attr, glyph.clone() if glyph is not None and glyph != "auto" else glyph)
+            fig.renderers.append(r)
+        r.view = CDSView(filter=GroupFilter(column_name="type", group=k))
+        r.name = f"head_dots_type{k}"
+        for glyph in (r.glyph, r.nonselection_glyph, r.hover_glyph):
+            if glyph is not None and glyph != "auto":
+                glyph.fill_color = g.TYPE_COLORS[k]
+        out.append(r)
+    labels = g.type_labels(types)
+    legend = Legend(items=[LegendItem(label=labels[k], renderers=[out[k]]) for k in range(3)],
+                    click_policy="hide", location="top_left", name="type_legend", label_text_font_size="9pt",
+                    background_fill_alpha=0.7)
+    fig.add_layout(legend)
+    for tool in fig.tools:
+        rs = getattr(tool, "renderers", "auto")
+        if isinstance(rs, list) and dots in rs:
+            tool.renderers = [*rs, *out[1:]]
+    return out
+
+
+def _curve(fig, az: float, el: float, visible: bool, vertices, edges, camera) -> None:
+    """The rank-one curve (``geometry.rank_one_curve``) as a line under the heads, with rho on hover; turned
+    with the camera (rank_one_project.js, whenever the camera's data is written)."""
+    rho = g.rank_one_rho()
+    p = g.rank_one_curve(rho)
+    xyz = g.to_3d(p)
+    x, y = g.project(xyz, az, el)
+    label = np.array(["∞" if not np.isfinite(r) else f"{r:.4g}" for r in rho], dtype=object)
+    src = ColumnDataSource(dict(x=x, y=y, x3=xyz[:, 0].copy(), y3=xyz[:, 1].copy(), z3=xyz[:, 2].copy(),
+                                rho=label, a=p[:, 0], b=p[:, 1], c=p[:, 2], d=p[:, 3]), name="rank_one_source")
+    line = fig.line("x", "y", source=src, line_color="#2e7d32", line_width=2.2, line_dash="dashed",
+                    line_alpha=0.9, name="rank_one_curve", visible=bool(visible))
+    rest = [r for r in fig.renderers if r is not line]  # under the heads
+    at = next((i for i, r in enumerate(rest) if str(r.name).startswith("head_dots")), len(rest))
+    fig.renderers = [*rest[:at], line, *rest[at:]]
+    fig.add_tools(HoverTool(renderers=[line], tooltips=[("rank-one forms: ρ", "@rho"), ("a = b", "@a{0.000}"),
+                                                        ("c", "@c{0.000}"), ("d", "@d{0.000}")],
+                            name="rank_one_hover"))
+    ctx = dict(heads=src, vertices=vertices, edges=edges, camera=camera, label_offset=g.LABEL_OFFSET_PX,
+               **edge_indices())
+    camera.js_on_change("data", CustomJS(args=dict(ctx=ctx), code=jscode.code("project", "rank_one_project")))
+
+
+def _rotatable(plot, az: float, el: float, n_layers: int, columns: dict, color_by: str, rank_one: bool) -> None:
     fig = plot.state
     parts = {key[0]: sub for key, sub in plot.subplots.items()}
     heads, vertices, edges = (parts[k].handles["cds"] for k in ("Heads", "Vertices", "Edges"))
@@ -135,18 +273,23 @@ def _rotatable(plot, az: float, el: float, n_layers: int, columns: dict) -> None
     heads.data.update({k: np.array(v, copy=True) for k, v in columns.items()})
     dots = parts["Heads"].handles["glyph_renderer"]
     dots.name = "head_dots"
-    mapper = LinearColorMapper(palette=Viridis256, low=0, high=max(n_layers - 1, 1), name="layer_colours")
-    for glyph in (dots.glyph, dots.nonselection_glyph, dots.muted_glyph, dots.hover_glyph):
-        if glyph is not None and glyph != "auto":
-            glyph.fill_color = {"field": "layer", "transform": mapper}
-    fig.add_layout(ColorBar(color_mapper=mapper, title="layer", width=10, name="layer_colour_bar",
-                            ticker=BasicTicker(min_interval=1, desired_num_ticks=min(max(n_layers, 2), 10))),
-                   "right")
+    if color_by == "type":
+        _by_type(fig, dots, heads)
+    else:
+        mapper = LinearColorMapper(palette=Viridis256, low=0, high=max(n_layers - 1, 1), name="layer_colours")
+        for glyph in (dots.glyph, dots.nonselection_glyph, dots.muted_glyph, dots.hover_glyph):
+            if glyph is not None and glyph != "auto":
+                glyph.fill_color = {"field": "layer", "transform": mapper}
+        fig.add_layout(ColorBar(color_mapper=mapper, title="layer", width=10, name="layer_colour_bar",
+                                ticker=BasicTicker(min_interval=1, desired_num_ticks=min(max(n_layers, 2), 10))),
+                       "right")
     fig.name = "tetrahedron"
     fig.text("x", "y", text="label", source=vertices, y_offset="dy", text_align="center", text_baseline="middle",
              text_font_size="10.5pt", text_color="#222831", text_font_style="bold",
              background_fill_color="#ffffff", background_fill_alpha=0.75, name="vertex_labels")
     camera = ColumnDataSource(dict(az=[float(az)], el=[float(el)]), name="camera")
+    if rank_one is not None:
+        _curve(fig, az, el, bool(rank_one), vertices, edges, camera)
     tools = {type(t).__name__: t for t in fig.tools}
     ctx = dict(heads=heads, vertices=vertices, edges=edges, camera=camera, fig=fig,
                box=tools.get("BoxSelectTool"), lasso=tools.get("LassoSelectTool"), label_offset=g.LABEL_OFFSET_PX,
@@ -157,14 +300,34 @@ def _rotatable(plot, az: float, el: float, n_layers: int, columns: dict) -> None
     fig.toolbar.active_drag = None
 
 
-def tetrahedron(sel, d: int = 0, azimuth: float = g.DEFAULT_AZIMUTH, elevation: float = g.DEFAULT_ELEVATION,
-                size: int = 440) -> hv.Overlay:
-    """Every head of one model as a dot in the 3-simplex, coloured by layer; drag it to rotate.
+COLOR_MODES = ("layer", "type")
+MAIN_STATISTICS = ("symmetric_energy", "rho", "pairing", "stable_rank")
 
-    Hover a dot for its model, layer, head and profile; box or lasso select from the toolbar.
+
+def tetrahedron(sel, d: int = 0, azimuth: float = g.DEFAULT_AZIMUTH, elevation: float = g.DEFAULT_ELEVATION,
+                size: int = 440, color_by: str = "layer", rank_one: bool | None = None) -> hv.Overlay:
+    """Every head of one model as a dot in the 3-simplex; drag it to rotate.
+
+    ``color_by``: "layer" (a colour bar; one renderer ``head_dots``) or "type" (the spectral type at this d,
+    ``geometry.spectral_types``: one renderer per type, ``head_dots_type0`` .. ``head_dots_type2``, over the
+    same ``heads`` source filtered by its ``type`` column, and a legend ``type_legend`` whose items read
+    "Type I₊ (n=K)" and whose click hides a type). ``rank_one``: draw the rank-one curve (renderer
+    ``rank_one_curve``, source ``rank_one_source``; False draws it hidden, for a toggle to show; None leaves it
+    out). Hover a dot for its model, layer, head, kv head, profile, type and (when the store holds them) main
+    statistics at d = 0; box or lasso select from the toolbar.
+
+    The heads' source ``heads`` holds, per head in layer-major order: x, y (projected), layer, head, kv_head,
+    a..d, lj, x3..z3 (3D position), type, type_name and the main statistics (``MAIN_STATISTICS``, NaN without).
     """
+    if color_by not in COLOR_MODES:
+        raise ValueError(f"color_by must be one of {COLOR_MODES}, got {color_by!r}")
     profile = profile_array(sel)
     heads = heads_table(_at(profile, d), azimuth, elevation)
+    L, H = profile.shape[:2]
+    heads["kv_head"] = np.tile(kv_heads(sel, H), L)
+    stats = statistics_table(sel)
+    for name in MAIN_STATISTICS:
+        heads[name] = stats[name].reshape(-1).copy() if stats is not None else np.full(L * H, np.nan)
     vx, vy = g.project(g.VERTICES, azimuth, elevation)
     i = np.array([e[0] for e in g.EDGES], dtype=np.int32)
     j = np.array([e[1] for e in g.EDGES], dtype=np.int32)
@@ -175,10 +338,11 @@ def tetrahedron(sel, d: int = 0, azimuth: float = g.DEFAULT_AZIMUTH, elevation: 
                               dy=g.label_offsets(vy)), ["x", "y"], ["label", "full", "x3", "y3", "z3", "dy"],
                          group="Vertices").opts(color="#222831", marker="diamond", size=11, default_tools=[],
                                                 tools=[HoverTool(tooltips=[("vertex", "@full")])])
-    L = max(profile.shape[0], 1)
-    hover = HoverTool(tooltips=[("model", _name(sel)), ("layer", "@layer"), ("head", "@head"), ("a", "@a{0.000}"),
-                                ("b", "@b{0.000}"), ("c", "@c{0.000}"), ("d", "@d{0.000}")], limit=1,
-                      attachment="horizontal")
+    tips = [("model", _name(sel)), ("layer", "@layer"), ("head", "@head"), ("kv head", "@kv_head"),
+            ("a", "@a{0.000}"), ("b", "@b{0.000}"), ("c", "@c{0.000}"), ("d", "@d{0.000}"), ("type", "@type_name")]
+    if stats is not None:
+        tips += [(f"{name} (d = 0)", f"@{name}{{0.000}}") for name in MAIN_STATISTICS]
+    hover = HoverTool(tooltips=tips, limit=1, attachment="horizontal")
     shown = ("layer", "head", *g.COORDS)  # the columns HoloViews sees; the hook adds the rest
     points = hv.Points({k: heads[k] for k in ("x", "y", *shown)}, ["x", "y"], list(shown), group="Heads").opts(
         color="#440154", size=7,
@@ -186,12 +350,12 @@ def tetrahedron(sel, d: int = 0, azimuth: float = g.DEFAULT_AZIMUTH, elevation: 
         selection_line_color="#222831", selection_fill_alpha=1.0, nonselection_fill_alpha=0.15,
         nonselection_line_alpha=0.1, tools=[hover, "box_select", "lasso_select", "reset"], default_tools=[])
     lim = g.VIEW_LIMIT
-    extra = {k: heads[k] for k in ("lj", "x3", "y3", "z3")}
+    extra = {k: v for k, v in heads.items() if k not in ("x", "y", *shown)}
     return (edges * vertices * points).opts(
         hv.opts.Overlay(frame_width=size, frame_height=size, xlim=(-lim, lim), ylim=(-lim, lim), xaxis=None,
                         yaxis=None, show_grid=False, default_tools=["reset"], active_tools=[], toolbar="right",
                         title="Profiles on the 3-simplex (drag to rotate)", show_legend=False,
-                        hooks=[_tetrahedron_hook(azimuth, elevation, L, extra)]))
+                        hooks=[_tetrahedron_hook(azimuth, elevation, max(L, 1), extra, color_by, rank_one)]))
 
 
 def _counts(profile: np.ndarray, bins: int) -> np.ndarray:
@@ -306,6 +470,261 @@ def histograms(sel, d: int = 0, bins: int = g.N_BINS, selected=None, width: int 
         width=width, height=170, xlim=(-0.04, 3 * PANEL_STEP + 1.04), ylim=(0, top * 1.05), default_tools=[],
         toolbar=None, show_legend=False, hooks=[_panel_axis], xlabel="value of the coordinate",
         ylabel="fraction of heads", title=""))
+
+
+# ------------------------------------------------------------------------ spectral types and statistics
+
+
+def symmetric_face(sel, d: int = 0, size: int = 360) -> hv.Overlay:
+    """The a = 0 face: every head at (b, c, d) / (1 - a) in the triangle b (top), c (left), d (right), one
+    marker and colour per spectral type (at this d), the c-d edge dashed (no form reaches its inside).
+
+    One source ``face_heads`` (renderer ``face_dots``), one row per head in layer-major order (the tetrahedron's
+    order; a head with a = 1 has NaN coordinates and is not drawn), so a page links the selection by index.
+    """
+    profile = profile_array(sel)
+    at = _at(profile, d)
+    L, H = at.shape[:2]
+    p = at.reshape(-1, 4)
+    xy = g.face_coordinates(p)
+    types = g.spectral_types(p).astype(np.int32)
+    data = dict(x=xy[:, 0], y=xy[:, 1], layer=np.repeat(np.arange(L, dtype=np.int32), H),
+                head=np.tile(np.arange(H, dtype=np.int32), L), type_name=[g.TYPE_NAMES[t] for t in types],
+                colour=[g.TYPE_COLORS[t] for t in types], marker=[g.TYPE_MARKERS[t] for t in types],
+                b_sym=p[:, 1] / (1 - p[:, 0]), c_sym=p[:, 2] / (1 - p[:, 0]), d_sym=p[:, 3] / (1 - p[:, 0]))
+    fv = g.FACE_VERTICES
+    solid = hv.Path([fv[[1, 0, 2]]], group="FaceEdges").opts(color="#5b6270", line_width=1.4)
+    dashed = hv.Path([fv[[1, 2]]], group="FaceEdges").opts(color="#5b6270", line_width=1.4, line_dash="dashed")
+    labels = hv.Labels({"x": fv[:, 0], "y": fv[:, 1] + np.array([0.06, -0.06, -0.06]), "text": list(g.FACE_LABELS)},
+                       ["x", "y"], "text", group="FaceLabels").opts(text_font_size="9.5pt", text_color="#222831")
+    hover = HoverTool(tooltips=[("layer", "@layer"), ("head", "@head"), ("type", "@type_name"),
+                                ("(b, c, d) / (1 − a)", "@b_sym{0.000}, @c_sym{0.000}, @d_sym{0.000}")], limit=1)
+    dots = hv.Points(data, ["x", "y"], [k for k in data if k not in ("x", "y")], group="Face").opts(
+        color="colour", marker="marker", size=7, line_color="#ffffff", line_width=0.4, fill_alpha=0.85,
+        selection_fill_color=SELECTED, nonselection_fill_alpha=0.15, nonselection_line_alpha=0.1,
+        tools=[hover, "box_select", "lasso_select", "tap", "reset"], default_tools=[])
+    counts = g.type_labels(types)
+
+    def name_face(plot, element):
+        fig = plot.state
+        r = [x for x in fig.renderers if type(getattr(x, "glyph", None)).__name__ == "Scatter"][0]
+        r.name, r.data_source.name = "face_dots", "face_heads"
+        firsts = [int(np.flatnonzero(types == k)[0]) for k in range(3) if (types == k).any()]
+        names = [counts[int(types[i])] for i in firsts]
+        fig.add_layout(Legend(items=[LegendItem(label=n, renderers=[r], index=i) for n, i in zip(names, firsts,
+                                                                                                  strict=True)],
+                              location="top_right", name="face_legend", label_text_font_size="9pt"))
+
+    return (solid * dashed * labels * dots).opts(hv.opts.Overlay(
+        frame_width=size, frame_height=int(size * 0.92), xlim=(-0.62, 0.62), ylim=(-0.14, np.sqrt(3) / 2 + 0.12),
+        xaxis=None, yaxis=None, show_grid=False, toolbar="right", show_legend=False, hooks=[name_face],
+        title="The a = 0 face: (b, c, d) / (1 − a)"))
+
+
+def layer_type_map(sel, d: int = 0, width: int = 330) -> hv.Image:
+    """The fraction of each layer's heads in each spectral type at this d (``geometry.layer_type_fractions``),
+    a heat map (types across, layers up) with a colour bar from 0 to 1."""
+    frac = g.layer_type_fractions(_at(profile_array(sel), d))
+    L = max(frac.shape[0], 1)
+    img = hv.Image(frac[::-1].copy() if frac.size else np.zeros((1, 3)), bounds=(-0.5, -0.5, 2.5, L - 0.5),
+                   kdims=["type", "layer"], vdims=["fraction of the layer's heads"], group="LayerTypes")
+    return img.opts(cmap="Blues", clim=(0, 1), colorbar=True, colorbar_opts={"width": 10}, width=width,
+                    height=max(220, min(560, 16 * L + 110)), xticks=list(enumerate(g.TYPE_NAMES)),
+                    tools=["hover"], default_tools=[], toolbar=None, title=f"Layer × type (d = {int(d)})")
+
+
+def parity_selection(sel, n: int = g.N_EXTREME) -> list[np.ndarray] | None:
+    """For each type (at d = 0) the flat head indices of its ``n`` most extreme heads (``geometry.extreme_heads``:
+    I₊ smallest d_sym, II smallest c + d, I₋ smallest c_sym); None without statistics."""
+    stats = statistics_table(sel)
+    if stats is None:
+        return None
+    p = _at(profile_array(sel), 0).reshape(-1, 4)
+    return g.extreme_heads(g.spectral_types(p), p, stats["c_sym"], stats["d_sym"], n)
+
+
+def parity_spectra(sel, n: int = g.N_EXTREME, bins: int = 30, panel_px: int = 260):
+    """Per spectral type, the histogram of the entries of the mean sorted unit-norm S spectrum of its ``n``
+    most extreme heads (``parity_selection``): negative entries blue, positive red, each lobe's mean dashed.
+    A message instead when the store holds no statistics or spectra for the model."""
+    chosen = parity_selection(sel, n)
+    spectra = spectrum_array(sel)
+    if chosen is None or spectra is None:
+        return _missing(sel)
+    flat = spectra.reshape(-1, spectra.shape[-1])
+    panels = []
+    for k, idx in enumerate(chosen):
+        mean = g.mean_unit_spectrum(flat[idx])
+        title = f"{g.TYPE_NAMES[k]}: {len(idx)} most extreme head{'s' if len(idx) != 1 else ''}"
+        if mean.size == 0:
+            panels.append(hv.Curve([], "eigenvalue", "entries").opts(width=panel_px, height=200, title=title,
+                                                                    toolbar=None, default_tools=[]))
+            continue
+        top = max(float(np.abs(mean).max()), 1e-12)
+        edges = np.linspace(-top, top, 2 * bins + 1)
+        neg, pos = mean[mean < 0], mean[mean > 0]
+        dims = dict(kdims=["eigenvalue"], vdims=["entries"])
+        layers = [hv.Histogram((edges[: bins + 1], np.histogram(neg, edges[: bins + 1])[0]), group="Negative",
+                               **dims).opts(color="#1f77b4", line_color=None),
+                  hv.Histogram((edges[bins:], np.histogram(pos, edges[bins:])[0]), group="Positive",
+                               **dims).opts(color="#d62728", line_color=None)]
+        for values, colour in ((neg, "#1f77b4"), (pos, "#d62728")):
+            if values.size:
+                layers.append(hv.VLine(float(values.mean())).opts(color=colour, line_dash="dashed", line_width=1.5))
+        panels.append(hv.Overlay(layers).opts(hv.opts.Overlay(width=panel_px, height=200, title=title,
+                                                              toolbar=None, default_tools=[], show_legend=False)))
+    return hv.Layout(panels).cols(3).opts(shared_axes=False)
+
+
+def statistic_heatmap(sel, statistic: str = "symmetric_energy", width: int = 430):
+    """A layer x head heat map of one statistic at d = 0 (``pipeline.schema.STATISTICS``; another name is a
+    ValueError), with a colour bar, and beside it the value for i.i.d. Gaussian heads of the model's own
+    N = d_model and n = d_head (``dashboard.baselines``). A message instead when the statistics are missing."""
+    _check_statistic(statistic)
+    stats = statistics_table(sel)
+    if stats is None:
+        return _missing(sel, width)
+    values = stats[statistic]
+    L, H = values.shape
+    img = hv.Image(values[::-1].copy(), bounds=(-0.5, -0.5, H - 0.5, L - 0.5), kdims=["head", "layer"],
+                   vdims=[statistic], group="Statistic").opts(
+        cmap="Viridis", colorbar=True, colorbar_opts={"width": 10}, width=width,
+        height=max(220, min(560, 14 * L + 110)), tools=["hover"], default_tools=[], toolbar=None,
+        title=f"{statistic} per head (d = 0)", clipping_colors={"NaN": "#eeeeee"})
+    return (img + hv.Div(baseline_html(sel, statistic, values)).opts(width=260, height=120)).opts(shared_axes=False)
+
+
+def baseline_html(sel, statistic: str, values: np.ndarray | None = None) -> str:
+    """The sentence beside a statistic: the model's median and the i.i.d. Gaussian value at its (N, n)."""
+    N = int(sel["d_model"].values) if isinstance(sel, xr.Dataset) and "d_model" in sel else 0
+    n = int(sel["d_head"].values) if isinstance(sel, xr.Dataset) and "d_head" in sel else 0
+    base = baselines.gaussian(statistic, N, n)
+    median = (f"median over the heads: <b>{np.nanmedian(values):.4g}</b><br>"
+              if values is not None and np.isfinite(values).any() else "")
+    if base is None:
+        gauss = (f"i.i.d. Gaussian heads at N = {N}, n = {n}: not measured "
+                 "(<code>benchmarks/gaussian_baseline.py</code>)")
+    else:
+        value, how = base
+        gauss = f"i.i.d. Gaussian W<sub>Q</sub>, W<sub>K</sub> at N = {N}, n = {n}: <b>{value:.4g}</b> ({how})"
+    return f"<p class='note'>{median}{gauss}</p>"
+
+
+def head_inspector(sel, layer: int, head: int, d: int = 0, width: int = 330):
+    """One head: its S spectrum at d = 0 as bars (λ₊ up in red, −λ₋ down in blue, paired by rank), its
+    statistics (a table), and for rotary models (more than one d stored) its a, b, c, d over d with the current
+    d marked. Without statistics the spectrum and table give way to a message."""
+    profile = profile_array(sel)
+    L, H, D, _ = profile.shape
+    if not (0 <= layer < L and 0 <= head < H):
+        raise ValueError(f"no head (layer {layer}, head {head}): the model has {L} layers of {H} heads")
+    parts = []
+    stats, spectra = statistics_table(sel), spectrum_array(sel)
+    if stats is None or spectra is None:
+        parts.append(_missing(sel, width))
+    else:
+        lam = spectra[layer, head]
+        lam = lam[np.isfinite(lam)]
+        lp, lm = np.sort(lam[lam > 0])[::-1], np.sort(-lam[lam < 0])[::-1]
+        rank = max(lp.size, lm.size, 1)
+        up = hv.Rectangles((np.arange(lp.size) + 0.6, np.zeros(lp.size), np.arange(lp.size) + 1.4, lp),
+                           group="LambdaPlus").opts(color="#d62728", line_color=None)
+        down = hv.Rectangles((np.arange(lm.size) + 0.6, -lm, np.arange(lm.size) + 1.4, np.zeros(lm.size)),
+                             group="LambdaMinus").opts(color="#1f77b4", line_color=None)
+        parts.append((up * down * hv.HLine(0).opts(color="#444", line_width=0.8)).opts(hv.opts.Overlay(
+            width=width, height=220, xlim=(0, rank + 1), xlabel="rank", ylabel="λ₊ (up), −λ₋ (down)",
+            title=f"layer {layer}, head {head}: spectrum of S (d = 0)", toolbar=None, default_tools=[],
+            show_legend=False)))
+        rows = [(name, float(stats[name][layer, head])) for name in stats]
+        parts.append(hv.Table(rows, ["statistic"], ["value"]).opts(width=width, height=420,
+                                                                    title="statistics (d = 0)"))
+    if D > 1:
+        dd = int(np.clip(d, 0, D - 1))
+        colours = ("#9467bd", "#7f7f7f", "#d62728", "#1f77b4")
+        curves = [hv.Curve((np.arange(D), profile[layer, head, :, k]), "d", "value", label=c).opts(color=colours[k])
+                  for k, c in enumerate(g.COORDS)]
+        parts.append(hv.Overlay([*curves, hv.VLine(dd).opts(color="#222831", line_dash="dashed")]).opts(
+            hv.opts.Overlay(width=width, height=220, ylim=(0, 1), legend_position="top_right", toolbar=None,
+                            default_tools=[], title=f"a, b, c, d over d (now d = {dd})")))
+    return hv.Layout(parts).cols(1).opts(shared_axes=False)
+
+
+# ---------------------------------------------------------------------------------------- compare models
+
+
+def _quantity_values(sel, quantity: str, d: int = 0) -> np.ndarray | None:
+    """(L, H) of a coordinate (a..d at d) or a statistic (d = 0) of one model; None without statistics."""
+    if quantity in g.COORDS:
+        return _at(profile_array(sel), d)[:, :, g.COORDS.index(quantity)]
+    _check_quantity(quantity)
+    stats = statistics_table(sel)
+    return None if stats is None else stats[quantity]
+
+
+def _check_quantity(quantity: str) -> None:
+    if quantity not in g.COORDS and quantity not in STATISTICS:
+        raise ValueError(f"unknown quantity {quantity!r}; known: the coordinates {', '.join(g.COORDS)} and the "
+                         f"statistics {', '.join(STATISTICS)}")
+
+
+def computed_models(ds: xr.Dataset) -> list[str]:
+    """The models of a profiles Dataset with something to draw (computed, not damaged), in store order."""
+    return [r.name for r in model_rows(ds) if r.computed and not r.damaged]
+
+
+def depth_medians(ds: xr.Dataset, name: str, quantity: str, d: int = 0):
+    """(relative depth in [0, 1], per-layer median) of ``quantity`` for one model; None without statistics."""
+    values = _quantity_values(ds.sel(model=name), quantity, d)
+    if values is None:
+        return None
+    L = values.shape[0]
+    depth = np.arange(L) / (L - 1) if L > 1 else np.zeros(L)
+    with warnings.catch_warnings():  # a layer without heads has no median: NaN, a gap in the line
+        warnings.simplefilter("ignore", RuntimeWarning)
+        return depth, np.nanmedian(values, axis=1)
+
+
+def compare_depth(ds: xr.Dataset, names=None, quantity: str = "c", d: int = 0, width: int = 520) -> hv.Overlay:
+    """Per-layer medians of a coordinate (a..d, at offset d) or a statistic (d = 0) against relative depth
+    (layer / (L - 1)), one line per model. ``ds``: the profiles Dataset with its ``model`` dimension; ``names``:
+    the models (default: every computed one). Models without statistics are named in the title."""
+    _check_quantity(quantity)
+    names = computed_models(ds) if names is None else list(names)
+    unknown = [n for n in names if n not in [str(m) for m in ds["model"].values]]
+    if unknown:
+        raise ValueError(f"no model {unknown} in the store; it holds {[str(m) for m in ds['model'].values]}")
+    curves, missing = [], []
+    for name in names:
+        got = depth_medians(ds, name, quantity, d)
+        if got is None:
+            missing.append(name)
+            continue
+        curves.append(hv.Curve(got, "relative depth", f"median {quantity}", label=name).opts(line_width=2))
+        curves.append(hv.Scatter(got, "relative depth", f"median {quantity}", label=name).opts(size=4))
+    title = f"median {quantity} per layer" + (f" (statistics not computed: {', '.join(missing)})" if missing else "")
+    if not curves:
+        curves = [hv.Curve([], "relative depth", f"median {quantity}")]
+    return hv.Overlay(curves).opts(hv.opts.Overlay(width=width, height=300, xlim=(-0.02, 1.02), title=title,
+                                                   legend_position="right", toolbar=None, default_tools=[]))
+
+
+def compare_histograms(ds: xr.Dataset, name1: str, name2: str, d: int = 0, bins: int = g.N_BINS,
+                       panel_px: int = 230) -> hv.Layout:
+    """The four coordinate histograms (fraction of heads per bin, at offset d) of two models overlaid."""
+    panels = []
+    profiles = [_at(profile_array(ds.sel(model=n)), d).reshape(-1, 4) for n in (name1, name2)]
+    edges = np.linspace(0, 1, bins + 1)
+    for k, c in enumerate(g.COORDS):
+        layers = []
+        for p, name, colour in zip(profiles, (name1, name2), ("#8a93a3", SELECTED), strict=True):
+            counts = g.histogram_counts(p[:, k], bins)
+            frac = counts / counts.sum() if counts.sum() else counts
+            layers.append(hv.Histogram((edges, frac), kdims=[c], vdims=["fraction of heads"], label=name).opts(
+                fill_alpha=0.45, color=colour, line_color=colour))
+        panels.append(hv.Overlay(layers).opts(hv.opts.Overlay(width=panel_px, height=200, title=COORD_TITLES[k],
+                                                              toolbar=None, default_tools=[],
+                                                              show_legend=k == 0, legend_position="top_right")))
+    return hv.Layout(panels).cols(4).opts(shared_axes=False)
 
 
 # -------------------------------------------------------------------------------------------- orbits
@@ -473,18 +892,33 @@ def reproduction_table(orbits: xr.Dataset) -> hv.Table:
 
 
 __all__ = [
+    "baseline_html",
+    "compare_depth",
+    "compare_histograms",
+    "computed_models",
+    "depth_medians",
     "family_heads",
     "family_sizes",
+    "head_inspector",
     "heads_table",
     "histograms",
+    "kv_heads",
+    "layer_type_map",
     "layer_heatmaps",
     "orbit_polygons",
+    "parity_selection",
+    "parity_spectra",
     "profile_array",
     "render",
     "reproduction",
     "reproduction_table",
     "scales",
     "search_families",
+    "spectrum_array",
+    "statistic_heatmap",
+    "statistics_note",
+    "statistics_table",
+    "symmetric_face",
     "tetrahedron",
     "training_metrics",
 ]

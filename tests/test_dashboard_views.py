@@ -9,12 +9,15 @@ import holoviews as hv
 import numpy as np
 import pytest
 import xarray as xr
-from bokeh.models import ColorBar, LogScale
+from bokeh.models import ColorBar, LogScale, Span
 
 import dashboard.views as v
+from dashboard import geometry as g
 from dashboard.geometry import VERTICES, project
 from pipeline import store as st
+from pipeline.schema import STATISTICS
 from tests.browser.conftest import ROPE_MODEL, rope_profiles, synthetic_orbits_dataset, write_synthetic_store
+from tests.test_dashboard_geometry_types import rule
 
 L, H = 4, 8  # the synthetic rotary model
 
@@ -176,3 +179,298 @@ def test_views_open_straight_from_the_store_like_a_notebook(path):
     prof = xr.open_zarr(path, group=st.PROFILES)
     fig = hv.render(v.tetrahedron(prof.sel(model=ROPE_MODEL)))
     assert len(fig.select_one({"name": "heads"}).data["x"]) == L * H
+
+
+# ------------------------------------------------------------------- spectral types, statistics, comparison
+
+
+def naive_head(W_Q: np.ndarray, W_K: np.ndarray):
+    """Profile, statistics (pipeline.schema.STATISTICS order) and the 2n-eigenvalue spectrum of one head, from
+    the full N x N form (numpy eigh and svd), written out from the definitions."""
+    n = W_Q.shape[0]
+    L = W_K.T @ W_Q
+    L = L / np.linalg.norm(L)
+    S, T = (L + L.T) / 2, (L - L.T) / 2
+    full = np.linalg.eigvalsh(S)
+    lam = np.sort(full[np.argsort(np.abs(full))[::-1][: 2 * n]])[::-1]  # drop the N - 2n zero eigenvalues
+    cut = 1e-9 * np.abs(lam).max()
+    lp = np.zeros(2 * n)
+    lm = np.zeros(2 * n)
+    pos, neg = np.sort(lam[lam > 0])[::-1], np.sort(-lam[lam < 0])[::-1]
+    lp[: pos.size], lm[: neg.size] = pos, neg
+    u = lp - lm
+    a, b, c, d = (T**2).sum(), 2 * lp @ lm, (u[u > 0] ** 2).sum(), (u[u < 0] ** 2).sum()
+    n_pos, n_neg = (lam > cut).sum(), (lam < -cut).sum()
+    rho = np.linalg.norm(lm) / np.linalg.norm(lp)
+    h2 = np.linalg.svd(L, compute_uv=False) ** 2
+    sym = (S**2).sum()
+    bound = 1 - abs(1 - rho) / np.sqrt(1 + rho**2)
+    pairing = 1 - np.linalg.norm(lp - lm) / np.sqrt(sym)
+    stats = dict(symmetric_energy=sym, n_pos=n_pos, n_neg=n_neg, n_zero=2 * n - n_pos - n_neg,
+                 balance=1 - abs(n_pos - n_neg) / (n_pos + n_neg), pairing=pairing, rho=rho, pairing_bound=bound,
+                 pairing_gap=bound - pairing, lobe_departure=np.linalg.norm(lm - rho * lp) / np.linalg.norm(lm),
+                 b_sym=b / sym, c_sym=c / sym, d_sym=d / sym, trace_ratio=abs(np.trace(L)),
+                 participation_ratio=h2.sum() ** 2 / (h2**2).sum(), stable_rank=h2.sum() / h2.max(),
+                 leading_share=h2.max() / h2.sum())
+    return np.array([a, b, c, d]), np.array([stats[s] for s in STATISTICS], dtype=float), lam
+
+
+def random_model(name: str, L: int = 4, H: int = 12, N: int = 16, n: int = 3, seed: int = 0, D: int = 1,
+                 with_statistics: bool = True, n_kv: int | None = None) -> xr.Dataset:
+    """A profiles Dataset of one model like the store's, from random heads: a third of them near positive
+    semidefinite (W_K = W_Q + noise), a third near negative (W_K = -W_Q + noise), a third i.i.d. D > 1 adds
+    offsets whose profile drifts (a synthetic rotary model, only the inspector reads them)."""
+    rng = np.random.default_rng(seed)
+    prof = np.zeros((L, H, D, 4))
+    stats = np.zeros((L, H, len(STATISTICS)))
+    spec = np.full((L, H, 2 * n + 2), np.nan)  # padded past the model's 2n, as a store with a wider model
+    for layer in range(L):
+        for head in range(H):
+            W_Q = rng.standard_normal((n, N))
+            kind = (layer * H + head) % 3
+            noise = rng.uniform(0.2, 2.0) * rng.standard_normal((n, N))
+            W_K = W_Q + noise if kind == 0 else (-W_Q + noise if kind == 1 else rng.standard_normal((n, N)))
+            p, s, lam = naive_head(W_Q, W_K)
+            prof[layer, head, 0], stats[layer, head], spec[layer, head, : 2 * n] = p, s, lam
+            for dd in range(1, D):
+                prof[layer, head, dd] = rng.dirichlet(np.ones(4))
+    ds = xr.Dataset(
+        {"profile": (("layer", "head", "d", "coordinate"), prof),
+         "n_layers": ((), np.int32(L)), "n_heads": ((), np.int32(H)), "n_kv_heads": ((), np.int32(n_kv or H)),
+         "d_model": ((), np.int32(N)), "d_head": ((), np.int32(n)), "rotary_dim": ((), np.int32(n if D > 1 else 0)),
+         "positional": ((), "rope" if D > 1 else "learned absolute"), "source": ((), "synthetic"),
+         "command": ((), f"python -m pipeline profiles {name}"), "complete": ((), True)},
+        coords={"model": name, "layer": np.arange(L), "head": np.arange(H), "d": np.arange(D),
+                "coordinate": list("abcd")})
+    if with_statistics:
+        ds["head_statistics"] = (("layer", "head", "statistic"), stats)
+        ds["spectrum"] = (("layer", "head", "eigen"), spec)
+        ds = ds.assign_coords(statistic=list(STATISTICS), eigen=np.arange(2 * n + 2))
+    return ds
+
+
+@pytest.fixture(scope="module")
+def heads():
+    return random_model("random-heads", seed=5)
+
+
+def test_the_naive_statistics_agree_with_the_profile(heads):
+    p = heads.profile.values[:, :, 0]
+    s = {name: heads.head_statistics.sel(statistic=name).values for name in STATISTICS}
+    np.testing.assert_allclose(s["symmetric_energy"], 1 - p[..., 0], atol=1e-12)
+    np.testing.assert_allclose(s["c_sym"], p[..., 2] / (1 - p[..., 0]), atol=1e-12)
+    types = g.spectral_types(p)
+    assert set(types.ravel()) == {0, 1, 2}  # the random model has heads of every type
+
+
+def test_tetrahedron_by_type_has_one_renderer_and_legend_item_per_type_at_the_given_d(heads):
+    fig = v.render(v.tetrahedron(heads, color_by="type"))
+    p = heads.profile.values[:, :, 0].reshape(-1, 4)
+    expected = np.array([rule(x) for x in p])
+    data = fig.select_one({"name": "heads"}).data
+    np.testing.assert_array_equal(data["type"], expected)
+    assert list(data["type_name"]) == [g.TYPE_NAMES[t] for t in expected]
+    dots = [fig.select_one({"name": f"head_dots_type{k}"}) for k in range(3)]
+    for k, r in enumerate(dots):
+        assert r.data_source is fig.select_one({"name": "heads"})  # one source: one selection, one rotation
+        assert (r.view.filter.column_name, r.view.filter.group) == ("type", k)
+        assert r.glyph.fill_color == g.TYPE_COLORS[k]
+    legend = fig.select_one({"name": "type_legend"})
+    assert legend.click_policy == "hide"
+    assert [it.label.value for it in legend.items] == [
+        f"{name} (n={int((expected == k).sum())})" for k, name in enumerate(g.TYPE_NAMES)]
+    assert [it.renderers[0] for it in legend.items] == dots
+    assert not [c for c in fig.right if isinstance(c, ColorBar)]  # no layer colour bar in type mode
+    hover = [t for t in fig.tools if type(t).__name__ == "HoverTool" and t.limit == 1][0]
+    assert set(dots) <= set(hover.renderers)
+    fields = dict(hover.tooltips)
+    assert fields["kv head"] == "@kv_head" and fields["type"] == "@type_name"
+    assert "rho (d = 0)" in fields
+    np.testing.assert_allclose(data["rho"], heads.head_statistics.sel(statistic="rho").values.ravel())
+
+
+def test_tetrahedron_by_layer_keeps_one_renderer_and_its_colour_bar(rope):
+    fig = v.render(v.tetrahedron(rope, d=40))
+    assert fig.select_one({"name": "head_dots"}) is not None and fig.select_one({"name": "type_legend"}) is None
+    assert len([c for c in fig.right if isinstance(c, ColorBar)]) == 1
+    p = rope_profiles(L, H)[:, :, 40].reshape(-1, 4)
+    data = fig.select_one({"name": "heads"}).data
+    np.testing.assert_array_equal(data["type"], [rule(x) for x in p])  # the type at this d, for the browser
+    assert np.isnan(data["rho"]).all()  # no statistics in this store
+    assert "rho (d = 0)" not in dict([t for t in fig.tools if type(t).__name__ == "HoverTool"
+                                       and t.limit == 1][0].tooltips)
+    with pytest.raises(ValueError, match="color_by"):
+        v.tetrahedron(rope, color_by="head")
+
+
+def test_kv_heads_group_query_heads():
+    ds = random_model("gqa", L=1, H=6, n_kv=2, seed=1)
+    np.testing.assert_array_equal(v.kv_heads(ds, 6), [0, 0, 0, 1, 1, 1])
+    fig = v.render(v.tetrahedron(ds))
+    np.testing.assert_array_equal(fig.select_one({"name": "heads"}).data["kv_head"], [0, 0, 0, 1, 1, 1])
+
+
+def test_rank_one_curve_is_drawn_projected_and_turned_with_the_camera(rope):
+    fig = v.render(v.tetrahedron(rope, azimuth=-60, elevation=25, rank_one=True))
+    curve = fig.select_one({"name": "rank_one_curve"})
+    assert curve.visible
+    data = curve.data_source.data
+    xyz = g.to_3d(g.rank_one_curve())
+    x, y = project(xyz, -60, 25)
+    np.testing.assert_allclose(data["x"], x, atol=1e-12)
+    np.testing.assert_allclose(data["y"], y, atol=1e-12)
+    np.testing.assert_allclose(data["x3"], xyz[:, 0])
+    assert data["rho"][0] == "0" and data["rho"][-1] == "∞"
+    order = [r.name for r in fig.renderers]
+    assert order.index("rank_one_curve") < order.index("head_dots")  # under the heads
+    camera = fig.select_one({"name": "camera"})
+    callback = camera.js_property_callbacks["change:data"][0]
+    assert callback.args["ctx"]["heads"] is curve.data_source and "project_all(ctx)" in callback.code
+    assert not v.render(v.tetrahedron(rope, rank_one=False)).select_one({"name": "rank_one_curve"}).visible
+    assert v.render(v.tetrahedron(rope)).select_one({"name": "rank_one_curve"}) is None
+
+
+def test_symmetric_face_places_each_head_with_its_type_marker(heads):
+    fig = v.render(v.symmetric_face(heads))
+    src = fig.select_one({"name": "face_heads"}).data
+    p = heads.profile.values[:, :, 0].reshape(-1, 4)
+    bcd = p[:, 1:] / (1 - p[:, :1])
+    np.testing.assert_allclose(np.c_[src["x"], src["y"]], bcd @ g.FACE_VERTICES, atol=1e-12)
+    types = [rule(x) for x in p]
+    assert list(src["marker"]) == [g.TYPE_MARKERS[t] for t in types]
+    assert list(src["colour"]) == [g.TYPE_COLORS[t] for t in types]
+    assert len(set(g.TYPE_MARKERS)) == 3
+    dashed = [r for r in renderers(fig, "MultiLine") + renderers(fig, "Line") if r.glyph.line_dash != []]
+    assert len(dashed) == 1
+    assert {type(t).__name__ for t in fig.tools} >= {"BoxSelectTool", "TapTool"}
+    labels = [it.label.value for it in fig.select_one({"name": "face_legend"}).items]
+    assert labels == g.type_labels(np.array(types))
+
+
+def test_layer_type_map_shows_fractions_that_sum_to_one_per_layer(heads):
+    fig = v.render(v.layer_type_map(heads))
+    image = np.asarray(renderers(fig, "Image")[0].data_source.data["image"][0])  # Bokeh rows: layer 0 first
+    p = heads.profile.values[:, :, 0]
+    for layer in range(p.shape[0]):
+        t = [rule(x) for x in p[layer]]
+        np.testing.assert_allclose(image[layer], [t.count(k) / len(t) for k in range(3)])
+    np.testing.assert_allclose(image.sum(axis=1), 1.0)
+    assert len([c for c in fig.right if isinstance(c, ColorBar)]) == 1
+
+
+def test_parity_spectra_take_the_most_extreme_heads_of_each_type_and_histogram_their_mean(heads):
+    n = 3
+    chosen = v.parity_selection(heads, n)
+    p = heads.profile.values[:, :, 0].reshape(-1, 4)
+    stat = {s: heads.head_statistics.sel(statistic=s).values.ravel() for s in ("c_sym", "d_sym")}
+    key = {0: stat["d_sym"], 1: p[:, 2] + p[:, 3], 2: stat["c_sym"]}
+    types = [rule(x) for x in p]
+    for k in range(3):
+        members = sorted((i for i in range(len(p)) if types[i] == k), key=lambda i: (key[k][i], i))
+        assert chosen[k].tolist() == members[:n]
+    layout = v.render(v.parity_spectra(heads, n=n, bins=10))
+    figs = [c[0] for c in sorted(layout.children, key=lambda c: (c[1], c[2]))]
+    spec = heads.spectrum.values.reshape(len(p), -1)[:, :6]
+    for k, fig in enumerate(figs):
+        unit = np.array([np.sort(s / np.linalg.norm(s))[::-1] for s in spec[chosen[k]]]).mean(axis=0)
+        quads = renderers(fig, "Quad")
+        neg, pos = (np.asarray(q.data_source.data["top"]) for q in quads)
+        assert neg.sum() == (unit < 0).sum() and pos.sum() == (unit > 0).sum()
+        assert quads[0].glyph.fill_color == "#1f77b4" and quads[1].glyph.fill_color == "#d62728"
+        spans = sorted(fig.select({"type": Span}), key=lambda s: s.location)
+        np.testing.assert_allclose([s.location for s in spans], [unit[unit < 0].mean(), unit[unit > 0].mean()])
+        assert [(s.line_color, s.line_dash) for s in spans] == [("#1f77b4", [6]), ("#d62728", [6])]  # dashed
+
+
+def test_statistic_heatmap_shows_the_values_and_the_gaussian_baseline(heads):
+    layout = v.render(v.statistic_heatmap(heads, "pairing"))
+    fig = [c[0] for c in layout.children if hasattr(c[0], "renderers")][0]
+    image = np.asarray(renderers(fig, "Image")[0].data_source.data["image"][0])  # Bokeh rows: layer 0 first
+    np.testing.assert_allclose(image, heads.head_statistics.sel(statistic="pairing").values)
+    assert len([c for c in fig.right if isinstance(c, ColorBar)]) == 1
+    html = v.baseline_html(heads, "symmetric_energy")
+    assert f"{17 / 32:.4g}" in html and "closed form" in html  # N = 16: (N + 1) / (2N)
+    assert "not measured" in v.baseline_html(heads, "pairing")  # no table row at N = 16, n = 3
+    with pytest.raises(ValueError, match="unknown statistic 'energy'.*symmetric_energy, n_pos"):
+        v.statistic_heatmap(heads, "energy")
+
+
+def test_views_without_statistics_say_so_and_how_to_add_them(rope):
+    for view in (v.statistic_heatmap(rope), v.parity_spectra(rope)):
+        assert isinstance(view, hv.Div)
+        assert "statistics not computed" in view.data
+        assert f"python -m pipeline profiles {ROPE_MODEL} --force" in view.data
+    inspector = v.head_inspector(rope, 1, 2, d=5)
+    assert any(isinstance(x, hv.Div) and "statistics not computed" in x.data for x in inspector)
+    v.render(inspector)
+    old = random_model("older", with_statistics=False)
+    assert v.statistics_table(old) is None and isinstance(v.parity_spectra(old), hv.Div)
+    both = xr.concat([random_model("older", seed=1), random_model("newer", seed=2)], "model")
+    both["head_statistics"][0] = np.nan  # a model whose statistics are not computed
+    overlay = v.compare_depth(both, ["older", "newer"], "rho")
+    assert [c.label for c in overlay if isinstance(c, hv.Curve)] == ["newer"]
+    assert "statistics not computed: older" in hv.Store.lookup_options("bokeh", overlay, "plot").kwargs["title"]
+
+
+def test_head_inspector_shows_the_spectrum_the_statistics_and_the_profile_over_d():
+    ds = random_model("rotary", L=2, H=3, D=9, seed=3)
+    layout = v.head_inspector(ds, 1, 2, d=4)
+    spectrum, table, over_d = list(layout)
+    lam = ds.spectrum.values[1, 2, :6]
+    up = spectrum.get(0).data
+    down = spectrum.get(1).data
+    np.testing.assert_allclose(up["y1"], np.sort(lam[lam > 0])[::-1])
+    np.testing.assert_allclose(down["y0"], -np.sort(-lam[lam < 0])[::-1])
+    rows = dict(zip(table.dimension_values("statistic"), table.dimension_values("value"), strict=True))
+    for s in STATISTICS:
+        np.testing.assert_allclose(rows[s], ds.head_statistics.values[1, 2, STATISTICS.index(s)])
+    curves = [e for e in over_d if isinstance(e, hv.Curve)]
+    for k, c in enumerate(curves):
+        np.testing.assert_allclose(c.dimension_values(1), ds.profile.values[1, 2, :, k])
+    assert [e.data for e in over_d if isinstance(e, hv.VLine)] == [4]
+    v.render(layout)
+    assert len(list(v.head_inspector(random_model("flat", L=1, H=2), 0, 1))) == 2  # no d curves: one offset
+    with pytest.raises(ValueError, match="no head"):
+        v.head_inspector(ds, 2, 0)
+
+
+def test_compare_depth_draws_each_models_layer_medians_against_relative_depth():
+    both = xr.concat([random_model("m1", L=4, seed=1), random_model("m2", L=3, seed=2)], "model", join="outer")
+    both["layer_done"] = (("model", "layer"), np.ones((2, 4), bool))
+    overlay = v.compare_depth(both, ["m1", "m2"], "c_sym")
+    curves = [e for e in overlay if isinstance(e, hv.Curve)]
+    assert [c.label for c in curves] == ["m1", "m2"]
+    for c, name in zip(curves, ("m1", "m2"), strict=True):
+        one = both.sel(model=name)
+        values = one.head_statistics.sel(statistic="c_sym").values[: int(one.n_layers)]
+        depth = np.arange(len(values)) / (len(values) - 1)
+        np.testing.assert_allclose(c.dimension_values(0), depth)
+        np.testing.assert_allclose(c.dimension_values(1), np.median(values, axis=1))
+    coord = [e for e in v.compare_depth(both, ["m1"], "a") if isinstance(e, hv.Curve)][0]
+    np.testing.assert_allclose(coord.dimension_values(1), np.median(both.sel(model="m1").profile.values[:, :, 0, 0],
+                                                                    axis=1))
+    v.render(overlay)
+    with pytest.raises(ValueError, match="unknown quantity 'e'"):
+        v.compare_depth(both, ["m1"], "e")
+    with pytest.raises(ValueError, match="no model"):
+        v.compare_depth(both, ["m3"], "c")
+
+
+def test_compare_histograms_overlay_two_models_fractions_per_coordinate():
+    both = xr.concat([random_model("m1", seed=1), random_model("m2", seed=2)], "model")
+    layout = v.compare_histograms(both, "m1", "m2", bins=8)
+    panels = list(layout)
+    assert len(panels) == 4
+    for k, panel in enumerate(panels):
+        for hist, name in zip(panel, ("m1", "m2"), strict=True):
+            p = both.sel(model=name).profile.values[:, :, 0, k].ravel()
+            np.testing.assert_allclose(hist.dimension_values(1), np.histogram(p, 8, (0, 1))[0] / p.size)
+            assert hist.label == name
+    v.render(layout)
+
+
+def test_every_new_view_renders(heads, rope):
+    for view in (v.tetrahedron(heads, color_by="type", rank_one=True), v.symmetric_face(rope, d=3),
+                 v.layer_type_map(rope, d=7), v.parity_spectra(heads), v.statistic_heatmap(heads, "stable_rank"),
+                 v.head_inspector(heads, 0, 0), v.statistic_heatmap(rope)):
+        assert v.render(view) is not None
