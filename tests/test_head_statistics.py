@@ -145,3 +145,59 @@ def test_the_vertices_and_the_undefined_cases():
     # L = 0: no statistics, no spectrum
     _, norm, s, spec = head_profiles(np.zeros((1, n, N)), Y[None], statistics=True)
     assert norm[0] == 0 and np.isnan(s).all() and np.isnan(spec).all()
+
+
+# ------------------------------------------------------------------------------------- every run path writes them
+
+
+def stored_statistics(store, name):
+    from pipeline.store import open_profiles
+
+    ds = open_profiles(store).sel(model=name)
+    return ds.head_statistics.values, ds.spectrum.values
+
+
+def test_every_run_path_writes_the_statistics_of_the_checkpoint(tiny_model, tmp_path):
+    """In-process, a process pool and a dask cluster write the same statistics, those of the dense L(0) of each
+    head of a grouped-query rotary checkpoint (4 query heads on 2 key heads, n = 12, N = 32)."""
+    from pipeline.run import close_client, make_client, open_store, plan_model, run_dask, run_profiles
+
+    model, folder = tiny_model("mistral")
+    H, Hkv, n, N = 4, 2, 12, 32
+    runs = {}
+    run_profiles([folder], tmp_path / "inline.zarr", name="m", progress=False, log=lambda *_: None)
+    runs["inline"] = stored_statistics(tmp_path / "inline.zarr", "m")
+    run_profiles([folder], tmp_path / "pool.zarr", name="m", progress=False, log=lambda *_: None, workers=1)
+    runs["pool"] = stored_statistics(tmp_path / "pool.zarr", "m")
+    client = make_client(workers=1, processes=False)
+    try:
+        store = open_store(str(tmp_path / "dask.zarr"))
+        run_dask([plan_model(folder, store, name="m")], store, client, progress=False)
+    finally:
+        close_client(client)
+    runs["dask"] = stored_statistics(tmp_path / "dask.zarr", "m")
+    for layer, block in enumerate(model.model.layers):
+        W_Q = block.self_attn.q_proj.weight.detach().numpy().reshape(H, n, N)
+        W_K = block.self_attn.k_proj.weight.detach().numpy().reshape(Hkv, n, N)
+        for h in range(H):
+            want, spec = naive(W_K[h // 2].T @ W_Q[h], n)
+            for how, (stats, spectra) in runs.items():
+                np.testing.assert_allclose(stats[layer, h], want, rtol=1e-9, atol=1e-11, err_msg=how)
+                np.testing.assert_allclose(spectra[layer, h], spec, atol=1e-12, err_msg=how)
+    for how in ("pool", "dask"):
+        np.testing.assert_array_equal(runs[how][0], runs["inline"][0])
+
+
+def test_the_orbits_model_is_written_with_its_statistics(tmp_path):
+    from pipeline.orbits.store_io import write_profiles_model
+    from pipeline.store import Store
+
+    rng = np.random.default_rng(11)
+    params = {"W_Q": rng.normal(size=(3, 4, 10)), "W_K": rng.normal(size=(3, 4, 10))}
+    write_profiles_model(tmp_path / "s.zarr", params, name="orb")
+    stats, spectra = stored_statistics(tmp_path / "s.zarr", "orb")
+    for h in range(3):
+        want, spec = naive(params["W_K"][h].T @ params["W_Q"][h], 4)
+        np.testing.assert_allclose(stats[0, h], want, rtol=1e-9, atol=1e-11)
+        np.testing.assert_allclose(spectra[0, h], spec, atol=1e-12)
+    assert Store.open(tmp_path / "s.zarr", "r").row("orb").statistics_computed
