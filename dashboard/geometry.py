@@ -1,4 +1,5 @@
-"""The numbers behind the profile views, in numpy: the tetrahedron, the camera, quantisation, bin counts.
+"""The numbers behind the profile views, in numpy: the tetrahedron, the camera, quantisation, bin counts,
+spectral types, the rank-one curve, the a = 0 face and the extreme heads of each type.
 
 A profile (a, b, c, d) is a point of the 3-simplex; it is drawn at a V_a + b V_b + c V_c + d V_d with V
 the vertices of a regular tetrahedron centred at 0 with circumradius 1. The camera is orthographic,

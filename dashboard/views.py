@@ -8,6 +8,13 @@ Use them in a notebook on any subset of the data::
     ds = xr.open_zarr("store.zarr", group="profiles")
     v.tetrahedron(ds.sel(model="all-MiniLM-L6-v2"))            # drag to rotate
     v.layer_heatmaps(ds.sel(model="all-MiniLM-L6-v2")) + v.histograms(ds.sel(model="all-MiniLM-L6-v2"))
+    one = ds.sel(model="SmolLM2-135M-Instruct")
+    v.tetrahedron(one, d=64, color_by="type", rank_one=True)   # spectral types, the rank-one curve
+    v.symmetric_face(one) + v.layer_type_map(one)              # the a = 0 face, layer x type
+    v.parity_spectra(one)                                      # the most extreme heads of each type
+    v.statistic_heatmap(one, "pairing")                        # a statistic per head, and its Gaussian value
+    v.head_inspector(one, layer=3, head=5, d=64)               # one head: spectrum, statistics, profile over d
+    v.compare_depth(ds, quantity="c") + v.compare_histograms(ds, "all-MiniLM-L6-v2", "SmolLM2-135M-Instruct")
     orb = xr.open_zarr("store.zarr", group="orbits")
     v.orbit_polygons(orb, frame=-1) + v.training_metrics(orb)
 
@@ -16,6 +23,11 @@ A profiles selection is either the Dataset of one model (``ds.sel(model=name)``:
 models vary with the offset ``d``; pass ``d=`` to choose one (a selection without a ``d`` dimension is
 used as it is). The served app and the static pages render these same views with ``hv.render`` and add
 their browser behaviour (``dashboard/js/``).
+
+The per-head statistics and spectra (``head_statistics``, ``spectrum``: d = 0) are read when the selection
+holds them; the views that need them show "statistics not computed" and the command that adds them
+otherwise (a store written before them). Spectral types and their colours, the rank-one curve and the a = 0
+face are computed by ``dashboard.geometry``; the i.i.d. Gaussian baselines are in ``dashboard.baselines``.
 """
 
 from __future__ import annotations
@@ -612,8 +624,10 @@ def baseline_html(sel, statistic: str, values: np.ndarray | None = None) -> str:
 
 def head_inspector(sel, layer: int, head: int, d: int = 0, width: int = 330):
     """One head: its S spectrum at d = 0 as bars (λ₊ up in red, −λ₋ down in blue, paired by rank), its
-    statistics (a table), and for rotary models (more than one d stored) its a, b, c, d over d with the current
-    d marked. Without statistics the spectrum and table give way to a message."""
+    statistics (a table), and for rotary models (``positional`` "rope", or without it more than one d stored)
+    its a, b, c, d over d = 0..128 with the current d marked. Without statistics the spectrum and table give
+    way to a message. ``layer``, ``head``: the head's indices (the tetrahedron's row is layer * n_heads + head).
+    """
     profile = profile_array(sel)
     L, H, D, _ = profile.shape
     if not (0 <= layer < L and 0 <= head < H):
@@ -638,7 +652,8 @@ def head_inspector(sel, layer: int, head: int, d: int = 0, width: int = 330):
         rows = [(name, float(stats[name][layer, head])) for name in stats]
         parts.append(hv.Table(rows, ["statistic"], ["value"]).opts(width=width, height=420,
                                                                     title="statistics (d = 0)"))
-    if D > 1:
+    rotary = str(sel["positional"].values) == "rope" if isinstance(sel, xr.Dataset) and "positional" in sel else D > 1
+    if rotary and D > 1:
         dd = int(np.clip(d, 0, D - 1))
         colours = ("#9467bd", "#7f7f7f", "#d62728", "#1f77b4")
         curves = [hv.Curve((np.arange(D), profile[layer, head, :, k]), "d", "value", label=c).opts(color=colours[k])

@@ -430,6 +430,8 @@ def test_head_inspector_shows_the_spectrum_the_statistics_and_the_profile_over_d
     assert [e.data for e in over_d if isinstance(e, hv.VLine)] == [4]
     v.render(layout)
     assert len(list(v.head_inspector(random_model("flat", L=1, H=2), 0, 1))) == 2  # no d curves: one offset
+    absolute = random_model("absolute", L=1, H=2, D=4).assign(positional="learned absolute")
+    assert len(list(v.head_inspector(absolute, 0, 1))) == 2  # offsets stored, but the form does not move with d
     with pytest.raises(ValueError, match="no head"):
         v.head_inspector(ds, 2, 0)
 
