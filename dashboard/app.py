@@ -8,8 +8,15 @@ models. Choosing another model replaces the profiles view's data in place. Every
 view runs in the browser and is mirrored into the state.
 
 The store is chosen only at start-up: ``--store PATH`` after ``--args``, else $HEADGEOMETRY_STORE, else
-the committed store.zarr. URL query parameters are ignored. Bind to localhost (``python -m dashboard``
+the committed store.zarr; no URL parameter can choose it. Bind to localhost (``python -m dashboard``
 does; with ``panel serve`` pass ``--address 127.0.0.1``).
+
+Deep links: ``?model=NAME&tab=profiles&d=17&color=type&heads=3.5,3.7``. The server reads ``model`` and
+``tab`` from the session's request (``url_args``); the page's own JavaScript applies the rest once the
+document is ready and writes the state back into the URL as it changes (``dashboard/js/url_state.js``),
+as in the exported pages. What a link asks for and the page cannot show is left at its default and
+named in a note at the top of the page. Without a ``model`` the first load shows the first computed
+model with rotary positions (a d slider), else the first computed model.
 """
 
 from __future__ import annotations
@@ -24,11 +31,20 @@ import param
 from bokeh.layouts import column
 from bokeh.settings import settings
 
-from dashboard import data, rendered
+from dashboard import data, jscode, rendered
 from dashboard.clone import Copy
-from dashboard.profiles_page import CSS, header, message, replace_in_place, selector_groups, todo_html
+from dashboard.profiles_page import (
+    CSS,
+    header,
+    message,
+    replace_in_place,
+    restore_on_ready,
+    selector_groups,
+    todo_html,
+)
 
 TITLE = "Attention-head geometry"
+TABS = ("profiles", "orbits")  # the tabs' names in a deep link, in order
 
 PAGE_CSS = (CSS.replace(":host", "body") + " body { margin: 0 12px; } .title { font-size: 1.3em; font-weight: 600;"
             " color: #ffffff; background: #1f2a3a; padding: 8px 14px; margin: 0 -12px 6px -12px; }")
@@ -83,8 +99,40 @@ def _follow(page: Copy, state: AppState) -> None:
         heads.selected.on_change("indices", selected)
 
 
-def profiles_panel(store, state: AppState) -> pn.viewable.Viewable:
-    """The model selector, the profiles view of ``state.model`` and the list of models to compute or repair."""
+def url_args() -> dict[str, str]:
+    """The query parameters of the session's request (the first value of each), or {} outside a session."""
+    try:
+        args = pn.state.session_args or {}
+    except Exception:  # noqa: BLE001 - no session (a notebook, a test)
+        return {}
+    return {str(k): (v[0].decode("utf-8", "replace") if isinstance(v[0], bytes) else str(v[0]))
+            for k, v in args.items() if v}
+
+
+def first_model(rows: list[data.ModelRow], names: list[str]) -> str:
+    """The model a first load shows: the first drawable one with rotary positions (its page opens on the d
+    slider), else the first drawable one."""
+    rotary = [r.name for r in rows if r.rotary and r.name in names]
+    return rotary[0] if rotary else names[0]
+
+
+def _link_note(page: Copy, notes: list[str]) -> None:
+    """Show ``notes`` (HTML) at the top of the page: what the link asked for that cannot be shown."""
+    note = page.one("url_note")
+    if note is not None and notes:
+        note.text = ('<div class="warn"><b>This link asked for something the page cannot show</b>; the rest is as '
+                     "it asked:<ul>" + "".join(f"<li>{n}</li>" for n in notes) + "</ul></div>")
+        note.visible = True
+
+
+def profiles_panel(store, state: AppState, args: dict[str, str] | None = None,
+                   notes: list[str] | None = None) -> pn.viewable.Viewable:
+    """The model selector, the profiles view of ``state.model`` and the list of models to compute or repair.
+
+    ``args``: the deep link's parameters (``model`` is read here); ``notes``: what the link asked for that
+    cannot be shown, said at the top of the page."""
+    args = args or {}
+    notes = list(notes or [])
     try:
         rows = data.rows(store)
     except data.StoreError as exc:
@@ -96,7 +144,13 @@ def profiles_panel(store, state: AppState) -> pn.viewable.Viewable:
         return pn.Column(pn.pane.Bokeh(column(header("Profiles of attention heads"),
                                               message(body, name="no_models"))), todo)
     names = [n for v in groups.values() for n in v]
-    state.model = state.model if state.model in names else names[0]
+    asked = args.get("model")
+    if asked is not None and asked not in names:
+        notes.insert(0, f"model = <code>{html.escape(asked[:80])}</code> is not a computed model of this store; "
+                        f"showing {html.escape(first_model(rows, names))}")
+    elif asked is not None:
+        state.model = asked
+    state.model = state.model if state.model in names else first_model(rows, names)
     select = pn.widgets.Select(label="Model", groups=groups, value=state.model, width=340)
     select.link(state, value="model")
     pane = PagePane(sizing_mode="fixed")
@@ -112,6 +166,10 @@ def profiles_panel(store, state: AppState) -> pn.viewable.Viewable:
         state.param.update(d=0, selection=[], layer=None)
         if not shown:
             _follow(page, state)
+            _link_note(page, notes)
+            doc = pn.state.curdoc
+            if doc is not None and doc.session_context is not None:
+                restore_on_ready(doc, page.root)
             shown.append(page)
             pane.object = page.root
             return
@@ -146,12 +204,22 @@ def guarded(make, title: str, store, state: AppState) -> pn.viewable.Viewable:
                                                 "server's log; please report it with the store."))
 
 
-def build(store, state: AppState | None = None) -> pn.Column:
-    """The whole served page over ``store`` for one session: a Profiles tab and an Orbits tab (built when shown)."""
+def build(store, state: AppState | None = None, args: dict[str, str] | None = None) -> pn.Column:
+    """The whole served page over ``store`` for one session: a Profiles tab and an Orbits tab (built when shown).
+
+    ``args``: the deep link's parameters (default: the session's request, ``url_args``)."""
     state = state or AppState()
+    args = url_args() if args is None else args
+    notes = []
+    tab = args.get("tab", TABS[0])
+    if tab not in TABS:
+        notes.append(f"tab = <code>{html.escape(tab[:80])}</code> is not a tab ({', '.join(TABS)}); showing the "
+                     "profiles")
+        tab = TABS[0]
     orbits = pn.param.ParamFunction(lambda: guarded(orbits_panel, "Orbits of C24", store, state), lazy=True)
-    tabs = pn.Tabs(("Profiles", guarded(profiles_panel, "Profiles of attention heads", store, state)),
-                   ("Orbits", orbits), dynamic=True, name="tabs")
+    profiles = guarded(lambda s, st: profiles_panel(s, st, args, notes), "Profiles of attention heads", store, state)
+    tabs = pn.Tabs(("Profiles", profiles), ("Orbits", orbits), dynamic=True, name="tabs", active=TABS.index(tab))
+    tabs.jscallback(args={"names": list(TABS)}, active=jscode.code("url_tab"))
     shown = Path(store)
     try:
         shown = shown.resolve().relative_to(Path.cwd().resolve())  # the folder the app was started from

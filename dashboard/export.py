@@ -21,6 +21,7 @@ import sys
 import tempfile
 from pathlib import Path
 
+from bokeh.document import Document
 from bokeh.embed import components
 from bokeh.layouts import column
 from bokeh.model import Model
@@ -28,7 +29,16 @@ from bokeh.resources import Resources
 
 from dashboard import data
 from dashboard.orbits_page import orbits_view
-from dashboard.profiles_page import CSS, ORBIT_GROUP, header, is_orbit_experiment, message, profiles_view, todo_html
+from dashboard.profiles_page import (
+    CSS,
+    ORBIT_GROUP,
+    header,
+    is_orbit_experiment,
+    message,
+    profiles_view,
+    restore_on_ready,
+    todo_html,
+)
 
 SLUG_MAX = 60
 
@@ -100,7 +110,11 @@ def bokeh_resources(self_contained: bool) -> Resources:
 
 
 def page_html(layout: Model, title: str, resources: Resources, nav_html: str = "") -> str:
-    """A standalone page: the resources, the page CSS, a nav bar and the layout."""
+    """A standalone page: the resources, the page CSS, a nav bar and the layout (its deep link, if it
+    has one, restored once the page is drawn: ``profiles_page.restore_on_ready``)."""
+    doc = Document()
+    doc.add_root(layout)
+    restore_on_ready(doc, layout)
     script, div = components(layout)
     return ("<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"
             f"<title>{html.escape(title)}</title>\n{resources.render_css()}\n{resources.render_js()}\n{PAGE_CSS}"
@@ -184,7 +198,8 @@ def export(out, store=None, self_contained: bool = False) -> list[Path]:
     written: list[Path] = []
     try:
         for r in drawable:
-            layout = profiles_view(data.model_data(store, r.name), nav=nav, current_url=nav[r.name])
+            layout = profiles_view(data.model_data(store, r.name), nav=nav, current_url=nav[r.name],
+                                   tabs={"profiles": "", "orbits": "orbits.html"})
             path = out / nav[r.name]
             write_page(path, page_html(layout, f"Profiles of attention heads · {r.name}", resources, _nav(links)))
             written.append(path)

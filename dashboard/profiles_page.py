@@ -141,7 +141,8 @@ def status_html(m: ModelData) -> str:
 
 
 def todo_html(rows: list[ModelRow]) -> str:
-    """The models registered but not computed, or damaged, each with the command that computes or repairs it."""
+    """The models registered but not computed, or damaged: one line that opens (``<details>``) into the
+    list, each model with the command that computes or repairs it."""
     todo = [r for r in rows if not r.computed or r.damaged]
     if not todo:
         return ""
@@ -149,8 +150,10 @@ def todo_html(rows: list[ModelRow]) -> str:
     for r in todo:
         what = f"damaged: {html.escape(r.damaged)}" if r.damaged else "not computed"
         items.append(f"<li><b>{html.escape(r.name)}</b> ({what}): <code>{html.escape(r.fix_command)}</code></li>")
-    return ("<h2>To compute or repair</h2><p class='note'>Registered in the store, with nothing to draw yet "
-            f"(or damaged); each line is the command that fixes it.</p><ul>{''.join(items)}</ul>")
+    count = f"{len(todo)} model{'s' if len(todo) != 1 else ''}"
+    return (f"<details id='todo'><summary><b>To compute or repair</b>: {count} registered in the store with nothing "
+            "to draw yet (or damaged)</summary><p class='note'>Each line is the command that fixes it.</p>"
+            f"<ul>{''.join(items)}</ul></details>")
 
 
 def _as_dataarray(profile: np.ndarray, name: str) -> xr.DataArray:
@@ -191,13 +194,17 @@ def _draws_nothing(annotation) -> bool:
 
 
 def profiles_view(m: ModelData, *, nav: dict[str, str] | None = None, current_url: str | None = None,
-                  play_interval_ms: int = 120, selector=None):
+                  play_interval_ms: int = 120, selector=None, tabs: dict[str, str] | None = None):
     """The profiles page of one model as a Bokeh layout.
 
     m : the model's row and (n_layers, n_heads, D, 4) profile (``dashboard.data.model_data``).
     nav : for static pages, {model name: page url}; draws a selector that navigates between pages.
     current_url : the url of this page among ``nav``'s values.
     selector : a widget (the served app's model selector) placed at the top; None for none.
+    tabs : for static pages, {tab name in a deep link: the page that shows it ('' for this one)}.
+
+    The layout's ``tags`` hold one CustomJS, ``url_restore``: run when the document is ready
+    (``restore_on_ready``), it applies the deep link of the page's URL (``dashboard/js/url_state.js``).
     """
     r = m.row
     sheet = style()  # one for every Div of the page
@@ -246,7 +253,8 @@ def profiles_view(m: ModelData, *, nav: dict[str, str] | None = None, current_ur
                fig=tetra, box=tools.get("BoxSelectTool"), lasso=tools.get("LassoSelectTool"),
                label_offset=g.LABEL_OFFSET_PX, azimuth=azimuth, elevation=elevation, **views.edge_indices(),
                cube=ColumnDataSource(dict(q=q.reshape(-1)), name="profile_cube"), n_bins=g.N_BINS,
-               meta=ColumnDataSource(dict(hist_top=[float(hist.y_range.end)]), name="profile_meta"),
+               meta=ColumnDataSource(dict(hist_top=[float(hist.y_range.end)], model=[r.name], n_layers=[L],
+                                          n_heads=[H], n_offsets=[D]), name="profile_meta"),
                V=g.VERTICES.ravel().tolist(), heats=heat_sources, hist=bars.data_source, sel_hist=sel_hist,
                sel_renderer=sel_renderer, hist_range=hist.y_range, info=info)
     # the drag callback that views.tetrahedron attached moves the sliders here, which project
@@ -283,14 +291,28 @@ def profiles_view(m: ModelData, *, nav: dict[str, str] | None = None, current_ur
                      width=320, name="model_select")
         sel.js_on_change("value", CustomJS(code=jscode.code("navigate")))
         top.append(sel)
-    parts = [row(*top), Div(text=model_line(r), stylesheets=[sheet], width=1300, name="model_line")]
+    url_note = Div(text="", stylesheets=[sheet], width=1100, name="url_note", visible=False)
+    link = dict(ctx, dslider=dslider, url_note=url_note, nav=top[-1] if nav else None, tabs=tabs, color=None, stat=None)
+    write = CustomJS(args=dict(ctx=link), code=jscode.code("url_state", "url_write"), name="url_write")
+    dslider.js_on_change("value", write)
+    heads.selected.js_on_change("indices", write)
+    ctx["meta"].js_on_change("data", write)  # the served app swaps in another model's data
+    restore = CustomJS(args=dict(ctx=link), code=jscode.code("url_state", "url_restore"), name="url_restore")
+    parts = [row(*top), url_note, Div(text=model_line(r), stylesheets=[sheet], width=1300, name="model_line")]
     status = status_html(m)
     parts.append(Div(text=f'<div class="{"error" if (m.error or r.damaged) else "warn"}">{status}</div>',
                      stylesheets=[sheet], width=1100, name="model_status", visible=bool(status)))
     parts.append(row(position, azimuth, elevation, clear, info, name="controls"))
     parts.append(row(tetra, column(heat, hist)))
     parts.append(Div(text=DEFINITIONS, stylesheets=[sheet], width=1300, name="definitions"))
-    return column(*parts, name="profiles_page")
+    return column(*parts, name="profiles_page", tags=[restore])
+
+
+def restore_on_ready(doc, page) -> None:
+    """Run the deep-link restore of ``page`` (a ``profiles_view`` layout or a copy) when ``doc`` is ready."""
+    for tag in page.tags:
+        if isinstance(tag, CustomJS) and tag.name == "url_restore":
+            doc.js_on_event("document_ready", tag)
 
 
 def _holds_model(value) -> bool:

@@ -9,8 +9,8 @@ from bokeh.document import Document
 from bokeh.model import Model
 from bokeh.models import CustomJS
 
-from dashboard import app, rendered
-from tests.browser.conftest import ROPE_MODEL, write_synthetic_store
+from dashboard import app, data, rendered
+from tests.browser.conftest import ABSOLUTE_MODEL, ROPE_MODEL, write_synthetic_store
 
 
 @pytest.fixture(scope="module")
@@ -54,3 +54,25 @@ def test_a_session_of_the_app_serves_the_models_page(store):
     app.build(store, state).server_doc(doc)
     names = {m.name for m in doc.roots[0].references()}
     assert {"tetrahedron", "hist_all", "hist_selected", "d_slider"} <= names and state.model == ROPE_MODEL
+
+
+def test_first_load_shows_a_rotary_model_and_the_link_chooses_another(store):
+    rows = data.rows(store)
+    rope = next(r for r in rows if r.name == ROPE_MODEL)
+    absolute = next(r for r in rows if r.name == ABSOLUTE_MODEL)
+    assert app.first_model([absolute, rope], [ABSOLUTE_MODEL, ROPE_MODEL]) == ROPE_MODEL
+    assert app.first_model([absolute], [ABSOLUTE_MODEL]) == ABSOLUTE_MODEL  # none rotary: the first
+    state = app.AppState()
+    app.build(store, state, args={"model": ABSOLUTE_MODEL, "tab": "orbits"}).server_doc(Document())
+    assert state.model == ABSOLUTE_MODEL
+
+
+def test_a_bad_link_is_named_in_the_note_and_the_defaults_shown(store):
+    state = app.AppState()
+    doc = Document()
+    app.build(store, state, args={"model": "<i>nope</i>", "tab": "elsewhere"}).server_doc(doc)
+    note = next(m for m in doc.roots[0].references() if m.name == "url_note")
+    assert note.visible and "&lt;i&gt;nope&lt;/i&gt;" in note.text and "elsewhere" in note.text
+    assert state.model == ROPE_MODEL
+    tabs = next(m for m in doc.roots[0].references() if type(m).__name__ == "Tabs")
+    assert tabs.active == 0

@@ -113,3 +113,47 @@ console.log(JSON.stringify([ctx.heads.data.a, ctx.hist.data.top, ctx.sel_hist.da
                               for i in range(L)])
         np.testing.assert_array_equal(np.array(heat[k]).reshape(L, B), per_layer)
     assert visible is True and info.startswith(f"<b>{len(chosen)}</b> of {n}")
+
+
+def _read_link(search: str, L: int = 4, H: int = 8, D: int = 129, stats=None):
+    meta = {"model": ["m"], "n_layers": [L], "n_heads": [H], "n_offsets": [D]}
+    stat = "null" if stats is None else "{options: " + json.dumps(stats) + ", value: " + json.dumps(stats[0]) + "}"
+    script = (jscode.code("url_state") + f"""
+const ctx = {{meta: {{data: {json.dumps(meta)}}}, stat: {stat}}};
+console.log(JSON.stringify(read_url_state(ctx, {json.dumps(search)})));""")
+    return run_node(script)
+
+
+@needs_node
+def test_a_deep_link_is_read_into_the_state_it_names():
+    st = _read_link("?model=org%2Fm&tab=compare&d=128&color=type&stat=rho&heads=3.7,0.0,3.7", stats=["pairing", "rho"])
+    assert st == {"notes": [], "model": "org/m", "tab": "compare", "d": 128, "color": "type", "stat": "rho",
+                  "heads": [3 * 8 + 7, 0]}  # layer-major indices, each once
+    assert _read_link("") == {"notes": []}
+
+
+@needs_node
+@pytest.mark.parametrize("search, key, words", [
+    ("?d=129", "d", ["0 to 128"]),
+    ("?d=-1", "d", ["0 to 128"]),
+    ("?d=1.5", "d", ["0 to 128"]),
+    ("?color=viridis", "color", ["layer or type"]),
+    ("?heads=4.0", "heads", ["layers 0 to 3"]),
+    ("?heads=0.8", "heads", ["heads 0 to 7"]),
+    ("?heads=1,2", "heads", ["<code>1</code>"]),
+    ("?stat=nothing", "stat", ["pairing, rho"]),
+    ("?d=%3Cb%3E", "d", ["&lt;b&gt;"]),
+])
+def test_bad_link_input_is_left_out_with_a_note(search, key, words):
+    st = _read_link(search, stats=["pairing", "rho"])
+    assert key not in st and len(st["notes"]) == 1
+    assert all(w in st["notes"][0] for w in words), st["notes"]
+    assert "<b>" not in st["notes"][0]  # what the link holds is escaped
+
+
+@needs_node
+def test_d_of_a_model_without_positions_and_stat_without_statistics():
+    st = _read_link("?d=3&stat=rho", D=1)
+    assert "d" not in st and "stat" not in st
+    assert "does not depend on position" in st["notes"][0] and "no per-head statistics" in st["notes"][1]
+    assert _read_link("?d=0", D=1) == {"notes": [], "d": 0}

@@ -9,11 +9,14 @@ store gives a message with the fixing command.
 
 from __future__ import annotations
 
+from urllib.parse import parse_qsl, urlsplit
+
 import numpy as np
 import pytest
 
 from dashboard.geometry import project, to_3d
 from tests.browser.conftest import (
+    ABSOLUTE_MODEL,
     EMPTY_MODEL,
     FIND_JS,
     ROPE_MODEL,
@@ -26,6 +29,7 @@ from tests.browser.conftest import (
     model_prop,
     rope_profiles,
     route_offline,
+    selected,
     serve_app,
     set_prop,
     set_selected,
@@ -89,7 +93,11 @@ def test_not_computed_models_are_listed_apart_with_their_command(browser, served
     assert EMPTY_MODEL not in " ".join(options) and ROPE_MODEL in options
     todo = page.get_by_text("To compute or repair")
     todo.wait_for(state="visible", timeout=10_000)
-    item = page.locator("li", has_text=EMPTY_MODEL).first.inner_text()
+    item = page.locator("li", has_text=EMPTY_MODEL).first
+    assert not item.is_visible()  # one line, closed ...
+    todo.click()  # ... that opens into the list
+    item.wait_for(state="visible", timeout=5_000)
+    item = item.inner_text()
     assert item == f"{EMPTY_MODEL} (not computed): python -m pipeline profiles {EMPTY_MODEL}"
     assert errors == []
     page.close()
@@ -100,6 +108,47 @@ def test_url_cannot_choose_the_store(browser, served_app, tmp_path):
     wait_for_bokeh(page, "heads")
     assert ROPE_MODEL in model_prop(page, "model_line", "text")
     assert str(tmp_path) not in page.content()
+    assert errors == []
+    page.close()
+
+
+def test_a_served_deep_link_round_trips(browser, served_app):
+    page, errors, _ = open_page(browser, served_app + f"?model={ABSOLUTE_MODEL}&heads=2.5,0.1")
+    wait_for_bokeh(page, "heads")
+    page.wait_for_function("() => window.location.search.includes('heads=')", timeout=10_000)
+    assert ABSOLUTE_MODEL in model_prop(page, "model_line", "text")
+    assert sorted(selected(page, "heads")) == [1, 2 * 6 + 5]  # 6 heads per layer
+    page.close()
+    page, errors, _ = open_page(browser, served_app + "?d=17&heads=1.2")
+    wait_for_bokeh(page, "heads")
+    page.wait_for_function("() => {" + FIND_JS + "return find('d_slider').value === 17; }", timeout=10_000)
+    p = np.array([model_data(page, "heads", c) for c in "abcd"], dtype=float).T
+    np.testing.assert_allclose(p, rope_profiles(4, 8)[:, :, 17].reshape(-1, 4), atol=1 / 65534)
+    assert selected(page, "heads") == [1 * 8 + 2]
+    set_prop(page, "d_slider", "value", 40)
+    page.wait_for_function("() => window.location.search.includes('d=40')", timeout=10_000)
+    q = dict(parse_qsl(urlsplit(page.url).query))
+    assert (q["model"], q["tab"], q["d"], q["heads"]) == (ROPE_MODEL, "profiles", "40", "1.2")
+    url = page.url
+    page.get_by_text("Orbits", exact=True).first.click()
+    page.wait_for_function("() => window.location.search.includes('tab=orbits')", timeout=10_000)
+    page.close()
+    page, errors2, _ = open_page(browser, url.replace("tab=profiles", "tab=orbits"))
+    wait_for_bokeh(page, "orbits_frame")  # the tab the link names is the one shown
+    assert errors == [] and errors2 == []
+    page.close()
+
+
+def test_bad_served_link_input_shows_the_defaults_and_says_why(browser, served_app):
+    page, errors, _ = open_page(browser, served_app + "?model=no-such-model&tab=nowhere&d=abc&heads=1")
+    wait_for_bokeh(page, "heads")
+    page.wait_for_function("() => {" + FIND_JS + "return find('url_note').text.includes('heads'); }", timeout=10_000)
+    note = model_prop(page, "url_note", "text")
+    for asked in ("no-such-model", "nowhere", "abc", "1"):
+        assert f"<code>{asked}" in note
+    assert ROPE_MODEL in model_prop(page, "model_line", "text")  # the default: the first rotary model
+    assert model_prop(page, "d_slider", "value") == 0 and selected(page, "heads") == []
+    assert page.get_by_text("This link asked for something the page cannot show").is_visible()
     assert errors == []
     page.close()
 

@@ -386,6 +386,8 @@ def test_models_to_compute_or_repair_are_listed_with_their_commands(browser, app
     page, errors = open_app(browser, app_url)
     options = " ".join(page.locator("select").first.locator("option").all_inner_texts())
     assert EMPTY_MODEL not in options and DAMAGED_MODEL not in options
+    page.get_by_text("To compute or repair").click()  # one line that opens into the list
+    page.locator("li", has_text=EMPTY_MODEL).first.wait_for(state="visible", timeout=5_000)
     empty = page.locator("li", has_text=EMPTY_MODEL).first.inner_text()
     assert empty == f"{EMPTY_MODEL} (not computed): python -m pipeline profiles {EMPTY_MODEL}"
     damaged = page.locator("li", has_text=DAMAGED_MODEL).first.inner_text()

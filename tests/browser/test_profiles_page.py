@@ -8,6 +8,7 @@ histograms (``np.histogram``-style counts of the heads' values).
 from __future__ import annotations
 
 import re
+from urllib.parse import parse_qsl, urlsplit
 
 import numpy as np
 import pytest
@@ -22,6 +23,7 @@ from tests.browser.conftest import (
     drag,
     frame_box,
     histogram,
+    js,
     model_data,
     model_prop,
     rope_profiles,
@@ -168,7 +170,7 @@ def test_absolute_model_has_no_d_slider(browser, pages):
     assert "does not depend on position" in model_prop(page, "position_note", "text")
     # the selector navigates to the other model's page
     page.locator("select").first.select_option(label=ROPE_MODEL)
-    page.wait_for_url("**/" + profile_page_name(ROPE_MODEL))
+    page.wait_for_url(re.compile(re.escape(profile_page_name(ROPE_MODEL)) + r"(\?.*)?$"))
     wait_for_bokeh(page, "d_slider")
     assert errors == []
     page.close()
@@ -213,3 +215,80 @@ def test_hover_shows_model_layer_head_and_profile(rope_page):
     for v in p:
         assert f"{v:.3f}" in text
     assert errors == []
+
+
+# ------------------------------------------------------------------------------------------ deep links
+
+
+def open_link(browser, pages, model, query):
+    """The exported page of ``model`` opened with the query string ``query``, once the link is applied."""
+    page = browser.new_page(viewport={"width": 1500, "height": 1100})
+    errors = console_errors(page)
+    route_offline(page)
+    page.goto((pages / profile_page_name(model)).as_uri() + query)
+    wait_for_bokeh(page, "heads")
+    page.wait_for_function("() => window.location.search.includes('model=')", timeout=10_000)  # written back
+    return page, errors
+
+
+def query_of(page) -> dict[str, str]:
+    return dict(parse_qsl(urlsplit(page.url).query))
+
+
+def test_a_deep_link_round_trips(browser, pages):
+    L, H = ROPE_SHAPE
+    page, errors = open_link(browser, pages, ROPE_MODEL, "?d=17&heads=1.2,3.5")
+    assert model_prop(page, "d_slider", "value") == 17
+    np.testing.assert_allclose(heads_profile(page), expected_at(17), atol=1 / 65534)
+    assert sorted(selected(page, "heads")) == [1 * H + 2, 3 * H + 5]
+    assert model_prop(page, "url_note", "visible") is False
+    # the state the user then sets is written into the URL ...
+    set_prop(page, "d_slider", "value", 23)
+    js(page, "find('heads').selected.indices = [0, 9];")
+    page.wait_for_function("() => window.location.search.includes('d=23')", timeout=10_000)
+    page.wait_for_timeout(400)
+    q = query_of(page)
+    assert (q["model"], q["tab"], q["d"], q["heads"]) == (ROPE_MODEL, "profiles", "23", "0.0,1.1")
+    # ... and opening that URL again restores it
+    url = page.url
+    page.close()
+    page = browser.new_page(viewport={"width": 1500, "height": 1100})
+    route_offline(page)
+    page.goto(url)
+    wait_for_bokeh(page, "heads")
+    page.wait_for_function("() => {" + FIND_JS + "return find('d_slider').value === 23; }", timeout=10_000)
+    np.testing.assert_allclose(heads_profile(page), expected_at(23), atol=1 / 65534)
+    assert sorted(selected(page, "heads")) == [0, 9]
+    assert errors == []
+    page.close()
+
+
+def test_a_link_to_another_model_opens_its_page(browser, pages):
+    page, errors = open_link(browser, pages, ROPE_MODEL, f"?model={ABSOLUTE_MODEL}&heads=2.5")
+    page.wait_for_url(re.compile(re.escape(profile_page_name(ABSOLUTE_MODEL)) + r"\?"))
+    wait_for_bokeh(page, "heads")
+    page.wait_for_function("() => {" + FIND_JS + "return find('heads').selected.indices.length === 1; }",
+                           timeout=10_000)
+    assert ABSOLUTE_MODEL in model_prop(page, "model_line", "text")
+    assert selected(page, "heads") == [2 * 6 + 5]  # 6 heads per layer
+    assert errors == []
+    page.close()
+
+
+def test_bad_link_input_shows_the_defaults_and_says_why(browser, pages):
+    page, errors = open_link(browser, pages, ROPE_MODEL,
+                             "?model=no-such-model&tab=nowhere&d=999&color=purple&heads=9.9,x&stat=nothing")
+    note = model_prop(page, "url_note", "text")
+    assert model_prop(page, "url_note", "visible") is True
+    for asked in ("no-such-model", "nowhere", "999", "purple", "9.9", "nothing"):
+        assert f"<code>{asked}" in note
+    assert model_prop(page, "d_slider", "value") == 0 and selected(page, "heads") == []
+    np.testing.assert_allclose(heads_profile(page), expected_at(0), atol=1 / 65534)
+    assert page.get_by_text("This link asked for something the page cannot show").is_visible()
+    # markup in a link is shown as text, never run
+    page.goto((pages / profile_page_name(ROPE_MODEL)).as_uri() + "?d=%3Cimg%20src=x%20onerror=alert(1)%3E")
+    wait_for_bokeh(page, "heads")
+    page.wait_for_function("() => {" + FIND_JS + "return find('url_note').visible; }", timeout=10_000)
+    assert "&lt;img" in model_prop(page, "url_note", "text") and page.locator("img[src=x]").count() == 0
+    assert errors == []
+    page.close()

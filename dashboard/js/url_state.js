@@ -1,0 +1,146 @@
+// Deep links: the page's state in the URL's query string,
+//   ?model=NAME&tab=profiles&d=17&color=type&stat=rho&heads=3.5,3.7
+// (heads as layer.head; stat: the statistic of the per-head heat map). read_url_state parses and checks a query string against the page (ctx.meta:
+// model, n_layers, n_heads, D); anything it cannot use is left at its default and described in
+// st.notes. apply_url_state sets the page's widgets from it (the widgets' own callbacks redraw);
+// write_url puts the page's current state back into the URL with history.replaceState, debounced, so it
+// works served and in a static page opened with file://.
+const URL_COLORS = ['layer', 'type'];
+
+function url_escape_html(s) {
+  return String(s).replace(/[&<>"']/g, (c) => ({'&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', "'": '&#39;'})[c]);
+}
+
+function url_meta(ctx) {
+  const m = ctx.meta.data;
+  return {model: String(m.model[0]), L: Number(m.n_layers[0]), H: Number(m.n_heads[0]), D: Number(m.n_offsets[0])};
+}
+
+function read_url_state(ctx, search) {
+  const p = new URLSearchParams(search || '');
+  const meta = url_meta(ctx);
+  const st = {notes: []};
+  const shown = (s) => '<code>' + url_escape_html(s.length > 60 ? s.slice(0, 60) + '…' : s) + '</code>';
+  if (p.has('model')) { st.model = p.get('model'); }
+  if (p.has('tab')) { st.tab = p.get('tab'); }
+  if (p.has('d')) {
+    const s = p.get('d').trim();
+    if (/^\d+$/.test(s) && Number(s) <= meta.D - 1) {
+      st.d = Number(s);
+    } else if (meta.D <= 1) {
+      st.notes.push('d = ' + shown(s) + ': the form of this model does not depend on position; showing its one profile');
+    } else {
+      st.notes.push('d = ' + shown(s) + ' is not an offset of this model (0 to ' + (meta.D - 1) + '); showing d = 0');
+    }
+  }
+  if (p.has('color')) {
+    const s = p.get('color');
+    if (URL_COLORS.includes(s)) {
+      st.color = s;
+    } else {
+      st.notes.push('color = ' + shown(s) + ' is not a colour mode (' + URL_COLORS.join(' or ') + '); colouring by layer');
+    }
+  }
+  if (p.has('stat')) {
+    const s = p.get('stat');
+    const known = ctx.stat != null ? ctx.stat.options.map((o) => Array.isArray(o) ? o[0] : o) : [];
+    if (known.includes(s)) {
+      st.stat = s;
+    } else if (known.length === 0) {
+      st.notes.push('stat = ' + shown(s) + ': no per-head statistics are shown for this model');
+    } else {
+      st.notes.push('stat = ' + shown(s) + ' is not a statistic (' + known.join(', ') + '); showing ' + ctx.stat.value);
+    }
+  }
+  if (p.has('heads') && p.get('heads').trim() !== '') {
+    const s = p.get('heads');
+    const out = [];
+    let bad = null;
+    for (const part of s.split(',')) {
+      const m = /^\s*(\d+)\.(\d+)\s*$/.exec(part);
+      if (m == null || Number(m[1]) >= meta.L || Number(m[2]) >= meta.H) { bad = part; break; }
+      const i = Number(m[1]) * meta.H + Number(m[2]);
+      if (!out.includes(i)) { out.push(i); }
+    }
+    if (bad == null) {
+      st.heads = out;
+    } else {
+      st.notes.push('heads = ' + shown(s) + ': ' + shown(bad) + ' is not a head layer.head of this model (layers 0 to '
+        + (meta.L - 1) + ', heads 0 to ' + (meta.H - 1) + '); no head selected');
+    }
+  }
+  return st;
+}
+
+function url_note(ctx, notes) {
+  if (notes.length === 0) { return; }
+  const items = notes.map((n) => '<li>' + n + '</li>').join('');
+  const before = ctx.url_note.visible ? ctx.url_note.text.replace(/<\/ul><\/div>$/, '') : '<div class="warn">'
+    + '<b>This link asked for something the page cannot show</b>; the rest is as it asked:<ul>';
+  ctx.url_note.text = before + items + '</ul></div>';
+  ctx.url_note.visible = true;
+}
+
+function apply_url_state(ctx, search) {
+  let st;
+  try {
+    st = read_url_state(ctx, search);
+  } catch (e) {
+    url_note(ctx, ['the link could not be read (' + url_escape_html(e) + '); showing the defaults']);
+    return;
+  }
+  const meta = url_meta(ctx);
+  if (ctx.nav != null && st.model != null && st.model !== meta.model) {  // a static page: open that model's page
+    const hit = ctx.nav.options.find((o) => o[1] === st.model);
+    if (hit != null) {
+      window.location.replace(hit[0] + window.location.search + window.location.hash);
+      return;
+    }
+    st.notes.unshift('model = <code>' + url_escape_html(st.model) + '</code> is not among these pages; showing '
+      + url_escape_html(meta.model));
+  }
+  if (ctx.tabs != null && st.tab != null && !(st.tab in ctx.tabs)) {
+    st.notes.push('tab = <code>' + url_escape_html(st.tab) + '</code> is not a tab (' + Object.keys(ctx.tabs).join(', ')
+      + '); showing the profiles');
+  } else if (ctx.tabs != null && st.tab != null && ctx.tabs[st.tab]) {  // another page of a static export
+    window.location.replace(ctx.tabs[st.tab]);
+    return;
+  }
+  if (st.color != null && ctx.color != null) { ctx.color.active = URL_COLORS.indexOf(st.color); }
+  if (st.d != null && ctx.dslider != null && ctx.dslider.visible) { ctx.dslider.value = st.d; }
+  if (st.stat != null) { ctx.stat.value = st.stat; }
+  if (st.heads != null) { ctx.heads.selected.indices = st.heads; }
+  url_note(ctx, st.notes);
+  ctx.meta.__url_ready = true;  // on a model: every callback's ctx is its own object
+  write_url(ctx, 0);
+}
+
+function url_query(ctx) {
+  const meta = url_meta(ctx);
+  const here = new URLSearchParams(window.location.search);
+  const H = meta.H;
+  const heads = Array.from(ctx.heads.selected.indices).sort((x, y) => x - y)
+    .map((i) => Math.floor(i / H) + '.' + (i % H)).join(',');
+  // a static profiles page is the profiles tab; the served app's tabs write their own (url_tab.js)
+  const tab = ctx.tabs != null ? 'profiles' : (here.get('tab') || 'profiles');
+  let q = 'model=' + encodeURIComponent(meta.model) + '&tab=' + encodeURIComponent(tab);
+  if (meta.D > 1 && ctx.dslider != null) { q += '&d=' + ctx.dslider.value; }
+  if (ctx.color != null) { q += '&color=' + URL_COLORS[ctx.color.active]; }
+  if (ctx.stat != null) { q += '&stat=' + encodeURIComponent(ctx.stat.value); }
+  if (heads !== '') { q += '&heads=' + heads; }
+  return '?' + q;
+}
+
+function write_url(ctx, delay_ms) {
+  if (!ctx.meta.__url_ready) { return; }  // nothing is written before the link's own state is applied
+  window.__hgUrl = window.__hgUrl || {timer: null};
+  const w = window.__hgUrl;
+  if (w.timer != null) { clearTimeout(w.timer); }
+  w.timer = setTimeout(() => {
+    w.timer = null;
+    const q = url_query(ctx);
+    if (q !== window.location.search) {
+      try { window.history.replaceState(window.history.state, '', q + window.location.hash); } catch (e) { /* a sandboxed frame */ }
+    }
+  }, delay_ms == null ? 200 : delay_ms);
+}
