@@ -476,3 +476,53 @@ def test_every_new_view_renders(heads, rope):
                  v.layer_type_map(rope, d=7), v.parity_spectra(heads), v.statistic_heatmap(heads, "stable_rank"),
                  v.head_inspector(heads, 0, 0), v.statistic_heatmap(rope)):
         assert v.render(view) is not None
+
+
+# ------------------------------------------------------------------------------ the Gaussian baselines
+
+
+def _baseline_script():
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[1] / "benchmarks" / "gaussian_baseline.py"
+    spec = importlib.util.spec_from_file_location("gaussian_baseline", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_baseline_script_and_the_pipeline_compute_the_statistics_of_the_naive_definition():
+    from pipeline.head_statistics import head_statistics
+
+    script = _baseline_script()
+    rng = np.random.default_rng(6)
+    for N, n in ((12, 3), (20, 4)):
+        W_Q, W_K = rng.standard_normal((n, N)), rng.standard_normal((n, N))
+        W_K[0] = W_Q[0]  # a shared direction, so c and d differ
+        profile, expected, lam = naive_head(W_Q, W_K)
+        Q, _ = np.linalg.qr(np.concatenate([W_K.T, W_Q.T], axis=1))
+        got = script.statistics_of((W_K @ Q).T @ (W_Q @ Q))
+        np.testing.assert_allclose([got[s] for s in STATISTICS], expected, rtol=1e-9, atol=1e-12)
+        L_ = W_K.T @ W_Q / np.linalg.norm(W_K.T @ W_Q)
+        h2 = np.linalg.svd(L_, compute_uv=False) ** 2
+        pipe = head_statistics(lam[None], h2[None], np.array([np.trace(L_)]), profile[None])[0]
+        np.testing.assert_allclose(pipe, expected, rtol=1e-9, atol=1e-12)  # the store's and the tests' agree
+
+
+def test_gaussian_baselines_closed_form_and_table():
+    from dashboard import baselines
+
+    for N in (16, 384, 576):
+        value, how = baselines.gaussian("symmetric_energy", N, 8)
+        assert value == (N + 1) / (2 * N) and "closed form" in how
+    assert baselines.gaussian("pairing", 576, 64) == (baselines.MEASURED[(576, 64)]["pairing"], baselines.MEASURED_HOW)
+    assert baselines.gaussian("pairing", 16, 3) is None
+    for row in baselines.MEASURED.values():
+        assert set(row) == set(STATISTICS) - {"symmetric_energy"}
+    # the closed form is the mean ||S||^2 of sampled Gaussian heads, within the sampling error
+    script = _baseline_script()
+    rng = np.random.default_rng(7)
+    sampled = np.array([script.statistics_of(script.gaussian_head(rng, 24, 4))["symmetric_energy"]
+                        for _ in range(400)])
+    assert abs(sampled.mean() - 25 / 48) < 4 * sampled.std() / np.sqrt(sampled.size)
