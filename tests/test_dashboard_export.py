@@ -109,6 +109,7 @@ def test_page_names_are_unique_and_capped():
     assert len(long) <= len("profiles--12345678.html") + 60 and long != profile_page_name("x" * 249)
 
 
+@pytest.mark.slow
 def test_export_of_colliding_and_long_names_keeps_every_page(tmp_path):
     path = tmp_path / "s.zarr"
     names = ["org/model", "org_model", "m" * 250]
@@ -163,6 +164,7 @@ def _embedded_cube(html: str) -> np.ndarray:
     return out
 
 
+@pytest.mark.slow
 def test_rope_page_is_compact(tmp_path):
     """A 40 x 32 rotary model (1280 heads x 129 offsets) costs at most about 2 MB (raw uint16 data: 1.3 MB)."""
     path = write_synthetic_store(tmp_path / "big.zarr", rope_shape=(40, 32), absolute_shape=(1, 2),
@@ -177,6 +179,7 @@ def test_rope_page_is_compact(tmp_path):
     np.testing.assert_allclose(cube.reshape(40, 32, 129, 4) / 65534, rope_profiles(40, 32), atol=0.5 / 65534)
 
 
+@pytest.mark.slow
 def test_dashboard_modules_and_an_export_import_nothing_heavy(good_store, tmp_path):
     import subprocess
     import sys

@@ -11,6 +11,7 @@ from tests.browser.conftest import write_synthetic_store
 NOTEBOOK = Path(__file__).resolve().parents[1] / "docs" / "views.ipynb"
 
 
+@pytest.mark.slow
 def test_the_example_notebook_runs_and_draws_each_view(tmp_path, monkeypatch):
     nbformat = pytest.importorskip("nbformat", reason="the notebook test needs the test extra (nbformat)")
     nbclient = pytest.importorskip("nbclient", reason="the notebook test needs the test extra (nbclient)")

@@ -95,6 +95,7 @@ def test_histograms_give_the_fraction_of_heads_and_the_selection_only_when_there
     np.testing.assert_allclose(quads[1].data_source.data["top"][20:40], np.histogram(p[chosen, 1], 20, (0, 1))[0] / 4)
 
 
+@pytest.mark.slow
 def test_orbit_polygons_show_one_frame_with_its_trails():
     ds = synthetic_orbits_dataset(n_frames=6)
     ds.attrs["trail_epochs"] = 20  # epochs 0, 10, ..., 50: a trail of three frames

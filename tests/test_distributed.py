@@ -67,6 +67,7 @@ def run_jobs(client, plans, store, retries=2, progress=False):
     return run_dask(plans, open_store(store_location(store)), client, retries=retries, progress=progress)
 
 
+@pytest.mark.slow
 def test_two_worker_processes_equal_single_process(mistral_dir, tmp_path):
     store = str(tmp_path / "store.zarr")
     job = plan_job(mistral_dir, store, name="tiny-mistral")
@@ -100,6 +101,7 @@ def test_fsspec_url_store_with_thread_workers(mistral_dir):
     np.testing.assert_array_equal(norm, want_norm)
 
 
+@pytest.mark.slow
 def test_killing_a_worker_mid_run_still_completes_correctly(mistral_dir, tmp_path, monkeypatch):
     monkeypatch.setenv("HEADGEOMETRY_TEST_TASK_DELAY", "1.0")  # inherited by the worker processes
     store = str(tmp_path / "store.zarr")
@@ -164,6 +166,7 @@ def test_unreachable_scheduler_is_a_clear_error():
         make_client(scheduler=f"tcp://127.0.0.1:{port}", timeout="2s")
 
 
+@pytest.mark.slow
 def test_process_pool_equals_single_process(mistral_dir, tmp_path):
     store = str(tmp_path / "store.zarr")
     assert run_profiles([mistral_dir], store, name="pool", workers=2, progress=False, log=lambda *_: None) == ["pool"]

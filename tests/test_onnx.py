@@ -93,6 +93,7 @@ def test_onnx_equals_the_safetensors_path(bert):
             np.testing.assert_array_equal(profiles(ck, fold), profiles(st, fold))
 
 
+@pytest.mark.slow
 def test_the_torch_export_exporter_graph_too(bert):
     pytest.importorskip("onnxscript", reason="torch.onnx.export(dynamo=True) needs onnxscript")
     folder, st, _ = bert

@@ -16,6 +16,7 @@ TINY = Config(n_heads=4, d_model=16, d_head=4, epochs=25, lr=3e-3, ramp_start=5,
 
 @pytest.mark.parametrize("cfg", [TINY, replace(TINY, dtype="float64", context_kind="dirichlet", learn_embed=False)],
                          ids=["float32", "float64-dirichlet-fixedE"])
+@pytest.mark.slow
 def test_k_seeds_together_equal_each_seed_alone(cfg):
     """The stacked contractions, the masked-mean cross-entropy and the stacked AdamW (two weight-decay
     groups, no clipping) reproduce every seed's own ``train`` run to float rounding: the batched
@@ -38,6 +39,7 @@ def test_k_seeds_together_equal_each_seed_alone(cfg):
     assert not np.array_equal(out[0]["params"]["W_Q"], out[1]["params"]["W_Q"])
 
 
+@pytest.mark.slow
 def test_polishing_a_batched_seed_continues_its_train_run():
     """train() from the batch's weights and context-generator state, with epochs=0, polishes as train() does."""
     torch.set_num_threads(1)

@@ -46,6 +46,7 @@ def tiny_search(tmp_path):
     return path, rows
 
 
+@pytest.mark.slow
 def test_rows_equal_the_analysis_of_each_seeds_train_run(tiny_search):
     path, rows = tiny_search
     table = {r["run"]: r for r in read_table(path)}
@@ -118,6 +119,7 @@ def test_ranking_12_plus_4_first_then_heads_in_orbits_then_matching_error():
     assert row_key(rows[3]) < stored < row_key(rows[0]) and row_key(rows[1]) < stored
 
 
+@pytest.mark.slow
 def test_dask_batches_give_the_same_rows(tmp_path):
     distributed = pytest.importorskip("distributed", reason="dask.distributed is an optional extra")
     torch.set_num_threads(1)
@@ -133,6 +135,7 @@ def test_dask_batches_give_the_same_rows(tmp_path):
         _same(b[name], a[name])
 
 
+@pytest.mark.slow
 def test_store_best_replaces_the_orbits_group_only_for_a_better_run(tiny_search):
     path, rows = tiny_search
     verdict = search_mod.store_best(path, rows, log=lambda line: None)

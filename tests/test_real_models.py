@@ -79,6 +79,7 @@ _ROLES = {"attn_v.weight": "self_attn.v_proj.weight", "attn_output.weight": "sel
           "ffn_norm.weight": "post_attention_layernorm.weight"}
 
 
+@pytest.mark.slow
 def test_smollm2_loss_needs_the_unpermuted_rows():
     """All SmolLM2 tensors dequantised into transformers' LlamaForCausalLM: with the reader's Q/K (rows put back
     in rotate-half order) the next-token loss on an English paragraph is that of a working model (llama.cpp

@@ -114,6 +114,7 @@ CHECKPOINT_CASES = {
 
 
 @pytest.mark.parametrize("case", list(CHECKPOINT_CASES))
+@pytest.mark.slow
 def test_bad_checkpoints(store_and_model, tmp_path, case):
     store, folder = store_and_model
     damage, pattern = CHECKPOINT_CASES[case]
@@ -127,6 +128,7 @@ def test_bad_checkpoints(store_and_model, tmp_path, case):
     assert not (tmp_path / "fresh.zarr").exists()
 
 
+@pytest.mark.slow
 def test_bad_options(store_and_model, tmp_path):
     store, folder = store_and_model
     before = snapshot(store)

@@ -114,6 +114,7 @@ def _cli(*argv):
 
 
 @pytest.mark.parametrize("trial", range(3))
+@pytest.mark.slow
 def test_two_runs_of_different_models_at_once_both_land(tiny_model, tmp_path, trial):
     """Two CLI processes on one store, started together: both models registered and complete."""
     import xarray as xr
@@ -128,6 +129,7 @@ def test_two_runs_of_different_models_at_once_both_land(tiny_model, tmp_path, tr
     assert sorted(ds.model.values) == ["a", "b"] and bool(ds.complete.all())
 
 
+@pytest.mark.slow
 def test_the_same_model_twice_at_once_is_refused_with_a_clear_message(tiny_model, tmp_path):
     """The second run of one model either finds it complete or is refused naming the first; never both write."""
     _, a = tiny_model("opt-postnorm", name="a")

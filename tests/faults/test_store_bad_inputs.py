@@ -205,6 +205,7 @@ def test_enospc_inside_a_layer_keeps_the_layers_written(tmp_path, monkeypatch):
     np.testing.assert_array_equal(st.open_profiles(path).profile.sel(model="B").values[2, :3], B_VALUES[2][0])
 
 
+@pytest.mark.slow
 def test_enospc_during_registration_and_group_replacement(tmp_path, monkeypatch):
     base = good_store(tmp_path / "base.zarr")
     outcomes = set()

@@ -73,6 +73,7 @@ def start(path, jobs, **kw):
 
 
 @pytest.mark.parametrize("preexisting", [False, True], ids=["empty-store", "store-with-a-model"])
+@pytest.mark.slow
 def test_concurrent_runs_of_different_models_keep_every_registration(tmp_path, preexisting):
     held = 0
     for trial in range(TRIALS):
@@ -99,6 +100,7 @@ def test_concurrent_runs_of_different_models_keep_every_registration(tmp_path, p
     print(f"\n{held} of {TRIALS} trials of {WRITERS} concurrent writers held every registration and value")
 
 
+@pytest.mark.slow
 def test_same_model_twice_the_second_is_refused_and_the_first_kept(tmp_path, capfd):
     path = tmp_path / "s.zarr"
     write_all(path, row(5), values(5, 0))  # something already in the store

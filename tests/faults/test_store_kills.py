@@ -147,6 +147,7 @@ def count(name: str, n: int) -> None:
 # ------------------------------------------------------------------------------------------ scenarios
 
 
+@pytest.mark.slow
 def test_kill_inside_registration_leaves_no_partial_row(template, tmp_path):
     path = tmp_path / "s.zarr"
     seen = set()
@@ -164,6 +165,7 @@ def test_kill_inside_registration_leaves_no_partial_row(template, tmp_path):
     assert assert_whole(path) == ["A", "B"]
 
 
+@pytest.mark.slow
 def test_kill_during_a_whole_run_resumes_to_the_same_values(template, tmp_path):
     path = tmp_path / "s.zarr"
     for n in kill_points(lambda: write_model(path, B, B_LAYERS), copier(template, path)):
@@ -186,6 +188,7 @@ def test_kill_during_a_whole_run_resumes_to_the_same_values(template, tmp_path):
         count("a whole run (register, 4 layers, complete)", n)
 
 
+@pytest.mark.slow
 def test_kill_during_first_registration_of_an_empty_store(tmp_path):
     path = tmp_path / "s.zarr"
     for n in kill_points(lambda: st.register_model(path, A), copier(None, path)):
@@ -196,6 +199,7 @@ def test_kill_during_first_registration_of_an_empty_store(tmp_path):
         count("first registration (creating the group)", n)
 
 
+@pytest.mark.slow
 def test_kill_during_reset_leaves_the_model_resumable(template, tmp_path):
     path = tmp_path / "s.zarr"
     for n in kill_points(lambda: st.reset_model(path, "A"), copier(template, path)):
@@ -212,6 +216,7 @@ def test_kill_during_reset_leaves_the_model_resumable(template, tmp_path):
 
 @pytest.mark.parametrize("group, old, new", [("orbits", OLD_ORBITS, NEW_ORBITS),
                                              ("orbits_sweep", OLD_SWEEP, NEW_SWEEP)])
+@pytest.mark.slow
 def test_kill_during_group_replacement_leaves_old_or_new(template, tmp_path, group, old, new):
     path = tmp_path / "s.zarr"
     seen = set()
@@ -227,6 +232,7 @@ def test_kill_during_group_replacement_leaves_old_or_new(template, tmp_path, gro
     assert seen == {0, 1}
 
 
+@pytest.mark.slow
 def test_kill_during_verify_marking(template, tmp_path):
     """verify clears a damaged layer and marks the model; a kill there leaves it found again or marked."""
     damaged = tmp_path / "damaged.zarr"
@@ -247,6 +253,7 @@ def test_kill_during_verify_marking(template, tmp_path):
         count("verify marking a damaged model", n)
 
 
+@pytest.mark.slow
 def test_kill_during_upgrade_keeps_every_value(template, tmp_path):
     old = tmp_path / "v1.zarr"
     shutil.copytree(template, old)
