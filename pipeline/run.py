@@ -7,7 +7,8 @@
    shapes of every layer against the config (from the files' headers, no tensor data read), and,
    for local checkpoints, every Q/K tensor once for NaN/Inf. The store is checked too: a Zarr v3 store
    (or a folder that can hold one), writable, with room for the new rows. A model already complete
-   with the same values is skipped; one held with other values needs ``--force``.
+   with the same values is skipped (unless layers lack their head statistics: those are recomputed); one
+   held with other values needs ``--force``.
 3. **Tasks**: one :class:`LayerTask` per (model, layer) still to write; each opens its checkpoint (at
    the pinned revision), profiles the layer one head at a time and writes its own region of the store.
 4. **Executor**: in this process (the default), a process pool (``--workers N``) or a dask.distributed
@@ -384,9 +385,10 @@ def plan_model(model_or_path: str, store, fold_ln: bool = False, name: str | Non
             complete, conflict = _conflict(store, row)
             if conflict:
                 raise StoreError(conflict)
-            if complete:
+            # layers not written, and layers written without their head statistics (by an older pipeline)
+            todo = [int(i) for i in np.flatnonzero(~store.layers_with_statistics(name))]
+            if complete and not todo:
                 return None
-            todo = [int(i) for i in np.flatnonzero(~store.layers_done(name))]
     return ModelPlan(str(model_or_path), ckpt, layout, row, todo, reset)
 
 

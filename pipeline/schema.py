@@ -206,13 +206,12 @@ class ModelRow:
 
     @property
     def statistics_command(self) -> str:
-        """The command that adds the statistics to a model written without them: its own command, recomputing.
+        """The command that adds the statistics to a model written without them: the model's own command.
 
-        The statistics need the Q/K weights, read the same way as for the profile, so the one run path does
-        both (``--force`` on ``pipeline profiles`` and ``pipeline real``; other commands rewrite the model)."""
-        cmd = self.fix_command
-        forcible = cmd.startswith(("python -m pipeline profiles", "python -m pipeline real"))
-        return f"{cmd} --force" if forcible and "--force" not in cmd.split() else cmd
+        The statistics need the Q/K weights, read exactly as for the profile, so the one run path writes both:
+        ``python -m pipeline profiles`` (and ``real``) recompute the layers of a complete model that lack their
+        statistics, without --force; the orbit experiment's command rewrites its model whole."""
+        return self.fix_command
 
     @property
     def statistics_note(self) -> str:

@@ -546,6 +546,18 @@ class Store:
         i = _index(g, name, self.location)
         return np.asarray(g["layer_done"][i, : int(g["n_layers"][i])], dtype=bool)
 
+    def layers_with_statistics(self, name: str) -> np.ndarray:
+        """Boolean (n_layers,) of the layers of ``name`` written with their head statistics (all False in a store
+        written before the statistics existed)."""
+        g = self._profiles()
+        i = _index(g, name, self.location)
+        L = int(g["n_layers"][i])
+        if "statistics_checksum" not in g:
+            return np.zeros(L, dtype=bool)
+        sums = g["statistics_checksum"][i, :L]
+        done = np.asarray(g["layer_done"][i, :L], dtype=bool)
+        return done & np.array([bool(str(x)) for x in sums], dtype=bool)
+
     def is_complete(self, name: str) -> bool:
         g = self._profiles()
         return bool(g["complete"][_index(g, name, self.location)])

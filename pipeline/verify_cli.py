@@ -15,7 +15,8 @@ chunk reads as NaN) is damaged: verify clears it, marks its model damaged and no
 the command that recomputes exactly the damaged layers (the model's own command, which resumes). Each
 layer has two checksums: one over its profile and norm, one over its head statistics and spectrum. A
 layer written without statistics (by a pipeline older than them) is not damaged; verify lists its model
-as "statistics not computed" with the command that adds them (the model's command with --force).
+as "statistics not computed" with the command that adds them (the model's own command: it recomputes
+the layers that lack their statistics).
 
 Exit status: 0 when the store is sound, 1 when damage was found, 2 on bad input (no store, not a Zarr v3
 store, an unknown model, a store of another schema version without --upgrade).

@@ -201,3 +201,35 @@ def test_the_orbits_model_is_written_with_its_statistics(tmp_path):
         np.testing.assert_allclose(stats[0, h], want, rtol=1e-9, atol=1e-11)
         np.testing.assert_allclose(spectra[0, h], spec, atol=1e-12)
     assert Store.open(tmp_path / "s.zarr", "r").row("orb").statistics_computed
+
+
+def test_the_command_shown_for_a_store_without_statistics_adds_them(tiny_model, tmp_path, capsys):
+    """A store written before the statistics (here: their variables removed) lists its model as "statistics not
+    computed" with the model's own command; running that command adds them and leaves the profile as it was."""
+    import shlex
+
+    from pipeline.__main__ import main
+    from pipeline.store import Store, open_profiles
+
+    from .test_store import drop_statistics
+
+    _, folder = tiny_model("bert")
+    store = tmp_path / "s.zarr"
+    assert main(["profiles", folder, "--store", str(store), "--name", "m", "--quiet"]) == 0
+    before = open_profiles(store).sel(model="m").load()
+    drop_statistics(store)
+    capsys.readouterr()
+    assert main(["list", "--store", str(store)]) == 0
+    row = Store.open(store, "r").row("m")
+    assert f"m: statistics not computed; add them with `{row.fix_command}`" in capsys.readouterr().out
+    args = shlex.split(row.fix_command)
+    assert args[:4] == ["python", "-m", "pipeline", "profiles"]
+    assert main([*args[3:], "--store", str(store), "--quiet"]) == 0
+    after = open_profiles(store).sel(model="m").load()
+    assert Store.open(store, "r").row("m").statistics_computed
+    np.testing.assert_array_equal(after.profile.values, before.profile.values)
+    np.testing.assert_array_equal(after.head_statistics.values, before.head_statistics.values)
+    np.testing.assert_array_equal(after.spectrum.values, before.spectrum.values)
+    assert main(["profiles", folder, "--store", str(store), "--name", "m", "--quiet"]) == 0  # now: nothing to do
+    assert "already complete" in capsys.readouterr().out
+    assert Store.open(store).verify() == []

@@ -57,16 +57,43 @@ def test_committed_values_equal_a_fresh_computation(name):
     ckpt = open_checkpoint(str(path))
     layout = layout_from_config(ckpt.config)
     ds = store.dataset("profiles").sel(model=name)
+    assert row.statistics_computed
     for layer in LAYERS[name]:
-        profile, norm = compute_layer(ckpt, layout, layer, False)
+        profile, norm, stats, spectrum = compute_layer(ckpt, layout, layer, False)
         if profile.ndim == 2:  # position-independent: the store repeats it at every d
             profile, norm = profile[:, None, :], norm[:, None]
-        stored = ds.profile.isel(layer=layer, head=slice(0, layout.n_heads)).values
-        stored_norm = ds.norm.isel(layer=layer, head=slice(0, layout.n_heads)).values
+        heads = {"layer": layer, "head": slice(0, layout.n_heads)}
+        stored = ds.profile.isel(heads).values
+        stored_norm = ds.norm.isel(heads).values
         np.testing.assert_array_equal(stored, np.broadcast_to(profile, stored.shape))
         np.testing.assert_array_equal(stored_norm, np.broadcast_to(norm, stored_norm.shape))
+        np.testing.assert_array_equal(ds.head_statistics.isel(heads).values, stats)
+        np.testing.assert_array_equal(ds.spectrum.isel(heads, eigen=slice(0, 2 * layout.d_head)).values, spectrum)
     if layout.positional == "rope":  # the d slider has something to show: profiles move with the offset
         assert float(np.abs(ds.profile.isel(layer=0, d=64) - ds.profile.isel(layer=0, d=0)).max()) > 1e-3
+
+
+@pytest.mark.parametrize("name", list(REAL_MODELS))
+def test_stored_statistics_of_a_real_head_equal_the_dense_computation(name):
+    """One real head per model: its Q/K read through the project's own reader (GGUF, ONNX), the dense N x N
+    form built, and every statistic and the spectrum taken from numpy's eigh and svd of it."""
+    from pipeline.architectures import layer_qk
+    from pipeline.schema import STATISTICS
+
+    from .test_head_statistics import naive
+
+    path = installed(name)
+    ckpt = open_checkpoint(str(path))
+    layout = layout_from_config(ckpt.config)
+    layer, head = LAYERS[name][1], layout.n_heads - 1  # a middle layer, the last head (GQA: the last key head)
+    qk = layer_qk(ckpt, layout, layer, False)
+    W_Q = np.asarray(qk.W_Q[head], np.float64)
+    W_K = np.asarray(qk.W_K[qk.kv_of_head[head]], np.float64)
+    want, spectrum = naive(W_K.T @ W_Q, layout.d_head)
+    ds = Store.open(default_store_path(), "r").dataset("profiles").sel(model=name, layer=layer, head=head)
+    assert list(ds.statistic.values) == list(STATISTICS)
+    np.testing.assert_allclose(ds.head_statistics.values, want, rtol=1e-8, atol=1e-10)
+    np.testing.assert_allclose(ds.spectrum.values[:2 * layout.d_head], spectrum, rtol=0, atol=1e-11)
 
 
 PARAGRAPH = ("The history of the city begins in the early Middle Ages, when a small settlement grew up around a "
