@@ -169,8 +169,10 @@ def rank_one_curve(rho: np.ndarray | None = None) -> np.ndarray:
 
     The profiles of the rank-one forms L = u v^T: with unit u, v and t = <u, v> a rank-one form has the profile
     ((1 - t^2)/2, (1 - t^2)/2, t_+^2, t_-^2); the point at rho is the one with t = (1 - rho) / sqrt(1 + rho^2),
-    e.g. u = e1, v = ((1 - rho) e1 + sqrt(2 rho) e2) / sqrt(1 + rho^2). It runs from the c vertex (rho = 0)
-    through (1/2, 1/2, 0, 0) (rho = 1) to the d vertex (rho = inf). Default rho: ``rank_one_rho()``.
+    e.g. u = e1, v = ((1 - rho) e1 + sqrt(2 rho) e2) / sqrt(1 + rho^2) (``rank_one_cosine``). It runs from the c
+    vertex (rho = 0) through (1/2, 1/2, 0, 0) (rho = 1) to the d vertex (rho = inf). Default rho:
+    ``rank_one_rho()``. Here rho is the curve's parameter: that form's own statistic ``rho`` (||lambda_-|| /
+    ||lambda_+||) is (1 - t) / (1 + t).
     """
     r = rank_one_rho() if rho is None else np.asarray(rho, dtype=float)
     out = np.zeros(r.shape + (4,))
@@ -181,6 +183,14 @@ def rank_one_curve(rho: np.ndarray | None = None) -> np.ndarray:
                          np.clip(rf - 1, 0, None) ** 2 / den], axis=-1)
     out[~fin] = (0.0, 0.0, 0.0, 1.0)
     return out
+
+
+def rank_one_cosine(rho: np.ndarray) -> np.ndarray:
+    """t = <u, v> of the unit rank-one form u v^T at the curve's parameter rho: (1 - rho) / sqrt(1 + rho^2),
+    -1 at rho = inf."""
+    r = np.asarray(rho, dtype=float)
+    with np.errstate(invalid="ignore"):
+        return np.where(np.isfinite(r), (1 - r) / np.sqrt(1 + np.where(np.isfinite(r), r, 0.0) ** 2), -1.0)
 
 
 # ------------------------------------------------------------------------------------------ the a = 0 face

@@ -263,15 +263,16 @@ def _curve(fig, az: float, el: float, visible: bool, vertices, edges, camera) ->
     x, y = g.project(xyz, az, el)
     label = np.array(["∞" if not np.isfinite(r) else f"{r:.4g}" for r in rho], dtype=object)
     src = ColumnDataSource(dict(x=x, y=y, x3=xyz[:, 0].copy(), y3=xyz[:, 1].copy(), z3=xyz[:, 2].copy(),
-                                rho=label, a=p[:, 0], b=p[:, 1], c=p[:, 2], d=p[:, 3]), name="rank_one_source")
+                                rho=label, t=g.rank_one_cosine(rho), a=p[:, 0], b=p[:, 1], c=p[:, 2], d=p[:, 3]),
+                           name="rank_one_source")
     line = fig.line("x", "y", source=src, line_color="#2e7d32", line_width=2.2, line_dash="dashed",
                     line_alpha=0.9, name="rank_one_curve", visible=bool(visible))
     rest = [r for r in fig.renderers if r is not line]  # under the heads
     at = next((i for i, r in enumerate(rest) if str(r.name).startswith("head_dots")), len(rest))
     fig.renderers = [*rest[:at], line, *rest[at:]]
-    fig.add_tools(HoverTool(renderers=[line], tooltips=[("rank-one forms: ρ", "@rho"), ("a = b", "@a{0.000}"),
-                                                        ("c", "@c{0.000}"), ("d", "@d{0.000}")],
-                            name="rank_one_hover"))
+    fig.add_tools(HoverTool(renderers=[line], tooltips=[("rank-one forms: ρ", "@rho"), ("u·v of L = u vᵀ", "@t{0.000}"),
+                                                        ("a = b", "@a{0.000}"), ("c", "@c{0.000}"),
+                                                        ("d", "@d{0.000}")], name="rank_one_hover"))
     ctx = dict(heads=src, vertices=vertices, edges=edges, camera=camera, label_offset=g.LABEL_OFFSET_PX,
                **edge_indices())
     camera.js_on_change("data", CustomJS(args=dict(ctx=ctx), code=jscode.code("project", "rank_one_project")))

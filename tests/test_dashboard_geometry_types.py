@@ -85,6 +85,7 @@ def test_rank_one_curve_lies_on_the_simplex_and_is_the_profile_of_rank_one_forms
         e1, e2 = np.eye(N)[0], np.eye(N)[1]
         u = e1
         v = ((1 - r) * e1 + np.sqrt(2 * r) * e2) / np.sqrt(1 + r**2)
+        assert np.isclose(u @ v, g.rank_one_cosine(r))
         Q, _ = np.linalg.qr(rng.standard_normal((N, N)))
         L = 3.7 * np.outer(Q @ u, Q @ v)
         assert np.linalg.matrix_rank(L) == 1
@@ -92,6 +93,9 @@ def test_rank_one_curve_lies_on_the_simplex_and_is_the_profile_of_rank_one_forms
     # and every point of the curve has a = b and c d = 0 (the rank-one locus)
     np.testing.assert_allclose(curve[:, 0], curve[:, 1])
     np.testing.assert_allclose(curve[:, 2] * curve[:, 3], 0)
+    t = g.rank_one_cosine(rho)  # and the profile ((1 - t^2)/2, (1 - t^2)/2, t_+^2, t_-^2) of u v^T at <u, v> = t
+    np.testing.assert_allclose(curve, np.c_[(1 - t**2) / 2, (1 - t**2) / 2, np.clip(t, 0, None) ** 2,
+                                            np.clip(-t, 0, None) ** 2], atol=1e-12)
 
 
 def test_face_coordinates_place_b_c_d_over_one_minus_a_in_the_triangle():

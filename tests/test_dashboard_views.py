@@ -15,7 +15,7 @@ import dashboard.views as v
 from dashboard import geometry as g
 from dashboard.geometry import VERTICES, project
 from pipeline import store as st
-from pipeline.schema import STATISTICS
+from pipeline.schema import STATISTICS, model_rows
 from tests.browser.conftest import ROPE_MODEL, rope_profiles, synthetic_orbits_dataset, write_synthetic_store
 from tests.test_dashboard_geometry_types import rule
 
@@ -322,6 +322,7 @@ def test_rank_one_curve_is_drawn_projected_and_turned_with_the_camera(rope):
     np.testing.assert_allclose(data["y"], y, atol=1e-12)
     np.testing.assert_allclose(data["x3"], xyz[:, 0])
     assert data["rho"][0] == "0" and data["rho"][-1] == "∞"
+    np.testing.assert_allclose(data["t"], g.rank_one_cosine(g.rank_one_rho()))
     order = [r.name for r in fig.renderers]
     assert order.index("rank_one_curve") < order.index("head_dots")  # under the heads
     camera = fig.select_one({"name": "camera"})
@@ -396,11 +397,13 @@ def test_statistic_heatmap_shows_the_values_and_the_gaussian_baseline(heads):
         v.statistic_heatmap(heads, "energy")
 
 
-def test_views_without_statistics_say_so_and_how_to_add_them(rope):
+def test_views_without_statistics_say_so_and_how_to_add_them(rope, path):
+    row = [r for r in model_rows(xr.open_zarr(path, group=st.PROFILES)) if r.name == ROPE_MODEL][0]
+    assert row.statistics_command.startswith(f"python -m pipeline profiles {ROPE_MODEL}")
     for view in (v.statistic_heatmap(rope), v.parity_spectra(rope)):
         assert isinstance(view, hv.Div)
         assert "statistics not computed" in view.data
-        assert f"python -m pipeline profiles {ROPE_MODEL} --force" in view.data
+        assert f"<code>{row.statistics_command}</code>" in view.data  # the store's own command that adds them
     inspector = v.head_inspector(rope, 1, 2, d=5)
     assert any(isinstance(x, hv.Div) and "statistics not computed" in x.data for x in inspector)
     v.render(inspector)
