@@ -19,7 +19,8 @@ huggingface_hub raises its own typed errors. ``fail_with`` makes every request a
 Hostile servers, for the fault tests: ``range_mode = "ignore"`` answers a Range request with 200 and the
 whole file (as a server without Range support does), ``"overflow"`` with 206 and the range followed by
 the rest of the file; ``stall_ranges = seconds`` sends a Range answer's headers, then nothing for that
-long (or until ``stop()``). Bodies are written in 64 KiB blocks and ``bytes_served`` counts what was
+long (or until ``stop()``), and ``stall_downloads = seconds`` does the same to whole-file answers (the
+config and index downloads). Bodies are written in 64 KiB blocks and ``bytes_served`` counts what was
 written before the client went away.
 """
 
@@ -53,6 +54,7 @@ class LoopbackHub:
         self.fail_after_ranges: int | None = None
         self.range_mode = "honour"  # "honour", "ignore" (200 + whole file) or "overflow" (206 + too many bytes)
         self.stall_ranges: float = 0.0
+        self.stall_downloads: float = 0.0
         self.stopping = threading.Event()
         self.bytes_served: dict[tuple[str, str], int] = defaultdict(int)
         self.requests: list[tuple[str, str, str | None]] = []  # (method, path, Range header)
@@ -245,9 +247,10 @@ class _Handler(BaseHTTPRequestHandler):
         self.end_headers()
         if head:
             return
-        if rng is not None and hub.stall_ranges:
+        stall = hub.stall_ranges if rng is not None else hub.stall_downloads
+        if stall:
             self.wfile.flush()
-            hub.stopping.wait(hub.stall_ranges)
+            hub.stopping.wait(stall)
             self.close_connection = True
             return
         for pos in range(start, end, 1 << 16):

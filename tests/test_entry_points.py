@@ -62,6 +62,7 @@ def test_headgeometry_help_is_python_m_pipeline_help():
     assert "profiles" in by_script.stdout and "orbits" in by_script.stdout
 
 
+@pytest.mark.slow
 def test_headgeometry_list_is_python_m_pipeline_list(small_store):
     env = {"HEADGEOMETRY_STORE": str(small_store)}
     by_script = run([script("headgeometry"), "list"], env)
@@ -75,6 +76,7 @@ def normalised_pages(folder: Path) -> dict[str, str]:
     return {p.name: UUID.sub("<id>", p.read_text()) for p in sorted(folder.iterdir())}
 
 
+@pytest.mark.slow
 def test_dashboard_export_is_python_m_dashboard_export(small_store, tmp_path):
     by_script = run([script("headgeometry-dashboard"), "export", str(tmp_path / "a"), "--store", str(small_store)])
     by_module = run([sys.executable, "-m", "dashboard.export", str(tmp_path / "b"), "--store", str(small_store)])
@@ -87,6 +89,7 @@ def test_dashboard_export_is_python_m_dashboard_export(small_store, tmp_path):
     assert pages == normalised_pages(tmp_path / "b")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("command, module", [("serve", "dashboard"), ("export", "dashboard.export")])
 def test_dashboard_command_help_is_the_module_help(command, module):
     by_script = run([script("headgeometry-dashboard"), command, "--help"])

@@ -73,16 +73,13 @@ TIMEOUT_VAR, RETRIES_VAR = "HEADGEOMETRY_HUB_TIMEOUT", "HEADGEOMETRY_HUB_RETRIES
 
 
 class HubStalled(HubError):
-    """Every attempt of one range read received no data within the read timeout."""
+    """A read received no data in time: every attempt of a range read, or a download past its deadline.
 
-    def __init__(self, url: str, timeout: float, stalled: int, attempts: int, seconds: float):
-        self.timeout, self.stalled, self.attempts, self.seconds = timeout, stalled, attempts, seconds
-        super().__init__(f"no data from {url} {self.within}")
+    ``within`` says how long was waited (the explained message puts it after "no data")."""
 
-    @property
-    def within(self) -> str:
-        return (f"within {self.timeout:g} s on {self.stalled} of {self.attempts} attempt(s), "
-                f"{self.seconds:.0f} s in all")
+    def __init__(self, url: str, within: str, seconds: float):
+        self.within, self.seconds = within, seconds
+        super().__init__(f"no data from {url} {within}")
 
 
 def _env_number(var: str, default: float, kind: type, minimum: float, what: str):
@@ -246,7 +243,9 @@ class RangeFile:
                 status = getattr(getattr(exc, "response", None), "status_code", None)
                 if attempt == self.retries or (isinstance(exc, HfHubHTTPError) and status not in RETRY_STATUS):
                     if stalls:  # the last attempt (and those right before it) received nothing in time
-                        raise HubStalled(self.url, read_timeout(), stalls, attempt + 1, time.monotonic() - t0) from exc
+                        seconds = time.monotonic() - t0
+                        raise HubStalled(self.url, f"within {read_timeout():g} s on {stalls} of {attempt + 1} "
+                                                   f"attempt(s), {seconds:.0f} s in all", seconds) from exc
                     raise
                 time.sleep(backoff(attempt))
         raise AssertionError("unreachable")
@@ -397,10 +396,46 @@ class HubSnapshot:
 
 
 def _download(repo_id: str, filename: str, revision: str, endpoint: str, token, offline: bool) -> str:
+    """hf_hub_download into the Hub cache, given up after :func:`stall_budget` seconds.
+
+    huggingface_hub retries a stalled download on its own (up to 6 tries of its 10 s timeout, and a
+    second metadata request of up to 60 s), logging each retry; here the download runs in a daemon
+    thread with those warnings silenced, and a download still running at the deadline is a HubStalled
+    (the thread ends with huggingface_hub's own timeouts)."""
+    import logging
+
     from huggingface_hub import hf_hub_download
 
-    return hf_hub_download(repo_id, filename, revision=revision, endpoint=endpoint, token=token,
-                           cache_dir=hub_cache(), local_files_only=offline, etag_timeout=CONNECT_TIMEOUT)
+    def fetch():
+        return hf_hub_download(repo_id, filename, revision=revision, endpoint=endpoint, token=token,
+                               cache_dir=hub_cache(), local_files_only=offline, etag_timeout=CONNECT_TIMEOUT)
+
+    if offline:
+        return fetch()
+    budget, done = stall_budget(), {}
+
+    def run():
+        try:
+            done["path"] = fetch()
+        except BaseException as exc:  # noqa: BLE001 - handed to the caller's thread
+            done["error"] = exc
+
+    logger = logging.getLogger("huggingface_hub.file_download")
+    level = logger.level
+    logger.setLevel(logging.ERROR)  # its "Trying to resume download..." lines would break the one-line error
+    try:
+        worker = threading.Thread(target=run, name=f"hub-download {filename}", daemon=True)
+        worker.start()
+        worker.join(budget)
+    finally:
+        logger.setLevel(level)
+    if worker.is_alive():
+        raise HubStalled(f"{endpoint}/{repo_id} ({filename})",
+                         f"within {budget:.0f} s (the download deadline: {RETRIES_VAR} + 1 times "
+                         f"{TIMEOUT_VAR}, plus pauses)", budget)
+    if "error" in done:
+        raise done["error"]
+    return done["path"]
 
 
 def _json(path: str, what: str) -> object:

@@ -231,6 +231,38 @@ def test_raising_the_variables_raises_the_stall_budget(checkpoint, env):
     assert "no data within 0.5 s on 3 of 3 attempt(s)" in str(err), err
 
 
+def test_a_stalled_config_download_ends_at_the_same_budget(checkpoint, env):
+    """huggingface_hub retries a stalled download six times on its own 10 s timeout; the deadline cuts it
+    at (retries + 1) x timeout plus the pauses: 2 x 1 + 0.5 s here."""
+    env.setenv("HEADGEOMETRY_HUB_TIMEOUT", "1")
+    env.setenv("HEADGEOMETRY_HUB_RETRIES", "1")
+    with LoopbackHub(serve_folder(checkpoint, REPO)) as hub:
+        env.setenv("HF_ENDPOINT", hub.endpoint)
+        hub.stall_downloads = 60.0
+        t0 = time.perf_counter()
+        with pytest.raises(HubError) as err:
+            hub_checkpoint(REPO)
+        elapsed = time.perf_counter() - t0
+        assert any(m == "GET" and p.endswith("/config.json") for m, p, _r in hub.requests), hub.requests
+    assert 2.5 <= elapsed < 2.5 + 5, elapsed
+    assert re.search(r"stalled while reading config.json of test-org/tiny: no data within 2 s \(the download "
+                     r"deadline: HEADGEOMETRY_HUB_RETRIES \+ 1 times HEADGEOMETRY_HUB_TIMEOUT", str(err.value))
+
+
+def test_cli_against_a_stalled_download_is_one_line(checkpoint, env, tmp_path):
+    """huggingface_hub's retry warnings do not reach the terminal: the error is the only line."""
+    with LoopbackHub(serve_folder(checkpoint, REPO)) as hub:
+        hub.stall_downloads = 60.0
+        t0 = time.perf_counter()
+        done = cli("profiles", REPO, "--store", tmp_path / "s.zarr", "--quiet", timeout=90,
+                   env_extra={"HF_ENDPOINT": hub.endpoint, "HF_HOME": os.environ["HF_HOME"],
+                              "HEADGEOMETRY_HUB_RETRIES": "1", "HEADGEOMETRY_HUB_TIMEOUT": "1"})
+        elapsed = time.perf_counter() - t0
+    assert elapsed < 30, f"the run took {elapsed:.0f} s"
+    assert_one_line_exit_2(done, r"stalled while reading config.json of test-org/tiny: no data within 2 s")
+    assert not (tmp_path / "s.zarr").exists()
+
+
 @pytest.mark.parametrize("var, value", [("HEADGEOMETRY_HUB_TIMEOUT", "soon"), ("HEADGEOMETRY_HUB_TIMEOUT", "0"),
                                         ("HEADGEOMETRY_HUB_TIMEOUT", "-3"), ("HEADGEOMETRY_HUB_RETRIES", "1.5"),
                                         ("HEADGEOMETRY_HUB_RETRIES", "-1")])
