@@ -683,6 +683,14 @@ def _check_quantity(quantity: str) -> None:
                          f"statistics {', '.join(STATISTICS)}")
 
 
+def _check_models(ds: xr.Dataset, names) -> None:
+    held = [str(m) for m in ds["model"].values] if "model" in ds.dims else []
+    unknown = [n for n in names if n not in held]
+    if unknown:
+        raise ValueError(f"no model {unknown} in the store; it holds {held} (pass the profiles Dataset with its "
+                         "model dimension)")
+
+
 def computed_models(ds: xr.Dataset) -> list[str]:
     """The models of a profiles Dataset with something to draw (computed, not damaged), in store order."""
     return [r.name for r in model_rows(ds) if r.computed and not r.damaged]
@@ -706,9 +714,7 @@ def compare_depth(ds: xr.Dataset, names=None, quantity: str = "c", d: int = 0, w
     the models (default: every computed one). Models without statistics are named in the title."""
     _check_quantity(quantity)
     names = computed_models(ds) if names is None else list(names)
-    unknown = [n for n in names if n not in [str(m) for m in ds["model"].values]]
-    if unknown:
-        raise ValueError(f"no model {unknown} in the store; it holds {[str(m) for m in ds['model'].values]}")
+    _check_models(ds, names)
     curves, missing = [], []
     for name in names:
         got = depth_medians(ds, name, quantity, d)
@@ -727,6 +733,7 @@ def compare_depth(ds: xr.Dataset, names=None, quantity: str = "c", d: int = 0, w
 def compare_histograms(ds: xr.Dataset, name1: str, name2: str, d: int = 0, bins: int = g.N_BINS,
                        panel_px: int = 230) -> hv.Layout:
     """The four coordinate histograms (fraction of heads per bin, at offset d) of two models overlaid."""
+    _check_models(ds, [name1, name2])
     panels = []
     profiles = [_at(profile_array(ds.sel(model=n)), d).reshape(-1, 4) for n in (name1, name2)]
     edges = np.linspace(0, 1, bins + 1)

@@ -475,6 +475,8 @@ def test_compare_histograms_overlay_two_models_fractions_per_coordinate():
             np.testing.assert_allclose(hist.dimension_values(1), np.histogram(p, 8, (0, 1))[0] / p.size)
             assert hist.label == name
     v.render(layout)
+    with pytest.raises(ValueError, match=r"no model \['m3'\].*'m1', 'm2'"):
+        v.compare_histograms(both, "m1", "m3")
 
 
 def test_every_new_view_renders(heads, rope):
