@@ -198,7 +198,8 @@ def export(out, store=None, self_contained: bool = False) -> list[Path]:
     written: list[Path] = []
     try:
         for r in drawable:
-            layout = profiles_view(data.model_data(store, r.name), nav=nav, current_url=nav[r.name],
+            layout = profiles_view(data.model_data(store, r.name), data.profiles(store).sel(model=r.name),
+                                   nav=nav, current_url=nav[r.name],
                                    tabs={"profiles": "", "orbits": "orbits.html"})
             path = out / nav[r.name]
             write_page(path, page_html(layout, f"Profiles of attention heads · {r.name}", resources, _nav(links)))

@@ -22,15 +22,20 @@ from bokeh.models import (
     Axis,
     BoxSelectTool,
     Button,
+    CDSView,
+    CheckboxGroup,
     ColumnDataSource,
     CustomJS,
     Div,
     GlyphRenderer,
     Grid,
+    GroupFilter,
     HoverTool,
     InlineStyleSheet,
     LassoSelectTool,
     Legend,
+    LegendItem,
+    RadioButtonGroup,
     Select,
     Slider,
 )
@@ -161,6 +166,20 @@ def _as_dataarray(profile: np.ndarray, name: str) -> xr.DataArray:
                         name="profile")
 
 
+def page_dataset(profile: np.ndarray, name: str, sel: xr.Dataset | None) -> xr.Dataset:
+    """The one model's Dataset the views draw: ``profile`` (exactly what the browser decodes) in place of the
+    stored one, with the model's other variables (statistics, spectrum, sizes, command) from ``sel`` (the
+    store's ``ds.sel(model=name)``, padding and all) when given."""
+    L, H, D, _ = profile.shape
+    da = _as_dataarray(profile, name)
+    if sel is None:
+        return xr.Dataset({"profile": da, "n_layers": L, "n_heads": H}, coords={"model": name})
+    cut = sel.isel(layer=slice(0, L), head=slice(0, H)).drop_vars("profile")
+    cut = cut.isel(d=slice(0, D)) if "d" in cut.dims else cut
+    return cut.assign(profile=da.assign_coords({k: cut[k] for k in ("layer", "head", "d", "coordinate")
+                                                if k in cut.coords and k in da.dims}))
+
+
 def lean(fig, selectable: list) -> None:
     """Only the ``selectable`` renderers (the heads) take part in box and lasso selections, and the figure
     keeps only the glyphs it draws: every other renderer drops the copies of its glyph for selected,
@@ -193,11 +212,14 @@ def _draws_nothing(annotation) -> bool:
     return False
 
 
-def profiles_view(m: ModelData, *, nav: dict[str, str] | None = None, current_url: str | None = None,
-                  play_interval_ms: int = 120, selector=None, tabs: dict[str, str] | None = None):
+def profiles_view(m: ModelData, sel: xr.Dataset | None = None, *, nav: dict[str, str] | None = None,
+                  current_url: str | None = None, play_interval_ms: int = 120, selector=None,
+                  tabs: dict[str, str] | None = None):
     """The profiles page of one model as a Bokeh layout.
 
     m : the model's row and (n_layers, n_heads, D, 4) profile (``dashboard.data.model_data``).
+    sel : the model's Dataset in the store (``data.profiles(store).sel(model=name)``), for its statistics
+        and spectra; None draws the views that need them as "statistics not computed".
     nav : for static pages, {model name: page url}; draws a selector that navigates between pages.
     current_url : the url of this page among ``nav``'s values.
     selector : a widget (the served app's model selector) placed at the top; None for none.
@@ -210,8 +232,8 @@ def profiles_view(m: ModelData, *, nav: dict[str, str] | None = None, current_ur
     sheet = style()  # one for every Div of the page
     L, H, D, _ = m.profile.shape
     q = g.quantise(m.profile)
-    shown = _as_dataarray(g.dequantise(q), r.name)  # exactly what the browser decodes
-    tetra = views.render(views.tetrahedron(shown, d=0))
+    shown = page_dataset(g.dequantise(q), r.name, sel)  # exactly what the browser decodes
+    tetra = views.render(views.tetrahedron(shown, d=0, rank_one=False))
     heat = views.render(views.layer_heatmaps(shown, d=0, width=820, high=m.heat_high))
     hist = views.render(views.histograms(shown, d=0, width=820, top=m.hist_top))
     heat.name, hist.name = "layers", "hists"
@@ -240,7 +262,9 @@ def profiles_view(m: ModelData, *, nav: dict[str, str] | None = None, current_ur
                                 | {"top": np.zeros(len(bars.data_source.data["top"]))}, name="hist_selected")
     sel_renderer = hist.quad(left="left", right="right", bottom=0, top="top", source=sel_hist, fill_color=None,
                              line_color=views.SELECTED, line_width=2, visible=False, name="hist_selected_bars")
-    for fig, selectable in ((tetra, [tetra.select_one({"name": "head_dots"})]), (heat, dots), (hist, [])):
+    head_dots = tetra.select_one({"name": "head_dots"})
+    type_dots, type_legend = by_type(tetra, head_dots, heads)
+    for fig, selectable in ((tetra, [head_dots, *type_dots]), (heat, dots), (hist, [])):
         lean(fig, selectable)
     azimuth = Slider(start=-180, end=180, value=g.DEFAULT_AZIMUTH, step=1, title="azimuth (°)", name="azimuth",
                      width=190)
@@ -256,7 +280,8 @@ def profiles_view(m: ModelData, *, nav: dict[str, str] | None = None, current_ur
                meta=ColumnDataSource(dict(hist_top=[float(hist.y_range.end)], model=[r.name], n_layers=[L],
                                           n_heads=[H], n_offsets=[D]), name="profile_meta"),
                V=g.VERTICES.ravel().tolist(), heats=heat_sources, hist=bars.data_source, sel_hist=sel_hist,
-               sel_renderer=sel_renderer, hist_range=hist.y_range, info=info)
+               sel_renderer=sel_renderer, hist_range=hist.y_range, info=info, type_names=list(g.TYPE_NAMES),
+               type_legend=type_legend)
     # the drag callback that views.tetrahedron attached moves the sliders here, which project
     for cb in tetra.js_event_callbacks.get("pan", []) + tetra.js_event_callbacks.get("panstart", []):
         cb.args = dict(ctx=ctx)
@@ -273,7 +298,14 @@ def profiles_view(m: ModelData, *, nav: dict[str, str] | None = None, current_ur
     dslider = Slider(start=0, end=max(D - 1, 1), value=0, step=1, width=330, name="d_slider", visible=rotary,
                      title="d = query position − key position")
     dslider.js_on_change("value", CustomJS(args=dict(ctx=ctx), code=jscode.code(
-        "profiles_decode", "project", "profiles_histograms", "profiles_d_step")))
+        "profiles_decode", "spectral_types", "project", "profiles_histograms", "profiles_d_step")))
+    color = RadioButtonGroup(labels=["colour by layer", "colour by type"], active=0, name="color_mode", width=240)
+    modes = dict(color=color, dots=head_dots, type_dots=type_dots, type_legend=type_legend,
+                 colour_bar=tetra.select_one({"name": "layer_colour_bar"}))
+    color.js_on_change("active", CustomJS(args=dict(ctx=modes), code=jscode.code("color_mode")))
+    curve = tetra.select_one({"name": "rank_one_curve"})
+    rank_one = CheckboxGroup(labels=["rank-one curve"], active=[], name="rank_one_toggle", width=130)
+    rank_one.js_on_change("active", CustomJS(args=dict(curve=curve), code=jscode.code("rank_one_toggle")))
     play = Button(label="▶ Play", width=90, button_type="success", name="play", visible=rotary)
     play.js_on_event("button_click", CustomJS(args=dict(slider=dslider, button=play, interval=int(play_interval_ms)),
                                               code=jscode.code("profiles_play")))
@@ -292,9 +324,11 @@ def profiles_view(m: ModelData, *, nav: dict[str, str] | None = None, current_ur
         sel.js_on_change("value", CustomJS(code=jscode.code("navigate")))
         top.append(sel)
     url_note = Div(text="", stylesheets=[sheet], width=1100, name="url_note", visible=False)
-    link = dict(ctx, dslider=dslider, url_note=url_note, nav=top[-1] if nav else None, tabs=tabs, color=None, stat=None)
+    link = dict(ctx, dslider=dslider, url_note=url_note, nav=top[-1] if nav else None, tabs=tabs, color=color,
+                stat=None)
     write = CustomJS(args=dict(ctx=link), code=jscode.code("url_state", "url_write"), name="url_write")
     dslider.js_on_change("value", write)
+    color.js_on_change("active", write)
     heads.selected.js_on_change("indices", write)
     ctx["meta"].js_on_change("data", write)  # the served app swaps in another model's data
     restore = CustomJS(args=dict(ctx=link), code=jscode.code("url_state", "url_restore"), name="url_restore")
@@ -303,6 +337,7 @@ def profiles_view(m: ModelData, *, nav: dict[str, str] | None = None, current_ur
     parts.append(Div(text=f'<div class="{"error" if (m.error or r.damaged) else "warn"}">{status}</div>',
                      stylesheets=[sheet], width=1100, name="model_status", visible=bool(status)))
     parts.append(row(position, azimuth, elevation, clear, info, name="controls"))
+    parts.append(row(color, rank_one, name="view_controls"))
     parts.append(row(tetra, column(heat, hist)))
     parts.append(Div(text=DEFINITIONS, stylesheets=[sheet], width=1300, name="definitions"))
     return column(*parts, name="profiles_page", tags=[restore])
@@ -313,6 +348,38 @@ def restore_on_ready(doc, page) -> None:
     for tag in page.tags:
         if isinstance(tag, CustomJS) and tag.name == "url_restore":
             doc.js_on_event("document_ready", tag)
+
+
+def by_type(fig, dots, heads) -> tuple[list[GlyphRenderer], Legend]:
+    """The colour by spectral type, added hidden beside ``dots`` (the heads coloured by layer): one renderer
+    per type over the same source ``heads`` (a GroupFilter on its ``type`` column, which the browser rewrites
+    at every d: spectral_types.js), each in its colour (``geometry.TYPE_COLORS``), and a legend
+    ``type_legend`` whose items read "Type I₊ (n=K)" and hide their type on a click. The hover and the
+    selection tools of ``dots`` cover them too."""
+    types = np.asarray(heads.data["type"])
+    out = []
+    for k in range(3):
+        r = GlyphRenderer(data_source=heads, glyph=dots.glyph.clone(), visible=False, name=f"head_dots_type{k}",
+                          view=CDSView(filter=GroupFilter(column_name="type", group=k)))
+        for attr in ("selection_glyph", "nonselection_glyph", "hover_glyph"):
+            glyph = getattr(dots, attr)
+            setattr(r, attr, glyph.clone() if glyph is not None and glyph != "auto" else glyph)
+        for glyph in (r.glyph, r.nonselection_glyph, r.hover_glyph):
+            if glyph is not None and glyph != "auto":
+                glyph.fill_color = g.TYPE_COLORS[k]
+        out.append(r)
+    at = fig.renderers.index(dots) + 1
+    fig.renderers = [*fig.renderers[:at], *out, *fig.renderers[at:]]
+    legend = Legend(items=[LegendItem(label=label, renderers=[out[k]], name=f"type_legend_item{k}")
+                           for k, label in enumerate(g.type_labels(types))],
+                    click_policy="hide", location="top_left", name="type_legend", label_text_font_size="9pt",
+                    background_fill_alpha=0.7, visible=False)
+    fig.add_layout(legend)
+    for tool in fig.tools:
+        rs = getattr(tool, "renderers", "auto")
+        if isinstance(rs, list) and dots in rs:
+            tool.renderers = [*rs, *out]
+    return out, legend
 
 
 def _holds_model(value) -> bool:

@@ -90,7 +90,7 @@ def _prepared(layout: Model) -> tuple[Model, list[Model]]:
 def _profiles(path: str, key: tuple, name: str) -> tuple[Model, list[Model]]:
     from dashboard.profiles_page import profiles_view
 
-    return _prepared(profiles_view(data.model_data(path, name)))
+    return _prepared(profiles_view(data.model_data(path, name), data.profiles(path).sel(model=name)))
 
 
 @functools.lru_cache(maxsize=2)

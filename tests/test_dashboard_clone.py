@@ -166,8 +166,8 @@ def _values(root: Model) -> list:
             return {k: plain(x) for k, x in v.items()}
         if isinstance(v, (list, tuple)):
             return [plain(x) for x in v]
-        if isinstance(v, np.ndarray):
-            return ("array", v.dtype.str, v.tobytes())
+        if isinstance(v, np.ndarray):  # an object array (strings) by its items, not its pointers
+            return ("array", v.dtype.str, v.tolist() if v.dtype.kind == "O" else v.tobytes())
         if dataclasses.is_dataclass(v):  # a data spec (Field, Value) may hold a model, e.g. a colour mapper
             return (type(v).__name__, plain({f.name: getattr(v, f.name) for f in dataclasses.fields(v)}))
         return v

@@ -157,3 +157,33 @@ def test_d_of_a_model_without_positions_and_stat_without_statistics():
     assert "d" not in st and "stat" not in st
     assert "does not depend on position" in st["notes"][0] and "no per-head statistics" in st["notes"][1]
     assert _read_link("?d=0", D=1) == {"notes": [], "d": 0}
+
+
+@needs_node
+def test_spectral_types_match_numpy_and_the_rule():
+    rng = np.random.default_rng(3)
+    p = rng.dirichlet(np.ones(4) * 0.5, 400)
+    p[:40, 2:] *= 0.004  # c + d at or below the 0.01 floor
+    p[40:60, 3] = p[40:60, 2] * 1.5  # imbalance exactly -0.2: not I₋
+    p[60] = np.nan  # a head without a profile
+    n = len(p)
+    heads = {"c": p[:, 2].tolist(), "d": p[:, 3].tolist(), "type": [9] * n, "type_name": [""] * n}
+    names = list(g.TYPE_NAMES)
+    script = (jscode.code("spectral_types") + f"""
+const h = {json.dumps(heads).replace("NaN", "null")};
+h.c[60] = NaN; h.d[60] = NaN;
+const items = [0, 1, 2].map(() => ({{label: null}}));
+const counts = spectral_types({{heads: {{data: h}}, type_names: {json.dumps(names)}, type_legend: {{items}}}});
+console.log(JSON.stringify([h.type, h.type_name, counts, items.map(i => i.label.value)]));""")
+    types, type_names, counts, labels = run_node(script)
+    expected = g.spectral_types(p)
+    np.testing.assert_array_equal(types, expected)
+    # the rule written out once more, directly
+    c, d = p[:, 2], p[:, 3]
+    with np.errstate(invalid="ignore", divide="ignore"):
+        imb = (c - d) / (c + d)
+    direct = np.where((c + d > 0.01) & (imb > 0.2), 0, np.where((c + d > 0.01) & (imb < -0.2), 2, 1))
+    np.testing.assert_array_equal(types, direct)
+    assert 0 < counts[0] and 0 < counts[2] and counts[1] >= 41
+    assert type_names == [names[t] for t in expected]
+    assert labels == g.type_labels(expected) == [f"{names[k]} (n={counts[k]})" for k in range(3)]

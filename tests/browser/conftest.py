@@ -24,6 +24,7 @@ import pytest
 import xarray as xr
 
 from pipeline import store
+from pipeline.schema import STATISTICS
 
 REPO = Path(__file__).resolve().parents[2]
 CHROMIUM = "/usr/bin/chromium"
@@ -112,9 +113,19 @@ def rope_profiles(n_layers: int, n_heads: int, seed: int = 1) -> np.ndarray:
     return (1 - w) * p0 + w * p1
 
 
+def rope_statistics(n_layers: int, n_heads: int, d_head: int = 16, seed: int = 3) -> tuple[np.ndarray, np.ndarray]:
+    """Stand-ins for the rope model's head statistics (n_layers, n_heads, 17) and S spectra (n_layers, n_heads,
+    2 d_head; unit norm, decreasing): values to find on the page, not the statistics of any form."""
+    rng = np.random.default_rng(seed)
+    stats = rng.uniform(0.05, 0.95, (n_layers, n_heads, len(STATISTICS)))
+    spectra = -np.sort(-rng.standard_normal((n_layers, n_heads, 2 * d_head)), axis=-1)
+    return stats, spectra / np.linalg.norm(spectra, axis=-1, keepdims=True)
+
+
 def write_synthetic_store(path, rope_shape=(4, 8), absolute_shape=(3, 6), empty_shape=(2, 4),
                           with_orbits: bool = True) -> Path:
-    """A store with one rope model (varies with d), one learned-absolute model, one all-NaN model.
+    """A store with one rope model (varies with d; with head statistics and spectra), one learned-absolute
+    model (without them, as in a store written before them), one all-NaN model.
 
     The empty model is registered but never written (not complete), as the pipeline leaves a model
     whose run has not started. Returns the path.
@@ -124,8 +135,10 @@ def write_synthetic_store(path, rope_shape=(4, 8), absolute_shape=(3, 6), empty_
     store.register_model(path, store.ModelInfo(ROPE_MODEL, L, H, 64, 16, "rope", source="synthetic",
                                                family="gpt-neox", command=f"python -m pipeline profiles {ROPE_MODEL}"))
     prof = rope_profiles(L, H)
+    stats, spectra = rope_statistics(L, H)
     for layer in range(L):
-        store.write_layer(path, ROPE_MODEL, layer, prof[layer], np.ones((H, store.N_OFFSETS)))
+        store.write_layer(path, ROPE_MODEL, layer, prof[layer], np.ones((H, store.N_OFFSETS)), stats[layer],
+                          spectra[layer])
     store.mark_complete(path, ROPE_MODEL, revision="synthetic")
 
     L, H = absolute_shape

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from dashboard.export import export, profile_page_name
-from dashboard.geometry import project, to_3d
+from dashboard.geometry import dequantise, project, quantise, spectral_types, to_3d, type_labels
 from tests.browser.conftest import (
     ABSOLUTE_MODEL,
     FIND_JS,
@@ -292,3 +292,49 @@ def test_bad_link_input_shows_the_defaults_and_says_why(browser, pages):
     assert "&lt;img" in model_prop(page, "url_note", "text") and page.locator("img[src=x]").count() == 0
     assert errors == []
     page.close()
+
+
+# ---------------------------------------------------------------------------------------- spectral types
+
+
+def legend_labels(page) -> list[str]:
+    return js(page, "return find('type_legend').items.map(i => i.label.value);")
+
+
+def click_legend_item(page, k: int) -> None:
+    """Click item ``k`` of the tetrahedron's type legend, where BokehJS drew it."""
+    x, y = js(page, "const fv = Bokeh.index.find_one(find('tetrahedron')); const lg = find('type_legend');"
+              " const lv = fv.renderer_views.get(lg); const r = fv.el.getBoundingClientRect(); const b = lv.bbox;"
+              " const step = (b.height - 2 * lg.padding) / lg.items.length;"
+              " return [r.left + b.left + lg.padding + 8, r.top + b.top + lg.padding + (arg + 0.5) * step];", k)
+    page.mouse.click(x, y)
+
+
+def test_colour_by_type_counts_follow_d_and_a_legend_click_hides_a_type(rope_page):
+    page, errors = rope_page
+    assert model_prop(page, "type_legend", "visible") is False and model_prop(page, "head_dots", "visible") is True
+    page.get_by_text("colour by type").click()
+    page.wait_for_timeout(200)
+    assert model_prop(page, "type_legend", "visible") is True and model_prop(page, "head_dots", "visible") is False
+    assert "color=type" in page.url
+    seen = set()
+    for d in (0, 20, 32):
+        set_prop(page, "d_slider", "value", d)
+        page.wait_for_timeout(150)
+        shown = dequantise(quantise(expected_at(d)))
+        types = spectral_types(shown)
+        assert legend_labels(page) == type_labels(types)  # "Type I₊ (n=K)", recounted at this d
+        assert model_data(page, "heads", "type") == types.tolist()
+        seen.add(tuple(legend_labels(page)))
+    assert len(seen) == 3  # the counts changed with d
+    click_legend_item(page, 0)
+    page.wait_for_timeout(200)
+    assert model_prop(page, "head_dots_type0", "visible") is False
+    assert model_prop(page, "head_dots_type2", "visible") is True
+    click_legend_item(page, 0)
+    page.wait_for_timeout(200)
+    assert model_prop(page, "head_dots_type0", "visible") is True
+    page.get_by_text("colour by layer").click()
+    page.wait_for_timeout(200)
+    assert model_prop(page, "head_dots", "visible") is True and model_prop(page, "type_legend", "visible") is False
+    assert errors == []
