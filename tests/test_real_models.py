@@ -44,6 +44,7 @@ EXPECTED = {  # what each row must record, besides the file's own sha256
 
 
 @pytest.mark.parametrize("name", list(REAL_MODELS))
+@pytest.mark.slow
 def test_committed_values_equal_a_fresh_computation(name):
     path = installed(name)
     store = Store.open(default_store_path(), "r")
