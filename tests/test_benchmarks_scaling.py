@@ -27,6 +27,7 @@ def quick(tmp_path_factory):
     return folder, out.stdout
 
 
+@pytest.mark.slow
 def test_printed_ratios_follow_from_the_printed_times(quick):
     _, text = quick
     times = re.search(rf"times: inline 1 thread {NUM} s; 1 worker x 1 thread {NUM} s; 2 workers x 1 thread {NUM} s",
@@ -47,6 +48,7 @@ def test_printed_ratios_follow_from_the_printed_times(quick):
     assert re.search(rf"write_layer {NUM} ms per layer", text), text
 
 
+@pytest.mark.slow
 def test_every_store_holds_every_layer_with_the_profile_cores_values(quick):
     from pipeline.architectures import layout_from_config, rotations
     from pipeline.checkpoints import open_checkpoint
