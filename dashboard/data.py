@@ -150,7 +150,7 @@ def _model_statistics(path: str, key: tuple, name: str) -> ModelStatistics:
     try:
         stats = np.asarray(ds["head_statistics"].sel(model=name).isel(heads).transpose("layer", "head", "statistic")
                            .values, dtype=np.float64)
-        spectrum = np.asarray(ds["spectrum"].sel(model=name).isel(heads, eigen=slice(0, width))
+        spectrum = np.asarray(ds["spectrum"].sel(model=name).isel(heads | {"eigen": slice(0, width)})
                               .transpose("layer", "head", "eigen").values, dtype=np.float64)
     except Exception as exc:  # noqa: BLE001 - a damaged chunk: the page says so and how to repair it
         return ModelStatistics(row, stats, spectrum, f"the stored statistics of {name} cannot be read "

@@ -298,6 +298,10 @@ def test_a_store_written_before_the_statistics_opens_and_says_so(tmp_path, capsy
     assert m.statistics_computed and m.statistics_note == ""
     np.testing.assert_array_equal(st.open_profiles(path).head_statistics.sel(model="m").values[1, :3], layers[1][2])
     assert st.Store.open(path).verify() == []
+    got = data.model_statistics(path, "m")
+    assert got.note == "" and got.spectrum.shape == (2, 3, 8)
+    np.testing.assert_array_equal(got.statistics[1], layers[1][2])
+    np.testing.assert_array_equal(got.spectrum[0], layers[0][3])
 
 
 def test_an_old_store_gains_the_statistics_on_its_next_write(tmp_path):
