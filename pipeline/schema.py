@@ -22,8 +22,8 @@ Groups of a store (Zarr v3, strings variable-length, one ``schema_version`` attr
 
 The last three (STATISTICS_DATA) are optional: a store written before they existed lacks them and its
 models read as "statistics not computed" (``ModelRow.statistics_computed``); the first registration
-through this code adds them, empty. ``eigen`` is the store's largest 2n (2 * d_head) and grows, like
-``layer`` and ``head``, when a model with a larger head arrives.
+through this code adds them, empty. ``eigen`` grows, like ``layer`` and ``head``, when a model is
+registered: to at least its 2n = 2 * d_head, so every written model's spectrum fits.
 
 ``orbits``  one run of the orbit experiment (frames, panels, heads, verified orbits); ``orbits_sweep``
 one row per sweep run (dimension ``run``); ``orbits_search`` (see ORBITS_SEARCH below when present).
@@ -79,7 +79,7 @@ STATISTICS = ("symmetric_energy", "n_pos", "n_neg", "n_zero", "balance", "pairin
               "stable_rank", "leading_share")
 # Optional data variables of the profiles group (absent from stores written before them), written with each
 # layer by every profiles run: name -> (dims, dtype, fill value). Coordinates: ``statistic`` (STATISTICS)
-# and ``eigen`` (0 .. E-1, E = the largest 2 * d_head of the store's models).
+# and ``eigen`` (0 .. E-1, E >= 2 * d_head of every model registered since the variables were added).
 STATISTICS_DATA = {
     "head_statistics": (("model", "layer", "head", "statistic"), "float64", np.nan),
     "spectrum": (("model", "layer", "head", "eigen"), "float64", np.nan),
