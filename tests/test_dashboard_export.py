@@ -213,6 +213,7 @@ def test_a_model_registered_while_serving_is_seen(tmp_path):
     assert after == before + ["late-model"]
 
 
+@pytest.mark.slow
 def test_a_failing_view_shows_a_message_and_leaves_the_other_tab(tmp_path, monkeypatch, caplog):
     """A bug in one view (here: the orbits view raising) must not blank the whole served app."""
     from dashboard import app

@@ -149,6 +149,7 @@ def test_bad_options(store_and_model, tmp_path):
         assert snapshot(store) == before, extra
 
 
+@pytest.mark.slow
 def test_read_only_store(store_and_model):
     store, folder = store_and_model
     before = snapshot(store)
@@ -175,6 +176,7 @@ def test_zarr_v2_store(store_and_model, tmp_path):
     assert snapshot(v2) == before
 
 
+@pytest.mark.slow
 def test_store_that_is_not_a_store(store_and_model, tmp_path):
     _, folder = store_and_model
     plain = tmp_path / "plain"
