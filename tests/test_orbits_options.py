@@ -7,10 +7,10 @@ import pytest
 import torch
 
 from pipeline.orbits.cli import parse_grid
-from pipeline.orbits.config import GRID_KEYS, Config, adamw_epochs, learning_rate, recipe_config
+from pipeline.orbits.config import GRID_KEYS, Config, adamw_epochs, command_for, learning_rate, recipe_config
 from pipeline.orbits.model import circuits, init_params, table_forward, token_forward
 from pipeline.orbits.search import grid_recipes
-from pipeline.orbits.task import split_mask
+from pipeline.orbits.task import P, heldout_covered, split_mask
 
 SMALL = Config(n_heads=3, d_model=16, d_head=4, epochs=5, lr=3e-3, lr_final=1e-4, ramp_start=1, ramp_end=4,
                penalty_end=10.0, context_batch=1, frame_every=10**6)
@@ -148,3 +148,13 @@ def test_the_hypotheses_are_grid_keys_that_reach_the_config():
     for bad in ("split=ordered", "qk_bias=maybe", "hold_epochs=1.5"):
         with pytest.raises(ValueError, match="do not parse"):
             parse_grid([bad])
+
+
+def test_the_original_recipe_is_the_long_schedule_on_the_scans_orbit_split():
+    cfg, long = recipe_config("original"), recipe_config("long")
+    assert cfg.train_fraction == 0.25 and replace(cfg, train_fraction=long.train_fraction) == long
+    for seed in (0, 9):
+        m = split_mask(cfg.train_fraction, seed, cfg.split)
+        assert heldout_covered(m) == 0.0  # whole orbits: no held-out triple has a trained orbit-mate
+        assert 0 <= m.mean() - 0.25 < 144 / P**3  # orbits are drawn until the train share reaches 25%
+    assert command_for(replace(cfg, seed=9)) == "python -m pipeline orbits --recipe original --seed 9"
