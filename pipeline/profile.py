@@ -161,7 +161,10 @@ def _thread_limit(threads: int | None, route: str):
     except ImportError as exc:  # pragma: no cover - depends on the environment
         raise ImportError("threads=... needs the threadpoolctl package: pip install threadpoolctl") from exc
     torch = None
-    if route != "numpy":
+    if route == "numpy":  # threadpoolctl limits the BLAS libraries loaded when the block starts: scipy's one too
+        with contextlib.suppress(ImportError):
+            import scipy.linalg.lapack  # noqa: F401
+    else:
         import torch
         before = torch.get_num_threads()
         torch.set_num_threads(threads)
@@ -198,7 +201,14 @@ def _profile_of_top(S: np.ndarray, m: int, rtol: float, eig,
     A *= 2.0
     A -= D  # (A + A^T) / 2 = 2 A' - (A' - A'^T); with B' above it, the upper triangle of sym(C)
 
-    lam = eig(S)
+    return _profile_of_spectra(a, eig(S), norm, rtol)
+
+
+def _profile_of_spectra(a: np.ndarray, lam: np.ndarray, norm: np.ndarray,
+                        rtol: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Profiles (batch, 4), norms and thresholded eigenvalues from a = ||T||^2 (already thresholded), the
+    eigenvalues ``lam`` (batch, k) of sym(C) / ||C|| and the norms ||C|| (0 where L = 0)."""
+    alive = norm > 0
     lam = np.where(np.abs(lam) <= rtol, 0.0, lam)
     pos = -np.sort(-np.maximum(lam, 0.0), axis=-1)  # decreasing
     neg = -np.sort(-np.maximum(-lam, 0.0), axis=-1)
@@ -294,6 +304,77 @@ def rotation_pairs(rotations: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.nd
     return np.ascontiguousarray(diag), partner, np.ascontiguousarray(off)
 
 
+def _lapack_in_place(k: int):
+    """``(eig, trmm)`` for the per-offset route: ``eig`` takes a (k, k) C-contiguous float64 array, reads its upper
+    triangle and returns its eigenvalues ascending, overwriting that triangle (scipy's LAPACK ``dsyevr``, no copy);
+    ``trmm(K1, Z)`` sets Z (m, k) C-contiguous to K1 @ Z in place for an upper triangular K1 (m, m), C-contiguous.
+    Without scipy: numpy's ``eigvalsh`` (one copy per matrix) and ``trmm = None`` (the caller multiplies densely)."""
+    try:
+        from scipy.linalg import blas, lapack
+    except ImportError:
+        return functools.partial(np.linalg.eigvalsh, UPLO="U"), None
+    # A C-contiguous array seen by Fortran is its transpose: its upper triangle is Fortran's lower one.
+    lwork, liwork = (int(x) for x in lapack.dsyevr_lwork(k, lower=1)[:2])
+
+    def eig(S: np.ndarray) -> np.ndarray:
+        w, _, found, _, info = lapack.dsyevr(S.T, compute_v=0, lower=1, lwork=lwork, liwork=liwork, overwrite_a=1)
+        if info != 0 or found != k:
+            raise np.linalg.LinAlgError(f"LAPACK dsyevr failed (info {info}, {found} of {k} eigenvalues)")
+        return w
+
+    def trmm(K1: np.ndarray, Z: np.ndarray) -> None:
+        # Z^T K1^T in Fortran's view: side right, K1^T lower triangular; Z^T is F-contiguous, so no copy is made
+        blas.dtrmm(1.0, K1.T, Z.T, side=1, lower=1, overwrite_b=1)
+
+    return eig, trmm
+
+
+def _rotary_offsets(K1: np.ndarray, Pt: np.ndarray, rows, rotations: np.ndarray, rtol: float, lapack_fns,
+                    work: np.ndarray, bufs: tuple[np.ndarray, np.ndarray, np.ndarray],
+                    keep_d0) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Profiles (D, 4), norms (D,) and eigenvalues (D, k) of one head's cores ``K1 R(d) P^T``, one offset at a time.
+
+    Each offset's k x k work array stays in the CPU cache from the core's product to the eigensolver, which
+    reads it in place. K1 (m, n) = the top rows of K; Pt = P^T (n, k); ``rows``: :func:`rotation_pairs` of
+    R(d)^T (the rows of R(d)) or None; ``work`` (k, k); ``bufs`` = Z (n, k), tmp (n, k), Dm (m, m) scratch.
+    The product is ``K1 @ (R(d) P^T)``, R(d) applied to the rows of P^T elementwise and K1 triangular (``trmm``,
+    half a dense product's flops) when m = n.
+    """
+    eig, trmm = lapack_fns
+    D, (m, n), k = len(rotations), K1.shape, Pt.shape[1]
+    Z, tmp, Dm = bufs
+    in_place = trmm is not None and m == n
+    top, A, B = work[:m], work[:m, :m], work[:m, m:]
+    if in_place:
+        Z = top
+    Ptp = Pt[rows[1]] if rows is not None else None
+    norms, ts, lam = np.empty(D), np.empty(D), np.empty((D, k))
+    for d in range(D):
+        work[m:] = 0.0  # rows m: of a core are zero; the eigensolver overwrote their upper triangle
+        if rows is None:
+            np.matmul(rotations[d], Pt, out=Z)
+        else:  # (R P^T)[j] = diag[d, j] P^T[j] + off[d, j] P^T[partner[j]]
+            np.multiply(Pt, rows[0][d][:, None], out=Z)
+            np.multiply(Ptp, rows[2][d][:, None], out=tmp)
+            Z += tmp
+        if in_place:
+            trmm(K1, top)
+        else:
+            np.matmul(K1, Z, out=top)
+        if d == 0:
+            keep_d0(top)
+        flat = top.reshape(-1)
+        norms[d] = norm = np.sqrt(flat @ flat)
+        top *= 0.5 / norm if norm > 0 else 0.5  # A' = A / (2 ||C||), B' = B / (2 ||C||)
+        np.subtract(A, A.T, out=Dm)  # the top-left block of T = antisym(C)
+        dm = Dm.reshape(-1)
+        ts[d] = np.sqrt(dm @ dm + 2.0 * np.einsum("ij,ij->", B, B))  # ||T||^2 = ||(A - A^T)/2||^2 + 2 ||B/2||^2
+        A *= 2.0
+        A -= Dm  # (A + A^T) / 2, with B' beside it: the upper triangle of sym(C)
+        lam[d] = eig(work)
+    return _profile_of_spectra(np.where(ts <= rtol, 0.0, ts * ts), lam, norms, rtol)
+
+
 def _head_span(W_Q, W_K, h: int, kv: int, gain) -> tuple[np.ndarray, np.ndarray]:
     """K, P (k, n) of head h: its query weights and key head ``kv``, in float64 (times the gain)."""
     n, N = W_Q.shape[-2:]
@@ -323,6 +404,7 @@ def head_profiles(
     chunk_bytes: int = CHUNK_BYTES,
     progress=None,
     statistics: bool = False,
+    batched_offsets: bool = False,
 ) -> tuple[np.ndarray, ...]:
     """Profiles of the heads of one layer, through the low-rank route, one head at a time.
 
@@ -346,12 +428,17 @@ def head_profiles(
     threads : int or None
         BLAS/LAPACK (and torch) threads during the call; None leaves the process setting.
     chunk_bytes : int
-        Bound on each (offsets, k, k) float64 work array of a head.
+        Bound on each (offsets, k, k) float64 work array of a head (the chunked route below).
     progress : callable or None
         Called with each head index when it is done (e.g. a tqdm update).
     statistics : bool
         Also return each head's statistics and spectrum at the first offset (d = 0), from the same cores
         (``pipeline.head_statistics``): one m x m Gram eigenproblem per head on top of the profile's.
+    batched_offsets : bool
+        With rotations on the numpy route, offsets are solved one at a time in the CPU cache (the default,
+        ``_rotary_offsets``); True takes the chunked route the torch routes always take: a head's offsets in
+        chunks of ``chunk_bytes``, one ``eigvalsh`` call per chunk. Same values to rounding (<= 1e-12); kept
+        for comparison (benchmarks/scale_bench.py) and for the torch routes.
 
     Returns
     -------
@@ -409,12 +496,25 @@ def head_profiles(
         if rotations.ndim != 3 or rotations.shape[1:] != (n, n):
             raise ValueError(f"rotations must have shape (D, {n}, {n}); got {rotations.shape}")
         D = rotations.shape[0]
-        pairs = rotation_pairs(rotations)
+        prof, norm = np.empty((H, D, 4)), np.empty((H, D))
+        lam0 = np.empty((H, k))
+        if route == "numpy" and not batched_offsets:  # offset by offset, in cache (_rotary_offsets)
+            rows = rotation_pairs(np.swapaxes(rotations, -1, -2))
+            fns = _lapack_in_place(k)
+            work, bufs = np.zeros((k, k)), (np.empty((n, k)), np.empty((n, k)), np.empty((m, m)))
+            for h in range(H):
+                K, P = _head_span(W_Q, W_K, h, kv_of_head[h], gain)
+                prof[h], norm[h], lam = _rotary_offsets(np.ascontiguousarray(K[:m]), np.ascontiguousarray(P.T), rows,
+                                                        rotations, rtol, fns, work, bufs,
+                                                        functools.partial(keep_d0, h))
+                lam0[h] = lam[0]
+                if progress is not None:
+                    progress(h)
+            return finish(prof, norm, prof[:, 0], norm[:, 0], lam0)
+        pairs = rotation_pairs(rotations)  # other eigen routes: offsets in chunks, one eigensolver call per chunk
         n_chunks = -(-D * k * k * 8 // max(1, chunk_bytes))
         step = max(1, -(-D // max(1, n_chunks)))
         S, scratch = np.zeros((step, k, k)), np.empty((step, m, m))
-        prof, norm = np.empty((H, D, 4)), np.empty((H, D))
-        lam0 = np.empty((H, k))
         KR_buf, tmp_buf = np.empty((step, m, n)), np.empty((step, m, n))
         for h in range(H):
             K, P = _head_span(W_Q, W_K, h, kv_of_head[h], gain)

@@ -1,5 +1,6 @@
 """The profile math: low-rank route against the naive N x N oracle and against closed forms."""
 
+import sys
 import warnings
 
 import numpy as np
@@ -207,7 +208,7 @@ def test_small_work_chunks_and_dense_rotations_agree_with_the_default_route():
     W_Q, W_K = rng.normal(size=(2, 6, 25)), rng.normal(size=(2, 6, 25))
     R = rotation_matrices(6, 6, 100.0, 11)
     ref = head_profiles(W_Q, W_K, R)
-    small = head_profiles(W_Q, W_K, R, chunk_bytes=1)  # one offset at a time
+    small = head_profiles(W_Q, W_K, R, chunk_bytes=1, batched_offsets=True)  # chunks of one offset
     np.testing.assert_allclose(small[0], ref[0], atol=1e-14)
     # a rotation with no pair structure (a random orthogonal mix) takes the dense product, checked on the oracle
     O = np.linalg.qr(rng.normal(size=(3, 6, 6)))[0]
@@ -218,6 +219,42 @@ def test_small_work_chunks_and_dense_rotations_agree_with_the_default_route():
         for d in range(3):
             np.testing.assert_allclose(dense[h, d], naive_oracle(L[h, d]), atol=1e-10)
             np.testing.assert_allclose(dense_norm[h, d], np.linalg.norm(L[h, d]), rtol=1e-12)
+
+
+@pytest.mark.parametrize("no_scipy", [False, True])
+@pytest.mark.parametrize(
+    "H, kv, n, N, rot, style",
+    [(4, 2, 16, 96, 16, "half"),  # grouped-query, k = 2n: the triangular product
+     (3, 3, 8, 40, 4, "interleaved"),  # partial rotary
+     (2, 1, 12, 18, 12, "half"),  # N < 2n: m = n, k = N
+     (2, 2, 12, 8, 12, "half")],  # N < n: m = k = N < n, the dense product
+)
+def test_offset_by_offset_route_equals_the_chunked_route(monkeypatch, no_scipy, H, kv, n, N, rot, style):
+    """The numpy route's offset-by-offset path (in place LAPACK, triangular products) against the chunked path
+    (one eigvalsh call per chunk): profiles, norms, statistics and spectra within 1e-12, with and without scipy."""
+    if no_scipy:
+        monkeypatch.setitem(sys.modules, "scipy.linalg", None)  # `from scipy.linalg import ...` raises ImportError
+    rng = np.random.default_rng(H * 1000 + N)
+    W_Q, W_K = rng.normal(size=(H, n, N)) * rng.uniform(0.1, 10), rng.normal(size=(kv, n, N))
+    W_Q[0] = 0.0  # L = 0: NaN profile, norm 0
+    kv_of_head = np.arange(H) // (H // kv)
+    gain = rng.uniform(0.5, 2.0, size=N)
+    R = rotation_matrices(n, rot, 500.0, 33, style=style)
+    results = {}
+    for rotations in (R, None):
+        new = head_profiles(W_Q, W_K, rotations, kv_of_head=kv_of_head, gain=gain, statistics=True)
+        results[rotations is None] = new
+        old = head_profiles(W_Q, W_K, rotations, kv_of_head=kv_of_head, gain=gain, statistics=True,
+                            batched_offsets=True)
+        for got, want in zip(new, old, strict=True):
+            assert got.shape == want.shape
+            np.testing.assert_array_equal(np.isnan(got), np.isnan(want))
+            np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12)
+        assert np.isnan(new[0][0]).all() and (new[1][0] == 0).all()
+    L = dense_L(W_Q * gain, W_K[kv_of_head] * gain, R)  # and both against the N x N oracle
+    for h in range(1, H):
+        np.testing.assert_allclose(results[True][0][h], naive_oracle(L[h, 0]), atol=1e-10)  # R(0) = I
+        np.testing.assert_allclose(results[False][0][h, 32], naive_oracle(L[h, 32]), atol=1e-10)
 
 
 def test_cores_by_batched_matmul_equal_the_explicit_products():
@@ -248,7 +285,8 @@ def test_torch_float64_route_on_cpu_matches_numpy():
     pytest.importorskip("torch", reason="the torch eigen route needs torch (installed with the pipeline extra)")
     W_Q, W_K, kv_of_head = gqa_heads(11)
     R = rotation_matrices(6, 6, 100.0, 7)
-    ref = head_profiles(W_Q, W_K, R, kv_of_head=kv_of_head, eigvalsh="numpy")
+    # the chunked numpy route builds the cores exactly as the torch routes do
+    ref = head_profiles(W_Q, W_K, R, kv_of_head=kv_of_head, eigvalsh="numpy", batched_offsets=True)
     got = head_profiles(W_Q, W_K, R, kv_of_head=kv_of_head, eigvalsh="torch", device="cpu", threads=1)
     np.testing.assert_allclose(got[0], ref[0], atol=1e-12)
     np.testing.assert_array_equal(got[1], ref[1])
@@ -265,7 +303,7 @@ def test_torch_float32_route_needs_a_tolerance_and_keeps_within_it():
     with pytest.raises(ValueError, match="explicit tol"):
         head_profiles(W_Q, W_K, R, eigvalsh="torch-float32", device="cpu")
     tol = 1e-5
-    ref = head_profiles(W_Q, W_K, R, eigvalsh="numpy")
+    ref = head_profiles(W_Q, W_K, R, eigvalsh="numpy", batched_offsets=True)
     got = head_profiles(W_Q, W_K, R, eigvalsh="torch-float32", tol=tol, device="cpu")
     assert np.abs(got[0] - ref[0]).max() <= tol
     np.testing.assert_array_equal(got[1], ref[1])  # norms are float64 either way
