@@ -7,7 +7,9 @@ chooses the path.
 
 Every read is cached per process, keyed on the store's path and its modification state (the times of
 its groups' metadata files), so the sessions of a served app share one load of each model and see a
-model registered or repaired while they run. Every problem surfaces as ``StoreError`` whose message
+model registered or repaired while they run. The rows are checked against the layers' checksums once per
+store state, so a garbled or deleted chunk shows the model damaged with the command that repairs it. Every
+problem surfaces as ``StoreError`` whose message
 says what to do.
 """
 
@@ -28,11 +30,10 @@ from pipeline.schema import (
     PROFILES,
     STATISTICS,
     ModelRow,
-    model_rows,
     orbits_problems,
     spectrum_width,
 )
-from pipeline.store import ENV_VAR, StoreError, default_store_path, open_group_dataset
+from pipeline.store import ENV_VAR, Store, StoreError, default_store_path, open_group_dataset
 
 __all__ = ["ENV_VAR", "ModelData", "ModelRow", "ModelStatistics", "StoreError", "model_data", "model_statistics",
            "orbits", "orbits_search", "profiles", "rows", "state_key", "store_path"]
@@ -72,11 +73,14 @@ def profiles(path) -> xr.Dataset:
 
 @functools.lru_cache(maxsize=8)
 def _rows(path: str, key: tuple) -> tuple[ModelRow, ...]:
-    return tuple(model_rows(_profiles(path, key)))
+    _profiles(path, key)  # validated first: its StoreError says what is wrong with the group
+    return tuple(Store.open(path, mode="r").checked_models())
 
 
 def rows(path) -> list[ModelRow]:
-    """The store's models (``pipeline.schema.ModelRow``), in store order."""
+    """The store's models (``pipeline.schema.ModelRow``), in store order, each checked against its checksums
+    (``Store.checked_models``: a model whose written layers do not match reads damaged, with the repair
+    command; nothing is written to the store)."""
     return list(_rows(str(path), state_key(path)))
 
 

@@ -80,7 +80,9 @@ def register(subparsers) -> None:
 
     q = subparsers.add_parser(
         "list", help="the registry of known models and what the store holds",
-        description="Print the registry of known models and, per model in the store, whether it is complete.",
+        description="Print the registry of known models and, per model in the store, whether it is complete. "
+        "Every written layer is checked against its checksums (read-only): a model with a garbled or missing "
+        "chunk is shown damaged, with the command that repairs it.",
     )
     q.add_argument("--store", default=None, help=STORE_HELP)
     q.set_defaults(func=list_command)
@@ -151,7 +153,8 @@ def list_command(args) -> int:
     print()
     location = store_location(args.store)
     try:
-        models = [] if "://" not in location and not os.path.exists(location) else Store.open(location, "r").models()
+        exists = "://" in location or os.path.exists(location)
+        models = Store.open(location, "r").checked_models() if exists else []
     except user_errors() as exc:
         return fail(exc)
     rows = []

@@ -42,7 +42,7 @@ import threading
 import uuid
 import warnings
 from collections.abc import Iterator, Mapping
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -520,13 +520,18 @@ class Store:
 
     def models(self) -> list[ModelRow]:
         """Every model of the profiles group, in store order ([] when the store or group is missing)."""
+        return self._models()[0]
+
+    def _models(self) -> tuple[list[ModelRow], zarr.Group | None, list[str], dict[str, np.ndarray]]:
+        """The rows, and the group, names and per-model columns they were read from."""
         if PROFILES not in self.groups():
-            return []
+            return [], None, [], {}
         self.dataset(PROFILES)  # validated
         g = self._profiles()
+        names = _names(g)
         cols = {f: g[f][:] for f in INT_FIELDS + STR_FIELDS + BOOL_FIELDS + ("layer_done", "statistics_checksum")
                 if f in g}
-        return rows_from_columns(_names(g), cols)
+        return rows_from_columns(names, cols), g, names, cols
 
     def names(self) -> list[str]:
         if PROFILES not in self.groups():
@@ -801,28 +806,8 @@ class Store:
             L, H = int(meta["n_layers"][i]), int(meta["n_heads"][i])
             command = str(meta["command"][i]) or f"python -m pipeline profiles {meta['source'][i] or name}"
             command = _with_store(command, self.location)
-            bad: dict[int, str] = {}
-            for layer in np.flatnonzero(done[i, :L]):
-                layer = int(layer)
-                try:
-                    profile = np.asarray(g["profile"][i, layer, :H])
-                    norm = np.asarray(g["norm"][i, layer, :H])
-                except Exception as exc:  # noqa: BLE001 - codec errors of a garbled chunk
-                    bad[layer] = f"its chunk does not decode ({type(exc).__name__})"
-                    continue
-                want = str(sums[i, layer])
-                if not want:
-                    bad[layer] = "it was written without a checksum"
-                elif layer_checksum(profile, norm) != want:
-                    if np.isnan(profile).all() or np.isnan(norm).all():
-                        bad[layer] = "its chunk is missing (the values read as NaN)"
-                    else:
-                        bad[layer] = "its values do not match the checksum written with them"
-                elif stat_sums is not None and str(stat_sums[i, layer]):
-                    why = _statistics_problem(g, i, layer, H, spectrum_width(int(meta["d_head"][i])),
-                                              str(stat_sums[i, layer]))
-                    if why:
-                        bad[layer] = why
+            bad = _layer_problems(g, i, L, H, spectrum_width(int(meta["d_head"][i])), done[i], sums[i],
+                                  None if stat_sums is None else stat_sums[i])
             if not bad:
                 if str(meta["damaged"][i]):  # found earlier, not repaired yet
                     found.append(Damage(PROFILES, name, None, f"marked damaged: {meta['damaged'][i]}", command))
@@ -832,10 +817,49 @@ class Store:
                 self._mark_damaged(name, bad, command)
         return found
 
+    def damage_found(self) -> dict[str, str]:
+        """Read-only: the models whose written layers no longer match their checksums, not yet marked damaged.
+
+        Model name -> one line: the damaged layers, why (verify's words), and the repair: ``verify`` (which
+        clears those layers and marks the model), then the model's own command (which recomputes exactly
+        them). Writes nothing, so it works on a read-only store; every reader (``list``, the dashboard)
+        folds it into the rows it shows (:meth:`checked_models`).
+        """
+        return self._damage_found(*self._models())
+
+    def checked_models(self) -> list[ModelRow]:
+        """:meth:`models`, with the damage :meth:`damage_found` finds: such a model reads damaged and not complete,
+        its ``damaged`` line naming the repair. Writes nothing."""
+        read = self._models()
+        found = self._damage_found(*read)
+        return [replace(r, damaged=found[r.name], complete=False) if r.name in found else r for r in read[0]]
+
+    def _damage_found(self, rows: list[ModelRow], g: zarr.Group | None, names: list[str],
+                      cols: dict[str, np.ndarray]) -> dict[str, str]:
+        """Only the models with written layers and no damage recorded are read, each in one block per variable."""
+        todo = [r for r in rows if r.layers_done and not r.damaged]
+        if not todo:
+            return {}
+        verify = _with_store("python -m pipeline verify", self.location)
+        rows_at = [names.index(r.name) for r in todo]
+        try:
+            sums = np.asarray(g["layer_checksum"].get_orthogonal_selection((rows_at, slice(None))))
+        except Exception as exc:  # noqa: BLE001 - a garbled checksum chunk
+            return {r.name: f"its layer checksums do not decode ({type(exc).__name__}); find the damage with "
+                    f"`{verify}`" for r in todo}
+        stat_sums = cols.get("statistics_checksum")
+        out = {}
+        for k, (i, r) in enumerate(zip(rows_at, todo, strict=True)):
+            bad = _layer_problems(g, i, r.n_layers, r.n_heads, spectrum_width(r.d_head),
+                                  np.asarray(cols["layer_done"][i], dtype=bool), sums[k],
+                                  None if stat_sums is None else stat_sums[i])
+            if bad:
+                out[r.name] = _damage_line(bad, f"{verify} && {_with_store(r.fix_command, self.location)}")
+        return out
+
     def _mark_damaged(self, name: str, bad: dict[int, str], command: str) -> None:
         layers = sorted(bad)
-        reasons = sorted(set(bad.values()))
-        line = (f"layers {layers} damaged ({'; '.join(reasons)}); recompute them with `{command}`")
+        line = _damage_line(bad, command)
         with self._writing(f"the damage record of {name!r}", "the undamaged layers"), self._store_lock():
             g = self._profiles("a")
             i = _index(g, name, self.location)
@@ -1066,18 +1090,61 @@ def _clear_statistics(g: zarr.Group, i: int, layer: int | None = None) -> None:
     g["statistics_checksum"][where] = ""
 
 
-def _statistics_problem(g: zarr.Group, i: int, layer: int, H: int, width: int, want: str) -> str:
-    """Why the statistics of (row i, layer) do not match their checksum ('' when they do)."""
+def _damage_line(bad: dict[int, str], command: str) -> str:
+    """The ``damaged`` line of a model: its damaged layers, why, and the command that repairs them."""
+    return f"layers {sorted(bad)} damaged ({'; '.join(sorted(set(bad.values())))}); recompute them with `{command}`"
+
+
+def _read(arr: zarr.Array, where: tuple, orthogonal: bool = False) -> tuple[np.ndarray | None, str]:
+    """The values at ``where``, or (None, the error's type name) when a chunk there does not decode."""
     try:
-        stats = np.asarray(g["head_statistics"][i, layer, :H])
-        spectrum = np.asarray(g["spectrum"][i, layer, :H, :width])
+        return np.asarray(arr.get_orthogonal_selection(where) if orthogonal else arr[where]), ""
     except Exception as exc:  # noqa: BLE001 - codec errors of a garbled chunk
-        return f"its statistics chunk does not decode ({type(exc).__name__})"
-    if statistics_checksum(stats, spectrum) == want:
-        return ""
-    if np.isnan(stats).all() or np.isnan(spectrum).all():
-        return "its statistics chunk is missing (the values read as NaN)"
-    return "its statistics do not match the checksum written with them"
+        return None, type(exc).__name__
+
+
+def _layer_problems(g: zarr.Group, i: int, L: int, H: int, width: int, done: np.ndarray, sums: np.ndarray,
+                    stat_sums: np.ndarray | None) -> dict[int, str]:
+    """Why each written layer of row ``i`` does not match its checksums (layer -> reason; {} when all do).
+
+    The model's values are read in one block per variable (its chunks are fetched together); when a block
+    does not decode, its layers are read one by one to find the garbled ones.
+    """
+    layers = [int(x) for x in np.flatnonzero(done[:L])]
+    stats = stat_sums is not None and "head_statistics" in g and any(str(stat_sums[x]) for x in layers)
+    heads = (slice(0, H),)
+    where = {"profile": heads, "norm": heads, "head_statistics": heads, "spectrum": heads + (slice(0, width),)}
+    blocks = {}
+    for var in ("profile", "norm") + (("head_statistics", "spectrum") if stats else ()):
+        if layers:
+            blocks[var] = _read(g[var], (i, slice(0, L)) + where[var])[0]
+
+    def values(var: str, layer: int) -> tuple[np.ndarray | None, str]:
+        block = blocks.get(var)
+        return (block[layer], "") if block is not None else _read(g[var], (i, layer) + where[var])
+
+    bad: dict[int, str] = {}
+    for layer in layers:
+        (profile, e1), (norm, e2) = values("profile", layer), values("norm", layer)
+        want = str(sums[layer])
+        if e1 or e2:
+            bad[layer] = f"its chunk does not decode ({e1 or e2})"
+        elif not want:
+            bad[layer] = "it was written without a checksum"
+        elif layer_checksum(profile, norm) != want:
+            if np.isnan(profile).all() or np.isnan(norm).all():
+                bad[layer] = "its chunk is missing (the values read as NaN)"
+            else:
+                bad[layer] = "its values do not match the checksum written with them"
+        elif stats and str(stat_sums[layer]):
+            (st, e1), (spectrum, e2) = values("head_statistics", layer), values("spectrum", layer)
+            if e1 or e2:
+                bad[layer] = f"its statistics chunk does not decode ({e1 or e2})"
+            elif statistics_checksum(st, spectrum) != str(stat_sums[layer]):
+                bad[layer] = ("its statistics chunk is missing (the values read as NaN)"
+                              if np.isnan(st).all() or np.isnan(spectrum).all()
+                              else "its statistics do not match the checksum written with them")
+    return bad
 
 
 def _grow(g: zarr.Group, n_layers: int, n_heads: int, width: int = 0) -> None:

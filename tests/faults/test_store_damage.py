@@ -1,7 +1,8 @@
 """Damaged data: a garbled chunk and a deleted chunk are found by `python -m pipeline verify`, never shown as NaN.
 
-Today a garbled chunk raises only when read and a deleted chunk makes its layer silently NaN while the
-model is still marked complete. Here verify finds both, prints each damaged layer and the command that
+Every reader checks what it reads: `python -m pipeline list`, the dashboard's rows (``dashboard.data``)
+and the static export show a model with a garbled or deleted chunk as damaged, with the repair command,
+and write nothing to the store. verify finds the same damage, prints each damaged layer and the command that
 recomputes it, clears those layers, marks the model damaged and not complete, and leaves every other
 layer, model and group as it was. Running the printed repair (the model's command resumes exactly the
 layers not done) makes the store verify clean again.
@@ -9,6 +10,8 @@ layers not done) makes the store verify clean again.
 
 from __future__ import annotations
 
+import html
+import re
 import shutil
 from pathlib import Path
 
@@ -18,6 +21,7 @@ import xarray as xr
 
 from pipeline import store as st
 from pipeline.__main__ import main
+from tests.faults import tree_digest
 
 pytestmark = pytest.mark.timeout(300)  # a hung child fails the test instead of the run
 
@@ -194,3 +198,70 @@ def test_damaged_statistics_are_found_by_their_own_checksum(path, capsys):
     assert_rest_intact(path, [])  # A and C untouched
     write(path, D, values)  # the repair
     assert verify_cli(path, capsys)[0] == 0 and st.model_info(path, "D").statistics_computed
+
+
+def damage_chunk(path: Path, how: str) -> None:
+    """Layer 1 of model A's profile chunk garbled (random bytes of its size) or deleted."""
+    target = chunk(path, "profile", 0, 1)
+    if how == "garbled":
+        target.write_bytes(np.random.default_rng(5).bytes(target.stat().st_size))
+    else:
+        target.unlink()
+
+
+@pytest.mark.parametrize("how, why", [("garbled", r"its chunk does not decode \(\w+\)"),
+                                      ("deleted", re.escape("its chunk is missing (the values read as NaN)"))])
+def test_every_reader_sees_the_damage_and_writes_nothing(path, tmp_path, capsys, how, why):
+    """list, dashboard.data and the export name A damaged with the repair (verify, then A's own command);
+    the store stays byte-identical (a reader may be read-only); running the repair makes A complete again."""
+    from dashboard import data
+    from dashboard.export import main as export_main
+    from dashboard.export import profile_page_name
+
+    damage_chunk(path, how)
+    assert st.is_complete(path, "A")  # the stored row still says complete: only reading the chunk tells
+    before = tree_digest(path)
+    repair_cmd = f"python -m pipeline verify --store {path} && python -m pipeline profiles A --store {path}"
+    line = re.compile(re.escape("layers [1] damaged (") + why + re.escape(f"); recompute them with `{repair_cmd}`"))
+
+    assert main(["list", "--store", str(path)]) == 0
+    out = capsys.readouterr().out
+    table = {r.split()[0]: r.split()[1] for r in out.split(f"The store {path}:")[1].strip().splitlines()[1:3]}
+    assert table == {"A": "damaged", "C": "complete"}
+    said = [x.removeprefix("A: ") for x in out.splitlines() if x.startswith("A: ")]
+    assert len(said) == 1 and line.fullmatch(said[0]), said
+
+    rows = {r.name: r for r in data.rows(path)}
+    assert rows["A"].damaged == said[0] and not rows["A"].complete
+    assert rows["C"].damaged == "" and rows["C"].complete
+
+    out_dir = tmp_path / "site"
+    assert export_main([str(out_dir), "--store", str(path)]) == 0  # C can still be exported
+    index = (out_dir / "index.html").read_text()
+    assert f"<b>A</b> (damaged: {html.escape(said[0])})" in index  # listed apart, with the repair
+    pages = sorted(p.name for p in out_dir.glob("profiles-*.html"))
+    assert pages == [profile_page_name("C")]  # no page drawn from damaged values
+    capsys.readouterr()
+    assert tree_digest(path) == before  # no reader wrote to the store
+
+    code, _, _ = verify_cli(path, capsys)  # the repair as printed: verify, then the model's command
+    assert code == 1
+    repair(path)
+    assert main(["list", "--store", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert "damaged" not in out and {r.name: r.complete for r in st.Store.open(path).checked_models()} == \
+        {"A": True, "C": True}
+
+
+def test_read_check_finds_damaged_statistics(path, capsys):
+    """The read-side check covers statistics_checksum too; a model without statistics is not damaged."""
+    rng = np.random.default_rng(11)
+    D = st.ModelRow("D", 2, 3, 16, 4, "none", source="x", command="python -m pipeline profiles D")
+    values = [(rng.dirichlet(np.ones(4), size=3), rng.uniform(1, 2, 3), rng.normal(size=(3, len(st.STATISTICS))),
+               rng.normal(size=(3, 8))) for _ in range(2)]
+    write(path, D, values)
+    assert st.Store.open(path, "r").damage_found() == {}  # A and C have no statistics: not damage
+    (path / "profiles" / "spectrum" / "c" / "2" / "1" / "0" / "0").unlink()
+    found = st.Store.open(path, "r").damage_found()
+    assert list(found) == ["D"]
+    assert found["D"].startswith("layers [1] damaged (its statistics chunk is missing (the values read as NaN))")
