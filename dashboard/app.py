@@ -39,6 +39,7 @@ from dashboard.profiles_page import (
     message,
     replace_in_place,
     restore_on_ready,
+    same_structure,
     selector_groups,
     todo_html,
 )
@@ -174,7 +175,12 @@ def profiles_panel(store, state: AppState, args: dict[str, str] | None = None,
             pane.object = page.root
             return
         shown[0].one("heads").selected.indices = []
-        replace_in_place(shown[0], page)  # the same models with the new model's data: the document stays flat
+        if same_structure(shown[0], page):
+            replace_in_place(shown[0], page)  # the same models with the new model's data: the document stays flat
+            return
+        _follow(page, state)  # a page of other views (statistics present or not): it replaces the shown one
+        shown[0] = page
+        pane.object = page.root
 
     state.param.watch(lambda ev: (show(ev.new), setattr(select, "value", ev.new)), "model")
     show(state.model)

@@ -93,7 +93,7 @@ def _nav(links: list[tuple[str, str]]) -> str:
 
 
 class BokehOnly(Resources):
-    """BokehJS and its widgets only.
+    """BokehJS, its widgets and its tables (the head inspector's statistics) only.
 
     Bokeh adds the ``__javascript__`` files of every model class registered in the process; once Panel
     is imported that includes Panel's bundles, with server-relative paths a static page cannot load.
@@ -106,7 +106,7 @@ class BokehOnly(Resources):
 
 def bokeh_resources(self_contained: bool) -> Resources:
     """Resources for a static page: from the CDN (default) or inlined (``--self-contained``)."""
-    return BokehOnly(mode="inline" if self_contained else "cdn", components=["bokeh", "bokeh-widgets"])
+    return BokehOnly(mode="inline" if self_contained else "cdn", components=["bokeh", "bokeh-widgets", "bokeh-tables"])
 
 
 def page_html(layout: Model, title: str, resources: Resources, nav_html: str = "") -> str:

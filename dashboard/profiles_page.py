@@ -38,6 +38,7 @@ from bokeh.models import (
     RadioButtonGroup,
     Select,
     Slider,
+    TapTool,
 )
 from bokeh.transform import dodge
 
@@ -45,6 +46,7 @@ from dashboard import geometry as g
 from dashboard import jscode, views
 from dashboard.clone import Copy
 from dashboard.data import ModelData, ModelRow
+from dashboard.profiles_views import more_views
 
 ORBIT_FAMILY = "orbits"
 ORBIT_GROUP = "trained in this project: orbit experiment"
@@ -282,6 +284,9 @@ def profiles_view(m: ModelData, sel: xr.Dataset | None = None, *, nav: dict[str,
                V=g.VERTICES.ravel().tolist(), heats=heat_sources, hist=bars.data_source, sel_hist=sel_hist,
                sel_renderer=sel_renderer, hist_range=hist.y_range, info=info, type_names=list(g.TYPE_NAMES),
                type_legend=type_legend)
+    more, more_ctx, stat_select = more_views(shown, heads, ctx["cube"], ctx["meta"], sheet)
+    ctx.update(more_ctx)
+    tetra.add_tools(TapTool(renderers=[head_dots, *type_dots]))  # a tap selects one head: the inspector shows it
     # the drag callback that views.tetrahedron attached moves the sliders here, which project
     for cb in tetra.js_event_callbacks.get("pan", []) + tetra.js_event_callbacks.get("panstart", []):
         cb.args = dict(ctx=ctx)
@@ -298,7 +303,7 @@ def profiles_view(m: ModelData, sel: xr.Dataset | None = None, *, nav: dict[str,
     dslider = Slider(start=0, end=max(D - 1, 1), value=0, step=1, width=330, name="d_slider", visible=rotary,
                      title="d = query position − key position")
     dslider.js_on_change("value", CustomJS(args=dict(ctx=ctx), code=jscode.code(
-        "profiles_decode", "spectral_types", "project", "profiles_histograms", "profiles_d_step")))
+        "profiles_decode", "spectral_types", "project", "profiles_histograms", "page_views", "profiles_d_step")))
     color = RadioButtonGroup(labels=["colour by layer", "colour by type"], active=0, name="color_mode", width=240)
     modes = dict(color=color, dots=head_dots, type_dots=type_dots, type_legend=type_legend,
                  colour_bar=tetra.select_one({"name": "layer_colour_bar"}))
@@ -306,6 +311,8 @@ def profiles_view(m: ModelData, sel: xr.Dataset | None = None, *, nav: dict[str,
     curve = tetra.select_one({"name": "rank_one_curve"})
     rank_one = CheckboxGroup(labels=["rank-one curve"], active=[], name="rank_one_toggle", width=130)
     rank_one.js_on_change("active", CustomJS(args=dict(curve=curve), code=jscode.code("rank_one_toggle")))
+    heads.selected.js_on_change("indices", CustomJS(args=dict(ctx=dict(ctx, dslider=dslider)), code=jscode.code(
+        "page_views", "inspector_select")))
     play = Button(label="▶ Play", width=90, button_type="success", name="play", visible=rotary)
     play.js_on_event("button_click", CustomJS(args=dict(slider=dslider, button=play, interval=int(play_interval_ms)),
                                               code=jscode.code("profiles_play")))
@@ -325,10 +332,12 @@ def profiles_view(m: ModelData, sel: xr.Dataset | None = None, *, nav: dict[str,
         top.append(sel)
     url_note = Div(text="", stylesheets=[sheet], width=1100, name="url_note", visible=False)
     link = dict(ctx, dslider=dslider, url_note=url_note, nav=top[-1] if nav else None, tabs=tabs, color=color,
-                stat=None)
+                stat=stat_select)
     write = CustomJS(args=dict(ctx=link), code=jscode.code("url_state", "url_write"), name="url_write")
     dslider.js_on_change("value", write)
     color.js_on_change("active", write)
+    if stat_select is not None:
+        stat_select.js_on_change("value", write)
     heads.selected.js_on_change("indices", write)
     ctx["meta"].js_on_change("data", write)  # the served app swaps in another model's data
     restore = CustomJS(args=dict(ctx=link), code=jscode.code("url_state", "url_restore"), name="url_restore")
@@ -339,6 +348,7 @@ def profiles_view(m: ModelData, sel: xr.Dataset | None = None, *, nav: dict[str,
     parts.append(row(position, azimuth, elevation, clear, info, name="controls"))
     parts.append(row(color, rank_one, name="view_controls"))
     parts.append(row(tetra, column(heat, hist)))
+    parts.append(more)
     parts.append(Div(text=DEFINITIONS, stylesheets=[sheet], width=1300, name="definitions"))
     return column(*parts, name="profiles_page", tags=[restore])
 
@@ -380,6 +390,14 @@ def by_type(fig, dots, heads) -> tuple[list[GlyphRenderer], Legend]:
         if isinstance(rs, list) and dots in rs:
             tool.renderers = [*rs, *out]
     return out, legend
+
+
+def same_structure(a: Copy, b: Copy) -> bool:
+    """Whether two copied pages hold the same named models (names and types): then ``replace_in_place`` can
+    turn one into the other. Pages of models with and without statistics differ."""
+    def names(c: Copy):
+        return sorted((n, type(m).__name__) for n, ms in c.named.items() for m in ms)
+    return names(a) == names(b)
 
 
 def _holds_model(value) -> bool:

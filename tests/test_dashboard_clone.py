@@ -50,7 +50,8 @@ def serialised(root: Model):
 
 
 def _pages(store):
-    return [profiles_view(data.model_data(store, ROPE_MODEL)), profiles_view(data.model_data(store, ABSOLUTE_MODEL))]
+    return [profiles_view(data.model_data(store, name), data.profiles(store).sel(model=name))
+            for name in (ROPE_MODEL, ABSOLUTE_MODEL)]
 
 
 def test_a_copy_serialises_as_the_original(store):
@@ -215,7 +216,8 @@ def test_walks_of_a_rendered_page_evaluate_no_default_and_it_shows_the_same(stor
     canvas = {m for m in page if not isinstance(m, (UIElement, Title, Toolbar))}
     assert len(canvas) > 100 and not canvas & set(evaluated_models)
     monkeypatch.setattr(rendered, "_materialise_defaults", lambda models: None)
-    plain, _ = rendered._prepared(profiles_view(data.model_data(store, ROPE_MODEL)))
+    plain, _ = rendered._prepared(profiles_view(data.model_data(store, ROPE_MODEL),
+                                                data.profiles(store).sel(model=ROPE_MODEL)))
     other = copy_layout(plain)
     page = set(other.root.references())
     evaluated.clear()

@@ -14,7 +14,17 @@ import numpy as np
 import pytest
 
 from dashboard.export import export, profile_page_name
-from dashboard.geometry import dequantise, project, quantise, spectral_types, to_3d, type_labels
+from dashboard.geometry import (
+    dequantise,
+    face_coordinates,
+    layer_type_fractions,
+    project,
+    quantise,
+    spectral_types,
+    to_3d,
+    type_labels,
+)
+from pipeline.schema import STATISTICS
 from tests.browser.conftest import (
     ABSOLUTE_MODEL,
     FIND_JS,
@@ -27,6 +37,7 @@ from tests.browser.conftest import (
     model_data,
     model_prop,
     rope_profiles,
+    rope_statistics,
     route_offline,
     screen_positions,
     selected,
@@ -338,3 +349,87 @@ def test_colour_by_type_counts_follow_d_and_a_legend_click_hides_a_type(rope_pag
     page.wait_for_timeout(200)
     assert model_prop(page, "head_dots", "visible") is True and model_prop(page, "type_legend", "visible") is False
     assert errors == []
+
+
+# ------------------------------------------------------------------- the face, layer x type, statistics
+
+
+def test_a_tap_on_a_head_fills_the_inspector(rope_page):
+    page, errors = rope_page
+    L, H = ROPE_SHAPE
+    set_prop(page, "d_slider", "value", 12)
+    page.wait_for_timeout(200)
+    sx, sy = screen_positions(page, "tetrahedron", "heads")
+    others = np.hypot(sx[:, None] - sx[None, :], sy[:, None] - sy[None, :]) + np.eye(len(sx)) * 1e9
+    i = int(np.argmax(others.min(axis=1)))  # a head alone under the pointer
+    page.mouse.click(sx[i], sy[i])
+    page.wait_for_function("() => {" + FIND_JS + "return find('heads').selected.indices.length === 1; }",
+                           timeout=10_000)
+    assert selected(page, "heads") == [i]
+    layer, head = divmod(i, H)
+    assert f"layer {layer}, head {head}" in model_prop(page, "inspector_title", "text")
+    stats, spectra = rope_statistics(L, H)
+    np.testing.assert_allclose(model_data(page, "inspector_statistics", "value"), stats[layer, head], rtol=1e-6)
+    lam = spectra[layer, head]
+    np.testing.assert_allclose(model_data(page, "inspector_up", "top"), np.sort(lam[lam > 0])[::-1], rtol=1e-6)
+    np.testing.assert_allclose(model_data(page, "inspector_down", "bottom"), np.sort(lam[lam < 0]), rtol=1e-6)
+    for k, c in enumerate("abcd"):  # the head's profile over every d, as stored
+        np.testing.assert_allclose(model_data(page, f"inspector_curve_{c}", "value"),
+                                   rope_profiles(L, H)[layer, head, :, k], atol=1 / 65534)
+    assert model_prop(page, "inspector_d", "location") == 12
+    assert errors == []
+
+
+def test_the_face_and_the_layer_type_map_follow_d_and_the_selection(rope_page):
+    page, errors = rope_page
+    L, H = ROPE_SHAPE
+    for d in (0, 32):
+        set_prop(page, "d_slider", "value", d)
+        page.wait_for_timeout(200)
+        shown = dequantise(quantise(expected_at(d)))
+        xy = face_coordinates(shown)
+        np.testing.assert_allclose(model_data(page, "face_heads", "x"), xy[:, 0], atol=1e-12)
+        np.testing.assert_allclose(model_data(page, "face_heads", "y"), xy[:, 1], atol=1e-12)
+        img = np.array(model_data(page, "layer_types_image", "image")[0], dtype=float).reshape(L, 3)
+        np.testing.assert_allclose(img, layer_type_fractions(shown.reshape(L, H, 4)), atol=1e-12)
+        assert model_prop(page, "layer_types", "title") is not None
+    js(page, "find('heads').selected.indices = [3, 17];")
+    page.wait_for_timeout(200)
+    assert selected(page, "face_heads") == [3, 17]
+    js(page, "find('face_heads').selected.indices = [5];")
+    page.wait_for_timeout(200)
+    assert selected(page, "heads") == [5]
+    assert errors == []
+
+
+def test_the_statistic_chooser_and_a_tap_on_its_map(rope_page):
+    page, errors = rope_page
+    L, H = ROPE_SHAPE
+    stats, _ = rope_statistics(L, H)
+    img = lambda: np.array(model_data(page, "statistic_image", "image")[0], dtype=float).reshape(L, H)  # noqa: E731
+    np.testing.assert_allclose(img(), stats[..., STATISTICS.index("symmetric_energy")], rtol=1e-12)
+    assert "(N + 1) / (2N)" in model_prop(page, "statistic_baseline", "text")
+    page.locator("select").nth(1).select_option("rho")
+    page.wait_for_timeout(300)
+    np.testing.assert_allclose(img(), stats[..., STATISTICS.index("rho")], rtol=1e-6)
+    assert "stat=rho" in page.url
+    assert "(N + 1) / (2N)" not in model_prop(page, "statistic_baseline", "text")
+    x, y = data_to_page(page, "statistic_map", 5, 2)  # head 5 of layer 2
+    page.mouse.click(x, y)
+    page.wait_for_timeout(300)
+    assert selected(page, "heads") == [2 * H + 5]
+    assert "layer 2, head 5" in model_prop(page, "inspector_title", "text")
+    assert errors == []
+
+
+def test_a_model_without_statistics_says_so_with_the_command(browser, pages):
+    page, errors = open_model_page(browser, pages, ABSOLUTE_MODEL)
+    for name in ("statistics_missing", "parity_missing", "inspector_missing"):
+        text = model_prop(page, name, "text")
+        assert "statistics not computed" in text and "python -m pipeline" in text, name
+    assert page.get_by_text("statistics not computed").first.is_visible()
+    js(page, "find('heads').selected.indices = [7];")  # the inspector still names the head
+    page.wait_for_timeout(200)
+    assert "layer 1, head 1" in model_prop(page, "inspector_title", "text")
+    assert errors == []
+    page.close()

@@ -102,7 +102,8 @@ def store(tmp_path_factory):
 def test_bokehjs_sees_a_served_page_as_the_page_without_written_defaults(browser, store, tmp_path, monkeypatch,
                                                                         page):
     def make():
-        return profiles_view(data.model_data(store, ROPE_MODEL)) if page == "profiles" else orbits_content(store)
+        return (profiles_view(data.model_data(store, ROPE_MODEL), data.profiles(store).sel(model=ROPE_MODEL))
+                if page == "profiles" else orbits_content(store))
 
     written = copy_layout(*rendered._prepared(make())).root  # a session's copy, as served
     monkeypatch.setattr(rendered, "_materialise_defaults", lambda models: None)

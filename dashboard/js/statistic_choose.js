@@ -1,0 +1,16 @@
+// The statistic chooser: the heat map shows the chosen statistic of every head (ctx.every: one column per
+// statistic, layer-major), its colours span that statistic's range, its baseline sentence is the chosen one's.
+const s = ctx.select.value, v = ctx.every.data[s];
+if (v != null) {
+  const img = ctx.image.data.image[0];  // (layer, head), row-major, row 0 = layer 0
+  let lo = Infinity, hi = -Infinity;
+  for (let i = 0; i < v.length; i++) {
+    img[i] = v[i];
+    if (Number.isFinite(v[i])) { lo = Math.min(lo, v[i]); hi = Math.max(hi, v[i]); }
+  }
+  if (!(hi > lo)) { lo = Number.isFinite(lo) ? lo - 0.5 : 0; hi = lo + 1; }
+  ctx.mapper.setv({low: lo, high: hi});
+  ctx.image.change.emit();
+  ctx.title.text = s + ' per head (d = 0)';
+  ctx.baseline.text = ctx.texts.data[s][0];
+}

@@ -1,0 +1,172 @@
+"""The profiles page's views beyond the tetrahedron, the heat maps and the histograms, linked in the browser.
+
+``more_views`` renders, from ``dashboard.views``: the a = 0 face (its heads selected with the tetrahedron's,
+by index), the layer x type map, the per-head statistic heat map with a chooser and its Gaussian baseline,
+the parity spectra and the head inspector. Their browser code is in ``dashboard/js/page_views.js``: at every
+d the face and the layer x type map are recomputed from the heads' decoded profiles and types; a selection
+(a tap on a head in the tetrahedron, the face or the statistic heat map) fills the inspector with the first
+selected head, from data shipped once with the page (its spectrum and statistics, its profile over d from the
+page's profile cube), so the same layout works served and in a static file.
+
+A model without statistics (a store written before them) shows "statistics not computed" with the command
+that adds them, in place of the statistic heat map, the parity spectra and the inspector's spectrum.
+"""
+
+from __future__ import annotations
+
+import html
+
+import holoviews as hv
+import numpy as np
+import xarray as xr
+from bokeh.layouts import column, row
+from bokeh.models import (
+    ColumnDataSource,
+    CustomJS,
+    DataTable,
+    Div,
+    GlyphRenderer,
+    Legend,
+    LegendItem,
+    Select,
+    Span,
+    TapTool,
+)
+
+from dashboard import geometry as g
+from dashboard import jscode, views
+from pipeline.schema import STATISTICS
+
+DEFAULT_STATISTIC = "symmetric_energy"
+
+
+def _glyphs(fig, kind: str) -> list[GlyphRenderer]:
+    return [r for r in fig.renderers if isinstance(r, GlyphRenderer) and type(r.glyph).__name__ == kind]
+
+
+def _face(shown: xr.Dataset, heads: ColumnDataSource, sheet):
+    """The a = 0 face, its source ``face_heads`` selected with ``heads`` (both ways), a legend with the counts."""
+    fig = views.render(views.symmetric_face(shown, d=0, size=330))
+    fig.name = "face"
+    fig.sizing_mode = None  # sized by its frame: "fixed" would ask for width and height
+    src = fig.select_one({"name": "face_heads"})
+    dots = fig.select_one({"name": "face_dots"})
+    old = fig.select_one({"name": "face_legend"})
+    if old is not None:
+        fig.center = [x for x in fig.center if x is not old]
+    types = np.asarray(heads.data["type"])
+    firsts = [int(np.flatnonzero(types == k)[0]) if (types == k).any() else 0 for k in range(3)]
+    legend = Legend(items=[LegendItem(label=label, renderers=[dots], index=firsts[k], name=f"face_legend_item{k}",
+                                      visible=bool((types == k).any()))
+                           for k, label in enumerate(g.type_labels(types))],
+                    location="top_right", name="face_legend", label_text_font_size="9pt", background_fill_alpha=0.7)
+    fig.add_layout(legend)
+    link = CustomJS(args=dict(a=heads, b=src), code=jscode.code("selection_link"))
+    back = CustomJS(args=dict(a=src, b=heads), code=jscode.code("selection_link"))
+    heads.selected.js_on_change("indices", link)
+    src.selected.js_on_change("indices", back)
+    return fig, src, legend
+
+
+def _layer_types(shown: xr.Dataset):
+    fig = views.render(views.layer_type_map(shown, d=0, width=300))
+    fig.name = "layer_types"
+    image = _glyphs(fig, "Image")[0]
+    image.data_source.name = "layer_types_image"
+    return fig, image.data_source
+
+
+def _statistic(shown: xr.Dataset, stats: dict[str, np.ndarray], heads: ColumnDataSource, meta: ColumnDataSource,
+               sheet):
+    """The statistic heat map, its chooser ``stat_select`` and the baseline sentence beside it."""
+    img_el, _ = list(views.statistic_heatmap(shown, DEFAULT_STATISTIC, width=420))
+    fig = views.render(img_el)
+    fig.name = "statistic_map"
+    image = _glyphs(fig, "Image")[0]
+    image.data_source.name = "statistic_image"
+    mapper = image.glyph.color_mapper
+    mapper.name = "statistic_colours"
+    baseline = Div(text=views.baseline_html(shown, DEFAULT_STATISTIC, stats[DEFAULT_STATISTIC]), width=260,
+                   stylesheets=[sheet], name="statistic_baseline")
+    choose = Select(title="statistic (d = 0)", options=list(STATISTICS), value=DEFAULT_STATISTIC, width=220,
+                    name="stat_select")
+    every = ColumnDataSource({k: v.reshape(-1).astype(np.float32) for k, v in stats.items()},
+                             name="statistics_all")
+    texts = ColumnDataSource({k: [views.baseline_html(shown, k, v)] for k, v in stats.items()},
+                             name="statistic_texts")
+    choose.js_on_change("value", CustomJS(args=dict(ctx=dict(
+        select=choose, every=every, image=image.data_source, mapper=mapper, title=fig.title, baseline=baseline,
+        texts=texts)), code=jscode.code("statistic_choose")))
+    fig.add_tools(TapTool(renderers=[image]))
+    fig.js_on_event("tap", CustomJS(args=dict(heads=heads, meta=meta), code=jscode.code("statistic_tap")))
+    return column(choose, row(fig, baseline)), choose, every
+
+
+def _inspector(shown: xr.Dataset):
+    """The head inspector of head (0, 0), with its parts named for inspector.js."""
+    parts, named = [], {}
+    for element in views.head_inspector(shown, 0, 0, d=0, width=320):
+        if isinstance(element, hv.Div):  # the message: statistics not computed (a Bokeh Div, not Panel's HTML)
+            parts.append(Div(text=element.data, width=320, name="inspector_missing"))
+            continue
+        p = views.render(element)
+        parts.append(p)
+        tables = list(p.select({"type": DataTable}))
+        if isinstance(p, DataTable) or tables:
+            table = p if isinstance(p, DataTable) else next(iter(tables))
+            table.name, table.source.name = "inspector_table", "inspector_statistics"
+            named["table"] = table.source
+            continue
+        quads, lines = _glyphs(p, "Quad"), _glyphs(p, "Line")
+        if quads:
+            p.name = "inspector_spectrum"
+            for q in quads:
+                q.data_source.name = "inspector_up" if q.glyph.fill_color == "#d62728" else "inspector_down"
+                named["up" if q.data_source.name == "inspector_up" else "down"] = q.data_source
+            named["spectrum_title"] = p.title
+        elif lines:
+            p.name = "inspector_curves"
+            for k, r in enumerate(lines):
+                r.data_source.name = f"inspector_curve_{g.COORDS[k]}"
+            named["curves"] = [r.data_source for r in lines]
+            named["vline"] = list(p.select({"type": Span}))[0]
+            named["vline"].name = "inspector_d"
+            named["curves_title"] = p.title
+    title = Div(text="<h2>Head inspector</h2><p class='note'>Tap a head in any view (or select some): the "
+                     "first selected head is shown. Now: layer 0, head 0.</p>", width=330, name="inspector_title")
+    return column(title, *parts, name="inspector"), named, title
+
+
+def more_views(shown: xr.Dataset, heads: ColumnDataSource, cube: ColumnDataSource, meta: ColumnDataSource,
+               sheet) -> tuple:
+    """The second part of the page, the context its browser code needs (page_views.js) and the statistic
+    chooser (None without statistics). ``meta``: the page's ``profile_meta`` (sizes the browser reads)."""
+    stats = views.statistics_table(shown)
+    spectra = views.spectrum_array(shown)
+    face, face_src, face_legend = _face(shown, heads, sheet)
+    lt_fig, lt_src = _layer_types(shown)
+    insp, named, insp_title = _inspector(shown)
+    ctx = dict(face=face_src, face_legend=face_legend, face_vertices=g.FACE_VERTICES.ravel().tolist(),
+               type_colors=list(g.TYPE_COLORS), type_markers=list(g.TYPE_MARKERS), lt=lt_src,
+               lt_title=lt_fig.title, insp_title=insp_title, statistic_names=list(STATISTICS),
+               meta=meta, cube=cube, **named)
+    if stats is not None and spectra is not None:
+        stat_area, choose, every = _statistic(shown, stats, heads, meta, sheet)
+        ctx |= dict(every=every, spectra=ColumnDataSource(dict(s=spectra.reshape(-1).astype(np.float32)),
+                                                          name="inspector_spectra"))
+        parity = views.parity_spectra(shown, panel_px=250)
+        parity = row(*[views.render(p) for p in parity], name="parity_spectra") if hasattr(parity, "values") \
+            else views.render(parity)
+    else:
+        note = views.statistics_note(shown)
+        stat_area = Div(text=note, width=420, stylesheets=[sheet], name="statistics_missing")
+        parity = Div(text=note, width=420, stylesheets=[sheet], name="parity_missing")
+        choose = None
+    heading = lambda text, name: Div(text=f"<h2>{html.escape(text)}</h2>", stylesheets=[sheet], name=name)  # noqa: E731
+    layout = column(
+        row(column(heading("Spectral types", "types_heading"), row(face, lt_fig)),
+            column(heading("Per-head statistics", "statistics_heading"), stat_area), name="types_row"),
+        row(insp, column(heading("Parity spectra: the 30 most extreme heads of each type (d = 0)",
+                                 "parity_heading"), parity), name="inspector_row"),
+        name="more_views")
+    return layout, ctx, choose
