@@ -306,20 +306,21 @@ def rotation_pairs(rotations: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.nd
 
 def _lapack_in_place(k: int):
     """``(eig, trmm)`` for the per-offset route: ``eig`` takes a (k, k) C-contiguous float64 array, reads its upper
-    triangle and returns its eigenvalues ascending, overwriting that triangle (scipy's LAPACK ``dsyevr``, no copy);
-    ``trmm(K1, Z)`` sets Z (m, k) C-contiguous to K1 @ Z in place for an upper triangular K1 (m, m), C-contiguous.
-    Without scipy: numpy's ``eigvalsh`` (one copy per matrix) and ``trmm = None`` (the caller multiplies densely)."""
+    triangle and returns its eigenvalues ascending, overwriting that triangle (LAPACK ``dsyevd``, numpy's own
+    driver, through scipy on the array in place: no copy); ``trmm(K1, Z)`` sets Z (m, k) C-contiguous to K1 @ Z in
+    place for an upper triangular K1 (m, m), C-contiguous. Without scipy: numpy's ``eigvalsh`` (one copy per
+    matrix) and ``trmm = None`` (the caller multiplies densely)."""
     try:
         from scipy.linalg import blas, lapack
     except ImportError:
         return functools.partial(np.linalg.eigvalsh, UPLO="U"), None
     # A C-contiguous array seen by Fortran is its transpose: its upper triangle is Fortran's lower one.
-    lwork, liwork = (int(x) for x in lapack.dsyevr_lwork(k, lower=1)[:2])
+    lwork, liwork = (int(x) for x in lapack.dsyevd_lwork(k, compute_v=0, lower=1)[:2])  # blocked dsytrd
 
     def eig(S: np.ndarray) -> np.ndarray:
-        w, _, found, _, info = lapack.dsyevr(S.T, compute_v=0, lower=1, lwork=lwork, liwork=liwork, overwrite_a=1)
-        if info != 0 or found != k:
-            raise np.linalg.LinAlgError(f"LAPACK dsyevr failed (info {info}, {found} of {k} eigenvalues)")
+        w, _, info = lapack.dsyevd(S.T, compute_v=0, lower=1, lwork=lwork, liwork=liwork, overwrite_a=1)
+        if info != 0:
+            raise np.linalg.LinAlgError(f"LAPACK dsyevd did not converge (info {info})")
         return w
 
     def trmm(K1: np.ndarray, Z: np.ndarray) -> None:
@@ -344,7 +345,7 @@ def _rotary_offsets(K1: np.ndarray, Pt: np.ndarray, rows, rotations: np.ndarray,
     D, (m, n), k = len(rotations), K1.shape, Pt.shape[1]
     Z, tmp, Dm = bufs
     in_place = trmm is not None and m == n
-    top, A, B = work[:m], work[:m, :m], work[:m, m:]
+    top, A, B = work[:m], work[:m, :m], work[:m, m:]  # the core's nonzero rows [A | B], unscaled
     if in_place:
         Z = top
     Ptp = Pt[rows[1]] if rows is not None else None
@@ -364,14 +365,16 @@ def _rotary_offsets(K1: np.ndarray, Pt: np.ndarray, rows, rotations: np.ndarray,
         if d == 0:
             keep_d0(top)
         flat = top.reshape(-1)
-        norms[d] = norm = np.sqrt(flat @ flat)
-        top *= 0.5 / norm if norm > 0 else 0.5  # A' = A / (2 ||C||), B' = B / (2 ||C||)
-        np.subtract(A, A.T, out=Dm)  # the top-left block of T = antisym(C)
+        norms[d] = np.sqrt(flat @ flat)
+        np.subtract(A, A.T, out=Dm)  # the top-left block of 2 antisym(C)
         dm = Dm.reshape(-1)
-        ts[d] = np.sqrt(dm @ dm + 2.0 * np.einsum("ij,ij->", B, B))  # ||T||^2 = ||(A - A^T)/2||^2 + 2 ||B/2||^2
+        ts[d] = dm @ dm + 2.0 * np.einsum("ij,ij->", B, B)  # 4 ||antisym(C)||^2: ||A - A^T||^2 + 2 ||B||^2
         A *= 2.0
-        A -= Dm  # (A + A^T) / 2, with B' beside it: the upper triangle of sym(C)
+        A -= Dm  # A + A^T: with B beside it, the upper triangle of 2 sym(C)
         lam[d] = eig(work)
+    scale = 2.0 * np.where(norms > 0, norms, 1.0)  # ||C|| = 1 after: eigenvalues and ||T|| of 2 sym(C) / (2 ||C||)
+    lam /= scale[:, None]
+    ts = np.sqrt(ts) / scale
     return _profile_of_spectra(np.where(ts <= rtol, 0.0, ts * ts), lam, norms, rtol)
 
 
