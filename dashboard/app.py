@@ -45,7 +45,7 @@ from dashboard.profiles_page import (
 )
 
 TITLE = "Attention-head geometry"
-TABS = ("profiles", "orbits")  # the tabs' names in a deep link, in order
+TABS = ("profiles", "compare", "orbits")  # the tabs' names in a deep link, in order
 
 PAGE_CSS = (CSS.replace(":host", "body") + " body { margin: 0 12px; } .title { font-size: 1.3em; font-weight: 600;"
             " color: #ffffff; background: #1f2a3a; padding: 8px 14px; margin: 0 -12px 6px -12px; }")
@@ -187,6 +187,14 @@ def profiles_panel(store, state: AppState, args: dict[str, str] | None = None,
     return pn.Column(select, pane, todo, name="Profiles")
 
 
+def compare_panel(store, state: AppState) -> pn.viewable.Viewable:
+    """Every computed model side by side (``compare_page``)."""
+    try:
+        return PagePane(rendered.compare(store).root)
+    except data.StoreError as exc:
+        return pn.pane.Bokeh(_error_view("Compare models", str(exc)))
+
+
 def orbits_panel(store, state: AppState) -> pn.viewable.Viewable:
     page = rendered.orbits(store)
     slider = page.one("orbits_frame")
@@ -211,7 +219,8 @@ def guarded(make, title: str, store, state: AppState) -> pn.viewable.Viewable:
 
 
 def build(store, state: AppState | None = None, args: dict[str, str] | None = None) -> pn.Column:
-    """The whole served page over ``store`` for one session: a Profiles tab and an Orbits tab (built when shown).
+    """The whole served page over ``store`` for one session: Profiles, Compare and Orbits tabs (the last two
+    built when shown).
 
     ``args``: the deep link's parameters (default: the session's request, ``url_args``)."""
     state = state or AppState()
@@ -224,7 +233,9 @@ def build(store, state: AppState | None = None, args: dict[str, str] | None = No
         tab = TABS[0]
     orbits = pn.param.ParamFunction(lambda: guarded(orbits_panel, "Orbits of C24", store, state), lazy=True)
     profiles = guarded(lambda s, st: profiles_panel(s, st, args, notes), "Profiles of attention heads", store, state)
-    tabs = pn.Tabs(("Profiles", profiles), ("Orbits", orbits), dynamic=True, name="tabs", active=TABS.index(tab))
+    compare = pn.param.ParamFunction(lambda: guarded(compare_panel, "Compare models", store, state), lazy=True)
+    tabs = pn.Tabs(("Profiles", profiles), ("Compare", compare), ("Orbits", orbits), dynamic=True, name="tabs",
+                   active=TABS.index(tab))
     tabs.jscallback(args={"names": list(TABS)}, active=jscode.code("url_tab"))
     shown = Path(store)
     try:

@@ -1,7 +1,8 @@
 """python -m dashboard.export OUT/ : the dashboard as static HTML pages that need no server.
 
 Writes ``OUT/index.html`` (every model of the store: a link to its page, or the command that computes
-or repairs it), one ``OUT/profiles-<slug>-<hash>.html`` per drawable model and ``OUT/orbits.html``. The
+or repairs it), one ``OUT/profiles-<slug>-<hash>.html`` per drawable model, ``OUT/compare.html`` and
+``OUT/orbits.html``. The
 pages are the layouts the served app shows; every interaction runs client-side, so they work opened
 with file://. By default they load BokehJS from the CDN; ``--self-contained`` inlines it for offline use.
 
@@ -28,6 +29,7 @@ from bokeh.model import Model
 from bokeh.resources import Resources
 
 from dashboard import data
+from dashboard.compare_page import compare_view
 from dashboard.orbits_page import orbits_view
 from dashboard.profiles_page import (
     CSS,
@@ -76,6 +78,17 @@ def orbits_content(store, shown: str | None = None):
         return column(header("Orbits of attention heads", name="orbits_header"),
                       message(html.escape(text), "error", name="orbits_store_error"), name="orbits_page")
     return orbits_view(ds, search=search)
+
+
+def compare_content(store, shown: str | None = None):
+    """The compare page (``compare_page.compare_view``) over the store's models, or a message."""
+    try:
+        ds = data.profiles(store)
+    except data.StoreError as exc:
+        text = str(exc).replace(str(store), shown) if shown else str(exc)
+        return column(header("Compare models", name="compare_header"),
+                      message(html.escape(text), "error", name="compare_store_error"), name="compare_page")
+    return compare_view(ds)
 
 
 def slug(name: str) -> str:
@@ -157,6 +170,8 @@ def index_html(store: Path, rows: list[data.ModelRow], problem: str | None) -> s
                   "not depend on position.</p>")
     body = f'<div class="error">{html.escape(problem)}</div>' if problem else ""
     body += f"<h2>Profiles</h2>{table}{todo_html(rows)}"
+    body += ('<h2>Compare</h2><ul><li><a href="compare.html">Every computed model side by side: per-layer '
+             "medians against relative depth, two models' histograms overlaid</a></li></ul>")
     body += ('<h2>Orbits</h2><ul><li><a href="orbits.html">The orbit experiment: the heads of one layer under '
              "C<sub>24</sub></a></li></ul>")
     css = CSS.replace(":host", "body") + TABLE_CSS
@@ -194,16 +209,20 @@ def export(out, store=None, self_contained: bool = False) -> list[Path]:
         problem = str(exc).replace(str(store), store.name)
     drawable = [r for r in rows if r.computed and not r.damaged]
     nav = {r.name: profile_page_name(r.name) for r in drawable}
-    links = [("← index", "index.html"), ("orbits", "orbits.html")]
+    links = [("← index", "index.html"), ("compare", "compare.html"), ("orbits", "orbits.html")]
     written: list[Path] = []
     try:
         for r in drawable:
             layout = profiles_view(data.model_data(store, r.name), data.profiles(store).sel(model=r.name),
                                    nav=nav, current_url=nav[r.name],
-                                   tabs={"profiles": "", "orbits": "orbits.html"})
+                                   tabs={"profiles": "", "compare": "compare.html", "orbits": "orbits.html"})
             path = out / nav[r.name]
             write_page(path, page_html(layout, f"Profiles of attention heads · {r.name}", resources, _nav(links)))
             written.append(path)
+        path = out / "compare.html"
+        write_page(path, page_html(compare_content(store, shown=store.name), "Compare models", resources,
+                                   _nav([("← index", "index.html")] + [(r.name, nav[r.name]) for r in drawable[:1]])))
+        written.append(path)
         path = out / "orbits.html"
         write_page(path, page_html(orbits_content(store, shown=store.name), "Orbits of attention heads", resources,
                                    _nav([("← index", "index.html")] + [(r.name, nav[r.name]) for r in drawable[:1]])))

@@ -1,10 +1,11 @@
 """The served app's pages rendered once per process and store state, and copied for each session.
 
-``profiles(store, name)`` and ``orbits(store)`` return a ``clone.Copy`` of the layout that
-``profiles_page.profiles_view`` / ``export.orbits_content`` build: the HoloViews views are rendered the first
-time a model is shown (about 0.7 s for 1280 heads) and every later session gets its own copy of those
-Bokeh models (about 15 ms). The cache is keyed like ``dashboard.data``'s, on the store's path and the
-modification state of its groups, so a model recomputed while the server runs is rendered anew.
+``profiles(store, name)``, ``compare(store)`` and ``orbits(store)`` return a ``clone.Copy`` of the layout
+that ``profiles_page.profiles_view`` / ``compare_page.compare_view`` / ``export.orbits_content`` build: the
+HoloViews views are rendered the first time a model is shown (about 0.7 s for 1280 heads) and every
+later session gets its own copy of those Bokeh models (about 15 ms). The cache is keyed like
+``dashboard.data``'s, on the store's path and the modification state of its groups, so a model
+recomputed while the server runs is rendered anew.
 
 A rendered page is checked once with Bokeh's document validation (its warnings go to the log), so the
 served app switches off the same check on every session's document (``app.py``): a copy has the models
@@ -98,6 +99,20 @@ def _orbits(path: str, key: tuple) -> tuple[Model, list[Model]]:
     from dashboard.export import orbits_content
 
     return _prepared(orbits_content(Path(path)))
+
+
+@functools.lru_cache(maxsize=2)
+def _compare(path: str, key: tuple) -> tuple[Model, list[Model]]:
+    from dashboard.compare_page import compare_view
+
+    return _prepared(compare_view(data.profiles(path)))
+
+
+def compare(store) -> Copy:
+    """A new copy of the compare page (every computed model of the store)."""
+    with _LOCK:
+        layout, models = _compare(str(store), data.state_key(store))
+    return copy_layout(layout, models)
 
 
 def profiles(store, name: str) -> Copy:

@@ -77,7 +77,7 @@ def test_orbits_page_without_orbits_group_says_how_to_compute_it(tmp_path):
     assert "python -m pipeline orbits" in msg.text
 
 
-def test_export_writes_index_model_pages_and_orbits(good_store, tmp_path):
+def test_export_writes_index_model_pages_compare_and_orbits(good_store, tmp_path):
     import panel as pn
 
     pn.extension()  # Panel in the same process must not leak its server-relative bundles into the pages
@@ -86,7 +86,7 @@ def test_export_writes_index_model_pages_and_orbits(good_store, tmp_path):
         srcs = re.findall(r'<script[^>]* src="([^"]+)"', p.read_text())
         assert all(s.startswith("https://cdn.bokeh.org/bokeh/release/") for s in srcs), (p.name, srcs)
     names = sorted(p.name for p in paths)
-    assert names == sorted(["index.html", "orbits.html", profile_page_name(ROPE_MODEL),
+    assert names == sorted(["index.html", "compare.html", "orbits.html", profile_page_name(ROPE_MODEL),
                             profile_page_name("synthetic-absolute")])
     index = (tmp_path / "index.html").read_text()
     assert "python -m pipeline profiles synthetic-empty" in index and profile_page_name(ROPE_MODEL) in index
@@ -96,7 +96,7 @@ def test_export_writes_index_model_pages_and_orbits(good_store, tmp_path):
     assert index.count("<tr><td>") == len(rows) == 2
     for r in rows:
         assert f"{r.n_layers}</td><td class='num'>{r.n_heads}</td>" in index, r.name
-    assert "rope<sup>†</sup>" in index
+    assert "rope<sup>†</sup>" in index and '<a href="compare.html">' in index
     assert "To compute or repair" in index and "<b>synthetic-empty</b> (not computed)" in index
     assert slug("EleutherAI/pythia-70m deduped") == "EleutherAI_pythia-70m_deduped"
 
@@ -226,7 +226,7 @@ def test_a_failing_view_shows_a_message_and_leaves_the_other_tab(tmp_path, monke
     monkeypatch.setattr(app, "orbits_panel", broken)
     page = app.build(path)
     tabs = page.objects[1]
-    profiles_root, orbits_root = (tabs.objects[i].get_root() for i in (0, 1))
+    profiles_root, orbits_root = (tabs.objects[i].get_root() for i in (0, 2))
     assert profiles_root.select_one({"name": "heads"}) is not None  # the profiles tab still draws
     msg = orbits_root.select_one({"name": "store_error"})
     assert "TypeError: cannot cast StringDType" in msg.text and "server&#x27;s log" in msg.text

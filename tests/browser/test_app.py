@@ -25,9 +25,11 @@ from tests.browser.conftest import (
     drag,
     frame_box,
     histogram,
+    js,
     model_data,
     model_prop,
     rope_profiles,
+    rope_statistics,
     route_offline,
     selected,
     serve_app,
@@ -149,6 +151,37 @@ def test_bad_served_link_input_shows_the_defaults_and_says_why(browser, served_a
     assert ROPE_MODEL in model_prop(page, "model_line", "text")  # the default: the first rotary model
     assert model_prop(page, "d_slider", "value") == 0 and selected(page, "heads") == []
     assert page.get_by_text("This link asked for something the page cannot show").is_visible()
+    assert errors == []
+    page.close()
+
+
+def test_served_compare_tab_lists_every_computed_model(browser, served_app):
+    page, errors, _ = open_page(browser, served_app + "?tab=compare")
+    wait_for_bokeh(page, "compare_depth")
+    text = model_prop(page, "compare_models", "text")
+    assert ROPE_MODEL in text and ABSOLUTE_MODEL in text and EMPTY_MODEL not in text
+    assert "tab=compare" in page.url
+    assert errors == []
+    page.close()
+
+
+def test_served_tap_fills_the_inspector_and_models_with_other_views_switch(browser, served_app):
+    page, errors, _ = open_page(browser, served_app)
+    wait_for_bokeh(page, "heads")
+    js(page, "find('heads').selected.indices = [13];")
+    page.wait_for_function("() => {" + FIND_JS + "return find('inspector_title').text.includes('layer 1, head 5'); }",
+                           timeout=10_000)
+    stats, _ = rope_statistics(4, 8)
+    np.testing.assert_allclose(model_data(page, "inspector_statistics", "value"), stats[1, 5], rtol=1e-6)
+    select = page.locator("select").first
+    select.select_option(label=ABSOLUTE_MODEL)  # no statistics: a page of other views replaces this one
+    page.wait_for_function("() => {" + FIND_JS + "const m = find('statistics_missing'); return m != null; }",
+                           timeout=30_000)
+    assert "statistics not computed" in model_prop(page, "statistics_missing", "text")
+    assert ABSOLUTE_MODEL in model_prop(page, "model_line", "text")
+    select.select_option(label=ROPE_MODEL)
+    page.wait_for_function("() => {" + FIND_JS + "return find('stat_select') != null; }", timeout=30_000)
+    assert ROPE_MODEL in model_prop(page, "model_line", "text")
     assert errors == []
     page.close()
 

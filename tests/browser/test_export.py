@@ -13,12 +13,16 @@ import bokeh
 import numpy as np
 import pytest
 
+from dashboard import data
 from dashboard.export import export, profile_page_name
 from tests.browser.conftest import (
+    ABSOLUTE_MODEL,
+    EMPTY_MODEL,
     ROPE_MODEL,
     assert_movie_plays_and_loops,
     console_errors,
     histogram,
+    js,
     model_data,
     rope_profiles,
     route_offline,
@@ -102,5 +106,34 @@ def test_index_links_every_page_and_lists_commands(browser, cdn_pages):
     page.get_by_text("orbits").first.click()
     page.wait_for_url("**/orbits.html")
     wait_for_bokeh(page, "orbits_frame")
+    assert errors == []
+    page.close()
+
+
+def test_the_compare_page_lists_every_computed_model(browser, cdn_pages, synthetic_store):
+    page, errors, _ = open_offline(browser, cdn_pages / "compare.html")
+    wait_for_bokeh(page, "compare_depth")
+    computed = [ROPE_MODEL, ABSOLUTE_MODEL]  # the empty model is registered, not computed
+    n_renderers = js(page, "return find('compare_depth').renderers.length;")
+    items = js(page, "const f = find('compare_depth'); const out = [];"
+               " for (const l of [...f.center, ...f.right]) { if (l.items) { for (const i of l.items) { out.push(i.label.value); } } }"
+               " return out;")
+    assert items == computed and n_renderers == 2 * len(computed)  # a line and its dots per model
+    text = js(page, "return find('compare_models').text;")
+    assert all(n in text for n in computed) and EMPTY_MODEL not in text
+    # the medians of c at d = 0 per layer, against relative depth, as numpy has them
+    median_of = "return Array.from(find('compare_depth').renderers[0].data_source.data['median c']);"
+    np.testing.assert_allclose(js(page, median_of), np.median(rope_profiles(4, 8)[:, :, 0, 2], axis=1),
+                               atol=1 / 65534)
+    page.locator("select").first.select_option("a")
+    page.wait_for_timeout(300)
+    np.testing.assert_allclose(js(page, median_of), np.median(rope_profiles(4, 8)[:, :, 0, 0], axis=1),
+                               atol=1 / 65534)
+    # the second model's histogram of b, as numpy counts it
+    page.locator("select").nth(2).select_option(ABSOLUTE_MODEL)
+    page.wait_for_timeout(300)
+    b = data.model_data(synthetic_store, ABSOLUTE_MODEL).profile[:, :, 0, 1].ravel()
+    np.testing.assert_allclose(js(page, "return Array.from(find('compare_hist_b_1').data.top);"),
+                               np.histogram(b, 40, (0, 1))[0] / b.size, atol=1e-12)
     assert errors == []
     page.close()
