@@ -18,25 +18,31 @@ pull in torch. The schema (names, dimensions, dtypes, attributes, version) lives
 - **Crash safety**: every structural change is first recorded in a journal (in the writer folder) and
   replayed to its end by the next open, so a kill leaves either the old or the new state: never a model
   row without a name, never stale metadata over new arrays. A group is replaced by writing it whole in
-  the writer folder's ``staging`` and swapping the directories. Zarr writes each file atomically
-  (temporary file, rename).
+  the writer folder's ``staging`` and exchanging the directories in one step where Linux can
+  (``renameat2(RENAME_EXCHANGE)``: even plain xarray readers never find the group missing), else by two
+  renames. Zarr writes each file atomically (temporary file, rename).
 - **Verification**: each layer's checksum (``schema.layer_checksum``, profile and norm) and, when its
   statistics are written, their own checksum (``schema.statistics_checksum``, head_statistics and
   spectrum) are written with its values. ``verify`` re-reads every written layer, and a layer that does
   not decode or does not match a checksum (a garbled or deleted chunk) is cleared and its model marked
   ``damaged`` with the command that recomputes exactly those layers. A layer without statistics (a
-  store written before them) is not damaged: its model reads as "statistics not computed".
+  store written before them) is not damaged: its model reads as "statistics not computed". Readers
+  check too, without writing: ``checked_models`` (``list``, the dashboard) shows such a model damaged
+  with the repair.
 """
 
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import errno
+import functools
 import hashlib
 import json
 import os
 import shutil
 import socket
+import sys
 import tempfile
 import threading
 import uuid
@@ -130,6 +136,40 @@ class Damage:
 
 def _is_url(location: str) -> bool:
     return "://" in location
+
+
+RENAME_EXCHANGE = 2  # linux/fs.h
+_AT_FDCWD = -100
+_NO_EXCHANGE = (errno.EINVAL, errno.ENOSYS, errno.EXDEV, errno.EOPNOTSUPP)
+
+
+@functools.cache
+def _renameat2():
+    """libc's ``renameat2`` (Linux, glibc >= 2.28), or None."""
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        fn = ctypes.CDLL(None, use_errno=True).renameat2
+    except (OSError, AttributeError):
+        return None
+    fn.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p, ctypes.c_uint]
+    fn.restype = ctypes.c_int
+    return fn
+
+
+def exchange(a: Path, b: Path) -> bool:
+    """Swap two existing paths in one atomic step (``renameat2(RENAME_EXCHANGE)``); False, with nothing changed,
+    where that is not available (no such call, or the filesystem or kernel refuses it: the caller falls back
+    to two renames). Other errors raise OSError."""
+    fn = _renameat2()
+    if fn is None:
+        return False
+    if fn(_AT_FDCWD, os.fsencode(a), _AT_FDCWD, os.fsencode(b), RENAME_EXCHANGE) == 0:
+        return True
+    err = ctypes.get_errno()
+    if err in _NO_EXCHANGE:
+        return False
+    raise OSError(err, os.strerror(err), str(a), None, str(b))
 
 
 def _quiet_consolidate(location: str) -> None:
@@ -419,7 +459,7 @@ class Store:
                     self._apply_register(row)
                     actions.append(f"finished registering {row.name!r}")
                 elif op == "replace":
-                    self._apply_swap(entry["group"], entry["new"], entry["old"])
+                    self._apply_swap(entry["group"], entry["new"], entry["old"], entry.get("ino"))
                     actions.append(f"finished replacing the {entry['group']!r} group")
                 elif op == "upgrade":
                     self._apply_upgrade()
@@ -891,8 +931,13 @@ class Store:
     def replace_group(self, group: str, ds: xr.Dataset, attrs: Mapping | None = None) -> None:
         """Replace one group (e.g. ``orbits``) with ``ds``, atomically on local stores; other groups untouched.
 
-        Written whole in staging (beside the store), then swapped in; a kill at any point leaves the old group or the
-        new one (the next open finishes the swap). On object stores (URLs) the group is rewritten in place.
+        Written whole in staging (beside the store), then exchanged with the stored group in one step
+        (Linux ``renameat2(RENAME_EXCHANGE)``), so every reader, plain xarray included, sees the old group or
+        the new one, never none. The root's consolidated metadata is dropped before the exchange and written
+        again after it, so no reader takes the old group's metadata over the new arrays. Where the exchange
+        is not available (another OS, a filesystem without it), the old group is moved aside and the new one
+        moved in: a reader between the two renames finds no group, and a kill there is finished by the next
+        open (the journal). On object stores (URLs) the group is rewritten in place.
         """
         if group == PROFILES:
             raise StoreError("the profiles group is written layer by layer; use register/write_layer")
@@ -918,23 +963,46 @@ class Store:
             with self._store_lock():  # held while staging too: recovery removes staging only of dead writers
                 try:
                     ds.to_zarr(str(self._aux / new), mode="w", consolidated=False, zarr_format=3)
+                    ino = os.stat(self._aux / new).st_ino  # tells the new group from the old after an exchange
                     self._write_atomic(JOURNAL, json.dumps({"op": "replace", "group": group, "new": new,
-                                                            "old": old}).encode())
+                                                            "old": old, "ino": ino}).encode())
                 except BaseException:
                     shutil.rmtree(self._aux / new, ignore_errors=True)
                     raise
-                self._apply_swap(group, new, old)  # from here on a failure is finished by the next open
+                self._apply_swap(group, new, old, ino)  # from here on a failure is finished by the next open
                 self._consolidate()
                 self._delete(JOURNAL)
 
-    def _apply_swap(self, group: str, new: str, old: str) -> None:
-        """Idempotent: move the current group aside, the new one in, and drop the old one."""
-        root = Path(self.location)
-        if (self._aux / new).exists():
-            if (root / group).exists():
-                os.replace(root / group, self._aux / old)
-            os.replace(self._aux / new, root / group)
+    def _apply_swap(self, group: str, new: str, old: str, ino: int | None = None) -> None:
+        """Idempotent: put the staged group ``new`` in place of ``group`` and drop the old one.
+
+        ``ino`` is the staged group's inode: after an exchange the staging path holds the old group (another
+        inode), which is then only removed. Without it (a journal of an older writer) the staging path is
+        the new group whenever it exists.
+        """
+        root, staged = Path(self.location), self._aux / new
+        if staged.exists() and (ino is None or os.stat(staged).st_ino == ino):
+            self._drop_consolidated()  # else a reader would take the old group's metadata over the new arrays
+            # one step where possible: the group becomes the new one, the staging path holds the old one
+            if not ((root / group).exists() and exchange(staged, root / group)):
+                if (root / group).exists():
+                    os.replace(root / group, self._aux / old)
+                os.replace(staged, root / group)
+        if staged.exists():
+            shutil.rmtree(staged, ignore_errors=True)  # the old group, exchanged out
         shutil.rmtree(self._aux / old, ignore_errors=True)
+
+    def _drop_consolidated(self) -> None:
+        """Remove the root's consolidated metadata (one atomic replace of its zarr.json) until the next
+        consolidation: meanwhile every reader, plain xarray included, reads each group's own metadata, which
+        travels with the group's folder."""
+        meta = Path(self.location) / "zarr.json"
+        node = json.loads(meta.read_text())
+        if node.pop("consolidated_metadata", None) is None:
+            return
+        tmp = meta.with_name(f"zarr.json.{uuid.uuid4().hex}.partial")  # a leftover is removed by the next open
+        tmp.write_text(json.dumps(node, indent=2))
+        os.replace(tmp, meta)
 
     # --------------------------------------------------------------------------- upgrade
 

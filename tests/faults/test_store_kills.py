@@ -5,6 +5,8 @@ its n-th file write, rename or removal, for every n until the operation finishes
 kill what the next user of the store sees: every model whole (no row without a name, no partial row),
 the untouched model's values and checksums intact, a replaced group equal to the old or the new one
 (never stale metadata over new arrays), nothing left half written, and the operation run again succeeds.
+A replaced group is also read with plain ``xr.open_zarr`` before anything recovers: it is the old or the new
+one at every kill point where the filesystem exchanges directories in one step.
 """
 
 from __future__ import annotations
@@ -230,6 +232,59 @@ def test_kill_during_group_replacement_leaves_old_or_new(template, tmp_path, gro
         assert_whole(path)
         count(f"replacing the {group} group", n)
     assert seen == {0, 1}
+
+
+def plain_group(path: Path, group: str, options: list[xr.Dataset]) -> int | None:
+    """What plain xarray reads of ``group`` (nothing recovered first): the index of the option it equals, None
+    when the group is missing; anything else (unreadable, stale metadata over new arrays) fails."""
+    if not (path / group / "zarr.json").exists():
+        return None
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # xarray's note on a group without consolidated metadata
+        got = xr.open_zarr(path, group=group).load()
+    for k, want in enumerate(options):
+        if got.sizes == want.sizes and all(np.array_equal(got[v].values, want[v].values) for v in want.data_vars):
+            return k
+    raise AssertionError(f"plain xarray reads the {group} group as neither the old nor the new one: {got}")
+
+
+def exchange_as_a_kill_point(real):
+    """``store.exchange``, preceded by a counted no-op rename (a directory onto itself) so that the kill
+    machinery, which counts os calls, also kills just before the exchange."""
+    def counted(a, b):
+        os.replace(a, a)
+        return real(a, b)
+    return counted
+
+
+@pytest.mark.parametrize("how", ["exchange", "fallback"])
+@pytest.mark.slow
+def test_plain_xarray_sees_the_old_or_new_group_at_every_kill(template, tmp_path, monkeypatch, how):
+    """Every kill point of a group replacement (stride 1), read by plain ``xr.open_zarr`` before anything
+    recovers: with the exchange always the old or the new group; with the fallback (two renames, the
+    exchange made unavailable) the group is missing at exactly the kill point between the renames, and the
+    next open of the store restores it."""
+    if how == "exchange" and st._renameat2() is None:
+        pytest.skip("renameat2 is not available on this system (not Linux, or a libc without it)")
+    monkeypatch.setenv("HEADGEOMETRY_KILL_STRIDE", "1")
+    monkeypatch.setattr(st, "exchange", exchange_as_a_kill_point(st.exchange) if how == "exchange"
+                        else lambda a, b: False)
+    path = tmp_path / "s.zarr"
+    seen, missing, points = set(), [], 0
+    for n in kill_points(lambda: st.write_group(path, "orbits", NEW_ORBITS), copier(template, path)):
+        got = plain_group(path, "orbits", [OLD_ORBITS, NEW_ORBITS])
+        if got is None:
+            missing.append(n)
+        else:
+            seen.add(got)
+        assert plain_group(path, "orbits_sweep", [OLD_SWEEP]) == 0
+        seen_after = assert_group(path, "orbits", [OLD_ORBITS, NEW_ORBITS])  # the next open finishes it
+        assert got is None or seen_after == got or seen_after == 1
+        assert_clean(path)
+        points += 1
+        count(f"replacing a group, read by plain xarray ({how})", n)
+    assert seen == {0, 1} and points > 50  # kills before and after the swap, at every change
+    assert len(missing) == (0 if how == "exchange" else 1), missing
 
 
 @pytest.mark.slow
