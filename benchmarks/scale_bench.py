@@ -94,7 +94,7 @@ def eigen_section(naive: bool, repeats: int) -> None:
     with threadpool_limits(2):
         t2, lam2 = best(lambda: np.linalg.eigvalsh(S))
         rows.append(("numpy float64 eigvalsh, 2 threads", t2, float(np.abs(lam2 - lam).max())))
-        t_pipe2, _ = best(lambda: head_profiles(W_Q, W_K, R))
+        t_pipe2, _ = best(lambda: head_profiles(W_Q, W_K, R, threads=2))  # its default is one thread
     scale = float(np.abs(lam).max())
     torch.set_num_threads(1)  # 2 threads lose badly on this shared 2-core machine (see numpy's row)
     St = torch.from_numpy(S)
@@ -214,21 +214,25 @@ def cli_memory_child(folder: str, store: str) -> None:
 
 def memory_section(folder: str, layers: int) -> None:
     from synthetic_checkpoints import FAMILIES
+    from threadpoolctl import threadpool_info
 
     print("\n== 2. peak memory through the CLI, Mistral-Small-24B-shaped bf16 checkpoint ==")
     shapes = dict((p.format(l=0), s) for p, s in FAMILIES["mistral-small-24b"][2])
     qk = sum(s[0] * s[1] for k, s in shapes.items() if "q_proj" in k or "k_proj" in k) * 2 / MB
-    with tempfile.TemporaryDirectory() as tmp:
-        out = subprocess.run([sys.executable, __file__, "--memory-child", folder, os.path.join(tmp, "s.zarr")],
-                             capture_output=True, text=True, check=True, env=os.environ | {"OMP_NUM_THREADS": "1"})
-    base, peak, secs, code = (float(x) for x in out.stdout.split()[-4:])
-    assert code == 0, out.stderr
-    print(f"`python -m pipeline profiles` over {layers} layers ({secs:.0f} s): RSS after imports {base:.0f} MB, "
-          f"peak {peak:.0f} MB")
-    print(f"peak over imports: {peak - base:.0f} MB   |   target: one layer's Q/K ({qk:.1f} MB as stored, bf16) "
-          f"+ 200 MB = {qk + 200:.0f} MB")
-    print(f"RATIO peak over imports / target = {(peak - base) / (qk + 200):.2f} (<= 1 meets it); "
-          f"peak over imports - Q/K bytes = {peak - base - qk:.0f} MB")
+    pools = ", ".join(f"{os.path.basename(p['filepath'])}: {p['num_threads']}" for p in threadpool_info())
+    print(f"BLAS/LAPACK thread pools at the default setting here: {pools}")
+    env = {k: v for k, v in os.environ.items() if k not in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS")}
+    for label, extra in (("default threads", {}), ("OMP_NUM_THREADS=1", {"OMP_NUM_THREADS": "1"})):
+        with tempfile.TemporaryDirectory() as tmp:
+            out = subprocess.run([sys.executable, __file__, "--memory-child", folder, os.path.join(tmp, "s.zarr")],
+                                 capture_output=True, text=True, check=True, env=env | extra)
+        base, peak, secs, code = (float(x) for x in out.stdout.split()[-4:])
+        assert code == 0, out.stderr
+        print(f"{label}: `python -m pipeline profiles` over {layers} layers ({secs:.0f} s): RSS after imports "
+              f"{base:.0f} MB, peak {peak:.0f} MB, peak over imports {peak - base:.0f} MB")
+        print(f"  target: one layer's Q/K ({qk:.1f} MB, bf16) + 200 MB = {qk + 200:.0f} MB -> RATIO peak over "
+              f"imports / target = {(peak - base) / (qk + 200):.2f} (<= 1 meets it); peak over imports - Q/K bytes = "
+              f"{peak - base - qk:.0f} MB")
 
 
 # ----------------------------------------------------------------------------------------- 3. throughput

@@ -22,10 +22,11 @@ nonzero: a core is ``[[A, B], [0, 0]]`` with A (m, m), B (m, k - m), and only th
 Rotary R(d) of the usual kind (each column with at most one off-diagonal entry: rotate-half or
 interleaved pairs) is applied elementwise, ``(K R)[:, j] = K[:, j] R[j, j] + K[:, p(j)] R[p(j), j]``.
 
-Memory: :func:`head_profiles` works one head at a time and the offsets of a head in chunks of about
-``chunk_bytes``; the weights may stay in a compact dtype (float32 decoded from bf16/fp16) and grouped-query
-key heads are shared through ``kv_of_head`` instead of being copied per query head. Each head is turned
-into float64 only when it is used, so results do not depend on the storage dtype.
+Memory: :func:`head_profiles` works one head at a time and, on the numpy route, the offsets of a head one
+at a time in a single k x k work array (the torch routes: in chunks of about ``chunk_bytes``); the weights
+may stay in a compact dtype (float32 decoded from bf16/fp16) and grouped-query key heads are shared through
+``kv_of_head`` instead of being copied per query head. Each head is turned into float64 only when it is used,
+so results do not depend on the storage dtype.
 
 Exactness at the vertices: quantities below ``rtol`` relative to ||L|| (the antisymmetric part,
 eigenvalues, and the differences lambda_+ - lambda_-) are set to exactly zero, and the four
@@ -37,11 +38,13 @@ Head statistics: ``head_profiles(..., statistics=True)`` also returns each head'
 of S at d = 0 (``pipeline.head_statistics``), from the same cores: the eigenvalues the profile is computed
 from, and the Gram matrix of the core's top rows for the singular values of L.
 
-Eigen routes (``eigvalsh``): ``"numpy"`` (float64 LAPACK, the fastest measured on this project's CPUs,
-see benchmarks/scale_bench.py), ``"torch"`` (float64), ``"torch-float32"`` (needs an explicit ``tol``:
+Eigen routes (``eigvalsh``): ``"numpy"`` (float64 LAPACK ``dsyevd``, numpy's driver, called through scipy on
+the work array in place when scipy is installed, else numpy's ``eigvalsh``; the fastest measured on this
+project's CPUs, see benchmarks/scale_bench.py), ``"torch"`` (float64), ``"torch-float32"`` (needs an explicit ``tol``:
 thresholds become max(rtol, tol) and the coordinates agree with the float64 route to within ``tol``),
 and ``"auto"`` (the default): torch float64 on CUDA when torch is installed and sees a GPU, else numpy.
-No I/O here; numpy only unless a torch route is asked for (or "auto" finds torch installed).
+No I/O here; numpy (and scipy's LAPACK when installed) unless a torch route is asked for (or "auto" finds torch
+installed).
 """
 
 from __future__ import annotations
@@ -339,7 +342,31 @@ def _rotary_offsets(K1: np.ndarray, Pt: np.ndarray, rows, rotations: np.ndarray,
     reads it in place. K1 (m, n) = the top rows of K; Pt = P^T (n, k); ``rows``: :func:`rotation_pairs` of
     R(d)^T (the rows of R(d)) or None; ``work`` (k, k); ``bufs`` = Z (n, k), tmp (n, k), Dm (m, m) scratch.
     The product is ``K1 @ (R(d) P^T)``, R(d) applied to the rows of P^T elementwise and K1 triangular (``trmm``,
-    half a dense product's flops) when m = n.
+    half a dense product's flops) when m = n. The eigensolver gets 2 sym(C) unscaled; its eigenvalues and ||T||
+    are divided by 2 ||C|| afterwards (no scaling pass).
+
+    Where the time goes (benchmarks/scale_bench.py --sections c; one (N, n) = (5120, 128) rotary head, 129 offsets,
+    1 thread, medians of 7-9 interleaved repeats on a loaded 2-core machine, as % of the floor = numpy's
+    ``eigvalsh`` on the (129, 256, 256) stack):
+
+    ====================================  ==============================  ==========================
+    part                                  chunked route (batched_offsets)  this route
+    ====================================  ==============================  ==========================
+    eigensolver                           97-100 % (eigvalsh, a copy)      95 % (dsyevd in place)
+    QR of [W_K^T | W_Q^T] (5120 x 256)    11-13 %                          the same (numpy's dgeqrf)
+    core products K R(d) P^T              9-12 % (dense, 1.1 GFLOP)        5 % (trmm, half the flops)
+    norms, ||T||, sym(C), scaling         5-6 % (passes over 67 MB)        4-5 % (in cache, no scaling)
+    rotation R(d)                         2-3 %                            3 %
+    float64 copy of the head, checks      ~1 %                             ~1 %
+    Python per head (pairs, buffers)      ~1 %                             ~0.5 %
+    total / floor                         1.33-1.39                        1.19-1.30
+    ====================================  ==============================  ==========================
+
+    The QR alone is 10-14 % of the floor (660 MFLOP, LAPACK's Householder QR; a Gram matrix's Cholesky would
+    halve it but loses accuracy on rank-deficient spans), so 1.1 x the floor is out of reach for one head at one
+    thread while the QR stays. Threads: threadpoolctl limits only the BLAS libraries loaded when its block
+    starts, so :func:`_thread_limit` loads scipy's first (left unlimited, its 2 threads on these 256 x 256
+    problems ran 20-30 x slower in one measurement on the loaded 2-core machine).
     """
     eig, trmm = lapack_fns
     D, (m, n), k = len(rotations), K1.shape, Pt.shape[1]
@@ -429,7 +456,10 @@ def head_profiles(
     eigvalsh, tol, device : str, float, str
         Eigen route (module docstring). "auto" uses torch float64 on CUDA when available, else numpy.
     threads : int or None
-        BLAS/LAPACK (and torch) threads during the call; None leaves the process setting.
+        BLAS/LAPACK (and torch) threads during the call. None: one thread on the numpy route when threadpoolctl
+        is installed (its k x k problems are too small to gain from BLAS threads, and threads that wait on each
+        other made a head 20-40 x slower on a loaded 2-core machine, benchmarks/scale_bench.py), the process
+        setting on the torch routes.
     chunk_bytes : int
         Bound on each (offsets, k, k) float64 work array of a head (the chunked route below).
     progress : callable or None
@@ -484,6 +514,8 @@ def head_profiles(
         h2, tr = singular_energies(gram, trace, norm0)
         return prof, norm, head_statistics(lam0, h2, tr, prof0), spectrum(lam0)
 
+    if threads is None and route == "numpy" and importlib.util.find_spec("threadpoolctl") is not None:
+        threads = 1
     with _thread_limit(threads, route):
         if rotations is None:
             S = np.zeros((H, k, k))

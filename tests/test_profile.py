@@ -257,6 +257,29 @@ def test_offset_by_offset_route_equals_the_chunked_route(monkeypatch, no_scipy, 
         np.testing.assert_allclose(results[False][0][h, 32], naive_oracle(L[h, 32]), atol=1e-10)
 
 
+def test_numpy_route_runs_blas_on_one_thread_unless_told_otherwise():
+    """threads=None on the numpy route: every BLAS/LAPACK pool (numpy's and scipy's) at one thread during the call,
+    the process setting back after it; an explicit count is used as given."""
+    threadpoolctl = pytest.importorskip("threadpoolctl", reason="thread limits need threadpoolctl (pipeline extra)")
+    import scipy.linalg.lapack  # noqa: F401 - its BLAS loaded, so that its pool is seen too
+
+    W_Q, W_K, kv_of_head = gqa_heads(13)
+    R = rotation_matrices(6, 6, 100.0, 3)
+    seen = []
+
+    def record(_h):
+        seen.append(sorted({p["num_threads"] for p in threadpoolctl.threadpool_info()}))
+
+    with threadpoolctl.threadpool_limits(2):
+        head_profiles(W_Q, W_K, R, kv_of_head=kv_of_head, eigvalsh="numpy", progress=record)
+        head_profiles(W_Q, W_K, kv_of_head=kv_of_head, eigvalsh="numpy", progress=record)
+        assert seen == [[1]] * 8
+        assert {p["num_threads"] for p in threadpoolctl.threadpool_info()} == {2}
+        seen.clear()
+        head_profiles(W_Q, W_K, R, kv_of_head=kv_of_head, eigvalsh="numpy", threads=2, progress=record)
+        assert seen == [[2]] * 4
+
+
 def test_cores_by_batched_matmul_equal_the_explicit_products():
     rng = np.random.default_rng(3)
     K, P = rng.normal(size=(2, 8, 4)), rng.normal(size=(2, 8, 4))
