@@ -405,17 +405,33 @@ def _rotary_offsets(K1: np.ndarray, Pt: np.ndarray, rows, rotations: np.ndarray,
     return _profile_of_spectra(np.where(ts <= rtol, 0.0, ts * ts), lam, norms, rtol)
 
 
-def _head_span(W_Q, W_K, h: int, kv: int, gain) -> tuple[np.ndarray, np.ndarray]:
-    """K, P (k, n) of head h: its query weights and key head ``kv``, in float64 (times the gain)."""
+def _qr_r_in_place(A: np.ndarray) -> np.ndarray:
+    """R (min(M, c), c) of the QR factorisation of an F-ordered float64 A (M, c): LAPACK ``dgeqrf`` (numpy's own
+    call) through scipy, on A in place (A is overwritten; numpy's ``qr`` works on a copy of it). Without scipy:
+    numpy's ``qr``."""
+    try:
+        from scipy.linalg import lapack
+    except ImportError:
+        return np.linalg.qr(A, mode="r")
+    M, c = A.shape
+    qr, _, _, info = lapack.dgeqrf(A, lwork=int(lapack.dgeqrf_lwork(M, c)[0]), overwrite_a=1)
+    if info != 0:
+        raise np.linalg.LinAlgError(f"LAPACK dgeqrf failed (info {info})")
+    return np.triu(qr[:min(M, c)])
+
+
+def _head_span(W_Q, W_K, h: int, kv: int, gain, in_place: bool = True) -> tuple[np.ndarray, np.ndarray]:
+    """K, P (k, n) of head h: its query weights and key head ``kv``, in float64 (times the gain).
+    ``in_place``: the QR overwrites its float64 input (:func:`_qr_r_in_place`), else numpy's ``qr``."""
     n, N = W_Q.shape[-2:]
-    A = np.empty((N, 2 * n), order="F")  # LAPACK's layout: no copy in qr
+    A = np.empty((N, 2 * n), order="F")  # LAPACK's layout
     A[:, :n] = W_K[kv].T
     A[:, n:] = W_Q[h].T
     if gain is not None:
         A *= np.asarray(gain, dtype=np.float64)[:, None]
     if not np.all(np.isfinite(A)):
         raise ValueError(f"head {h} has NaN or Inf weights; check the checkpoint it was read from")
-    R = np.linalg.qr(A, mode="r")
+    R = _qr_r_in_place(A) if in_place else np.linalg.qr(A, mode="r")
     return R[:, :n], R[:, n:]
 
 
@@ -470,8 +486,9 @@ def head_profiles(
     batched_offsets : bool
         With rotations on the numpy route, offsets are solved one at a time in the CPU cache (the default,
         ``_rotary_offsets``); True takes the chunked route the torch routes always take: a head's offsets in
-        chunks of ``chunk_bytes``, one ``eigvalsh`` call per chunk. Same values to rounding (<= 1e-12); kept
-        for comparison (benchmarks/scale_bench.py) and for the torch routes.
+        chunks of ``chunk_bytes``, one ``eigvalsh`` call per chunk, and numpy's ``qr`` on a copy of each head
+        (the default factors it in place). Same values to rounding (<= 1e-12); kept for comparison
+        (benchmarks/scale_bench.py) and for the torch routes.
 
     Returns
     -------
@@ -520,7 +537,7 @@ def head_profiles(
         if rotations is None:
             S = np.zeros((H, k, k))
             for h in range(H):
-                K, P = _head_span(W_Q, W_K, h, kv_of_head[h], gain)
+                K, P = _head_span(W_Q, W_K, h, kv_of_head[h], gain, in_place=not batched_offsets)
                 np.matmul(K[:m], P.T, out=S[h, :m])
                 keep_d0(h, S[h, :m])
                 if progress is not None:
@@ -552,7 +569,7 @@ def head_profiles(
         S, scratch = np.zeros((step, k, k)), np.empty((step, m, m))
         KR_buf, tmp_buf = np.empty((step, m, n)), np.empty((step, m, n))
         for h in range(H):
-            K, P = _head_span(W_Q, W_K, h, kv_of_head[h], gain)
+            K, P = _head_span(W_Q, W_K, h, kv_of_head[h], gain, in_place=False)
             Km, Pt = K[:m], np.ascontiguousarray(P.T)
             Kp = Km[:, pairs[1]] if pairs is not None else None
             for start in range(0, D, step):
