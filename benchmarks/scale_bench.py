@@ -182,9 +182,65 @@ def pipeline_against_floors(W_Q, W_K, R, S, repeats: int = 7) -> None:
         r1, r2 = t[name] / floor, t[name] / floor_pm
         print(f"RATIO {name} / numpy eigvalsh floor = median {np.median(r1):.2f}, min {r1.min():.2f}   |   "
               f"/ dsyevd-per-matrix floor = median {np.median(r2):.2f}, min {r2.min():.2f}")
+    core_breakdown(W_Q, W_K, R, float(np.median(floor)))
     r = floor_pm / floor
     print(f"(the per-matrix floor / the stack floor = median {np.median(r):.2f}: the same driver on matrices kept in "
           "cache and not copied; the target, <= 1.1, is against numpy's eigvalsh on the stack)")
+
+
+def core_breakdown(W_Q, W_K, R, floor_s: float, repeats: int = 5) -> None:
+    """Where a head's time goes in each route: the LAPACK calls timed by wrappers put around them for the run
+    (QR, eigensolver, the triangular core product), the rest (rotation, the other core products, norms, sym/antisym
+    parts, Python) as the remainder; medians over ``repeats``, in ms and in % of ``floor_s``."""
+    import contextlib
+
+    import numpy as np
+    from threadpoolctl import threadpool_limits
+
+    import pipeline.profile as pm
+
+    spent: dict[str, float] = {}
+
+    def timed(name, f):
+        def g(*a, **k):
+            t0 = time.perf_counter()
+            try:
+                return f(*a, **k)
+            finally:
+                spent[name] = spent.get(name, 0.0) + time.perf_counter() - t0
+        return g
+
+    @contextlib.contextmanager
+    def wrapped():
+        saved = pm._qr_r_in_place, pm._lapack_in_place, pm._eigvalsh_fn, np.linalg.qr
+        pm._qr_r_in_place, np.linalg.qr = timed("QR", saved[0]), timed("QR", saved[3])
+        pm._lapack_in_place = lambda k: tuple(timed(n, f) if f else f for n, f in
+                                              zip(("eigensolver", "core product (trmm)"), saved[1](k), strict=True))
+        pm._eigvalsh_fn = lambda route, device: timed("eigensolver", saved[2](route, device))
+        try:
+            yield
+        finally:
+            pm._qr_r_in_place, pm._lapack_in_place, pm._eigvalsh_fn, np.linalg.qr = saved
+
+    print("\nwhere the time goes (LAPACK calls timed by wrappers; medians of "
+          f"{repeats}; % of the numpy eigvalsh floor, {1e3 * floor_s:.0f} ms):")
+    parts = ("QR", "eigensolver", "core product (trmm)")
+    for label, batched in (("before: chunked route", True), ("after: offset by offset", False)):
+        rows = {name: [] for name in ("total",) + parts}
+        with threadpool_limits(1), wrapped():
+            for _ in range(repeats):
+                spent.clear()
+                t0 = time.perf_counter()
+                pm.head_profiles(W_Q, W_K, R, batched_offsets=batched)
+                rows["total"].append(time.perf_counter() - t0)
+                for name in parts:
+                    rows[name].append(spent.get(name, 0.0))
+        med = {name: float(np.median(v)) for name, v in rows.items()}
+        rest = med["total"] - sum(med[name] for name in parts)
+        cells = [f"{name} {1e3 * med[name]:.0f} ms ({100 * med[name] / floor_s:.0f} %)" for name in parts
+                 if med[name] > 0]
+        print(f"  {label}: total {1e3 * med['total']:.0f} ms ({100 * med['total'] / floor_s:.0f} %) = "
+              + ", ".join(cells) + f", the rest {1e3 * rest:.0f} ms ({100 * rest / floor_s:.0f} %)")
 
 
 # ----------------------------------------------------------------------------------------- 2. memory

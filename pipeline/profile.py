@@ -345,24 +345,24 @@ def _rotary_offsets(K1: np.ndarray, Pt: np.ndarray, rows, rotations: np.ndarray,
     half a dense product's flops) when m = n. The eigensolver gets 2 sym(C) unscaled; its eigenvalues and ||T||
     are divided by 2 ||C|| afterwards (no scaling pass).
 
-    Where the time goes (benchmarks/scale_bench.py --sections c; one (N, n) = (5120, 128) rotary head, 129 offsets,
-    1 thread, medians of 7-9 interleaved repeats on a loaded 2-core machine, as % of the floor = numpy's
-    ``eigvalsh`` on the (129, 256, 256) stack):
+    Where the time goes (one (N, n) = (5120, 128) rotary head, 129 offsets, 1 thread; each part timed inside the
+    two routes, medians of 7-9 interleaved repeats on a 2-core machine at load average ~5, in % of the floor =
+    numpy's ``eigvalsh`` on the (129, 256, 256) stack; benchmarks/scale_bench.py --sections c prints the totals):
 
-    ====================================  ==============================  ==========================
+    ====================================  ===============================  ==============================
     part                                  chunked route (batched_offsets)  this route
-    ====================================  ==============================  ==========================
-    eigensolver                           97-100 % (eigvalsh, a copy)      95 % (dsyevd in place)
-    QR of [W_K^T | W_Q^T] (5120 x 256)    11-13 %                          the same (numpy's dgeqrf)
-    core products K R(d) P^T              9-12 % (dense, 1.1 GFLOP)        5 % (trmm, half the flops)
+    ====================================  ===============================  ==============================
+    eigensolver                           97-101 % (eigvalsh, copies)      95-100 % (dsyevd in place)
+    QR of [W_K^T | W_Q^T] (5120 x 256)    11-16 % (numpy's qr, a copy)     11-14 % (dgeqrf in place)
+    core products K R(d) P^T              9-12 % (dense, 1.1 GFLOP)        5-7 % (trmm, half the flops)
     norms, ||T||, sym(C), scaling         5-6 % (passes over 67 MB)        4-5 % (in cache, no scaling)
     rotation R(d)                         2-3 %                            3 %
-    float64 copy of the head, checks      ~1 %                             ~1 %
-    Python per head (pairs, buffers)      ~1 %                             ~0.5 %
-    total / floor                         1.33-1.39                        1.19-1.30
-    ====================================  ==============================  ==========================
+    float64 copy of the head, checks      < 1 %                            < 1 %
+    Python per head (pairs, buffers)      < 1 %                            ~1 %
+    total / floor (paired medians)        1.33-1.58                        1.19-1.28
+    ====================================  ===============================  ==============================
 
-    The QR alone is 10-14 % of the floor (660 MFLOP, LAPACK's Householder QR; a Gram matrix's Cholesky would
+    The QR alone is 11-14 % of the floor (660 MFLOP, LAPACK's Householder QR; a Gram matrix's Cholesky would
     halve it but loses accuracy on rank-deficient spans), so 1.1 x the floor is out of reach for one head at one
     thread while the QR stays. Threads: threadpoolctl limits only the BLAS libraries loaded when its block
     starts, so :func:`_thread_limit` loads scipy's first (left unlimited, its 2 threads on these 256 x 256
