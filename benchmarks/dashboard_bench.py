@@ -361,7 +361,7 @@ def main(argv=None) -> int:
     tmp = Path(tempfile.mkdtemp(prefix="dashboard-bench-"))
     path = write_synthetic_store(tmp / "store.zarr", rope_shape=(args.layers, args.heads), absolute_shape=(6, 12),
                                  empty_shape=(1, 2), with_orbits=False)
-    st.write_group(path, st.ORBITS, synthetic_orbits_dataset(n_frames=args.frames))
+    st.Store.open(path).replace_group(st.ORBITS, synthetic_orbits_dataset(n_frames=args.frames))
     n = args.layers * args.heads
     print(f"synthetic store: a rotary model of {args.layers} x {args.heads} = {n} heads x 129 offsets, a 6 x 12 "
           f"model, orbits of {args.frames} frames; {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f}")

@@ -33,7 +33,7 @@ from pipeline.schema import (
     orbits_problems,
     spectrum_width,
 )
-from pipeline.store import ENV_VAR, Store, StoreError, default_store_path, open_group_dataset
+from pipeline.store import ENV_VAR, Store, StoreError, default_store_path
 
 __all__ = ["ENV_VAR", "ModelData", "ModelRow", "ModelStatistics", "StoreError", "model_data", "model_statistics",
            "orbits", "orbits_search", "profiles", "rows", "state_key", "store_path"]
@@ -63,7 +63,7 @@ def state_key(path, group: str = PROFILES) -> tuple:
 
 @functools.lru_cache(maxsize=8)
 def _profiles(path: str, key: tuple) -> xr.Dataset:
-    return open_group_dataset(path, PROFILES)
+    return Store.open(path, mode="r").dataset(PROFILES)
 
 
 def profiles(path) -> xr.Dataset:
@@ -173,7 +173,7 @@ def model_statistics(path, name: str) -> ModelStatistics:
 @functools.lru_cache(maxsize=4)
 def _group(path: str, group: str, key: tuple) -> xr.Dataset | None:
     try:
-        return open_group_dataset(path, group).load()
+        return Store.open(path, mode="r").dataset(group).load()
     except StoreError:
         if group == ORBITS:
             raise

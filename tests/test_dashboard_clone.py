@@ -137,7 +137,7 @@ def test_rendered_pages_are_fresh_copies_and_follow_the_store(store, tmp_path):
     assert rendered.orbits(other).one("orbits_frame") is None  # the message: no orbits group
     from tests.browser.conftest import synthetic_orbits_dataset
 
-    st.write_group(other, st.ORBITS, synthetic_orbits_dataset(n_frames=5))
+    st.Store.open(other).replace_group(st.ORBITS, synthetic_orbits_dataset(n_frames=5))
     page = rendered.orbits(other)
     assert page.one("orbits_frame") is not None and page.one("orbits_frame").end == 4
 

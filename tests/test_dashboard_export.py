@@ -34,7 +34,7 @@ def broken_stores(tmp: Path) -> dict[str, tuple[Path, str]]:
     (tmp / "plain").mkdir()
     (tmp / "plain" / "notes.txt").write_text("not a store")
     no_group = tmp / "no_group.zarr"
-    st.write_group(no_group, st.ORBITS, synthetic_orbits_dataset(n_frames=2))
+    st.Store.open(no_group).replace_group(st.ORBITS, synthetic_orbits_dataset(n_frames=2))
     old = write_synthetic_store(tmp / "old.zarr", rope_shape=(1, 2), absolute_shape=(1, 2), empty_shape=(1, 2),
                                 with_orbits=False)
     zarr.open_group(str(old), path=st.PROFILES, mode="a").attrs["schema_version"] = 0
@@ -114,9 +114,9 @@ def test_export_of_colliding_and_long_names_keeps_every_page(tmp_path):
     path = tmp_path / "s.zarr"
     names = ["org/model", "org_model", "m" * 250]
     for i, name in enumerate(names):
-        st.register_model(path, st.ModelInfo(name, 1, 2, 8, 4, "none", command=f"python -m pipeline profiles {i}"))
-        st.write_layer(path, name, 0, np.full((2, 4), 0.25) + np.array([i, -i, 0, 0]) * 0.05, np.ones(2))
-        st.mark_complete(path, name)
+        st.Store.open(path).register(st.ModelRow(name, 1, 2, 8, 4, "none", command=f"python -m pipeline profiles {i}"))
+        st.Store.open(path).write_layer(name, 0, np.full((2, 4), 0.25) + np.array([i, -i, 0, 0]) * 0.05, np.ones(2))
+        st.Store.open(path).mark_complete(name)
     paths = export(tmp_path / "out", path)
     pages = [p for p in paths if p.name.startswith("profiles-")]
     assert len(pages) == 3 and len({p.name for p in pages}) == 3
@@ -208,7 +208,8 @@ def test_a_model_registered_while_serving_is_seen(tmp_path):
     path = write_synthetic_store(tmp_path / "s.zarr", rope_shape=(1, 2), absolute_shape=(1, 2), empty_shape=(1, 2),
                                  with_orbits=False)
     before = [m.name for m in data.rows(path)]
-    st.register_model(path, st.ModelInfo("late-model", 2, 3, 16, 4, "none", command="python -m pipeline profiles x"))
+    st.Store.open(path).register(st.ModelRow("late-model", 2, 3, 16, 4, "none",
+                                             command="python -m pipeline profiles x"))
     after = [m.name for m in data.rows(path)]
     assert after == before + ["late-model"]
 

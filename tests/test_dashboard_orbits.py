@@ -102,10 +102,10 @@ def _find_source_data(obj, name: str):
 
 @pytest.fixture
 def store_ds(tmp_path):
-    """The planted dataset written to a real store and read back through pipeline.store.open_orbits."""
+    """The planted dataset written to a real store and read back through pipeline.store.Store.dataset."""
     path = tmp_path / "store.zarr"
-    store.write_group(path, store.ORBITS, planted_orbits())
-    return store.open_orbits(path)
+    store.Store.open(path).replace_group(store.ORBITS, planted_orbits())
+    return store.Store.open(path, mode="r").dataset("orbits")
 
 
 def test_positions_decode_to_the_dataset_values_from_the_serialized_page(store_ds):
@@ -256,9 +256,9 @@ def test_missing_metrics_and_orbits_are_shown_as_absent():
 
 def test_store_without_orbits_gives_the_command_that_fixes_it(tmp_path):
     path = tmp_path / "store.zarr"
-    store.register_model(path, store.ModelInfo("m", 1, 1, 8, 4, "none"))
+    store.Store.open(path).register(store.ModelRow("m", 1, 1, 8, 4, "none"))
     with pytest.raises(store.StoreError, match="python -m pipeline orbits"):
-        store.open_orbits(path)
+        store.Store.open(path, mode="r").dataset("orbits")
     view = orbits_view(None)
     assert isinstance(view, Div) and "python -m pipeline orbits --store" in view.text
 
@@ -292,8 +292,9 @@ def test_only_the_runs_own_panels_are_shown_when_the_store_marks_them(tmp_path):
     ds = synthetic_orbits_dataset(n_frames=3)
     role = np.array(["run", "seed", "run", "seed"], dtype=object)[: ds.sizes["panel"]]
     ds = ds.assign(panel_role=("panel", role))
-    store.write_group(tmp_path / "s.zarr", store.ORBITS, ds)  # through the store: strings come back as StringDType
-    layout = orbits_view(store.open_orbits(tmp_path / "s.zarr"))
+    # through the store: strings come back as StringDType
+    store.Store.open(tmp_path / "s.zarr").replace_group(store.ORBITS, ds)
+    layout = orbits_view(store.Store.open(tmp_path / "s.zarr", mode="r").dataset("orbits"))
     grid = next(m for m in layout.references() if getattr(m, "name", None) == "orbits_panels")
     titles = [f.title.text for r in grid.children for f in r.children]
     keep = np.flatnonzero(role == "run")

@@ -25,7 +25,7 @@ from pipeline.run import (  # noqa: E402
     run_profiles,
     store_location,
 )
-from pipeline.store import is_complete, layers_done, open_profiles  # noqa: E402
+from pipeline.store import Store  # noqa: E402
 
 LAYERS = 4
 
@@ -54,7 +54,7 @@ def single_process(folder) -> tuple[np.ndarray, np.ndarray]:
 
 
 def stored(store, name) -> tuple[np.ndarray, np.ndarray]:
-    ds = open_profiles(store).sel(model=name)
+    ds = Store.open(store, mode="r").dataset("profiles").sel(model=name)
     assert bool(ds.complete)
     return ds.profile.values[:LAYERS], ds.norm.values[:LAYERS]
 
@@ -78,13 +78,14 @@ def test_two_worker_processes_equal_single_process(mistral_dir, tmp_path):
     finally:
         close_client(client)
     assert done == ["tiny-mistral"]
-    assert is_complete(store, "tiny-mistral")
+    assert Store.open(store, mode="r").is_complete("tiny-mistral")
     prof, norm = stored(store, "tiny-mistral")
     want_prof, want_norm = single_process(mistral_dir)
     assert prof.shape == (LAYERS, 4, 129, 4)
     np.testing.assert_array_equal(prof, want_prof)
     np.testing.assert_array_equal(norm, want_norm)
-    assert str(open_profiles(store).sel(model="tiny-mistral").revision.values) == job.row.revision
+    row = Store.open(store, mode="r").dataset("profiles").sel(model="tiny-mistral")
+    assert str(row.revision.values) == job.row.revision
 
 
 def test_fsspec_url_store_with_thread_workers(mistral_dir):
@@ -129,13 +130,13 @@ def test_killing_a_worker_mid_run_still_completes_correctly(mistral_dir, tmp_pat
     assert killed
     print("after killing a worker the run", outcome)
     if outcome == "complete":
-        assert is_complete(store, "k")
+        assert Store.open(store, mode="r").is_complete("k")
         prof, norm = stored(store, "k")
         want_prof, want_norm = single_process(mistral_dir)
         np.testing.assert_array_equal(prof, want_prof)
         np.testing.assert_array_equal(norm, want_norm)
     else:  # allowed by the contract: a clear failure, nothing partial marked complete
-        assert not is_complete(store, "k")
+        assert not Store.open(store, mode="r").is_complete("k")
 
 
 def test_failed_tasks_leave_the_model_incomplete_and_a_rerun_resumes(mistral_dir, tmp_path):
@@ -147,12 +148,12 @@ def test_failed_tasks_leave_the_model_incomplete_and_a_rerun_resumes(mistral_dir
         broken.model_or_path = str(tmp_path / "gone")  # every task fails: the weights vanished after planning
         with pytest.raises(ClusterError, match=r"(?s)Rerun the same command.*r: layers \[0, 1, 2, 3\] failed"):
             run_jobs(client, [broken], store, retries=0, progress=False)
-        assert not is_complete(store, "r")
-        assert not layers_done(store, "r").any()
+        assert not Store.open(store, mode="r").is_complete("r")
+        assert not Store.open(store, mode="r").layers_done("r").any()
         run_jobs(client, [job], store, progress=False)
     finally:
         close_client(client)
-    assert is_complete(store, "r")
+    assert Store.open(store, mode="r").is_complete("r")
     np.testing.assert_array_equal(stored(store, "r")[0], single_process(mistral_dir)[0])
 
 

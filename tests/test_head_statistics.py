@@ -151,9 +151,9 @@ def test_the_vertices_and_the_undefined_cases():
 
 
 def stored_statistics(store, name):
-    from pipeline.store import open_profiles
+    from pipeline.store import Store
 
-    ds = open_profiles(store).sel(model=name)
+    ds = Store.open(store, mode="r").dataset("profiles").sel(model=name)
     return ds.head_statistics.values, ds.spectrum.values
 
 
@@ -209,14 +209,14 @@ def test_the_command_shown_for_a_store_without_statistics_adds_them(tiny_model, 
     import shlex
 
     from pipeline.__main__ import main
-    from pipeline.store import Store, open_profiles
+    from pipeline.store import Store
 
     from .test_store import drop_statistics
 
     _, folder = tiny_model("bert")
     store = tmp_path / "s.zarr"
     assert main(["profiles", folder, "--store", str(store), "--name", "m", "--quiet"]) == 0
-    before = open_profiles(store).sel(model="m").load()
+    before = Store.open(store, mode="r").dataset("profiles").sel(model="m").load()
     drop_statistics(store)
     capsys.readouterr()
     assert main(["list", "--store", str(store)]) == 0
@@ -225,7 +225,7 @@ def test_the_command_shown_for_a_store_without_statistics_adds_them(tiny_model, 
     args = shlex.split(row.fix_command)
     assert args[:4] == ["python", "-m", "pipeline", "profiles"]
     assert main([*args[3:], "--store", str(store), "--quiet"]) == 0
-    after = open_profiles(store).sel(model="m").load()
+    after = Store.open(store, mode="r").dataset("profiles").sel(model="m").load()
     assert Store.open(store, "r").row("m").statistics_computed
     np.testing.assert_array_equal(after.profile.values, before.profile.values)
     np.testing.assert_array_equal(after.head_statistics.values, before.head_statistics.values)

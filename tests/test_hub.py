@@ -200,9 +200,9 @@ def run(models, store, **kw):
 
 
 def store_arrays(store) -> dict[str, np.ndarray]:
-    from pipeline.store import open_profiles
+    from pipeline.store import Store
 
-    ds = open_profiles(str(store))
+    ds = Store.open(str(store), mode="r").dataset("profiles")
     return {k: ds[k].values.copy() for k in ("profile", "norm", "layer_done", "complete", "revision", "model")}
 
 
@@ -249,7 +249,7 @@ def test_hub_failures_leave_the_store_as_it_was(hub, checkpoint_dir, tmp_path, h
 
 def test_interrupted_run_resumes_without_refetching_finished_layers(hub, checkpoint_dir, tmp_path):
     from pipeline.checkpoints import CheckpointError
-    from pipeline.store import is_complete, layers_done
+    from pipeline.store import Store
 
     store = tmp_path / "s.zarr"
     index = json.loads((checkpoint_dir / "model.safetensors.index.json").read_text())["weight_map"]
@@ -259,8 +259,8 @@ def test_interrupted_run_resumes_without_refetching_finished_layers(hub, checkpo
     hub.fail_after_ranges = 2 * len(shards) + 2
     with pytest.raises(CheckpointError, match="answered 500"):
         run([REPO], store, name="m")
-    done = layers_done(str(store), "m")
-    assert done[0] and not done.all() and not is_complete(str(store), "m")
+    done = Store.open(str(store), mode="r").layers_done("m")
+    assert done[0] and not done.all() and not Store.open(str(store), mode="r").is_complete("m")
     hub.fail_after_ranges = None
     hub.reset_counts()
     run([REPO], store, name="m")
@@ -270,4 +270,4 @@ def test_interrupted_run_resumes_without_refetching_finished_layers(hub, checkpo
     assert 0 < hub.total_bytes(REPO) <= qk_left + heads  # config and index come from the cache now
     run([str(checkpoint_dir)], tmp_path / "disk.zarr", name="m")
     np.testing.assert_array_equal(store_arrays(store)["profile"], store_arrays(tmp_path / "disk.zarr")["profile"])
-    assert is_complete(str(store), "m")
+    assert Store.open(str(store), mode="r").is_complete("m")

@@ -60,7 +60,7 @@ def test_rows_equal_the_analysis_of_each_seeds_train_run(tiny_search):
         want = _train_row(cfg, seed, name, row["polished"])
         want["recipe"] = json.dumps(search_mod.differences(TINY), sort_keys=True)
         _same(row, want)
-    ds = store.open_group_dataset(path, ORBITS_SEARCH).load()
+    ds = store.Store.open(path, mode="r").dataset(ORBITS_SEARCH).load()
     assert ds.orbit_count.dims == ("run", "tol", "size") and list(ds.tol.values) == list(TOLS)
     assert list(ds.size.values) == list(SIZES) and list(ds.k.values) == list(range(13))
     assert sorted(ds["rank"].values.tolist()) == [1, 2, 3] and ds.attrs["command"] == "test"
@@ -141,7 +141,7 @@ def test_store_best_replaces_the_orbits_group_only_for_a_better_run(tiny_search)
     verdict = search_mod.store_best(path, rows, log=lambda line: None)
     best = min(rows, key=row_key)
     assert verdict.startswith(f"stored {best['run']}")
-    ds = store.open_orbits(path)
+    ds = store.Store.open(path, mode="r").dataset("orbits")
     assert ds.attrs["seed"] == best["seed"] and json.loads(ds.attrs["recipe"]) == json.loads(best["recipe"])
     assert ds.attrs["commit"] and ds.attrs["command"].startswith("python -m pipeline orbits --seed")
     verdict = search_mod.store_best(path, rows, log=lambda line: None)
@@ -223,7 +223,7 @@ def test_merge_adds_another_stores_rows_without_training(tmp_path, monkeypatch, 
     search_mod.write_table(b, [_row("x-s2", {2: 1}, 0.2), _row("x-s3", {3: 1}, 0.3)], {"command": "cmd-b"})
     monkeypatch.setattr(search_mod, "batch_rows", lambda *a, **k: pytest.fail("--merge must not train"))
     assert main(["orbits", "search", "--store", b, "--merge", a, "--no-store-best"]) == 0
-    ds = store.open_group_dataset(b, ORBITS_SEARCH).load()
+    ds = store.Store.open(b, mode="r").dataset(ORBITS_SEARCH).load()
     assert sorted(ds.run.values.tolist()) == ["x-s1", "x-s2", "x-s3"]
     assert int(ds.orbit_count.sel(run="x-s2", tol=0.02, size=2)) == 1  # the target's own row kept
     assert dict(zip(ds.run.values, ds["rank"].values.tolist(), strict=True)) == {"x-s1": 1, "x-s2": 3, "x-s3": 2}

@@ -53,7 +53,7 @@ def test_store_round_trip(short_run, tmp_path):
     st = str(tmp_path / "store.zarr")
     ds = orbits_dataset(run, found, 10, 6, {"tol": 0.02})
     write_orbits(st, ds)
-    back = store.open_orbits(st).load()
+    back = store.Store.open(st, mode="r").dataset("orbits").load()
     strings = ["panel", "xy", "panel_kind", "panel_role"]
     xr.testing.assert_allclose(back.drop_vars(strings), ds.drop_vars(strings))
     assert list(back.panel.values) == ["QK 0x10", "OV 10x10", "QK 0x6", "OV 6x6"]
@@ -75,11 +75,12 @@ def test_store_round_trip(short_run, tmp_path):
     np.testing.assert_allclose(back.position.values[-1, :, 0, 0], z.real, atol=1e-5)
     # the layer in the profiles group; the sweep table
     write_profiles_model(st, run_params(run))
-    prof = store.open_profiles(st)
+    prof = store.Store.open(st, mode="r").dataset("profiles")
     assert bool(prof.complete.sel(model="orbits-c24")) and str(prof.positional.sel(model="orbits-c24").values) == "none"
     p = prof.profile.sel(model="orbits-c24").isel(layer=0, d=0).values
     np.testing.assert_allclose(p.sum(-1), 1.0, atol=1e-9)
-    store.write_group(st, "orbits_sweep", sweep_dataset([{"name": "a", "x": 1.0}, {"name": "b", "x": 2.0}]))
+    store.Store.open(st).replace_group("orbits_sweep",
+                                       sweep_dataset([{"name": "a", "x": 1.0}, {"name": "b", "x": 2.0}]))
     sw = xr.open_zarr(st, group="orbits_sweep")
     assert list(sw.name.values) == ["a", "b"] and list(sw.x.values) == [1.0, 2.0]
 
@@ -98,7 +99,7 @@ def test_cli_stores_a_saved_run_and_explains_bad_input(short_run, tmp_path, caps
     assert main(["orbits", "--from-run", path, "--store", st]) == 0
     out = capsys.readouterr().out
     assert "orbits within 2%" in out and "wrote the orbits group" in out
-    ds = store.open_orbits(st)
+    ds = store.Store.open(st, mode="r").dataset("orbits")
     assert ds.sizes["frame"] == 7 and ds.sizes["head"] == 32 and ds.sizes["shift"] == 24
     for argv, message in ((["--from-run", str(tmp_path / "missing.npz"), "--store", st], "does not exist"),
                           (["--train-fraction", "1.5", "--no-store"], "strictly between 0 and 1")):

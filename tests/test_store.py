@@ -26,15 +26,15 @@ def rand_layer(rng, H, rotary=False):
 def test_round_trip_through_plain_xarray(tmp_path):
     path = tmp_path / "s.zarr"
     rng = np.random.default_rng(0)
-    st.register_model(path, info("abs", L=2, H=3, source="here"))
-    st.register_model(path, info("rot", L=1, H=2, positional="rope", rotary_dim=4))
+    st.Store.open(path).register(info("abs", L=2, H=3, source="here"))
+    st.Store.open(path).register(info("rot", L=1, H=2, positional="rope", rotary_dim=4))
     layers = [rand_layer(rng, 3) for _ in range(2)]
     for layer, (p, n) in enumerate(layers):
-        st.write_layer(path, "abs", layer, p, n)
+        st.Store.open(path).write_layer("abs", layer, p, n)
     pr, nr = rand_layer(rng, 2, rotary=True)
-    st.write_layer(path, "rot", 0, pr, nr)
-    st.mark_complete(path, "abs", revision="deadbeef")
-    st.mark_complete(path, "rot")
+    st.Store.open(path).write_layer("rot", 0, pr, nr)
+    st.Store.open(path).mark_complete("abs", revision="deadbeef")
+    st.Store.open(path).mark_complete("rot")
 
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # the contract: plain open_zarr with a group, no warnings
@@ -63,27 +63,27 @@ def test_round_trip_through_plain_xarray(tmp_path):
 
 def test_complete_only_when_every_layer_written(tmp_path):
     path = tmp_path / "s.zarr"
-    st.register_model(path, info(L=3))
+    st.Store.open(path).register(info(L=3))
     p, n = rand_layer(np.random.default_rng(1), 3)
-    st.write_layer(path, "m", 0, p, n)
-    st.write_layer(path, "m", 2, p, n)
+    st.Store.open(path).write_layer("m", 0, p, n)
+    st.Store.open(path).write_layer("m", 2, p, n)
     with pytest.raises(st.StoreError, match=r"layers \[1\]"):
-        st.mark_complete(path, "m")
-    assert not st.is_complete(path, "m")
-    assert st.layers_done(path, "m").tolist() == [True, False, True]
+        st.Store.open(path).mark_complete("m")
+    assert not st.Store.open(path, mode="r").is_complete("m")
+    assert st.Store.open(path, mode="r").layers_done("m").tolist() == [True, False, True]
 
 
 def test_growth_keeps_what_was_written(tmp_path):
     path = tmp_path / "s.zarr"
     rng = np.random.default_rng(2)
-    st.register_model(path, info("small", L=1, H=2))
+    st.Store.open(path).register(info("small", L=1, H=2))
     p, n = rand_layer(rng, 2)
-    st.write_layer(path, "small", 0, p, n)
-    st.mark_complete(path, "small")
-    st.register_model(path, info("big", L=4, H=5))  # more layers and heads than the store had
+    st.Store.open(path).write_layer("small", 0, p, n)
+    st.Store.open(path).mark_complete("small")
+    st.Store.open(path).register(info("big", L=4, H=5))  # more layers and heads than the store had
     p2, n2 = rand_layer(rng, 5)
-    st.write_layer(path, "big", 3, p2, n2)
-    ds = st.open_profiles(path)
+    st.Store.open(path).write_layer("big", 3, p2, n2)
+    ds = st.Store.open(path, mode="r").dataset("profiles")
     assert ds.sizes["layer"] == 4 and ds.sizes["head"] == 5
     np.testing.assert_array_equal(ds.profile.sel(model="small").values[0, :2, 0], p)
     assert np.isnan(ds.profile.sel(model="small").values[0, 2:]).all()
@@ -93,52 +93,52 @@ def test_growth_keeps_what_was_written(tmp_path):
 
 def test_reregistering_keeps_data_and_reset_forgets(tmp_path):
     path = tmp_path / "s.zarr"
-    st.register_model(path, info(L=2))
+    st.Store.open(path).register(info(L=2))
     p, n = rand_layer(np.random.default_rng(3), 3)
-    st.write_layer(path, "m", 0, p, n)
-    st.register_model(path, info(L=2, source="again"))  # resume: nothing lost
-    assert st.layers_done(path, "m").tolist() == [True, False]
-    assert st.model_info(path, "m").source == "again"
-    st.reset_model(path, "m")
-    assert st.layers_done(path, "m").tolist() == [False, False]
-    assert np.isnan(st.open_profiles(path).profile.values).all()
+    st.Store.open(path).write_layer("m", 0, p, n)
+    st.Store.open(path).register(info(L=2, source="again"))  # resume: nothing lost
+    assert st.Store.open(path, mode="r").layers_done("m").tolist() == [True, False]
+    assert st.Store.open(path, mode="r").row("m").source == "again"
+    st.Store.open(path).reset("m")
+    assert st.Store.open(path, mode="r").layers_done("m").tolist() == [False, False]
+    assert np.isnan(st.Store.open(path, mode="r").dataset("profiles").profile.values).all()
 
 
 def test_complete_model_with_other_shape_is_refused(tmp_path):
     path = tmp_path / "s.zarr"
-    st.register_model(path, info(L=1))
+    st.Store.open(path).register(info(L=1))
     p, n = rand_layer(np.random.default_rng(4), 3)
-    st.write_layer(path, "m", 0, p, n)
-    st.mark_complete(path, "m")
+    st.Store.open(path).write_layer("m", 0, p, n)
+    st.Store.open(path).mark_complete("m")
     with pytest.raises(st.StoreError, match="--name"):
-        st.register_model(path, info(L=2))
-    assert st.is_complete(path, "m") and st.model_info(path, "m").n_layers == 1
+        st.Store.open(path).register(info(L=2))
+    assert st.Store.open(path, mode="r").is_complete("m") and st.Store.open(path, mode="r").row("m").n_layers == 1
 
 
 def test_bad_writes_are_refused(tmp_path):
     path = tmp_path / "s.zarr"
-    st.register_model(path, info(L=2))
+    st.Store.open(path).register(info(L=2))
     with pytest.raises(st.StoreError, match="out of range"):
-        st.write_layer(path, "m", 5, np.zeros((3, 4)), np.zeros(3))
+        st.Store.open(path).write_layer("m", 5, np.zeros((3, 4)), np.zeros(3))
     with pytest.raises(st.StoreError, match="expected profile"):
-        st.write_layer(path, "m", 0, np.zeros((2, 4)), np.zeros(2))
+        st.Store.open(path).write_layer("m", 0, np.zeros((2, 4)), np.zeros(2))
     with pytest.raises(st.StoreError, match="not in the store"):
-        st.write_layer(path, "nope", 0, np.zeros((3, 4)), np.zeros(3))
+        st.Store.open(path).write_layer("nope", 0, np.zeros((3, 4)), np.zeros(3))
     with pytest.raises(ValueError, match="positional"):
         info(positional="sinusoidal")
 
 
 def test_open_errors_say_what_to_do(tmp_path):
     with pytest.raises(st.StoreError, match="no store at"):
-        st.open_profiles(tmp_path / "missing.zarr")
+        st.Store.open(tmp_path / "missing.zarr", mode="r").dataset("profiles")
     (tmp_path / "junk").mkdir()
     (tmp_path / "junk" / "file.txt").write_text("not zarr")
     with pytest.raises(st.StoreError, match="not a Zarr store"):
-        st.open_profiles(tmp_path / "junk")
+        st.Store.open(tmp_path / "junk", mode="r").dataset("profiles")
     path = tmp_path / "s.zarr"
-    st.register_model(path, info())
+    st.Store.open(path).register(info())
     with pytest.raises(st.StoreError, match="python -m pipeline orbits"):
-        st.open_orbits(path)
+        st.Store.open(path, mode="r").dataset("orbits")
     # an older schema
     meta_path = path / "profiles" / "zarr.json"
     meta = json.loads(meta_path.read_text())
@@ -146,20 +146,20 @@ def test_open_errors_say_what_to_do(tmp_path):
     meta_path.write_text(json.dumps(meta))
     st.Store.open(path)._consolidate()  # refresh the root's consolidated copy, as the old writer would have left it
     with pytest.raises(st.StoreError, match="schema version 0"):
-        st.open_profiles(path)
+        st.Store.open(path, mode="r").dataset("profiles")
 
 
 def test_write_group_replaces_only_its_group(tmp_path):
     path = tmp_path / "s.zarr"
-    st.register_model(path, info())
+    st.Store.open(path).register(info())
     ds = xr.Dataset({"x": (("frame",), np.arange(3.0)), "label": (("panel",), np.array(["QK 0x10", "OV"])),
                      "position": (("frame", "head", "panel", "xy"), np.zeros((3, 1, 2, 2)))})
-    st.write_group(path, "orbits", ds, {"seed": 7})
-    st.write_group(path, "orbits", ds.assign(x=ds.x * 2), {"seed": 8})
-    got = st.open_orbits(path)
+    st.Store.open(path).replace_group("orbits", ds, {"seed": 7})
+    st.Store.open(path).replace_group("orbits", ds.assign(x=ds.x * 2), {"seed": 8})
+    got = st.Store.open(path, mode="r").dataset("orbits")
     assert got.x.values.tolist() == [0.0, 2.0, 4.0] and got.attrs["seed"] == 8
     assert got.label.values.tolist() == ["QK 0x10", "OV"]
-    assert st.open_profiles(path).model.values.tolist() == ["m"]
+    assert st.Store.open(path, mode="r").dataset("profiles").model.values.tolist() == ["m"]
     assert sorted(p.name for p in path.iterdir()) == ["orbits", "profiles", "zarr.json"]
     assert sorted(p.name for p in (tmp_path / ".s.zarr.writer" / "staging").iterdir()) == []  # no side copies left
 
@@ -169,7 +169,9 @@ def test_write_group_replaces_only_its_group(tmp_path):
 
 def test_default_store_rule(monkeypatch):
     monkeypatch.delenv(st.ENV_VAR, raising=False)
-    repo = Path(st.__file__).resolve().parents[1]
+    import pipeline
+
+    repo = Path(pipeline.__file__).resolve().parents[1]  # the folder holding the pipeline package
     assert st.default_store_path() == str(repo / "store.zarr")  # next to the package, not the working directory
     monkeypatch.setenv(st.ENV_VAR, "~/elsewhere.zarr")
     assert st.default_store_path() == str(Path("~/elsewhere.zarr").expanduser())
@@ -204,7 +206,7 @@ def test_store_rows_carry_provenance_and_state(tmp_path):
 
 def test_read_only_handle_refuses_writes(tmp_path):
     path = tmp_path / "s.zarr"
-    st.register_model(path, info())
+    st.Store.open(path).register(info())
     ro = st.Store.open(path, mode="r")
     with pytest.raises(st.StoreError, match="opened read-only"):
         ro.write_layer("m", 0, np.zeros((3, 4)), np.zeros(3))
@@ -218,25 +220,25 @@ def rand_statistics(rng, H, k):
 def test_statistics_round_trip_and_the_eigen_dimension_grows(tmp_path):
     path = tmp_path / "s.zarr"
     rng = np.random.default_rng(4)
-    st.register_model(path, info("small", L=2, H=3))  # d_head 4: 8 eigenvalues
+    st.Store.open(path).register(info("small", L=2, H=3))  # d_head 4: 8 eigenvalues
     p, n = rand_layer(rng, 3)
     s0, e0 = rand_statistics(rng, 3, 8)
     s1, e1 = rand_statistics(rng, 3, 6)  # a span narrower than 2n (N < 2n): NaN past k
-    st.write_layer(path, "small", 0, p, n, s0, e0)
-    st.write_layer(path, "small", 1, p, n, s1, e1)
-    st.mark_complete(path, "small")
-    ds = st.open_profiles(path)
+    st.Store.open(path).write_layer("small", 0, p, n, s0, e0)
+    st.Store.open(path).write_layer("small", 1, p, n, s1, e1)
+    st.Store.open(path).mark_complete("small")
+    ds = st.Store.open(path, mode="r").dataset("profiles")
     assert list(ds.statistic.values) == list(STATISTICS) and ds.sizes["eigen"] == 8
     np.testing.assert_array_equal(ds.head_statistics.sel(model="small").values[1, :3], s1)
     np.testing.assert_array_equal(ds.spectrum.sel(model="small").values[1, :3, :6], e1)
     assert np.isnan(ds.spectrum.sel(model="small").values[1, :3, 6:]).all()
-    assert st.model_info(path, "small").statistics_computed
+    assert st.Store.open(path, mode="r").row("small").statistics_computed
 
     big = st.ModelRow("big", 1, 5, 32, 12, "rope", rotary_dim=12)  # 24 eigenvalues: eigen grows from 8 to 24
-    st.register_model(path, big)
+    st.Store.open(path).register(big)
     sb, eb = rand_statistics(rng, 5, 24)
-    st.write_layer(path, "big", 0, *rand_layer(rng, 5, rotary=True), sb, eb)
-    ds = st.open_profiles(path)
+    st.Store.open(path).write_layer("big", 0, *rand_layer(rng, 5, rotary=True), sb, eb)
+    ds = st.Store.open(path, mode="r").dataset("profiles")
     assert ds.sizes["eigen"] == 24 and ds.eigen.values.tolist() == list(range(24))
     np.testing.assert_array_equal(ds.spectrum.sel(model="big").values[0, :5], eb)
     np.testing.assert_array_equal(ds.spectrum.sel(model="small").values[0, :3, :8], e0)  # kept
@@ -244,20 +246,20 @@ def test_statistics_round_trip_and_the_eigen_dimension_grows(tmp_path):
     np.testing.assert_array_equal(ds.head_statistics.sel(model="small").values[0, :3], s0)
     assert st.Store.open(path).verify() == []  # the small model's checksums cover its own 2n columns only
     with pytest.raises(st.StoreError, match="expected statistics"):
-        st.write_layer(path, "small", 0, p, n, s0, rng.normal(size=(3, 9)))  # wider than 2n
+        st.Store.open(path).write_layer("small", 0, p, n, s0, rng.normal(size=(3, 9)))  # wider than 2n
     with pytest.raises(st.StoreError, match="both statistics and spectrum"):
-        st.write_layer(path, "small", 0, p, n, s0)
-    st.reset_model(path, "small")
-    ds = st.open_profiles(path)
+        st.Store.open(path).write_layer("small", 0, p, n, s0)
+    st.Store.open(path).reset("small")
+    ds = st.Store.open(path, mode="r").dataset("profiles")
     assert np.isnan(ds.head_statistics.sel(model="small").values).all()
-    assert not st.model_info(path, "small").statistics_computed
+    assert not st.Store.open(path, mode="r").row("small").statistics_computed
 
 
 def drop_statistics(path: Path) -> None:
     """Make ``path`` a store as written before the statistics existed: no statistics variables, no coordinates."""
     for name in ("head_statistics", "spectrum", "statistics_checksum", "statistic", "eigen"):
         shutil.rmtree(path / "profiles" / name)
-    st._quiet_consolidate(str(path))
+    st.Store(str(path), "a")._consolidate()
 
 
 def test_a_store_written_before_the_statistics_opens_and_says_so(tmp_path, capsys):
@@ -267,16 +269,16 @@ def test_a_store_written_before_the_statistics_opens_and_says_so(tmp_path, capsy
     path = tmp_path / "old.zarr"
     rng = np.random.default_rng(6)
     row = info("m", L=2, H=3, command="python -m pipeline profiles org/m")
-    st.register_model(path, row)
+    st.Store.open(path).register(row)
     layers = [rand_layer(rng, 3) + rand_statistics(rng, 3, 8) for _ in range(2)]
     for layer, values in enumerate(layers):
-        st.write_layer(path, "m", layer, *values)
-    st.mark_complete(path, "m")
+        st.Store.open(path).write_layer("m", layer, *values)
+    st.Store.open(path).mark_complete("m")
     drop_statistics(path)
 
-    ds = st.open_profiles(path)  # validated: the statistics are optional
+    ds = st.Store.open(path, mode="r").dataset("profiles")  # validated: the statistics are optional
     assert "head_statistics" not in ds and "eigen" not in ds.sizes
-    m = st.model_info(path, "m")
+    m = st.Store.open(path, mode="r").row("m")
     assert m.complete and not m.statistics_computed
     assert m.statistics_note == "statistics not computed; add them with `python -m pipeline profiles org/m`"
     assert main(["list", "--store", str(path)]) == 0
@@ -290,13 +292,14 @@ def test_a_store_written_before_the_statistics_opens_and_says_so(tmp_path, capsy
 
     assert st.Store.open(path, "r").layers_with_statistics("m").tolist() == [False, False]
     # what the command does (register, then every layer without statistics again, with them): the arrays come back
-    st.register_model(path, row)
+    st.Store.open(path).register(row)
     for layer, values in enumerate(layers):
-        st.write_layer(path, "m", layer, *values)
-    st.mark_complete(path, "m")
-    m = st.model_info(path, "m")
+        st.Store.open(path).write_layer("m", layer, *values)
+    st.Store.open(path).mark_complete("m")
+    m = st.Store.open(path, mode="r").row("m")
     assert m.statistics_computed and m.statistics_note == ""
-    np.testing.assert_array_equal(st.open_profiles(path).head_statistics.sel(model="m").values[1, :3], layers[1][2])
+    stats = st.Store.open(path, mode="r").dataset("profiles").head_statistics.sel(model="m").values
+    np.testing.assert_array_equal(stats[1, :3], layers[1][2])
     assert st.Store.open(path).verify() == []
     got = data.model_statistics(path, "m")
     assert got.note == "" and got.spectrum.shape == (2, 3, 8)
@@ -308,13 +311,13 @@ def test_an_old_store_gains_the_statistics_on_its_next_write(tmp_path):
     """A layer written with statistics into a store without the variables adds them; the others read not computed."""
     path = tmp_path / "old.zarr"
     rng = np.random.default_rng(8)
-    st.register_model(path, info("m", L=2, H=3))
-    st.write_layer(path, "m", 0, *rand_layer(rng, 3))
+    st.Store.open(path).register(info("m", L=2, H=3))
+    st.Store.open(path).write_layer("m", 0, *rand_layer(rng, 3))
     drop_statistics(path)
     values = rand_layer(rng, 3) + rand_statistics(rng, 3, 8)
-    st.write_layer(path, "m", 1, *values)
-    ds = st.open_profiles(path)
+    st.Store.open(path).write_layer("m", 1, *values)
+    ds = st.Store.open(path, mode="r").dataset("profiles")
     np.testing.assert_array_equal(ds.spectrum.sel(model="m").values[1, :3], values[3])
     assert np.isnan(ds.head_statistics.sel(model="m").values[0]).all()
-    m = st.model_info(path, "m")
+    m = st.Store.open(path, mode="r").row("m")
     assert (m.layers_done, m.statistics_layers, m.statistics_computed) == (2, 1, False)

@@ -132,28 +132,28 @@ def write_synthetic_store(path, rope_shape=(4, 8), absolute_shape=(3, 6), empty_
     """
     path = Path(path)
     L, H = rope_shape
-    store.register_model(path, store.ModelInfo(ROPE_MODEL, L, H, 64, 16, "rope", source="synthetic",
+    store.Store.open(path).register(store.ModelRow(ROPE_MODEL, L, H, 64, 16, "rope", source="synthetic",
                                                family="gpt-neox", command=f"python -m pipeline profiles {ROPE_MODEL}"))
     prof = rope_profiles(L, H)
     stats, spectra = rope_statistics(L, H)
     for layer in range(L):
-        store.write_layer(path, ROPE_MODEL, layer, prof[layer], np.ones((H, store.N_OFFSETS)), stats[layer],
+        store.Store.open(path).write_layer(ROPE_MODEL, layer, prof[layer], np.ones((H, store.N_OFFSETS)), stats[layer],
                           spectra[layer])
-    store.mark_complete(path, ROPE_MODEL, revision="synthetic")
+    store.Store.open(path).mark_complete(ROPE_MODEL, revision="synthetic")
 
     L, H = absolute_shape
-    store.register_model(path, store.ModelInfo(ABSOLUTE_MODEL, L, H, 48, 8, "learned absolute", source="synthetic",
+    store.Store.open(path).register(store.ModelRow(ABSOLUTE_MODEL, L, H, 48, 8, "learned absolute", source="synthetic",
                                                family="gpt2", command=f"python -m pipeline profiles {ABSOLUTE_MODEL}"))
     rng = np.random.default_rng(2)
     for layer in range(L):
-        store.write_layer(path, ABSOLUTE_MODEL, layer, _simplex_points(rng, H), np.ones(H))
-    store.mark_complete(path, ABSOLUTE_MODEL, revision="synthetic")
+        store.Store.open(path).write_layer(ABSOLUTE_MODEL, layer, _simplex_points(rng, H), np.ones(H))
+    store.Store.open(path).mark_complete(ABSOLUTE_MODEL, revision="synthetic")
 
     L, H = empty_shape
-    store.register_model(path, store.ModelInfo(EMPTY_MODEL, L, H, 32, 8, "learned absolute", source="synthetic",
+    store.Store.open(path).register(store.ModelRow(EMPTY_MODEL, L, H, 32, 8, "learned absolute", source="synthetic",
                                                family="gpt2", command=f"python -m pipeline profiles {EMPTY_MODEL}"))
     if with_orbits:
-        store.write_group(path, store.ORBITS, synthetic_orbits_dataset())
+        store.Store.open(path).replace_group(store.ORBITS, synthetic_orbits_dataset())
     return path
 
 

@@ -44,16 +44,16 @@ NOTE = "weights quantised to Q4_1: profiles carry about 1% quantisation noise"
 
 
 def _add_model(path: Path, row: schema.ModelRow, seed: int) -> None:
-    st.register_model(path, row)
+    st.Store.open(path).register(row)
     rng = np.random.default_rng(seed)
     for layer in range(row.n_layers):
-        st.write_layer(path, row.name, layer, rng.dirichlet(np.ones(4), row.n_heads), np.ones(row.n_heads))
-    st.mark_complete(path, row.name, revision="synthetic")
+        st.Store.open(path).write_layer(row.name, layer, rng.dirichlet(np.ones(4), row.n_heads), np.ones(row.n_heads))
+    st.Store.open(path).mark_complete(row.name, revision="synthetic")
 
 
 def _garble(path: Path, name: str, layer: int) -> None:
     """Overwrite the stored chunk of one layer of ``name``'s profile with bytes no codec decodes."""
-    names = [r.name for r in schema.model_rows(st.open_profiles(path))]
+    names = [r.name for r in schema.model_rows(st.Store.open(path, mode="r").dataset("profiles"))]
     chunk = path / "profiles" / "profile" / "c" / str(names.index(name)) / str(layer) / "0" / "0" / "0"
     assert chunk.is_file(), chunk
     chunk.write_bytes(b"\x00garbled" * 16)
@@ -228,10 +228,11 @@ def dense_page(tmp_path_factory):
     path = tmp_path_factory.mktemp("dense") / "store.zarr"
     row = schema.ModelRow(DENSE_MODEL, 3, 16, 64, 16, "none", family="gpt2", source="synthetic",
                           command=f"python -m pipeline profiles {DENSE_MODEL}")
-    st.register_model(path, row)
+    st.Store.open(path).register(row)
     for layer in range(row.n_layers):
-        st.write_layer(path, DENSE_MODEL, layer, np.tile([0.1, 0.2, 0.3, 0.4], (row.n_heads, 1)), np.ones(row.n_heads))
-    st.mark_complete(path, DENSE_MODEL, revision="synthetic")
+        st.Store.open(path).write_layer(DENSE_MODEL, layer, np.tile([0.1, 0.2, 0.3, 0.4], (row.n_heads, 1)),
+                                        np.ones(row.n_heads))
+    st.Store.open(path).mark_complete(DENSE_MODEL, revision="synthetic")
     out = tmp_path_factory.mktemp("dense-export")
     export(out, path)
     return out / profile_page_name(DENSE_MODEL)

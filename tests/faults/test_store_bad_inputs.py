@@ -41,21 +41,22 @@ TRIED: list[str] = []
 
 
 def good_store(path: Path) -> Path:
-    st.register_model(path, A)
+    st.Store.open(path).register(A)
     for layer, v in enumerate(A_VALUES):
-        st.write_layer(path, "A", layer, *v)
-    st.mark_complete(path, "A")
-    st.write_group(path, "orbits", ORBITS)
+        st.Store.open(path).write_layer("A", layer, *v)
+    st.Store.open(path).mark_complete("A")
+    st.Store.open(path).replace_group("orbits", ORBITS)
     return path
 
 
 def assert_a_intact(path: Path) -> None:
-    ds = st.open_profiles(path)
+    ds = st.Store.open(path, mode="r").dataset("profiles")
     assert bool(ds.complete.sel(model="A"))
     for layer, (p, n) in enumerate(A_VALUES):
         np.testing.assert_array_equal(ds.profile.sel(model="A").values[layer, :3, 0], p)
         np.testing.assert_array_equal(ds.norm.sel(model="A").values[layer, :3, 0], n)
-    np.testing.assert_array_equal(st.open_orbits(path).position.values, ORBITS.position.values)
+    np.testing.assert_array_equal(st.Store.open(path, mode="r").dataset("orbits").position.values,
+                                  ORBITS.position.values)
     assert st.Store.open(path).verify() == []
 
 
@@ -74,23 +75,24 @@ def refused(fn, match: str, *trees: Path) -> str:
 
 
 def test_no_store_file_and_folder_that_is_not_a_store(tmp_path):
-    refused(lambda: st.open_profiles(tmp_path / "missing.zarr"), "no store at .*Create it with", tmp_path)
+    refused(lambda: st.Store.open(tmp_path / "missing.zarr", mode="r").dataset("profiles"),
+            "no store at .*Create it with", tmp_path)
     f = tmp_path / "notes.txt"
     f.write_text("hello")
-    refused(lambda: st.register_model(f, A), "is a file, not a Zarr store", tmp_path)
+    refused(lambda: st.Store.open(f).register(A), "is a file, not a Zarr store", tmp_path)
     junk = tmp_path / "junk"
     junk.mkdir()
     (junk / "file.txt").write_text("not zarr")
-    refused(lambda: st.register_model(junk, A), "not a Zarr store", tmp_path)
-    refused(lambda: st.write_group(junk, "orbits", ORBITS), "not a Zarr store", tmp_path)
+    refused(lambda: st.Store.open(junk).register(A), "not a Zarr store", tmp_path)
+    refused(lambda: st.Store.open(junk).replace_group("orbits", ORBITS), "not a Zarr store", tmp_path)
 
 
 def test_zarr_v2_store_is_refused_untouched(tmp_path):
     path = tmp_path / "v2.zarr"
     g = zarr.open_group(str(path), mode="w", zarr_format=2)
     g.create_array("x", shape=(3,), dtype="float64")[:] = 1.0
-    for fn in (lambda: st.open_profiles(path), lambda: st.register_model(path, A),
-               lambda: st.write_group(path, "orbits", ORBITS)):
+    for fn in (lambda: st.Store.open(path, mode="r").dataset("profiles"), lambda: st.Store.open(path).register(A),
+               lambda: st.Store.open(path).replace_group("orbits", ORBITS)):
         msg = refused(fn, "is a Zarr v2 store; this pipeline reads and writes Zarr v3 only", path)
     assert "--store NEW.zarr" in msg
     assert verify_exit(path) == 2
@@ -155,11 +157,11 @@ def test_read_only_store_reads_and_refuses_writes_clearly(readonly_store):
     def read():
         names = [r.name for r in st.Store.open(path, mode="r").models()]
         assert names == ["A"], names
-        assert st.open_orbits(path).position.shape == (5, 2, 2, 2)
+        assert st.Store.open(path, mode="r").dataset("orbits").position.shape == (5, 2, 2, 2)
 
     assert as_nobody(read) == (0, "")
-    for fn in (lambda: st.register_model(path, B), lambda: st.write_layer(path, "A", 0, *A_VALUES[0]),
-               lambda: st.write_group(path, "orbits", ORBITS), lambda: st.reset_model(path, "A")):
+    for fn in (lambda: st.Store.open(path).register(B), lambda: st.Store.open(path).write_layer("A", 0, *A_VALUES[0]),
+               lambda: st.Store.open(path).replace_group("orbits", ORBITS), lambda: st.Store.open(path).reset("A")):
         code, msg = as_nobody(fn)
         assert code == 5, msg
         assert "is read-only" in msg and "nothing was changed" in msg and "--store PATH" in msg
@@ -187,22 +189,23 @@ def full_disk_after(monkeypatch, n: int) -> None:
 
 def test_enospc_inside_a_layer_keeps_the_layers_written(tmp_path, monkeypatch):
     path = good_store(tmp_path / "s.zarr")
-    st.register_model(path, B)
+    st.Store.open(path).register(B)
     for layer in (0, 1):
-        st.write_layer(path, "B", layer, *B_VALUES[layer])
+        st.Store.open(path).write_layer("B", layer, *B_VALUES[layer])
     for n in range(3):  # the disk fills before the profile, the norm, or the checksum of layer 2
         with monkeypatch.context() as m:
             full_disk_after(m, n)
-            msg = refused(lambda: st.write_layer(path, "B", 2, *B_VALUES[2]), "no space left on the device")
+            msg = refused(lambda: st.Store.open(path).write_layer("B", 2, *B_VALUES[2]), "no space left on the device")
         assert "layer 2 of 'B'" in msg and "Nothing already written was lost (the other layers kept)" in msg
         assert "run the same command again: it resumes" in msg
-        assert st.layers_done(path, "B").tolist() == [True, True, False, False]
+        assert st.Store.open(path, mode="r").layers_done("B").tolist() == [True, True, False, False]
         assert st.Store.open(path).verify() == []
         assert_a_intact(path)
-    st.write_layer(path, "B", 2, *B_VALUES[2])  # space again: the run resumes
-    st.write_layer(path, "B", 3, *B_VALUES[3])
-    st.mark_complete(path, "B")
-    np.testing.assert_array_equal(st.open_profiles(path).profile.sel(model="B").values[2, :3], B_VALUES[2][0])
+    st.Store.open(path).write_layer("B", 2, *B_VALUES[2])  # space again: the run resumes
+    st.Store.open(path).write_layer("B", 3, *B_VALUES[3])
+    st.Store.open(path).mark_complete("B")
+    got = st.Store.open(path, mode="r").dataset("profiles").profile.sel(model="B").values
+    np.testing.assert_array_equal(got[2, :3], B_VALUES[2][0])
 
 
 @pytest.mark.slow
@@ -215,16 +218,17 @@ def test_enospc_during_registration_and_group_replacement(tmp_path, monkeypatch)
         with monkeypatch.context() as m:
             full_disk_after(m, n)
             try:
-                st.register_model(path, B)
+                st.Store.open(path).register(B)
                 outcomes.add("registered")
             except st.StoreError as exc:
                 assert "no space left on the device" in str(exc) and "'B'" in str(exc)
                 assert "every other model kept" in str(exc)
                 outcomes.add("refused")
-        names = st.model_names(path)  # space again: the next open finishes a journalled registration
+        names = st.Store.open(path, mode="r").names()  # space again: the next open finishes a journalled registration
         assert names in (["A"], ["A", "B"])
         if "B" in names:
-            assert st.model_info(path, "B").source == "there" and not st.is_complete(path, "B")
+            s = st.Store.open(path, mode="r")
+            assert s.row("B").source == "there" and not s.is_complete("B")
         assert_a_intact(path)
         TRIED.append("ENOSPC in a registration")
     assert outcomes == {"registered", "refused"}
@@ -235,15 +239,16 @@ def test_enospc_during_registration_and_group_replacement(tmp_path, monkeypatch)
         with monkeypatch.context() as m:
             full_disk_after(m, n)
             try:
-                st.write_group(path, "orbits", new)
+                st.Store.open(path).replace_group("orbits", new)
             except st.StoreError as exc:
                 assert "no space left on the device" in str(exc)
                 assert "the old 'orbits' group and every other group kept" in str(exc)
-        got = st.open_orbits(path).position.values  # the old group, or the new one once its swap began
+        # the old group, or the new one once its swap began
+        got = st.Store.open(path, mode="r").dataset("orbits").position.values
         assert np.array_equal(got, ORBITS.position.values) or np.array_equal(got, new.position.values)
         staging = path.parent / f".{path.name}.writer" / "staging"
         assert not staging.exists() or list(staging.iterdir()) == []
-        st.write_group(path, "orbits", ORBITS)
+        st.Store.open(path).replace_group("orbits", ORBITS)
         assert_a_intact(path)
         TRIED.append("ENOSPC in a group replacement")
 
@@ -256,8 +261,8 @@ def test_model_with_zero_layers_is_refused(tmp_path):
     for bad, what in [(dict(n_layers=0), "n_layers = 0"), (dict(n_heads=0), "n_heads = 0"),
                       (dict(n_heads=6, n_kv_heads=4), "not a multiple")]:
         row = st.ModelRow(**(dict(name="Z", n_layers=2, n_heads=2, d_model=8, d_head=4, positional="none") | bad))
-        refused(lambda row=row: st.register_model(path, row), f"cannot register 'Z': .*{what}", path)
-    assert st.model_names(path) == ["A"]
+        refused(lambda row=row: st.Store.open(path).register(row), f"cannot register 'Z': .*{what}", path)
+    assert st.Store.open(path, mode="r").names() == ["A"]
     with pytest.raises(ValueError, match="non-empty name"):
         st.ModelRow(" ", 1, 1, 8, 4, "none")
 
@@ -272,15 +277,16 @@ def set_version(path: Path, group: str, version) -> None:
 def test_schema_version_mismatch_says_how_to_upgrade(tmp_path, capsys):
     path = good_store(tmp_path / "s.zarr")
     set_version(path, "profiles", 1)
-    msg = refused(lambda: st.open_profiles(path), "schema version 1; this code reads version 2", path)
+    msg = refused(lambda: st.Store.open(path, mode="r").dataset("profiles"),
+                  "schema version 1; this code reads version 2", path)
     assert f"python -m pipeline verify --upgrade --store {path}" in msg
-    refused(lambda: st.register_model(path, B), "verify --upgrade", path)
+    refused(lambda: st.Store.open(path).register(B), "verify --upgrade", path)
     assert main(["verify", "--store", str(path), "--upgrade"]) == 0
     assert "profiles: schema version 1 -> 2" in capsys.readouterr().out
     assert_a_intact(path)
 
     set_version(path, "orbits", 99)
-    msg = refused(lambda: st.open_orbits(path), "schema version 99", path)
+    msg = refused(lambda: st.Store.open(path, mode="r").dataset("orbits"), "schema version 99", path)
     assert "Use the version of the pipeline that wrote it" in msg
     before = tree_digest(path)
     assert main(["verify", "--store", str(path), "--upgrade"]) == 2
@@ -291,10 +297,11 @@ def test_schema_version_mismatch_says_how_to_upgrade(tmp_path, capsys):
 def test_group_that_does_not_follow_the_schema(tmp_path):
     path = good_store(tmp_path / "s.zarr")
     no_position = xr.Dataset({"x": (("frame",), np.arange(3.0))})
-    refused(lambda: st.write_group(path, "orbits", no_position), "no 'position' variable", path)
+    refused(lambda: st.Store.open(path).replace_group("orbits", no_position), "no 'position' variable", path)
     wrong_dims = xr.Dataset({"position": (("frame", "head", "xy"), np.zeros((3, 2, 2)))})
-    refused(lambda: st.write_group(path, "orbits", wrong_dims), "expected \\('frame', 'head', 'panel', 'xy'\\)", path)
-    refused(lambda: st.write_group(path, "orbits_sweep", xr.Dataset({"e": (("seed",), [1.0])})),
+    refused(lambda: st.Store.open(path).replace_group("orbits", wrong_dims),
+            "expected \\('frame', 'head', 'panel', 'xy'\\)", path)
+    refused(lambda: st.Store.open(path).replace_group("orbits_sweep", xr.Dataset({"e": (("seed",), [1.0])})),
             "expected \\('run',\\)", path)
-    refused(lambda: st.write_group(path, "profiles", ORBITS), "written layer by layer", path)
+    refused(lambda: st.Store.open(path).replace_group("profiles", ORBITS), "written layer by layer", path)
     assert_a_intact(path)

@@ -55,11 +55,11 @@ def run_model(path, k: int, trial: int, barrier, hold_s: float = 0.0, wait: bool
 
 
 def write_all(path, r, vals, hold_s=0.0):
-    st.register_model(path, r)
+    st.Store.open(path).register(r)
     for layer, (p, n) in enumerate(vals):
-        st.write_layer(path, r.name, layer, p, n)
+        st.Store.open(path).write_layer(r.name, layer, p, n)
         time.sleep(hold_s / max(len(vals), 1))  # the time a layer takes to compute
-    st.mark_complete(path, r.name)
+    st.Store.open(path).mark_complete(r.name)
 
 
 def start(path, jobs, **kw):
@@ -82,14 +82,14 @@ def test_concurrent_runs_of_different_models_keep_every_registration(tmp_path, p
             write_all(path, row(9), values(9, trial))
         codes = start(path, [(k, trial) for k in range(WRITERS)])
         assert codes == [0] * WRITERS, f"trial {trial}: exit codes {codes}"
-        ds = st.open_profiles(path)
+        ds = st.Store.open(path, mode="r").dataset("profiles")
         names = [str(m) for m in ds.model.values]
         want = ([row(9).name] if preexisting else []) + [row(k).name for k in range(WRITERS)]
         assert sorted(names) == sorted(want), f"trial {trial}: registrations lost: {sorted(want)} -> {names}"
         assert ds.complete.values.all()
         for k in range(WRITERS):
             r = row(k)
-            assert st.model_info(path, r.name).source == r.source
+            assert st.Store.open(path, mode="r").row(r.name).source == r.source
             got = ds.profile.sel(model=r.name).values
             for layer, (p, n) in enumerate(values(k, trial)):
                 np.testing.assert_array_equal(got[layer, : r.n_heads, 0], p)
@@ -112,11 +112,11 @@ def test_same_model_twice_the_second_is_refused_and_the_first_kept(tmp_path, cap
         assert "'model-1' is being written to" in out and "--name" in out
         assert "by process" in out or "by another process" in out  # (the holder may not have signed yet)
         refused += 1
-        ds = st.open_profiles(path)
+        ds = st.Store.open(path, mode="r").dataset("profiles")
         assert [str(m) for m in ds.model.values] == ["model-5", "model-1"]
         assert bool(ds.complete.sel(model="model-1"))
         np.testing.assert_array_equal(ds.profile.sel(model="model-1").values[0, :3, 0], values(1, trial)[0][0])
-        st.reset_model(path, "model-1")
+        st.Store.open(path).reset("model-1")
     HELD["same model twice, refused"] = refused
 
 
@@ -136,15 +136,15 @@ def test_same_model_refused_while_a_run_holds_it_and_the_store_unchanged(tmp_pat
     assert ready.wait(60)
     before = tree_digest(path)
     with pytest.raises(st.StoreError, match=rf"'model-1' is being written to .* by process {p.pid} on "):
-        st.register_model(path, row(1))
+        st.Store.open(path).register(row(1))
     with pytest.raises(st.StoreError, match="being written"):
-        st.reset_model(path, "model-1")  # --force cannot wipe it under the running writer either
+        st.Store.open(path).reset("model-1")  # --force cannot wipe it under the running writer either
     assert tree_digest(path) == before  # nothing touched
-    st.register_model(path, row(2))  # another model goes ahead meanwhile
+    st.Store.open(path).register(row(2))  # another model goes ahead meanwhile
     release.set()
     p.join(60)
-    st.register_model(path, row(1))  # free again
-    assert st.model_names(path) == ["model-1", "model-2"]
+    st.Store.open(path).register(row(1))  # free again
+    assert st.Store.open(path, mode="r").names() == ["model-1", "model-2"]
 
 
 def test_same_model_with_wait_runs_one_after_the_other(tmp_path):
@@ -153,6 +153,6 @@ def test_same_model_with_wait_runs_one_after_the_other(tmp_path):
     codes = start(path, [(3, 0), (3, 0)], hold_s=0.5, use_lock=True, wait=True)
     assert codes == [0, 0]
     assert time.time() - t0 >= 1.0  # serialised: two holds of 0.5 s each
-    ds = st.open_profiles(path)
+    ds = st.Store.open(path, mode="r").dataset("profiles")
     assert [str(m) for m in ds.model.values] == ["model-3"] and bool(ds.complete.values[0])
     assert st.Store.open(path).verify() == []

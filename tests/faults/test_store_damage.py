@@ -38,10 +38,10 @@ A_VALUES, C_VALUES = layer_values(A, 0), layer_values(C, 1)
 
 
 def write(path, row, vals, layers=None):
-    st.register_model(path, row)
+    st.Store.open(path).register(row)
     for layer in range(row.n_layers) if layers is None else layers:
-        st.write_layer(path, row.name, layer, *vals[layer])
-    st.mark_complete(path, row.name)
+        st.Store.open(path).write_layer(row.name, layer, *vals[layer])
+    st.Store.open(path).mark_complete(row.name)
 
 
 @pytest.fixture(scope="module")
@@ -49,7 +49,7 @@ def template(tmp_path_factory) -> Path:
     path = tmp_path_factory.mktemp("damage") / "s.zarr"
     write(path, A, A_VALUES)
     write(path, C, C_VALUES)
-    st.write_group(path, "orbits", xr.Dataset({"position": (("frame", "head", "panel", "xy"),
+    st.Store.open(path).replace_group("orbits", xr.Dataset({"position": (("frame", "head", "panel", "xy"),
                                                             np.random.default_rng(2).normal(size=(6, 3, 2, 2)))}))
     return path
 
@@ -72,7 +72,7 @@ def verify_cli(path, capsys, *extra) -> tuple[int, str, str]:
 
 
 def assert_rest_intact(path: Path, damaged_layers: list[int]) -> None:
-    ds = st.open_profiles(path)
+    ds = st.Store.open(path, mode="r").dataset("profiles")
     for layer, (p, n) in enumerate(A_VALUES):
         got = ds.profile.sel(model="A").values[layer, :4, 0]
         if layer in damaged_layers:
@@ -84,38 +84,38 @@ def assert_rest_intact(path: Path, damaged_layers: list[int]) -> None:
         np.testing.assert_array_equal(ds.profile.sel(model="C").values[layer, :2, 0], p)
     rows = {r.name: r for r in st.Store.open(path).models()}
     assert rows["C"].complete and rows["C"].damaged == ""
-    assert st.open_orbits(path).position.shape == (6, 3, 2, 2)
+    assert st.Store.open(path, mode="r").dataset("orbits").position.shape == (6, 3, 2, 2)
 
 
 def repair(path: Path) -> None:
     """What the printed command does: register again, write the layers not done, mark complete."""
-    st.register_model(path, A)
-    for layer in np.flatnonzero(~st.layers_done(path, "A")):
-        st.write_layer(path, "A", int(layer), *A_VALUES[layer])
-    st.mark_complete(path, "A")
+    st.Store.open(path).register(A)
+    for layer in np.flatnonzero(~st.Store.open(path, mode="r").layers_done("A")):
+        st.Store.open(path).write_layer("A", int(layer), *A_VALUES[layer])
+    st.Store.open(path).mark_complete("A")
 
 
 def test_garbled_chunk_is_found_marked_and_repaired(path, capsys):
     target = chunk(path, "profile", 0, 1)
     target.write_bytes(np.random.default_rng(3).bytes(target.stat().st_size))
     with pytest.raises(Exception):  # noqa: B017 - what any reader hit before: a codec error deep in zarr
-        st.open_profiles(path).profile.sel(model="A").load()
+        st.Store.open(path, mode="r").dataset("profiles").profile.sel(model="A").load()
 
     code, out, err = verify_cli(path, capsys)
     assert code == 1 and err == ""
     repair_cmd = f"python -m pipeline profiles A --store {path}"
     assert "profiles model 'A' layer 1: its chunk does not decode" in out and f"repair: {repair_cmd}" in out
     assert out.strip().splitlines()[-1].strip() == repair_cmd
-    row = st.model_info(path, "A")
+    row = st.Store.open(path, mode="r").row("A")
     assert not row.complete and row.damaged.startswith("layers [1] damaged") and repair_cmd in row.damaged
-    assert st.layers_done(path, "A").tolist() == [True, False, True]
+    assert st.Store.open(path, mode="r").layers_done("A").tolist() == [True, False, True]
     assert_rest_intact(path, [1])
     assert [r.name for r in st.Store.open(path).models()] == ["A", "C"]  # the model list stays whole
 
     code, out, _ = verify_cli(path, capsys)  # still damaged until repaired: said again, exit 1
     assert code == 1 and "marked damaged: layers [1] damaged" in out
     repair(path)
-    row = st.model_info(path, "A")
+    row = st.Store.open(path, mode="r").row("A")
     assert row.complete and row.damaged == ""
     code, out, _ = verify_cli(path, capsys)
     assert code == 0 and "every written layer matches its checksum" in out
@@ -124,15 +124,15 @@ def test_garbled_chunk_is_found_marked_and_repaired(path, capsys):
 
 def test_deleted_chunk_is_no_longer_silent_nan(path, capsys):
     chunk(path, "norm", 0, 2).unlink()
-    assert st.is_complete(path, "A")  # what the store said before: complete, with a NaN layer
-    assert np.isnan(st.open_profiles(path).norm.sel(model="A").values[2, :4]).all()
+    assert st.Store.open(path, mode="r").is_complete("A")  # what the store said before: complete, with a NaN layer
+    assert np.isnan(st.Store.open(path, mode="r").dataset("profiles").norm.sel(model="A").values[2, :4]).all()
 
     code, out, _ = verify_cli(path, capsys, "A")
     assert code == 1
     assert "profiles model 'A' layer 2: its chunk is missing (the values read as NaN)" in out
-    row = st.model_info(path, "A")
+    row = st.Store.open(path, mode="r").row("A")
     assert not row.complete and "layers [2]" in row.damaged
-    assert st.layers_done(path, "A").tolist() == [True, True, False]
+    assert st.Store.open(path, mode="r").layers_done("A").tolist() == [True, True, False]
     assert_rest_intact(path, [2])
     repair(path)
     assert verify_cli(path, capsys)[0] == 0
@@ -144,10 +144,10 @@ def test_altered_values_and_several_layers(path, capsys):
     code, out, _ = verify_cli(path, capsys, "--dry-run")
     assert code == 1 and "layer 0: its chunk is missing" in out
     assert "layer 2: its values do not match the checksum written with them" in out
-    assert st.is_complete(path, "A")  # --dry-run marks nothing
+    assert st.Store.open(path, mode="r").is_complete("A")  # --dry-run marks nothing
     code, out, _ = verify_cli(path, capsys)
     assert code == 1 and "2 damaged piece(s) (marked damaged in the store)" in out
-    assert "layers [0, 2]" in st.model_info(path, "A").damaged
+    assert "layers [0, 2]" in st.Store.open(path, mode="r").row("A").damaged
     assert_rest_intact(path, [0, 2])
 
 
@@ -158,7 +158,8 @@ def test_garbled_chunk_in_another_group(path, capsys):
     assert code == 1
     assert "orbits: variable 'position' does not decode" in out
     assert f"python -m pipeline orbits --store {path}" in out
-    assert st.is_complete(path, "A") and st.is_complete(path, "C")  # the profiles are fine and say so
+    s = st.Store.open(path, mode="r")
+    assert s.is_complete("A") and s.is_complete("C")  # the profiles are fine and say so
 
 
 def test_verify_bad_input_exit_2_one_line(tmp_path, path, capsys):
@@ -192,12 +193,13 @@ def test_damaged_statistics_are_found_by_their_own_checksum(path, capsys):
     assert code == 1
     assert "model 'D' layer 0: its statistics chunk is missing (the values read as NaN)" in out
     assert "model 'D' layer 1: its statistics do not match the checksum written with them" in out
-    row = st.model_info(path, "D")
+    row = st.Store.open(path, mode="r").row("D")
     assert not row.complete and "layers [0, 1]" in row.damaged and row.statistics_layers == 0
-    assert np.isnan(st.open_profiles(path).head_statistics.sel(model="D").values).all()  # cleared
+    cleared = st.Store.open(path, mode="r").dataset("profiles").head_statistics.sel(model="D").values
+    assert np.isnan(cleared).all()
     assert_rest_intact(path, [])  # A and C untouched
     write(path, D, values)  # the repair
-    assert verify_cli(path, capsys)[0] == 0 and st.model_info(path, "D").statistics_computed
+    assert verify_cli(path, capsys)[0] == 0 and st.Store.open(path, mode="r").row("D").statistics_computed
 
 
 def damage_chunk(path: Path, how: str) -> None:
@@ -219,7 +221,7 @@ def test_every_reader_sees_the_damage_and_writes_nothing(path, tmp_path, capsys,
     from dashboard.export import profile_page_name
 
     damage_chunk(path, how)
-    assert st.is_complete(path, "A")  # the stored row still says complete: only reading the chunk tells
+    assert st.Store.open(path, mode="r").is_complete("A")  # the stored row says complete: only reading the chunk tells
     before = tree_digest(path)
     repair_cmd = f"python -m pipeline verify --store {path} && python -m pipeline profiles A --store {path}"
     line = re.compile(re.escape("layers [1] damaged (") + why + re.escape(f"); recompute them with `{repair_cmd}`"))

@@ -24,6 +24,7 @@ import zarr
 
 from pipeline import store as st
 from pipeline.schema import STR_FIELDS, model_rows
+from pipeline.store import groups
 from tests.faults import kill_points
 
 # a hung child fails the test instead of the run; every kill point (HEADGEOMETRY_KILL_STRIDE=1) takes longer
@@ -66,11 +67,11 @@ OLD_SWEEP, NEW_SWEEP = sweep_ds(5, 3), sweep_ds(8, 4)
 
 
 def write_model(path, row, values, complete=True):
-    st.register_model(path, row)
+    st.Store.open(path).register(row)
     for layer, (p, n) in enumerate(values):
-        st.write_layer(path, row.name, layer, p, n)
+        st.Store.open(path).write_layer(row.name, layer, p, n)
     if complete:
-        st.mark_complete(path, row.name, revision="r1")
+        st.Store.open(path).mark_complete(row.name, revision="r1")
 
 
 @pytest.fixture(scope="module")
@@ -78,8 +79,8 @@ def template(tmp_path_factory) -> Path:
     """A store with model A complete, an orbits and an orbits_sweep group."""
     path = tmp_path_factory.mktemp("template") / "s.zarr"
     write_model(path, A, A_LAYERS)
-    st.write_group(path, "orbits", OLD_ORBITS)
-    st.write_group(path, "orbits_sweep", OLD_SWEEP)
+    st.Store.open(path).replace_group("orbits", OLD_ORBITS)
+    st.Store.open(path).replace_group("orbits_sweep", OLD_SWEEP)
     return path
 
 
@@ -97,7 +98,7 @@ def copier(template: Path, path: Path):
 
 def assert_whole(path: Path, expect_a: bool = True) -> list[str]:
     """What every reader relies on after a kill; returns the model names."""
-    ds = st.open_profiles(path)  # opening repairs what the killed writer left
+    ds = st.Store.open(path, mode="r").dataset("profiles")  # opening repairs what the killed writer left
     names = [str(m) for m in ds.model.values]
     assert "" not in names, f"a model row without a name: {names}"
     raw = zarr.open_group(str(path), path="profiles", mode="r")
@@ -134,7 +135,7 @@ def assert_clean(path: Path) -> None:
 
 
 def assert_group(path: Path, group: str, options: list[xr.Dataset]) -> int:
-    got = st.open_group_dataset(path, group).load()
+    got = st.Store.open(path, mode="r").dataset(group).load()
     for k, want in enumerate(options):
         if got.sizes == want.sizes and all(np.array_equal(got[v].values, want[v].values) for v in want.data_vars):
             assert got.attrs.get("seed") == want.attrs.get("seed")
@@ -153,14 +154,15 @@ def count(name: str, n: int) -> None:
 def test_kill_inside_registration_leaves_no_partial_row(template, tmp_path):
     path = tmp_path / "s.zarr"
     seen = set()
-    for n in kill_points(lambda: st.register_model(path, B), copier(template, path)):
+    for n in kill_points(lambda: st.Store.open(path).register(B), copier(template, path)):
         names = assert_whole(path)
         assert names in (["A"], ["A", "B"])
         if "B" in names:
-            assert_row(st.model_info(path, "B"), B)
-            assert not st.is_complete(path, "B") and not st.layers_done(path, "B").any()
+            assert_row(st.Store.open(path, mode="r").row("B"), B)
+            s = st.Store.open(path, mode="r")
+            assert not s.is_complete("B") and not s.layers_done("B").any()
         seen.add(tuple(names))
-        st.register_model(path, B)  # the same registration run again succeeds
+        st.Store.open(path).register(B)  # the same registration run again succeeds
         assert_whole(path)
         count("registration (growing the store)", n)
     assert seen == {("A",), ("A", "B")}  # kills before and after the row became visible were both tried
@@ -173,16 +175,16 @@ def test_kill_during_a_whole_run_resumes_to_the_same_values(template, tmp_path):
     for n in kill_points(lambda: write_model(path, B, B_LAYERS), copier(template, path)):
         names = assert_whole(path)
         if "B" in names:
-            done = st.layers_done(path, "B")
-            got = st.open_profiles(path).profile.sel(model="B").values
+            done = st.Store.open(path, mode="r").layers_done("B")
+            got = st.Store.open(path, mode="r").dataset("profiles").profile.sel(model="B").values
             for layer in np.flatnonzero(done):  # a layer marked done holds exactly its values
                 np.testing.assert_array_equal(got[layer, :5], B_LAYERS[layer][0])
         # resume as a run does: register again, write the layers not done, mark complete
-        st.register_model(path, B)
-        for layer in np.flatnonzero(~st.layers_done(path, "B")):
-            st.write_layer(path, "B", int(layer), *B_LAYERS[layer])
-        st.mark_complete(path, "B", revision="r1")
-        ds = st.open_profiles(path)
+        st.Store.open(path).register(B)
+        for layer in np.flatnonzero(~st.Store.open(path, mode="r").layers_done("B")):
+            st.Store.open(path).write_layer("B", int(layer), *B_LAYERS[layer])
+        st.Store.open(path).mark_complete("B", revision="r1")
+        ds = st.Store.open(path, mode="r").dataset("profiles")
         for layer, (p, nrm) in enumerate(B_LAYERS):
             np.testing.assert_array_equal(ds.profile.sel(model="B").values[layer, :5], p)
             np.testing.assert_array_equal(ds.norm.sel(model="B").values[layer, :5], nrm)
@@ -193,10 +195,10 @@ def test_kill_during_a_whole_run_resumes_to_the_same_values(template, tmp_path):
 @pytest.mark.slow
 def test_kill_during_first_registration_of_an_empty_store(tmp_path):
     path = tmp_path / "s.zarr"
-    for n in kill_points(lambda: st.register_model(path, A), copier(None, path)):
+    for n in kill_points(lambda: st.Store.open(path).register(A), copier(None, path)):
         if (path / "zarr.json").exists() and "profiles" in zarr.open_group(str(path), mode="r"):
             assert assert_whole(path, expect_a=False) in ([], ["A"])
-        st.register_model(path, A)
+        st.Store.open(path).register(A)
         assert assert_whole(path, expect_a=False) == ["A"]
         count("first registration (creating the group)", n)
 
@@ -204,13 +206,13 @@ def test_kill_during_first_registration_of_an_empty_store(tmp_path):
 @pytest.mark.slow
 def test_kill_during_reset_leaves_the_model_resumable(template, tmp_path):
     path = tmp_path / "s.zarr"
-    for n in kill_points(lambda: st.reset_model(path, "A"), copier(template, path)):
-        ds = st.open_profiles(path)
+    for n in kill_points(lambda: st.Store.open(path).reset("A"), copier(template, path)):
+        ds = st.Store.open(path, mode="r").dataset("profiles")
         assert [str(m) for m in ds.model.values] == ["A"]
-        if st.is_complete(path, "A"):
+        if st.Store.open(path, mode="r").is_complete("A"):
             assert_whole(path)  # untouched: complete with its values
         assert st.Store.open(path).verify() == []  # layers still marked done keep their values
-        st.reset_model(path, "A")
+        st.Store.open(path).reset("A")
         write_model(path, A, A_LAYERS)
         assert_whole(path)
         count("reset (--force)", n)
@@ -222,12 +224,12 @@ def test_kill_during_reset_leaves_the_model_resumable(template, tmp_path):
 def test_kill_during_group_replacement_leaves_old_or_new(template, tmp_path, group, old, new):
     path = tmp_path / "s.zarr"
     seen = set()
-    for n in kill_points(lambda: st.write_group(path, group, new), copier(template, path)):
+    for n in kill_points(lambda: st.Store.open(path).replace_group(group, new), copier(template, path)):
         seen.add(assert_group(path, group, [old, new]))
         other = "orbits_sweep" if group == "orbits" else "orbits"
         assert_group(path, other, [OLD_SWEEP if other == "orbits_sweep" else OLD_ORBITS])
         assert_whole(path)
-        st.write_group(path, group, new)  # no 'Directory not empty', no leftover in the way
+        st.Store.open(path).replace_group(group, new)  # no 'Directory not empty', no leftover in the way
         assert assert_group(path, group, [old, new]) == 1
         assert_whole(path)
         count(f"replacing the {group} group", n)
@@ -249,7 +251,7 @@ def plain_group(path: Path, group: str, options: list[xr.Dataset]) -> int | None
 
 
 def exchange_as_a_kill_point(real):
-    """``store.exchange``, preceded by a counted no-op rename (a directory onto itself) so that the kill
+    """``store.groups.exchange``, preceded by a counted no-op rename (a directory onto itself) so that the kill
     machinery, which counts os calls, also kills just before the exchange."""
     def counted(a, b):
         os.replace(a, a)
@@ -264,14 +266,14 @@ def test_plain_xarray_sees_the_old_or_new_group_at_every_kill(template, tmp_path
     recovers: with the exchange always the old or the new group; with the fallback (two renames, the
     exchange made unavailable) the group is missing at exactly the kill point between the renames, and the
     next open of the store restores it."""
-    if how == "exchange" and st._renameat2() is None:
+    if how == "exchange" and groups._renameat2() is None:
         pytest.skip("renameat2 is not available on this system (not Linux, or a libc without it)")
     monkeypatch.setenv("HEADGEOMETRY_KILL_STRIDE", "1")
-    monkeypatch.setattr(st, "exchange", exchange_as_a_kill_point(st.exchange) if how == "exchange"
+    monkeypatch.setattr(groups, "exchange", exchange_as_a_kill_point(groups.exchange) if how == "exchange"
                         else lambda a, b: False)
     path = tmp_path / "s.zarr"
     seen, missing, points = set(), [], 0
-    for n in kill_points(lambda: st.write_group(path, "orbits", NEW_ORBITS), copier(template, path)):
+    for n in kill_points(lambda: st.Store.open(path).replace_group("orbits", NEW_ORBITS), copier(template, path)):
         got = plain_group(path, "orbits", [OLD_ORBITS, NEW_ORBITS])
         if got is None:
             missing.append(n)

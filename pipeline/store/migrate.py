@@ -1,0 +1,62 @@
+"""Schema upgrades in place, keeping every group and value."""
+
+from __future__ import annotations
+
+import numpy as np
+import zarr
+
+from pipeline.schema import (
+    PROFILE_ATTRS,
+    PROFILES,
+    SCHEMA_VERSION,
+    STR_FIELDS,
+    layer_checksum,
+)
+from pipeline.store.errors import StoreError
+from pipeline.store.profiles import _even_rows
+from pipeline.store.quiet import quiet_listing
+
+
+class Migration:
+    """upgrade() and its journalled step."""
+
+    def upgrade(self) -> list[str]:
+        """Bring every group to SCHEMA_VERSION in place, keeping all data; returns what was done."""
+        versions = self.schema_versions()
+        todo = {g: v for g, v in versions.items() if v != SCHEMA_VERSION}
+        if not todo:
+            return []
+        newer = {g: v for g, v in todo.items() if not isinstance(v, int) or v > SCHEMA_VERSION}
+        if newer:
+            raise StoreError(f"groups {newer} of {self.location!r} are not from an older version of this "
+                             f"schema (this code writes version {SCHEMA_VERSION}); nothing changed.")
+        with self._writing("the schema upgrade", "every group"), self._store_lock():
+            with self._journalled({"op": "upgrade"}):
+                self._apply_upgrade()
+        return [f"{g}: schema version {v} -> {SCHEMA_VERSION}" for g, v in sorted(todo.items())]
+
+    def _apply_upgrade(self) -> None:
+        """Idempotent. Version 1 -> 2: the provenance and damage fields, and per-layer checksums of the
+        layers already written (computed from the stored values)."""
+        root = zarr.open_group(self.location, mode="a", use_consolidated=False)
+        with quiet_listing():
+            groups = list(root.groups())
+        for name, g in groups:
+            if name == PROFILES and g.attrs.get("schema_version") != SCHEMA_VERSION:
+                n = _even_rows(g)
+                L = g["layer"].shape[0]
+                for f in STR_FIELDS:
+                    if f not in g:
+                        g.create_array(f, shape=(n,), chunks=(1,), dtype=str, fill_value="", dimension_names=["model"])
+                if "layer_checksum" not in g:
+                    g.create_array("layer_checksum", shape=(n, L), chunks=(1, 1), dtype=str, fill_value="",
+                                   dimension_names=["model", "layer"])
+                sums = g["layer_checksum"]
+                done = np.asarray(g["layer_done"][:], dtype=bool)
+                for i in range(n):
+                    H = int(g["n_heads"][i])
+                    for layer in np.flatnonzero(done[i]):
+                        if not str(sums[i, layer]):
+                            sums[i, layer] = layer_checksum(g["profile"][i, layer, :H], g["norm"][i, layer, :H])
+                g.attrs.update(PROFILE_ATTRS)
+            g.attrs["schema_version"] = SCHEMA_VERSION

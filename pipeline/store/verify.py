@@ -1,0 +1,206 @@
+"""Verification: every written layer against its checksums; damage marked by verify, reported by readers."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import numpy as np
+import zarr
+
+from pipeline.schema import (
+    PROFILES,
+    WRITE_COMMANDS,
+    ModelRow,
+    layer_checksum,
+    spectrum_width,
+    statistics_checksum,
+)
+from pipeline.store.backend import with_store
+from pipeline.store.errors import Damage, StoreError
+from pipeline.store.profiles import _clear_statistics, _index, _names
+
+
+class Verification:
+    """verify (marks damage) and the read-side check (reports it)."""
+
+    def verify(self, names: list[str] | None = None, mark: bool = True) -> list[Damage]:
+        """Re-read every written layer (and every other group); returns what is damaged.
+
+        A layer that does not decode (garbled chunk) or does not match its checksum (a deleted chunk reads
+        as NaN) is damaged. With ``mark`` (the default, needs mode "a"), each damaged layer is cleared (not
+        done, values NaN) and its model marked ``damaged`` and not complete, with the command that
+        recomputes exactly those layers (the model's command, which resumes). Models marked damaged earlier
+        and not repaired yet are listed too (layer None).
+        """
+        found: list[Damage] = []
+        groups = self.groups()
+        if PROFILES in groups:
+            found += self._verify_profiles(names, mark)
+        if names is None:
+            for group in groups:
+                if group != PROFILES:
+                    found += self._verify_group(group)
+        return found
+
+    def _verify_profiles(self, names: list[str] | None, mark: bool) -> list[Damage]:
+        g = self._profiles()
+        try:
+            stored = _names(g)
+            meta = {f: g[f][:] for f in ("n_layers", "n_heads", "d_head", "command", "source", "damaged")}
+            done = np.asarray(g["layer_done"][:], dtype=bool)
+            sums = np.asarray(g["layer_checksum"][:])
+            stat_sums = np.asarray(g["statistics_checksum"][:]) if "statistics_checksum" in g else None
+        except Exception as exc:  # noqa: BLE001 - a garbled per-model chunk
+            return [Damage(PROFILES, "", None, f"per-model metadata does not decode ({exc})",
+                           f"restore {self.location!r} from a copy (git checkout, backup); the data cannot be "
+                           "matched to models without it")]
+        wanted = stored if names is None else list(names)
+        unknown = [n for n in wanted if n not in stored]
+        if unknown:
+            raise StoreError(f"not in the store {self.location!r}: {', '.join(unknown)} (it has: "
+                             f"{', '.join(n for n in stored if n) or 'none'}).")
+        found = []
+        for name in wanted:
+            if not name:
+                continue
+            i = stored.index(name)
+            L, H = int(meta["n_layers"][i]), int(meta["n_heads"][i])
+            command = str(meta["command"][i]) or f"python -m pipeline profiles {meta['source'][i] or name}"
+            command = with_store(command, self.location)
+            bad = _layer_problems(g, i, L, H, spectrum_width(int(meta["d_head"][i])), done[i], sums[i],
+                                  None if stat_sums is None else stat_sums[i])
+            if not bad:
+                if str(meta["damaged"][i]):  # found earlier, not repaired yet
+                    found.append(Damage(PROFILES, name, None, f"marked damaged: {meta['damaged'][i]}", command))
+                continue
+            found += [Damage(PROFILES, name, layer, why, command) for layer, why in sorted(bad.items())]
+            if mark:
+                self._mark_damaged(name, bad, command)
+        return found
+
+    def damage_found(self) -> dict[str, str]:
+        """Read-only: the models whose written layers no longer match their checksums, not yet marked damaged.
+
+        Model name -> one line: the damaged layers, why (verify's words), and the repair: ``verify`` (which
+        clears those layers and marks the model), then the model's own command (which recomputes exactly
+        them). Writes nothing, so it works on a read-only store; every reader (``list``, the dashboard)
+        folds it into the rows it shows (:meth:`checked_models`).
+        """
+        return self._damage_found(*self._models())
+
+    def checked_models(self) -> list[ModelRow]:
+        """:meth:`models`, with the damage :meth:`damage_found` finds: such a model reads damaged and not complete,
+        its ``damaged`` line naming the repair. Writes nothing."""
+        read = self._models()
+        found = self._damage_found(*read)
+        return [replace(r, damaged=found[r.name], complete=False) if r.name in found else r for r in read[0]]
+
+    def _damage_found(self, rows: list[ModelRow], g: zarr.Group | None, names: list[str],
+                      cols: dict[str, np.ndarray]) -> dict[str, str]:
+        """Only the models with written layers and no damage recorded are read, each in one block per variable."""
+        todo = [r for r in rows if r.layers_done and not r.damaged]
+        if not todo:
+            return {}
+        verify = with_store("python -m pipeline verify", self.location)
+        rows_at = [names.index(r.name) for r in todo]
+        try:
+            sums = np.asarray(g["layer_checksum"].get_orthogonal_selection((rows_at, slice(None))))
+        except Exception as exc:  # noqa: BLE001 - a garbled checksum chunk
+            return {r.name: f"its layer checksums do not decode ({type(exc).__name__}); find the damage with "
+                    f"`{verify}`" for r in todo}
+        stat_sums = cols.get("statistics_checksum")
+        out = {}
+        for k, (i, r) in enumerate(zip(rows_at, todo, strict=True)):
+            bad = _layer_problems(g, i, r.n_layers, r.n_heads, spectrum_width(r.d_head),
+                                  np.asarray(cols["layer_done"][i], dtype=bool), sums[k],
+                                  None if stat_sums is None else stat_sums[i])
+            if bad:
+                out[r.name] = _damage_line(bad, f"{verify} && {with_store(r.fix_command, self.location)}")
+        return out
+
+    def _mark_damaged(self, name: str, bad: dict[int, str], command: str) -> None:
+        layers = sorted(bad)
+        line = _damage_line(bad, command)
+        with self._writing(f"the damage record of {name!r}", "the undamaged layers"), self._store_lock():
+            g = self._profiles("a")
+            i = _index(g, name, self.location)
+            g["complete"][i] = False
+            g["damaged"][i] = line
+            for layer in layers:
+                g["layer_done"][i, layer] = False
+                g["layer_checksum"][i, layer] = ""
+                g["profile"][i, layer] = np.nan  # whole chunks: replaces a garbled chunk without reading it
+                g["norm"][i, layer] = np.nan
+                _clear_statistics(g, i, layer)
+
+    def _verify_group(self, group: str) -> list[Damage]:
+        fix = with_store(WRITE_COMMANDS.get(group, "python -m pipeline ..."), self.location)
+        try:
+            g = self._group(group)
+        except StoreError as exc:
+            return [Damage(group, "", None, str(exc), fix)]
+        out = []
+        for name, arr in g.arrays():
+            try:
+                arr[...]
+            except Exception as exc:  # noqa: BLE001 - codec errors of a garbled chunk
+                out.append(Damage(group, "", None, f"variable {name!r} does not decode ({type(exc).__name__})", fix))
+        return out
+
+
+
+def _damage_line(bad: dict[int, str], command: str) -> str:
+    """The ``damaged`` line of a model: its damaged layers, why, and the command that repairs them."""
+    return f"layers {sorted(bad)} damaged ({'; '.join(sorted(set(bad.values())))}); recompute them with `{command}`"
+
+
+def _read(arr: zarr.Array, where: tuple, orthogonal: bool = False) -> tuple[np.ndarray | None, str]:
+    """The values at ``where``, or (None, the error's type name) when a chunk there does not decode."""
+    try:
+        return np.asarray(arr.get_orthogonal_selection(where) if orthogonal else arr[where]), ""
+    except Exception as exc:  # noqa: BLE001 - codec errors of a garbled chunk
+        return None, type(exc).__name__
+
+
+def _layer_problems(g: zarr.Group, i: int, L: int, H: int, width: int, done: np.ndarray, sums: np.ndarray,
+                    stat_sums: np.ndarray | None) -> dict[int, str]:
+    """Why each written layer of row ``i`` does not match its checksums (layer -> reason; {} when all do).
+
+    The model's values are read in one block per variable (its chunks are fetched together); when a block
+    does not decode, its layers are read one by one to find the garbled ones.
+    """
+    layers = [int(x) for x in np.flatnonzero(done[:L])]
+    stats = stat_sums is not None and "head_statistics" in g and any(str(stat_sums[x]) for x in layers)
+    heads = (slice(0, H),)
+    where = {"profile": heads, "norm": heads, "head_statistics": heads, "spectrum": heads + (slice(0, width),)}
+    blocks = {}
+    for var in ("profile", "norm") + (("head_statistics", "spectrum") if stats else ()):
+        if layers:
+            blocks[var] = _read(g[var], (i, slice(0, L)) + where[var])[0]
+
+    def values(var: str, layer: int) -> tuple[np.ndarray | None, str]:
+        block = blocks.get(var)
+        return (block[layer], "") if block is not None else _read(g[var], (i, layer) + where[var])
+
+    bad: dict[int, str] = {}
+    for layer in layers:
+        (profile, e1), (norm, e2) = values("profile", layer), values("norm", layer)
+        want = str(sums[layer])
+        if e1 or e2:
+            bad[layer] = f"its chunk does not decode ({e1 or e2})"
+        elif not want:
+            bad[layer] = "it was written without a checksum"
+        elif layer_checksum(profile, norm) != want:
+            if np.isnan(profile).all() or np.isnan(norm).all():
+                bad[layer] = "its chunk is missing (the values read as NaN)"
+            else:
+                bad[layer] = "its values do not match the checksum written with them"
+        elif stats and str(stat_sums[layer]):
+            (st, e1), (spectrum, e2) = values("head_statistics", layer), values("spectrum", layer)
+            if e1 or e2:
+                bad[layer] = f"its statistics chunk does not decode ({e1 or e2})"
+            elif statistics_checksum(st, spectrum) != str(stat_sums[layer]):
+                bad[layer] = ("its statistics chunk is missing (the values read as NaN)"
+                              if np.isnan(st).all() or np.isnan(spectrum).all()
+                              else "its statistics do not match the checksum written with them")
+    return bad
