@@ -31,7 +31,13 @@ def _field(spec) -> str:
 def compare_view(ds: xr.Dataset):
     """The compare page over the profiles Dataset ``ds`` (every model), as a Bokeh layout."""
     sheet = style()
-    names = views.computed_models(ds)
+    names, unreadable = [], []
+    for name in views.computed_models(ds):
+        try:
+            views.profile_array(ds.sel(model=name))
+            names.append(name)
+        except Exception:  # noqa: BLE001 - a damaged chunk: its own page says how to repair it
+            unreadable.append(name)
     top = header("Compare models", name="compare_header", width=900, sheet=sheet)
     if not names:
         return column(top, Div(text="<p>No computed model in the store yet.</p>", stylesheets=[sheet],
@@ -47,7 +53,9 @@ def compare_view(ds: xr.Dataset):
             n = len(lines[2 * k].data_source.data["relative depth"])
             medians[f"{k}|{q}"] = (np.asarray(got[1], dtype=float) if got is not None else np.full(n, np.nan))
     models = Div(text="<p class='meta' id='compare_models'>Computed models: " + ", ".join(
-        f"<b>{html.escape(n)}</b>" for n in names) + "</p>", stylesheets=[sheet], width=900, name="compare_models")
+        f"<b>{html.escape(n)}</b>" for n in names) + "".join(
+        f"; <b>{html.escape(n)}</b> left out: its stored profiles cannot be read (its page says how to repair it)"
+        for n in unreadable) + "</p>", stylesheets=[sheet], width=900, name="compare_models")
     quantity = Select(title="quantity (coordinates at d = 0; statistics)", options=quantities,
                       value=DEFAULT_QUANTITY, width=260, name="compare_quantity")
     # the medians in one source of equal-length columns would need padding: one source per model instead

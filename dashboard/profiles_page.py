@@ -284,7 +284,7 @@ def profiles_view(m: ModelData, sel: xr.Dataset | None = None, *, nav: dict[str,
                V=g.VERTICES.ravel().tolist(), heats=heat_sources, hist=bars.data_source, sel_hist=sel_hist,
                sel_renderer=sel_renderer, hist_range=hist.y_range, info=info, type_names=list(g.TYPE_NAMES),
                type_legend=type_legend)
-    more, more_ctx, stat_select = more_views(shown, heads, ctx["cube"], ctx["meta"], sheet)
+    more, more_ctx, stat_select = more_views(shown, heads, ctx["cube"], ctx["meta"], sheet, r.rotary and D > 1)
     ctx.update(more_ctx)
     tetra.add_tools(TapTool(renderers=[head_dots, *type_dots]))  # a tap selects one head: the inspector shows it
     # the drag callback that views.tetrahedron attached moves the sliders here, which project
@@ -306,8 +306,12 @@ def profiles_view(m: ModelData, sel: xr.Dataset | None = None, *, nav: dict[str,
         "profiles_decode", "spectral_types", "project", "profiles_histograms", "page_views", "profiles_d_step")))
     color = RadioButtonGroup(labels=["colour by layer", "colour by type"], active=0, name="color_mode", width=240)
     modes = dict(color=color, dots=head_dots, type_dots=type_dots, type_legend=type_legend,
-                 colour_bar=tetra.select_one({"name": "layer_colour_bar"}))
-    color.js_on_change("active", CustomJS(args=dict(ctx=modes), code=jscode.code("color_mode")))
+                 colour_bar=tetra.select_one({"name": "layer_colour_bar"}),
+                 hover=tetra.select_one({"name": "head_hover"}))
+    recolour = CustomJS(args=dict(ctx=modes), code=jscode.code("color_mode"))
+    color.js_on_change("active", recolour)
+    for r_type in type_dots:  # a legend click hides a type: its heads leave the hover too
+        r_type.js_on_change("visible", CustomJS(args=dict(ctx=modes), code=jscode.code("type_hover")))
     curve = tetra.select_one({"name": "rank_one_curve"})
     rank_one = CheckboxGroup(labels=["rank-one curve"], active=[], name="rank_one_toggle", width=130)
     rank_one.js_on_change("active", CustomJS(args=dict(curve=curve), code=jscode.code("rank_one_toggle")))
@@ -387,7 +391,7 @@ def by_type(fig, dots, heads) -> tuple[list[GlyphRenderer], Legend]:
     fig.add_layout(legend)
     for tool in fig.tools:
         rs = getattr(tool, "renderers", "auto")
-        if isinstance(rs, list) and dots in rs:
+        if isinstance(rs, list) and dots in rs and not isinstance(tool, HoverTool):  # hover: color_mode.js
             tool.renderers = [*rs, *out]
     return out, legend
 

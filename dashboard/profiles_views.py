@@ -9,14 +9,15 @@ selected head, from data shipped once with the page (its spectrum and statistics
 page's profile cube), so the same layout works served and in a static file.
 
 A model without statistics (a store written before them) shows "statistics not computed" with the command
-that adds them, in place of the statistic heat map, the parity spectra and the inspector's spectrum.
+that adds them, in place of the statistic heat map, the parity spectra and the inspector's spectrum (drawn
+hidden from stand-in values, so that every model's page holds the same models: the served app switches
+models by changing data, ``profiles_page.replace_in_place``).
 """
 
 from __future__ import annotations
 
 import html
 
-import holoviews as hv
 import numpy as np
 import xarray as xr
 from bokeh.layouts import column, row
@@ -99,33 +100,54 @@ def _statistic(shown: xr.Dataset, stats: dict[str, np.ndarray], heads: ColumnDat
         texts=texts)), code=jscode.code("statistic_choose")))
     fig.add_tools(TapTool(renderers=[image]))
     fig.js_on_event("tap", CustomJS(args=dict(heads=heads, meta=meta), code=jscode.code("statistic_tap")))
-    return column(choose, row(fig, baseline)), choose, every
+    _name_ranges(fig, "statistic_map")
+    return column(choose, row(fig, baseline), name="statistics_area"), choose, every
 
 
-def _inspector(shown: xr.Dataset):
-    """The head inspector of head (0, 0), with its parts named for inspector.js."""
+def _name_ranges(fig, prefix: str) -> None:
+    """Name a figure's ranges and title, so the served app's in-place model switch gives them the new values."""
+    fig.x_range.name, fig.y_range.name = f"{prefix}_x", f"{prefix}_y"
+    if fig.title is not None:
+        fig.title.name = f"{prefix}_title"
+
+
+def _placeholder(shown: xr.Dataset) -> xr.Dataset:
+    """``shown`` with stand-in statistics and spectra (drawn hidden where a model has none of its own), and
+    two offsets of a rotary form (the inspector's curves, hidden for a model without positions): every
+    page then holds the same models, so the served app switches models by changing data."""
+    L, H = int(shown.sizes["layer"]), int(shown.sizes["head"])
+    out = shown.drop_vars([v for v in ("head_statistics", "spectrum") if v in shown])
+    out = out.drop_dims([d for d in ("statistic", "eigen") if d in out.dims])
+    return out.assign(head_statistics=(("layer", "head", "statistic"), np.full((L, H, len(STATISTICS)), 0.5)),
+                      spectrum=(("layer", "head", "eigen"), np.tile([0.5, 0.5, -0.5, -0.5], (L, H, 1))))\
+        .assign_coords(statistic=list(STATISTICS), eigen=np.arange(4))
+
+
+def _inspector(shown: xr.Dataset, rotary: bool):
+    """The head inspector of head (0, 0), with its parts named for page_views.js; the curves over d hidden
+    for a model without positions (``shown`` then holds two stand-in offsets)."""
     parts, named = [], {}
     for element in views.head_inspector(shown, 0, 0, d=0, width=320):
-        if isinstance(element, hv.Div):  # the message: statistics not computed (a Bokeh Div, not Panel's HTML)
-            parts.append(Div(text=element.data, width=320, name="inspector_missing"))
-            continue
         p = views.render(element)
         parts.append(p)
         tables = list(p.select({"type": DataTable}))
         if isinstance(p, DataTable) or tables:
             table = p if isinstance(p, DataTable) else next(iter(tables))
-            table.name, table.source.name = "inspector_table", "inspector_statistics"
+            table.name, table.source.name, p.name = "inspector_table", "inspector_statistics", "inspector_table_box"
             named["table"] = table.source
             continue
         quads, lines = _glyphs(p, "Quad"), _glyphs(p, "Line")
         if quads:
             p.name = "inspector_spectrum"
+            _name_ranges(p, "inspector_spectrum")
             for q in quads:
                 q.data_source.name = "inspector_up" if q.glyph.fill_color == "#d62728" else "inspector_down"
                 named["up" if q.data_source.name == "inspector_up" else "down"] = q.data_source
             named["spectrum_title"] = p.title
         elif lines:
             p.name = "inspector_curves"
+            p.visible = rotary
+            _name_ranges(p, "inspector_curves")
             for k, r in enumerate(lines):
                 r.data_source.name = f"inspector_curve_{g.COORDS[k]}"
             named["curves"] = [r.data_source for r in lines]
@@ -134,39 +156,64 @@ def _inspector(shown: xr.Dataset):
             named["curves_title"] = p.title
     title = Div(text="<h2>Head inspector</h2><p class='note'>Tap a head in any view (or select some): the "
                      "first selected head is shown. Now: layer 0, head 0.</p>", width=330, name="inspector_title")
-    return column(title, *parts, name="inspector"), named, title
+    return title, parts, named
+
+
+def _parity(shown: xr.Dataset):
+    """The parity spectra's three panels in a row, every model and range named by its place."""
+    panels = [views.render(p) for p in views.parity_spectra(shown, panel_px=250)]
+    for k, p in enumerate(panels):
+        p.name = f"parity_{k}"
+        _name_ranges(p, f"parity_{k}")
+        for j, r in enumerate(x for x in p.renderers if isinstance(x, GlyphRenderer)):
+            r.name, r.data_source.name = f"parity_{k}_{j}", f"parity_{k}_{j}_source"
+        for j, span in enumerate(p.select({"type": Span})):
+            span.name = f"parity_{k}_span{j}"
+    return row(*panels, name="parity_spectra")
 
 
 def more_views(shown: xr.Dataset, heads: ColumnDataSource, cube: ColumnDataSource, meta: ColumnDataSource,
-               sheet) -> tuple:
+               sheet, rotary: bool) -> tuple:
     """The second part of the page, the context its browser code needs (page_views.js) and the statistic
-    chooser (None without statistics). ``meta``: the page's ``profile_meta`` (sizes the browser reads)."""
-    stats = views.statistics_table(shown)
-    spectra = views.spectrum_array(shown)
+    chooser. ``meta``: the page's ``profile_meta`` (sizes the browser reads); ``rotary``: the model's form
+    depends on position (the inspector draws a, b, c, d over d).
+
+    Every model's page holds the same models: where the model has no statistics, the views that need them
+    are drawn hidden from stand-in values and "statistics not computed" shows with the command."""
+    missing = views.statistics_table(shown) is None or views.spectrum_array(shown) is None
+    drawn = _placeholder(shown) if missing else shown
+    stats, spectra = views.statistics_table(drawn), views.spectrum_array(drawn)
     face, face_src, face_legend = _face(shown, heads, sheet)
+    _name_ranges(face, "face")
     lt_fig, lt_src = _layer_types(shown)
-    insp, named, insp_title = _inspector(shown)
+    _name_ranges(lt_fig, "layer_types")
+    curves_from = drawn
+    if not rotary:  # two stand-in offsets of a rotary form: the inspector draws its curves (hidden)
+        curves_from = drawn.isel(d=[0, 0]) if "d" in drawn.dims else drawn.expand_dims(d=2)
+        curves_from = curves_from.assign(positional="rope")
+    insp_title, insp_parts, named = _inspector(curves_from, rotary)
+    note = views.statistics_note(shown)
+    missing_divs = [Div(text=note, width=420, stylesheets=[sheet], name=n, visible=missing)
+                    for n in ("statistics_missing", "parity_missing", "inspector_missing")]
+    for part in insp_parts:
+        if part.name in ("inspector_spectrum", "inspector_table_box"):
+            part.visible = not missing
+    stat_area, choose, every = _statistic(drawn, stats, heads, meta, sheet)
+    stat_area.visible = not missing
+    parity = _parity(drawn)
+    parity.visible = not missing
     ctx = dict(face=face_src, face_legend=face_legend, face_vertices=g.FACE_VERTICES.ravel().tolist(),
                type_colors=list(g.TYPE_COLORS), type_markers=list(g.TYPE_MARKERS), lt=lt_src,
                lt_title=lt_fig.title, insp_title=insp_title, statistic_names=list(STATISTICS),
-               meta=meta, cube=cube, **named)
-    if stats is not None and spectra is not None:
-        stat_area, choose, every = _statistic(shown, stats, heads, meta, sheet)
-        ctx |= dict(every=every, spectra=ColumnDataSource(dict(s=spectra.reshape(-1).astype(np.float32)),
-                                                          name="inspector_spectra"))
-        parity = views.parity_spectra(shown, panel_px=250)
-        parity = row(*[views.render(p) for p in parity], name="parity_spectra") if hasattr(parity, "values") \
-            else views.render(parity)
-    else:
-        note = views.statistics_note(shown)
-        stat_area = Div(text=note, width=420, stylesheets=[sheet], name="statistics_missing")
-        parity = Div(text=note, width=420, stylesheets=[sheet], name="parity_missing")
-        choose = None
+               meta=meta, cube=cube, every=every, **named,
+               spectra=ColumnDataSource(dict(s=spectra.reshape(-1).astype(np.float32)), name="inspector_spectra"))
     heading = lambda text, name: Div(text=f"<h2>{html.escape(text)}</h2>", stylesheets=[sheet], name=name)  # noqa: E731
     layout = column(
         row(column(heading("Spectral types", "types_heading"), row(face, lt_fig)),
-            column(heading("Per-head statistics", "statistics_heading"), stat_area), name="types_row"),
-        row(insp, column(heading("Parity spectra: the 30 most extreme heads of each type (d = 0)",
-                                 "parity_heading"), parity), name="inspector_row"),
+            column(heading("Per-head statistics", "statistics_heading"), missing_divs[0], stat_area),
+            name="types_row"),
+        row(column(insp_title, missing_divs[2], *insp_parts, name="inspector"),
+            column(heading("Parity spectra: the 30 most extreme heads of each type (d = 0)", "parity_heading"),
+                   missing_divs[1], parity), name="inspector_row"),
         name="more_views")
     return layout, ctx, choose

@@ -174,14 +174,20 @@ def test_served_tap_fills_the_inspector_and_models_with_other_views_switch(brows
     stats, _ = rope_statistics(4, 8)
     np.testing.assert_allclose(model_data(page, "inspector_statistics", "value"), stats[1, 5], rtol=1e-6)
     select = page.locator("select").first
-    select.select_option(label=ABSOLUTE_MODEL)  # no statistics: a page of other views replaces this one
-    page.wait_for_function("() => {" + FIND_JS + "const m = find('statistics_missing'); return m != null; }",
-                           timeout=30_000)
+    select.select_option(label=ABSOLUTE_MODEL)  # no statistics: the same views, those that need them hidden
+    page.wait_for_function("() => {" + FIND_JS + "return find('statistics_missing').visible; }", timeout=30_000)
     assert "statistics not computed" in model_prop(page, "statistics_missing", "text")
     assert ABSOLUTE_MODEL in model_prop(page, "model_line", "text")
+    assert model_prop(page, "statistics_area", "visible") is False
+    assert model_prop(page, "inspector_curves", "visible") is False  # no positions: no curves over d
     select.select_option(label=ROPE_MODEL)
-    page.wait_for_function("() => {" + FIND_JS + "return find('stat_select') != null; }", timeout=30_000)
+    page.wait_for_function("() => {" + FIND_JS + "return find('statistics_area').visible; }", timeout=30_000)
     assert ROPE_MODEL in model_prop(page, "model_line", "text")
+    assert model_prop(page, "statistics_missing", "visible") is False
+    js(page, "find('heads').selected.indices = [13];")  # the rope model's own numbers again
+    page.wait_for_timeout(300)
+    np.testing.assert_allclose(model_data(page, "inspector_statistics", "value"), stats[1, 5], rtol=1e-6)
+    np.testing.assert_allclose(model_data(page, "statistic_image", "image")[0][:8], stats[0, :, 0], rtol=1e-12)
     assert errors == []
     page.close()
 
