@@ -167,9 +167,19 @@ def _parity(shown: xr.Dataset):
         _name_ranges(p, f"parity_{k}")
         for j, r in enumerate(x for x in p.renderers if isinstance(x, GlyphRenderer)):
             r.name, r.data_source.name = f"parity_{k}_{j}", f"parity_{k}_{j}_source"
-        for j, span in enumerate(p.select({"type": Span})):
+        for j, span in enumerate(sorted(p.select({"type": Span}), key=lambda x: x.location)):  # the - lobe first
             span.name = f"parity_{k}_span{j}"
     return row(*panels, name="parity_spectra")
+
+
+def _static(fig) -> None:
+    """A figure that only shows numbers (no selection, no zoom): no tools, and only the glyphs it draws
+    (``profiles_page.lean``): fewer models for every served session to copy, walk and send."""
+    from dashboard.profiles_page import lean
+
+    fig.tools = []
+    fig.toolbar_location = None
+    lean(fig, [])
 
 
 def more_views(shown: xr.Dataset, heads: ColumnDataSource, cube: ColumnDataSource, meta: ColumnDataSource,
@@ -202,6 +212,8 @@ def more_views(shown: xr.Dataset, heads: ColumnDataSource, cube: ColumnDataSourc
     stat_area.visible = not missing
     parity = _parity(drawn)
     parity.visible = not missing
+    for fig in [lt_fig, *[p for p in insp_parts if hasattr(p, "renderers")], *parity.children]:
+        _static(fig)
     ctx = dict(face=face_src, face_legend=face_legend, face_vertices=g.FACE_VERTICES.ravel().tolist(),
                type_colors=list(g.TYPE_COLORS), type_markers=list(g.TYPE_MARKERS), lt=lt_src,
                lt_title=lt_fig.title, insp_title=insp_title, statistic_names=list(STATISTICS),
