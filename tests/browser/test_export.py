@@ -116,7 +116,8 @@ def test_the_compare_page_lists_every_computed_model(browser, cdn_pages, synthet
     computed = [ROPE_MODEL, ABSOLUTE_MODEL]  # the empty model is registered, not computed
     n_renderers = js(page, "return find('compare_depth').renderers.length;")
     items = js(page, "const f = find('compare_depth'); const out = [];"
-               " for (const l of [...f.center, ...f.right]) { if (l.items) { for (const i of l.items) { out.push(i.label.value); } } }"
+               " for (const l of [...f.center, ...f.right]) {"
+               " if (l.items) { for (const i of l.items) { out.push(i.label.value); } } }"
                " return out;")
     assert items == computed and n_renderers == 2 * len(computed)  # a line and its dots per model
     text = js(page, "return find('compare_models').text;")
