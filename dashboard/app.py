@@ -248,4 +248,7 @@ def build(store, state: AppState | None = None, args: dict[str, str] | None = No
 
 
 if __name__.startswith("bokeh"):  # run by `panel serve`: the store comes from argv after --args, never the URL
+    from dashboard.versions import check_versions
+
+    check_versions()  # an untested Bokeh/Panel release fails here, naming the tested range, before any session
     build(data.store_path(sys.argv[1:])).servable(title=TITLE)

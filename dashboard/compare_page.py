@@ -28,11 +28,15 @@ def _field(spec) -> str:
     return spec if isinstance(spec, str) else spec.field
 
 
-def compare_view(ds: xr.Dataset):
-    """The compare page over the profiles Dataset ``ds`` (every model), as a Bokeh layout."""
+def compare_view(ds: xr.Dataset, damaged=()):
+    """The compare page over the profiles Dataset ``ds`` (every model), as a Bokeh layout. ``damaged``: names
+    that a read check (``data.rows``) found damaged; they are left out, like a model whose chunks cannot be read."""
     sheet = style()
     names, unreadable = [], []
     for name in views.computed_models(ds):
+        if name in damaged:
+            unreadable.append(name)
+            continue
         try:
             views.profile_array(ds.sel(model=name))
             names.append(name)
@@ -54,7 +58,8 @@ def compare_view(ds: xr.Dataset):
             medians[f"{k}|{q}"] = (np.asarray(got[1], dtype=float) if got is not None else np.full(n, np.nan))
     models = Div(text="<p class='meta' id='compare_models'>Computed models: " + ", ".join(
         f"<b>{html.escape(n)}</b>" for n in names) + "".join(
-        f"; <b>{html.escape(n)}</b> left out: its stored profiles cannot be read (its page says how to repair it)"
+        f"; <b>{html.escape(n)}</b> left out: its stored profiles are damaged or cannot be read "
+        "(the index says how to repair it)"
         for n in unreadable) + "</p>", stylesheets=[sheet], width=900, name="compare_models")
     quantity = Select(title="quantity (coordinates at d = 0; statistics)", options=quantities,
                       value=DEFAULT_QUANTITY, width=260, name="compare_quantity")

@@ -88,7 +88,7 @@ def compare_content(store, shown: str | None = None):
         text = str(exc).replace(str(store), shown) if shown else str(exc)
         return column(header("Compare models", name="compare_header"),
                       message(html.escape(text), "error", name="compare_store_error"), name="compare_page")
-    return compare_view(ds)
+    return compare_view(ds, damaged={r.name for r in data.rows(store) if r.damaged})
 
 
 def slug(name: str) -> str:
@@ -208,6 +208,7 @@ def export(out, store=None, self_contained: bool = False) -> list[Path]:
     except data.StoreError as exc:
         problem = str(exc).replace(str(store), store.name)
     drawable = [r for r in rows if r.computed and not r.damaged]
+    damaged = [r for r in rows if r.computed and r.damaged]
     nav = {r.name: profile_page_name(r.name) for r in drawable}
     links = [("← index", "index.html"), ("compare", "compare.html"), ("orbits", "orbits.html")]
     written: list[Path] = []
@@ -218,6 +219,12 @@ def export(out, store=None, self_contained: bool = False) -> list[Path]:
                                    tabs={"profiles": "", "compare": "compare.html", "orbits": "orbits.html"})
             path = out / nav[r.name]
             write_page(path, page_html(layout, f"Profiles of attention heads · {r.name}", resources, _nav(links)))
+            written.append(path)
+        for r in damaged:  # its page says so, and a page of an earlier export there no longer shows old values
+            path = out / profile_page_name(r.name)
+            page = column(header(f"Profiles of attention heads · {html.escape(r.name)}", name="page_header"),
+                          message(html.escape(r.damaged), "error", name="damaged"), name="profiles_page")
+            write_page(path, page_html(page, f"Damaged · {r.name}", resources, _nav(links)))
             written.append(path)
         path = out / "compare.html"
         write_page(path, page_html(compare_content(store, shown=store.name), "Compare models", resources,
@@ -243,16 +250,38 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--self-contained", action="store_true",
                         help="inline all JS and CSS (offline pages, ~+2 MB each) instead of loading them from the CDN")
     args = parser.parse_args(argv)
+    from dashboard.versions import VersionError, check_versions
+
+    try:
+        check_versions()  # the pages rely on the tested Bokeh/Panel releases
+    except VersionError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
     store = data.store_path(["--store", args.store] if args.store else [])
     try:
-        data.rows(store)
+        rows = data.rows(store)
         paths = export(args.out, store, self_contained=args.self_contained)
     except (data.StoreError, ExportError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     for p in paths:
         print(f"{p}  ({p.stat().st_size / 1e6:.2f} MB)")
+    for r in rows:
+        if r.computed and r.damaged:
+            print(f"warning: {r.name} is damaged: {r.damaged}", file=sys.stderr)
+    if not any(r.computed and not r.damaged for r in rows) and not _orbits_readable(store):
+        print("error: nothing could be exported: no model has undamaged profiles and the orbits group cannot be "
+              "read (index.html says why)", file=sys.stderr)
+        return 1
     return 0
+
+
+def _orbits_readable(store) -> bool:
+    try:
+        data.orbits(store)
+    except data.StoreError:
+        return False
+    return True
 
 
 if __name__ == "__main__":

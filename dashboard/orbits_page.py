@@ -170,7 +170,7 @@ def orbits_view(ds: xr.Dataset | None, interval_ms: int = 120, hold_ms: int = 15
 
     Parameters
     ----------
-    ds : the ``orbits`` group (``pipeline.store.open_orbits``): ``position`` (frame, head, panel, xy),
+    ds : the ``orbits`` group (``dashboard.data.orbits``): ``position`` (frame, head, panel, xy),
         coord ``epoch`` (frame), per-panel metadata, per-frame metrics, ``orbit`` (head),
         ``shift_error`` / ``shift_image`` (shift, head). None or an unusable dataset gives a message.
     interval_ms : initial milliseconds per frame while playing (the ``orbits_interval_ms`` spinner).

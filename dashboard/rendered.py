@@ -105,7 +105,7 @@ def _orbits(path: str, key: tuple) -> tuple[Model, list[Model]]:
 def _compare(path: str, key: tuple) -> tuple[Model, list[Model]]:
     from dashboard.compare_page import compare_view
 
-    return _prepared(compare_view(data.profiles(path)))
+    return _prepared(compare_view(data.profiles(path), damaged={r.name for r in data.rows(path) if r.damaged}))
 
 
 def compare(store) -> Copy:

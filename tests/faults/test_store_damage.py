@@ -238,12 +238,21 @@ def test_every_reader_sees_the_damage_and_writes_nothing(path, tmp_path, capsys,
     assert rows["C"].damaged == "" and rows["C"].complete
 
     out_dir = tmp_path / "site"
+    stale = out_dir / profile_page_name("A")  # a page of A from an export before the damage
+    stale.parent.mkdir()
+    stale.write_text("old values")
+    capsys.readouterr()
     assert export_main([str(out_dir), "--store", str(path)]) == 0  # C can still be exported
+    err = capsys.readouterr().err
+    assert f"warning: A is damaged: {said[0]}" in err.splitlines()  # the exporter says so
     index = (out_dir / "index.html").read_text()
     assert f"<b>A</b> (damaged: {html.escape(said[0])})" in index  # listed apart, with the repair
     pages = sorted(p.name for p in out_dir.glob("profiles-*.html"))
-    assert pages == [profile_page_name("C")]  # no page drawn from damaged values
-    capsys.readouterr()
+    assert pages == sorted([profile_page_name("A"), profile_page_name("C")])
+    marked = stale.read_text()  # A's page is marked damaged and draws nothing from its values
+    assert not marked.startswith("old values") and "<title>Damaged · A</title>" in marked
+    assert "layers [1] damaged (" in marked and "head_dots" not in marked
+    assert "head_dots" in (out_dir / profile_page_name("C")).read_text()
     assert tree_digest(path) == before  # no reader wrote to the store
 
     code, _, _ = verify_cli(path, capsys)  # the repair as printed: verify, then the model's command
@@ -267,3 +276,20 @@ def test_read_check_finds_damaged_statistics(path, capsys):
     found = st.Store.open(path, "r").damage_found()
     assert list(found) == ["D"]
     assert found["D"].startswith("layers [1] damaged (its statistics chunk is missing (the values read as NaN))")
+
+
+def test_the_exporter_fails_only_when_nothing_can_be_exported(path, tmp_path, capsys):
+    """Every model damaged and an orbits group that cannot be drawn: exit 1 naming why, the index still written
+    (it lists the damage with the repair); the same store with one model intact exports with exit 0."""
+    from dashboard.export import main as export_main
+
+    damage_chunk(path, "garbled")  # model A, layer 1
+    chunk(path, "profile", 1, 0).unlink()  # model C, layer 0
+    shutil.rmtree(path / "orbits")  # and no orbits group
+    capsys.readouterr()
+    assert export_main([str(tmp_path / "site"), "--store", str(path)]) == 1
+    err = capsys.readouterr().err.splitlines()
+    assert err[-1].startswith("error: nothing could be exported")
+    assert {x.split(" is damaged")[0] for x in err if x.startswith("warning: ")} == {"warning: A", "warning: C"}
+    index = (tmp_path / "site" / "index.html").read_text()
+    assert "<b>A</b> (damaged:" in index and "<b>C</b> (damaged:" in index
