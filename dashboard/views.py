@@ -137,27 +137,28 @@ def statistics_table(sel) -> dict[str, np.ndarray] | None:
     """{statistic: (n_layers, n_heads) float64} at d = 0 of one model (``ds.sel(model=...)``), or None when
     the selection holds no ``head_statistics`` (a store written before them, or a model whose statistics are
     not computed: all NaN)."""
-    if not isinstance(sel, xr.Dataset) or "head_statistics" not in sel:
+    values = _per_head(sel, "head_statistics", "statistic")
+    if values is None:
+        return None
+    names = [str(x) for x in sel["head_statistics"]["statistic"].values]
+    return {name: values[:, :, k] for k, name in enumerate(names)}
+
+
+def _per_head(sel, var: str, inner: str) -> np.ndarray | None:
+    """(n_layers, n_heads, len(inner)) float64 of one model's d = 0 variable ``var``, or None when the selection
+    does not hold it or holds only NaN."""
+    if not isinstance(sel, xr.Dataset) or var not in sel:
         return None
     L, H = _shape(sel)
-    da = sel["head_statistics"]
-    da = da.squeeze([dim for dim in da.dims if dim not in ("layer", "head", "statistic")])
-    values = np.asarray(da.transpose("layer", "head", "statistic").values, dtype=np.float64)[:L, :H]
-    if values.size == 0 or not np.isfinite(values).any():
-        return None
-    names = [str(x) for x in da["statistic"].values]
-    return {name: values[:, :, k] for k, name in enumerate(names)}
+    da = sel[var]
+    da = da.squeeze([dim for dim in da.dims if dim not in ("layer", "head", inner)])
+    values = np.asarray(da.transpose("layer", "head", inner).values, dtype=np.float64)[:L, :H]
+    return values if values.size and np.isfinite(values).any() else None
 
 
 def spectrum_array(sel) -> np.ndarray | None:
     """(n_layers, n_heads, E) eigenvalues of S at d = 0 (decreasing, NaN-padded), or None when not stored."""
-    if not isinstance(sel, xr.Dataset) or "spectrum" not in sel:
-        return None
-    L, H = _shape(sel)
-    da = sel["spectrum"]
-    da = da.squeeze([dim for dim in da.dims if dim not in ("layer", "head", "eigen")])
-    values = np.asarray(da.transpose("layer", "head", "eigen").values, dtype=np.float64)[:L, :H]
-    return values if values.size and np.isfinite(values).any() else None
+    return _per_head(sel, "spectrum", "eigen")
 
 
 def _check_statistic(name: str) -> str:

@@ -177,13 +177,20 @@ def test_verify_bad_input_exit_2_one_line(tmp_path, path, capsys):
     assert tried == 3
 
 
-def test_damaged_statistics_are_found_by_their_own_checksum(path, capsys):
-    """Statistics have a checksum of their own: an altered or deleted statistics chunk is damage of its layer."""
-    rng = np.random.default_rng(9)
+def write_with_statistics(path, seed: int) -> tuple[st.ModelRow, list]:
+    """Model D (2 layers x 3 heads) with random statistics and spectra, as the third model of the store; its row
+    and layer values (to write it again)."""
+    rng = np.random.default_rng(seed)
     D = st.ModelRow("D", 2, 3, 16, 4, "none", source="x", command="python -m pipeline profiles D")
     values = [(rng.dirichlet(np.ones(4), size=3), rng.uniform(1, 2, 3), rng.normal(size=(3, len(st.STATISTICS))),
                rng.normal(size=(3, 8))) for _ in range(2)]
     write(path, D, values)
+    return D, values
+
+
+def test_damaged_statistics_are_found_by_their_own_checksum(path, capsys):
+    """Statistics have a checksum of their own: an altered or deleted statistics chunk is damage of its layer."""
+    D, values = write_with_statistics(path, seed=9)
     assert verify_cli(path, capsys)[0] == 0
     base = path / "profiles"
     stats = base / "head_statistics" / "c" / "2"
@@ -266,11 +273,7 @@ def test_every_reader_sees_the_damage_and_writes_nothing(path, tmp_path, capsys,
 
 def test_read_check_finds_damaged_statistics(path, capsys):
     """The read-side check covers statistics_checksum too; a model without statistics is not damaged."""
-    rng = np.random.default_rng(11)
-    D = st.ModelRow("D", 2, 3, 16, 4, "none", source="x", command="python -m pipeline profiles D")
-    values = [(rng.dirichlet(np.ones(4), size=3), rng.uniform(1, 2, 3), rng.normal(size=(3, len(st.STATISTICS))),
-               rng.normal(size=(3, 8))) for _ in range(2)]
-    write(path, D, values)
+    write_with_statistics(path, seed=11)
     assert st.Store.open(path, "r").damage_found() == {}  # A and C have no statistics: not damage
     (path / "profiles" / "spectrum" / "c" / "2" / "1" / "0" / "0").unlink()
     found = st.Store.open(path, "r").damage_found()
