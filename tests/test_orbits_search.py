@@ -171,6 +171,18 @@ def test_the_cli_is_built_from_config_and_explains_bad_input(capsys, tmp_path):
     assert cfg == replace(recipe_config("long", seed=2), context_lengths=(4, 8), learn_embed=False,
                           weight_decay_qk=0.0)
     assert config_from_args(parser.parse_args(command_for(cfg).split()[3:])) == cfg
+    # the search's recorded command parses back to the same options (its Config flags written as command_for's)
+    from pipeline.orbits.cli import search_command
+
+    argv = ["orbits", "search", "--seeds", "0-3", "--recipe", "long", "--penalty-end", "3000", "--no-qk-bias",
+            "--penalty-scales", "0.5", "2", "--grid", "init_scale=1,0.5", "--time-budget", "1.5"]
+    args = parser.parse_args(argv)
+    cmd = search_command(args)
+    assert "--no-qk-bias --penalty-end 3000 --penalty-scales 0.5 2 --grid init_scale=1,0.5" in cmd
+    again = parser.parse_args(cmd.split()[3:])
+    for k in ("seeds", "recipe", "penalty_end", "qk_bias", "penalty_scales", "grid", "time_budget", "device"):
+        assert getattr(again, k) == getattr(args, k), k
+    assert config_from_args(again) == config_from_args(args)
     st = str(tmp_path / "x.zarr")
     for argv, message in ((["--seeds", "5-3"], "is empty"), (["--seeds", "a"], "range such as"),
                           (["--seeds", "0", "--grid", "lr=1"], "FIELD=V1,V2"),
@@ -232,3 +244,21 @@ def test_merge_adds_another_stores_rows_without_training(tmp_path, monkeypatch, 
     with pytest.raises(SystemExit) as exc:
         main(["orbits", "search", "--store", b, "--merge", str(tmp_path / "nothing")])
     assert exc.value.code == 2
+
+
+def test_the_train_cli_saves_the_run_that_train_gives(tmp_path, capsys):
+    """``python -m pipeline orbits`` without --from-run: the saved run is train()'s on the flags' Config."""
+    from pipeline.__main__ import main
+    from pipeline.orbits.store_io import load_run
+    from pipeline.orbits.train import train
+
+    path = str(tmp_path / "r.npz")
+    assert main(["orbits", "--n-heads", "4", "--d-model", "16", "--d-head", "4", "--epochs", "6", "--seed", "3",
+                 "--polish-steps", "1", "--frame-every", "2", "--save-run", path, "--no-store"]) == 0
+    assert f"saved the run to {path}" in capsys.readouterr().out
+    saved = load_run(path)
+    cfg = Config(n_heads=4, d_model=16, d_head=4, epochs=6, seed=3, polish_steps=1, frame_every=2)
+    want = train(cfg, progress=False)
+    assert saved["name"] == "base-s3-custom" and saved["config"] == want["config"]
+    np.testing.assert_array_equal(saved["epoch"], want["epoch"])
+    np.testing.assert_allclose(saved["M"], want["M"], rtol=1e-5, atol=1e-7)

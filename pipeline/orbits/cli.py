@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 import os
 
+from .runs import FINDER, MODEL_NAME, NEAR_TOL, RANK_ORDER, store_run, train_run
+
 DESCRIPTION = """\
 Train a single 32-head self-attention layer (embedding W_E -> attention -> unembedding W_U, no
 positions) on (x1, x2, x3) -> (x2+x3, x3+x1, x1+x2) mod 24 with cross-entropy plus an exact
@@ -29,12 +31,12 @@ given change the recipe). The store records the run's seed, recipe, commit and t
 The sweep behind docs/orbits_sweep.md is `python -m pipeline.orbits.sweep --help`.
 """
 
-SEARCH_DESCRIPTION = """\
+SEARCH_DESCRIPTION = f"""\
 Train many seeds of a recipe (or of a grid of recipes) in batches on one device or a dask cluster, analyse
 every run (orbit finder at 2/5/10/20%, frequency families), rank them, polish the best of each batch with
 the recipe's LBFGS steps, and write the store's `orbits_search` table after every batch. A killed search
 resumes: runs already in the table are skipped. When the best run ranks above the run in the store's
-`orbits` group (12 + 4 orbits at 2% first, then heads in orbits at 2%, then median matching error), it is
+`orbits` group ({RANK_ORDER}), it is
 retrained with `train` (the movie's frames) and written there, with its seed, recipe and commit.
 
 Examples:
@@ -117,18 +119,21 @@ def register(subparsers) -> None:
                    help="write this saved run (from --save-run or the sweep) instead of training")
     p.add_argument("--save-run", default=None, metavar="NPZ", help="also save the run's frames and weights here")
     p.add_argument("--no-store", action="store_true", help="train and report only; write nothing to the store")
-    p.add_argument("--model-name", default="orbits-c24", help="name of the layer in the profiles group")
+    p.add_argument("--model-name", default=MODEL_NAME, help="name of the layer in the profiles group")
     p.add_argument("--recipe", default="base", choices=sorted(RECIPES),
                    help="named settings the Config flags start from: " + "; ".join(
                        f"{k}: {v or 'the defaults'}" for k, v in RECIPES.items()))
     add_config_arguments(p)
     g = p.add_argument_group("orbit finder")
-    g.add_argument("--tol", type=float, default=0.02, help="largest matching error inside an orbit (default 0.02)")
-    g.add_argument("--dead-tol", type=float, default=0.02, help="heads with ||R|| below this x the largest are dead")
-    g.add_argument("--merge-tol", type=float, default=0.02, help="heads with M this close (relative) are merged")
-    g.add_argument("--near-tol", type=float, default=0.10,
-                   help="looser tolerance for the near-orbits also stored (variable near_orbit; default 0.10); "
-                   "they choose the panels when no orbit closes within --tol")
+    g.add_argument("--tol", type=float, default=FINDER["tol"],
+                   help=f"largest matching error inside an orbit (default {FINDER['tol']})")
+    g.add_argument("--dead-tol", type=float, default=FINDER["dead_tol"],
+                   help="heads with ||R|| below this x the largest are dead")
+    g.add_argument("--merge-tol", type=float, default=FINDER["merge_tol"],
+                   help="heads with M this close (relative) are merged")
+    g.add_argument("--near-tol", type=float, default=NEAR_TOL,
+                   help="looser tolerance for the near-orbits also stored (variable near_orbit; "
+                   f"default {NEAR_TOL:.2f}); they choose the panels when no orbit closes within --tol")
     p.set_defaults(func=run, parser=p)
     sub = p.add_subparsers(dest="orbits_command", metavar="search")
     s = sub.add_parser("search", help="train many seeds in batches, rank their orbits, write the orbits_search table",
@@ -210,7 +215,7 @@ def parse_grid(items: list[str]) -> dict[str, list]:
 
 def run_search(args) -> int:
     from ..store import StoreError
-    from .search import grid_recipes, search
+    from .search import distribution, grid_recipes, search
 
     parser = args.parser
     if args.merge:
@@ -256,12 +261,12 @@ def run_search(args) -> int:
     if not args.no_store_best and rows:
         from .search import store_best
 
-        print(store_best(store_path, rows, model_name="orbits-c24"))
+        print(store_best(store_path, rows, model_name=MODEL_NAME))
     return 0
 
 
 def merge_search(args) -> int:
-    from .search import merge_tables, store_best
+    from .search import distribution, merge_tables, store_best
 
     for src in args.merge:
         if not os.path.exists(os.path.join(src, "zarr.json")):
@@ -270,7 +275,7 @@ def merge_search(args) -> int:
     rows = merge_tables(store_path, args.merge, "python -m pipeline orbits search --merge STORE")
     print(distribution(rows))
     if not args.no_store_best and rows:
-        print(store_best(store_path, rows, model_name="orbits-c24"))
+        print(store_best(store_path, rows, model_name=MODEL_NAME))
     return 0
 
 
@@ -279,17 +284,10 @@ def search_command(args) -> str:
     import shlex
     from dataclasses import fields
 
-    from .config import Config
+    from .config import Config, config_flags
 
     parts = ["python -m pipeline orbits search", f"--seeds {args.seeds}", f"--recipe {args.recipe}"]
-    for f in fields(Config):
-        if hasattr(args, f.name):
-            v = getattr(args, f.name)
-            flag = "--" + f.name.replace("_", "-")
-            if isinstance(v, bool):
-                parts.append(flag if v else "--no-" + flag[2:])
-            else:
-                parts.append(f"{flag} " + (" ".join(map(str, v)) if isinstance(v, (list, tuple)) else str(v)))
+    parts += config_flags({f.name: getattr(args, f.name) for f in fields(Config) if hasattr(args, f.name)})
     parts += [f"--grid {shlex.quote(g)}" for g in args.grid]
     parts += [f"--device {args.device}", f"--batch-size {args.batch_size}", f"--polish-top {args.polish_top}"]
     if args.time_budget is not None:
@@ -297,29 +295,6 @@ def search_command(args) -> str:
     if args.scheduler:
         parts.append(f"--scheduler {args.scheduler}")
     return " ".join(parts)
-
-
-def distribution(rows: list[dict]) -> str:
-    """The seed distribution: families by size (merged heads per key frequency) and orbits by size at 2%."""
-    import numpy as np
-
-    from .search import KS, SIZES, TOLS
-
-    ok = [r for r in rows if not r["failed"]]
-    lines = [f"{len(rows)} runs ({len(rows) - len(ok)} failed)"]
-    orbits = np.sum([r["orbit_count"] for r in ok], axis=0) if ok else np.zeros((len(TOLS), len(SIZES)), int)
-    for i, tol in enumerate(TOLS):
-        lines.append(f"orbits at {tol:.0%} by size: " + ", ".join(
-            f"{s}: {int(n)}" for s, n in zip(SIZES, orbits[i], strict=True) if n))
-    fam = np.array([r["family_heads"] for r in ok]) if ok else np.zeros((0, len(KS)), int)
-    for k in KS[1:]:
-        if fam.size and fam[:, k].any():
-            counts = np.bincount(fam[:, k])
-            lines.append(f"k={k:2d} (an orbit needs {24 // np.gcd(k, 24):2d}): runs by heads there " + ", ".join(
-                f"{n}:{c}" for n, c in enumerate(counts) if c and n))
-    twelve = sum(1 for r in ok if r["family_heads"][2] >= 12 or r["family_heads"][10] >= 12)
-    lines.append(f"runs with 12 or more heads at k = 2 or 10: {twelve} of {len(ok)}")
-    return "\n".join(lines)
 
 
 def _store_path(given: str | None) -> str:
@@ -339,84 +314,9 @@ def run(args) -> int:
                               "or by the sweep")
         run_ = load_run(args.from_run)
     else:
-        import torch
-
-        from .store_io import run_from_result
-        from .sweep import save_run
-        from .train import train
-
-        cfg = config_from_args(args, args.parser)
-        torch.set_num_threads(1)
-        result = train(cfg, progress=True)
-        name = run_name(cfg)
-        if args.save_run:
-            save_run(args.save_run, name, result)
-            print(f"saved the run to {args.save_run}")
-        run_ = run_from_result(name, result)
+        run_ = train_run(config_from_args(args, args.parser), args.save_run)
     finder = {"tol": args.tol, "dead_tol": args.dead_tol, "merge_tol": args.merge_tol}
     for line in store_run(run_, None if args.no_store else _store_path(args.store), finder, args.near_tol,
                           args.model_name):
         print(line)
     return 0
-
-
-def run_name(cfg) -> str:
-    """A run's name from its recipe and seed, e.g. long-s9-p650 (the sweep's names) or base-s0."""
-    from .config import recipe_of
-
-    recipe, rest = recipe_of(cfg)
-    return f"{recipe}-s{cfg.seed}" + (f"-p{cfg.polish_steps}" if recipe == "long" and not rest else "") + \
-        ("-custom" if rest else "")
-
-
-def store_run(run_: dict, store_path: str | None, finder: dict, near_tol: float = 0.10,
-              model_name: str = "orbits-c24") -> list[str]:
-    """Analyse a run's final heads (orbits at the finder's tol and at near_tol, panels) and, unless store_path
-    is None, write the ``orbits`` group and the profiles model; returns the report's lines. The group's
-    attributes record the run's seed, recipe, the repository's commit and the command that regenerates it."""
-    import json
-
-    import numpy as np
-
-    from .config import command_for, differences, from_dict
-    from .find import find_orbits, split_errors
-    from .fourier import choose_frequencies
-    from .search import commit
-    from .store_io import orbits_dataset, sharpened_error, write_orbits, write_profiles_model
-
-    out = []
-    missing = np.flatnonzero(np.isnan(run_["metric_sharpened_error"]))
-    if missing.size:  # a run saved before the metric existed: compute it per frame from the stored heads
-        out.append(f"computing sharpened_error for {missing.size} frames saved without it")
-        for f in missing:
-            run_["metric_sharpened_error"][f] = sharpened_error(run_["M"][f], run_["R"][f])
-    M, R = run_["M"][-1].astype(np.float64), run_["R"][-1].astype(np.float64)
-    found = find_orbits(M, R, **finder)
-    near = find_orbits(M, R, **(finder | {"tol": near_tol}))
-    strict = list(zip(found.members, found.sizes, strict=True))
-    loose = [(m, s) for m, s in zip(near.members, near.sizes, strict=True) if s >= 2]
-    A, B = choose_frequencies(M, R, strict or loose)
-    last = {k[7:]: float(v[-1]) for k, v in run_.items() if k.startswith("metric_")}
-    out.append(f"final: train {last['train_accuracy']:.4f}  held-out {last['heldout_accuracy']:.4f}  "
-               f"equivariance error {last['equivariance_error']:.2e}  (longer sequences "
-               f"{last['context_error']:.2e}, at 2x QK {last['sharpened_error']:.2e})")
-    out.append(f"orbits within {finder['tol']:.0%}: {found.sizes or 'none'}  worst errors "
-               f"{np.round(found.worst_error, 4)}  median matching error {found.median_error:.3f}; panels at "
-               f"frequencies {A} and {B}")
-    for i, (em, er) in enumerate(split_errors(M, R, found)):
-        out.append(f"  orbit {i} ({found.sizes[i]} heads: {list(map(int, found.members[i]))}): worst error of M "
-                   f"alone {em:.2%}, of R alone {er:.2%}")
-    out.append(f"near-orbits within {near_tol:.0%}: {near.sizes or 'none'}  worst errors "
-               f"{np.round(near.worst_error, 4)}")
-    if store_path is None:
-        return out
-    cfg = from_dict({k: v for k, v in run_["config"].items() if k != "extra"})
-    command = command_for(cfg)
-    ds = orbits_dataset(run_, found, A, B, finder, near=near, near_tol=near_tol)
-    ds.attrs |= {"recipe": json.dumps(differences(cfg), sort_keys=True), "commit": commit(), "command": command}
-    write_orbits(store_path, ds)
-    params = {k[6:]: v for k, v in run_.items() if k.startswith("param_")}
-    write_profiles_model(store_path, params, name=model_name, command=command)
-    out.append(f"wrote the orbits group and profiles model {model_name!r} to {store_path} (run {run_['name']}; "
-               f"regenerate with: {command})")
-    return out

@@ -168,16 +168,22 @@ def command_for(cfg: Config) -> str:
     """The one command that trains ``cfg`` and stores it: ``python -m pipeline orbits --recipe R --seed S ...``."""
     recipe, rest = recipe_of(cfg)
     parts = ["python -m pipeline orbits"] + ([f"--recipe {recipe}"] if recipe != "base" else [])
-    parts.append(f"--seed {cfg.seed}")
-    for k, v in rest.items():
+    return " ".join(parts + [f"--seed {cfg.seed}"] + config_flags(rest))
+
+
+def config_flags(values: dict) -> list[str]:
+    """The Config flags that set these fields to these values (both CLIs' commands are written with it):
+    ``--name value`` (floats as ``%g``, lists space-separated), ``--name``/``--no-name`` for booleans; None left out."""
+    parts = []
+    for k, v in values.items():
         flag = "--" + k.replace("_", "-")
         if isinstance(v, bool):
             parts.append(flag if v else "--no-" + flag[2:])
-        elif isinstance(v, list):
+        elif isinstance(v, (list, tuple)):
             parts.append(f"{flag} " + " ".join(f"{x:g}" if isinstance(x, float) else str(x) for x in v))
         elif v is not None:
             parts.append(f"{flag} {v:g}" if isinstance(v, float) else f"{flag} {v}")
-    return " ".join(parts)
+    return parts
 
 
 def penalty_weight(cfg: Config, epoch: int) -> float:

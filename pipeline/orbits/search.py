@@ -4,11 +4,8 @@ One row per (recipe, seed) goes to the store's ``orbits_search`` group (the tabl
 in ``TABLE_DOC`` and stored with it). The table is rewritten atomically after every batch, so a killed search
 resumes where it stopped: a run already in the table is never trained again.
 
-Ranking (rank 1 = best), on the finder at 2% (the stated finder, as for the stored run):
-1. a 12-orbit and a 4-orbit both found (the original's 12 + 4);
-2. more heads in orbits of at least 2 heads (merged heads counted once);
-3. a lower median matching error over live heads and shifts.
-Failed runs (a non-finite loss) rank last. The same key, taken from the ``orbits`` group's attributes
+Runs are ranked by ``runs.rank_key`` (rank 1 = best; ``RANKING`` says it in words), on the finder at 2% (the
+stated finder, as for the stored run). The same key, taken from the ``orbits`` group's attributes
 (``orbit_sizes``, ``median_matching_error``), decides whether the search's best run replaces the stored one:
 only a strictly better key does.
 """
@@ -17,9 +14,7 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import re
-import subprocess
 import time
 from collections import Counter
 from collections.abc import Callable, Sequence
@@ -31,10 +26,9 @@ import xarray as xr
 
 from ..schema import ORBITS, ORBITS_SEARCH, SEARCH_KS, SEARCH_SIZES, SEARCH_TOLS
 from .config import GRID_KEYS, Config, adamw_epochs, differences, from_dict  # noqa: F401 (GRID_KEYS re-exported)
+from .runs import FINDER, MODEL_NAME, RANKING, commit, rank_key, run_name, store_run
 
 TOLS, SIZES, KS = SEARCH_TOLS, SEARCH_SIZES, SEARCH_KS
-RANKING = ("rank 1 = best: a 12-orbit and a 4-orbit both found at 2%, then more heads in orbits of at least 2 "
-           "at 2% (merged heads once), then a lower median matching error; failed runs last")
 TABLE_DOC = {
     "seed": "the run's seed (init, split and contexts)",
     "recipe": "JSON of the Config fields that differ from the defaults (the seed aside)",
@@ -48,21 +42,8 @@ TABLE_DOC = {
     "families": "the frequency families as r:heads/needed, largest first; 'failed at epoch N' for a run whose "
     "loss became non-finite",
     "polished": "whether the row's numbers are after the recipe's LBFGS polishing (else after AdamW alone)",
-    "rank": "1 = best: 12 + 4 found at 2%, then heads in orbits at 2%, then matching error",
+    "rank": RANKING,
 }
-
-
-def commit() -> str:
-    """The repository's commit (with ``+dirty`` when pipeline/ has uncommitted changes), or ``unknown``."""
-    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    try:
-        head = subprocess.run(["git", "-C", root, "rev-parse", "HEAD"], capture_output=True, text=True,
-                              check=True, timeout=10).stdout.strip()
-        dirty = subprocess.run(["git", "-C", root, "status", "--porcelain", "--", "pipeline"], capture_output=True,
-                               text=True, check=True, timeout=10).stdout.strip()
-    except (OSError, subprocess.SubprocessError):
-        return "unknown"
-    return head + ("+dirty" if dirty else "")
 
 
 @dataclass(frozen=True)
@@ -118,14 +99,6 @@ def analyse(M: np.ndarray, R: np.ndarray, final: dict, seed: int, recipe: Config
             "train_accuracy": float(final["train_accuracy"]), "heldout_accuracy": float(final["heldout_accuracy"]),
             "e3": float(final["equivariance_error"]), "matching_error": float(med), "orbit_count": counts,
             "family_heads": fam, "families": summary, "polished": bool(polished), "failed": failed_at is not None}
-
-
-def rank_key(counts_2pct: dict[int, int], matching_error: float, failed: bool = False) -> tuple:
-    """Sort key of a run (smaller is better): see the module's docstring."""
-    twelve_four = counts_2pct.get(12, 0) >= 1 and counts_2pct.get(4, 0) >= 1
-    in_orbits = sum(size * n for size, n in counts_2pct.items() if size >= 2)
-    err = matching_error if math.isfinite(matching_error) else math.inf
-    return (bool(failed), not twelve_four, -in_orbits, err)
 
 
 def row_key(row: dict) -> tuple:
@@ -340,7 +313,26 @@ def _search_distributed(address: str, batches, device, polish_top, done, out_of_
                 break
 
 
-def store_best(store_path: str, rows: list[dict], model_name: str = "orbits-c24", finder: dict | None = None,
+def distribution(rows: list[dict]) -> str:
+    """The seed distribution: families by size (merged heads per key frequency) and orbits by size at 2%."""
+    ok = [r for r in rows if not r["failed"]]
+    lines = [f"{len(rows)} runs ({len(rows) - len(ok)} failed)"]
+    orbits = np.sum([r["orbit_count"] for r in ok], axis=0) if ok else np.zeros((len(TOLS), len(SIZES)), int)
+    for i, tol in enumerate(TOLS):
+        lines.append(f"orbits at {tol:.0%} by size: " + ", ".join(
+            f"{s}: {int(n)}" for s, n in zip(SIZES, orbits[i], strict=True) if n))
+    fam = np.array([r["family_heads"] for r in ok]) if ok else np.zeros((0, len(KS)), int)
+    for k in KS[1:]:
+        if fam.size and fam[:, k].any():
+            counts = np.bincount(fam[:, k])
+            lines.append(f"k={k:2d} (an orbit needs {24 // np.gcd(k, 24):2d}): runs by heads there " + ", ".join(
+                f"{n}:{c}" for n, c in enumerate(counts) if c and n))
+    twelve = sum(1 for r in ok if r["family_heads"][2] >= 12 or r["family_heads"][10] >= 12)
+    lines.append(f"runs with 12 or more heads at k = 2 or 10: {twelve} of {len(ok)}")
+    return "\n".join(lines)
+
+
+def store_best(store_path: str, rows: list[dict], model_name: str = MODEL_NAME, finder: dict | None = None,
                log: Callable[[str], None] = print) -> str:
     """Replace the ``orbits`` group with the table's best run when it ranks strictly above the stored run.
 
@@ -351,7 +343,6 @@ def store_best(store_path: str, rows: list[dict], model_name: str = "orbits-c24"
     import json as _json
 
     from ..store import Store
-    from .cli import run_name, store_run
     from .config import Config
     from .store_io import run_from_result
     from .train import train
@@ -375,7 +366,7 @@ def store_best(store_path: str, rows: list[dict], model_name: str = "orbits-c24"
     row = analyse(run_["M"][-1], run_["R"][-1], result["final"], cfg.seed, cfg, best["run"], polished=True)
     if not row_key(row) < old:
         return f"kept the stored run {old_name}: retrained, {best['run']} no longer ranks above it"
-    for line in store_run(run_, store_path, finder or {"tol": 0.02, "dead_tol": 0.02, "merge_tol": 0.02},
+    for line in store_run(run_, store_path, finder or FINDER,
                           model_name=model_name):
         log(line)
     return f"stored {best['run']} as the orbits group (it ranks above {old_name})"

@@ -21,7 +21,10 @@ import time
 
 import numpy as np
 
-BASE = {}  # the prototype's recipe (Config defaults): d_model 128, d_head 24, wd 1, penalty 1 -> 3000
+from .config import RECIPES
+
+BASE = RECIPES["base"]  # the prototype's recipe (Config defaults): d_model 128, d_head 24, wd 1, penalty 1 -> 3000
+LONG = RECIPES["long"]  # the long schedule (4500 epochs, ramp over 1000-4000); the runs below set their polishing
 PHASES: dict[str, list[tuple[str, dict]]] = {
     "smoke": [("smoke", {"epochs": 30, "polish_steps": 2})],
     # phase A as run: worker 0 ran long-s0, worker 1 ran base-s1, init2-s0 (NaN at epoch 0 in float32 before the
@@ -30,7 +33,7 @@ PHASES: dict[str, list[tuple[str, dict]]] = {
     "A": [
         # the first long run (penalty 1 -> 3000 over 200-1500 under a 4500-epoch cosine) lost its fit from epoch
         # ~1200 (Adam at lr ~1e-3 against weight > 300); this one ramps later, when the lr is lower
-        ("long-s0", {"epochs": 4500, "seed": 0, "ramp_start": 1000, "ramp_end": 4000, "polish_steps": 150}),
+        ("long-s0", LONG | {"seed": 0, "polish_steps": 150}),
         ("base-s1", {"seed": 1, "polish_steps": 50}),
         ("wd0.1-s0", {"weight_decay": 0.1, "polish_steps": 50}),
         ("init2-s0", {"init_scale": 2.0, "polish_steps": 50}),
@@ -61,8 +64,8 @@ PHASES: dict[str, list[tuple[str, dict]]] = {
     ],
     # more seeds of the long schedule (long-s0 gave the best orbit after polishing), one worker each
     "D": [
-        ("long-s1", {"epochs": 4500, "seed": 1, "ramp_start": 1000, "ramp_end": 4000, "polish_steps": 150}),
-        ("long-s2", {"epochs": 4500, "seed": 2, "ramp_start": 1000, "ramp_end": 4000, "polish_steps": 150}),
+        ("long-s1", LONG | {"seed": 1, "polish_steps": 150}),
+        ("long-s2", LONG | {"seed": 2, "polish_steps": 150}),
     ],
     # Phase E: is the soft attention what lets non-orbits be equivariant to 1e-4? Without decay on W_Q, W_K
     # the attention may sharpen, and then only orbits are equivariant (docs/orbits_sweep.md, phase E).
@@ -70,8 +73,7 @@ PHASES: dict[str, list[tuple[str, dict]]] = {
     "E": [
         ("qkwd0-s0", {"weight_decay_qk": 0.0, "polish_steps": 150}),
         ("qkwd0-s1", {"seed": 1, "weight_decay_qk": 0.0, "polish_steps": 150}),
-        ("long-qkwd0-s0", {"epochs": 4500, "seed": 0, "ramp_start": 1000, "ramp_end": 4000, "polish_steps": 150,
-                           "weight_decay_qk": 0.0}),
+        ("long-qkwd0-s0", LONG | {"seed": 0, "polish_steps": 150, "weight_decay_qk": 0.0}),
         ("qkwd0.1-s0", {"weight_decay_qk": 0.1, "polish_steps": 150}),
     ],
     # the penalty at several QK scales (embeddings scaled by sqrt(beta)): orbits are equivariant at every scale,
@@ -80,8 +82,7 @@ PHASES: dict[str, list[tuple[str, dict]]] = {
     "F": [
         ("scales-s0", {"penalty_scales": (0.5, 1.0, 2.0), "polish_steps": 150}),
         ("scales-s1", {"seed": 1, "penalty_scales": (0.5, 1.0, 2.0), "polish_steps": 150}),
-        ("long-scales-s0", {"epochs": 4500, "seed": 0, "ramp_start": 1000, "ramp_end": 4000, "polish_steps": 150,
-                            "penalty_scales": (0.5, 1.0, 2.0)}),
+        ("long-scales-s0", LONG | {"seed": 0, "polish_steps": 150, "penalty_scales": (0.5, 1.0, 2.0)}),
         ("scales-s2", {"seed": 2, "penalty_scales": (0.5, 1.0, 2.0), "polish_steps": 150}),
     ],
     # one-hot tokens (W_E = W_U = I, d_model 24): the heads' weights live in the token space, where the group acts.
@@ -99,8 +100,7 @@ PHASES: dict[str, list[tuple[str, dict]]] = {
     "H": [(f"seed{s}-p350", {"seed": s, "polish_steps": 350}) for s in range(5, 21)],
     # more seeds of the long schedule with long polishing: its seeds 0-2 all built polygons (a 3-orbit; 3 + 2; a
     # hexagon with a split vertex), while the base recipe's seeds 5-8 kept 2-15 live heads and no orbit
-    "I": [(f"long-s{s}-p650", {"epochs": 4500, "seed": s, "ramp_start": 1000, "ramp_end": 4000, "polish_steps": 650})
-          for s in range(3, 11)],
+    "I": [(f"long-s{s}-p650", LONG | {"seed": s, "polish_steps": 650}) for s in range(3, 11)],
 }
 
 
