@@ -22,6 +22,7 @@ import numpy as np
 import xarray as xr
 from bokeh.layouts import column, row
 from bokeh.models import (
+    BoxZoomTool,
     ColumnDataSource,
     CustomJS,
     DataTable,
@@ -29,9 +30,12 @@ from bokeh.models import (
     GlyphRenderer,
     Legend,
     LegendItem,
+    PanTool,
+    SaveTool,
     Select,
     Span,
     TapTool,
+    WheelZoomTool,
 )
 
 from dashboard import geometry as g
@@ -39,6 +43,7 @@ from dashboard import jscode, views
 from pipeline.schema import STATISTICS
 
 DEFAULT_STATISTIC = "symmetric_energy"
+INSPECTOR_PX = 380  # the inspector's figures: their longest titles fit
 
 
 def _glyphs(fig, kind: str) -> list[GlyphRenderer]:
@@ -50,6 +55,8 @@ def _face(shown: xr.Dataset, heads: ColumnDataSource, sheet):
     fig = views.render(views.symmetric_face(shown, d=0, size=330))
     fig.name = "face"
     fig.sizing_mode = None  # sized by its frame: "fixed" would ask for width and height
+    # a fixed triangle: selection, hover and reset; no zoom, pan or save (their models in every session)
+    fig.tools = [t for t in fig.tools if not isinstance(t, (WheelZoomTool, PanTool, BoxZoomTool, SaveTool))]
     src = fig.select_one({"name": "face_heads"})
     dots = fig.select_one({"name": "face_dots"})
     old = fig.select_one({"name": "face_legend"})
@@ -60,8 +67,9 @@ def _face(shown: xr.Dataset, heads: ColumnDataSource, sheet):
     legend = Legend(items=[LegendItem(label=label, renderers=[dots], index=firsts[k], name=f"face_legend_item{k}",
                                       visible=bool((types == k).any()))
                            for k, label in enumerate(g.type_labels(types))],
-                    location="top_right", name="face_legend", label_text_font_size="9pt", background_fill_alpha=0.7)
-    fig.add_layout(legend)
+                    location="center", orientation="horizontal", name="face_legend", label_text_font_size="8pt",
+                    glyph_width=12, label_standoff=3, spacing=6, padding=4, margin=4, border_line_color=None)
+    fig.add_layout(legend, "below")  # inside the triangle's frame it covered the "b = 1" vertex label
     link = CustomJS(args=dict(a=heads, b=src), code=jscode.code("selection_link"))
     back = CustomJS(args=dict(a=src, b=heads), code=jscode.code("selection_link"))
     heads.selected.js_on_change("indices", link)
@@ -127,13 +135,14 @@ def _inspector(shown: xr.Dataset, rotary: bool):
     """The head inspector of head (0, 0), with its parts named for page_views.js; the curves over d hidden
     for a model without positions (``shown`` then holds two stand-in offsets)."""
     parts, named = [], {}
-    for element in views.head_inspector(shown, 0, 0, d=0, width=320):
+    for element in views.head_inspector(shown, 0, 0, d=0, width=INSPECTOR_PX):
         p = views.render(element)
         parts.append(p)
         tables = list(p.select({"type": DataTable}))
         if isinstance(p, DataTable) or tables:
             table = p if isinstance(p, DataTable) else next(iter(tables))
             table.name, table.source.name, p.name = "inspector_table", "inspector_statistics", "inspector_table_box"
+            table.height = table.row_height * (len(STATISTICS) + 1) + 4  # every statistic without scrolling
             named["table"] = table.source
             continue
         quads, lines = _glyphs(p, "Quad"), _glyphs(p, "Line")
@@ -155,21 +164,23 @@ def _inspector(shown: xr.Dataset, rotary: bool):
             named["vline"].name = "inspector_d"
             named["curves_title"] = p.title
     title = Div(text="<h2>Head inspector</h2><p class='note'>Tap a head in any view (or select some): the "
-                     "first selected head is shown. Now: layer 0, head 0.</p>", width=330, name="inspector_title")
+                     "first selected head is shown. Now: layer 0, head 0.</p>", width=INSPECTOR_PX + 10,
+                name="inspector_title")
     return title, parts, named
 
 
 def _parity(shown: xr.Dataset):
-    """The parity spectra's three panels in a row, every model and range named by its place."""
-    panels = [views.render(p) for p in views.parity_spectra(shown, panel_px=250)]
-    for k, p in enumerate(panels):
-        p.name = f"parity_{k}"
-        _name_ranges(p, f"parity_{k}")
-        for j, r in enumerate(x for x in p.renderers if isinstance(x, GlyphRenderer)):
-            r.name, r.data_source.name = f"parity_{k}_{j}", f"parity_{k}_{j}_source"
-        for j, span in enumerate(sorted(p.select({"type": Span}), key=lambda x: x.location)):  # the - lobe first
-            span.name = f"parity_{k}_span{j}"
-    return row(*panels, name="parity_spectra")
+    """The parity spectra as one figure (``views.parity_spectra_figure``), every model and range named."""
+    fig = views.render(views.parity_spectra_figure(shown, width=760))
+    fig.name = "parity_spectra"
+    _name_ranges(fig, "parity")
+    for r in fig.renderers:
+        if isinstance(r, GlyphRenderer):
+            kind = type(r.glyph).__name__.lower()
+            if kind == "quad":
+                kind = "negative" if r.glyph.fill_color == "#1f77b4" else "positive"
+            r.name, r.data_source.name = f"parity_{kind}", f"parity_{kind}_source"
+    return fig
 
 
 def _static(fig) -> None:
@@ -212,7 +223,7 @@ def more_views(shown: xr.Dataset, heads: ColumnDataSource, cube: ColumnDataSourc
     stat_area.visible = not missing
     parity = _parity(drawn)
     parity.visible = not missing
-    for fig in [lt_fig, *[p for p in insp_parts if hasattr(p, "renderers")], *parity.children]:
+    for fig in [lt_fig, *[p for p in insp_parts if hasattr(p, "renderers")], parity]:
         _static(fig)
     ctx = dict(face=face_src, face_legend=face_legend, face_vertices=g.FACE_VERTICES.ravel().tolist(),
                type_colors=list(g.TYPE_COLORS), type_markers=list(g.TYPE_MARKERS), lt=lt_src,

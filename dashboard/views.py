@@ -590,6 +590,52 @@ def parity_spectra(sel, n: int = g.N_EXTREME, bins: int = 30, panel_px: int = 26
     return hv.Layout(panels).cols(3).opts(shared_axes=False)
 
 
+PARITY_STEP = 2.6  # parity_spectra_figure: the distance between its groups' centres, in group half-widths
+
+
+def parity_spectra_figure(sel, n: int = g.N_EXTREME, bins: int = 30, width: int = 760, height: int = 230):
+    """``parity_spectra`` as one figure: the three types' histograms side by side (group k centred on
+    ``k * PARITY_STEP``), each entry divided by the largest |entry| of its type's mean spectrum, so that every
+    group spans -1..1; above each group its type, head count and that largest |entry|. One figure, one renderer
+    per kind of mark, whatever the counts: a page can change model by changing data. A message instead when
+    the store holds no statistics or spectra for the model."""
+    chosen = parity_selection(sel, n)
+    spectra = spectrum_array(sel)
+    if chosen is None or spectra is None:
+        return _missing(sel)
+    flat = spectra.reshape(-1, spectra.shape[-1])
+    unit = np.linspace(-1.0, 1.0, 2 * bins + 1)
+    bars = {"Negative": [], "Positive": []}
+    means, labels = [], []
+    for k, idx in enumerate(chosen):
+        mean = g.mean_unit_spectrum(flat[idx])
+        top = max(float(np.abs(mean).max()), 1e-12) if mean.size else 1.0
+        x = k * PARITY_STEP
+        for group, values, edges in (("Negative", mean[mean < 0] / top, unit[: bins + 1]),
+                                     ("Positive", mean[mean > 0] / top, unit[bins:])):
+            counts = np.histogram(values, edges)[0]
+            bars[group] += [(x + a, 0.0, x + b, float(c))
+                            for a, b, c in zip(edges[:-1], edges[1:], counts, strict=True) if c]
+            if values.size:
+                means.append((x + float(values.mean()), "#1f77b4" if group == "Negative" else "#d62728"))
+        heads = f"{len(idx)} head{'s' if len(idx) != 1 else ''}"
+        labels.append((x, f"{g.TYPE_NAMES[k]}: {heads}" + (f", max |λ| {top:.3g}" if mean.size else "")))
+    ymax = max([b[3] for group in bars.values() for b in group] + [1.0]) * 1.2
+    rect = dict(kdims=["x0", "y0", "x1", "y1"])
+    layers = [hv.Rectangles(bars[k], group=k, **rect).opts(color=c, line_color=None)
+              for k, c in (("Negative", "#1f77b4"), ("Positive", "#d62728"))]
+    layers.append(hv.Segments([(x, 0.0, x, ymax / 1.2, c) for x, c in means],
+                              kdims=["x0", "y0", "x1", "y1"], vdims=["colour"], group="LobeMeans")
+                  .opts(color="colour", line_dash="dashed", line_width=1.5))
+    layers.append(hv.Labels([(x, ymax / 1.1, t) for x, t in labels], kdims=["x", "y"], vdims=["text"],
+                            group="ParityTypes").opts(text_font_size="8pt", text_baseline="middle"))
+    ticks = [(k * PARITY_STEP + u, f"{u:g}") for k in range(3) for u in (-1, 0, 1)]
+    return hv.Overlay(layers).opts(hv.opts.Overlay(
+        width=width, height=height, title="", toolbar=None, default_tools=[], show_legend=False,
+        xlim=(-1.15, 2 * PARITY_STEP + 1.15), ylim=(0, ymax), xticks=ticks,
+        xlabel="eigenvalue / largest |eigenvalue| of the type's mean spectrum", ylabel="entries"))
+
+
 def statistic_heatmap(sel, statistic: str = "symmetric_energy", width: int = 430):
     """A layer x head heat map of one statistic at d = 0 (``pipeline.schema.STATISTICS``; another name is a
     ValueError), with a colour bar, and beside it the value for i.i.d. Gaussian heads of the model's own
@@ -932,6 +978,7 @@ __all__ = [
     "orbit_polygons",
     "parity_selection",
     "parity_spectra",
+    "parity_spectra_figure",
     "profile_array",
     "render",
     "reproduction",

@@ -130,3 +130,34 @@ def test_every_view_of_the_heads_draws_selected_heads_where_it_draws_them(store)
     for r in renderers:
         for g in (r.selection_glyph, r.nonselection_glyph):
             assert g in ("auto", None) or (g.x == r.glyph.x and g.y == r.glyph.y)
+
+
+def test_parity_spectra_are_one_figure_of_three_groups_that_histogram_each_types_mean_spectrum(store):
+    """One figure (fewer models per session) holding, per type, the histogram of the entries of the mean
+    sorted unit-norm spectrum of its most extreme heads, scaled by their largest |entry|, and its lobe means."""
+    from dashboard import views
+
+    sel = data.profiles(store).sel(model=ROPE_MODEL)
+    view = profiles_view(data.model_data(store, ROPE_MODEL), sel)
+    fig = by_name(view, "parity_spectra")
+    assert fig.visible and not [x for x in view.select({"type": GlyphRenderer}) if (x.name or "").startswith(
+        "parity_0")]  # the three panels of separate figures are gone
+    neg, pos = by_name(view, "parity_negative_source").data, by_name(view, "parity_positive_source").data
+    means = by_name(view, "parity_segment_source").data
+    spectra = sel.spectrum.values.reshape(-1, sel.sizes["eigen"])
+
+    def in_group(xs, centre):
+        return (np.asarray(xs) >= centre - 1 - 1e-9) & (np.asarray(xs) <= centre + 1 + 1e-9)
+
+    for k, idx in enumerate(views.parity_selection(sel)):
+        s = spectra[idx][:, np.isfinite(spectra[idx]).all(axis=0)]
+        mean = (-np.sort(-s / np.linalg.norm(s, axis=1, keepdims=True), axis=1)).mean(axis=0)
+        centre = k * views.PARITY_STEP
+        for src, lobe in ((neg, mean[mean < 0]), (pos, mean[mean > 0])):
+            mine = in_group(src["left"], centre)
+            assert np.asarray(src["top"])[mine].sum() == lobe.size
+            scaled = lobe / np.abs(mean).max() + centre
+            for x in scaled:  # every entry lies in a drawn bar of its group
+                assert (mine & (np.asarray(src["left"]) <= x + 1e-9) & (np.asarray(src["right"]) >= x - 1e-9)).any()
+            lobe_x = [x for x in means["x0"] if in_group([x], centre)[0] and (x < centre) == (src is neg)]
+            np.testing.assert_allclose(lobe_x, [lobe.mean() / np.abs(mean).max() + centre])

@@ -183,6 +183,38 @@ def test_vertex_labels_stay_inside_the_plot_at_every_rotation(browser, exported)
     page.close()
 
 
+FACE_BOXES_JS = """async () => {
+  // the a = 0 face's legend box and the boxes BokehJS painted its vertex labels in, in canvas pixels
+  // [left, top, right, bottom], after the next paint; and the canvas size
+  await new Promise(r => requestAnimationFrame(() => setTimeout(r, 0)));
+  const fig = find('face'), v = Bokeh.index.find_one(fig);
+  const text = fig.renderers.find(r => r.glyph.type === 'Text');
+  const g = v.renderer_views.get(text).glyph, labels = [];
+  for (let i = 0; i < g.sx.length; i++) {
+    const a = g.anchor_.get(i);
+    const left = g.sx[i] + g.x_offset.get(i) - a.x * g.swidth[i];
+    const top = g.sy[i] + g.y_offset.get(i) - a.y * g.sheight[i];
+    labels.push([left, top, left + g.swidth[i], top + g.sheight[i]]);
+  }
+  const b = v.renderer_views.get(find('face_legend')).bbox;
+  return {labels, legend: [b.left, b.top, b.right, b.bottom], canvas: [v.bbox.width, v.bbox.height]};
+}"""
+
+
+def test_face_legend_covers_no_vertex_label(browser, exported):
+    """Defect: the a = 0 face's legend lay over its "b = 1" vertex label."""
+    page, errors = open_file(browser, exported / profile_page_name(ROPE_MODEL))
+    got = page.evaluate("() => {" + FIND_JS + "return (" + FACE_BOXES_JS + ")(); }")
+    lx0, ly0, lx1, ly1 = got["legend"]
+    assert lx1 - lx0 > 20 and ly1 - ly0 > 10, got  # a legend was measured
+    assert lx0 >= 0 and ly0 >= 0 and lx1 <= got["canvas"][0] and ly1 <= got["canvas"][1], got
+    assert len(got["labels"]) == 3
+    for x0, y0, x1, y1 in got["labels"]:
+        assert x1 <= lx0 or x0 >= lx1 or y1 <= ly0 or y0 >= ly1, f"a vertex label box {[x0, y0, x1, y1]} meets {got}"
+    assert errors == []
+    page.close()
+
+
 def test_heat_maps_have_a_colour_bar_that_covers_every_offset(browser, exported):
     """Defect: the heat maps had no colour bar."""
     page, errors = open_file(browser, exported / profile_page_name(ROPE_MODEL))
