@@ -140,23 +140,54 @@ def _served_screenshot(browser, store, write: bool) -> bytes:
     """The served profiles page of ``store`` (``panel serve``, its first model, the last two layers
     selected), drawn with or without written defaults."""
     proc, url = serve_app(store, env={"HEADGEOMETRY_WRITE_DEFAULTS": "1" if write else "0"})
+    tab = browser.new_page(viewport={"width": 1400, "height": 900})
     try:
-        tab = browser.new_page(viewport={"width": 1400, "height": 900})
         route_offline(tab)
         tab.goto(url)
         wait_for_bokeh(tab, "heads")
         tab.evaluate("() => {" + FIND_JS + "const h = find('heads'); const n = h.data.layer.length;"
                      " h.selected.indices = [...Array(n).keys()].filter(i => h.data.layer[i] >= "
                      "Math.max(...h.data.layer) - 1); }")
-        tab.wait_for_timeout(1500)
-        shot = tab.screenshot(full_page=True)
-        tab.close()
-        return shot
+        return _settled_screenshot(tab)
     finally:
+        tab.close()
         stop(proc)
+
+
+def _settled_screenshot(tab, pause_ms: int = 750, tries: int = 12) -> bytes:
+    """A full-page screenshot once two taken ``pause_ms`` apart are equal: on a loaded machine the page (widgets'
+    text, the selection's redraw) can still be painting after any fixed wait."""
+    tab.wait_for_timeout(pause_ms)
+    shot = tab.screenshot(full_page=True)
+    for _ in range(tries):
+        tab.wait_for_timeout(pause_ms)
+        again = tab.screenshot(full_page=True)
+        if again == shot:
+            return shot
+        shot = again
+    raise AssertionError(f"the page kept changing over {tries} screenshots {pause_ms} ms apart")
+
+
+def _differing_pixels(a: bytes, b: bytes) -> int:
+    import io
+
+    import numpy as np
+    from PIL import Image
+
+    A, B = (np.asarray(Image.open(io.BytesIO(x)).convert("RGB")) for x in (a, b))
+    assert A.shape == B.shape, (A.shape, B.shape)
+    return int((A != B).any(axis=-1).sum())
+
+
+# Two loads of the same served page, with the same setting, can differ by a few dozen pixels on a widget's
+# border (27 pixels on the statistic chooser's, in two of four pairs of loads). The defect this test guards
+# against, written DOM defaults, redraws every plot title's text smaller and adds a toolbar: far more pixels.
+SAME_PAGE_PIXELS = 100
 
 
 def test_the_served_page_draws_the_same_pixels_with_written_defaults(browser):
     """On the committed store (real models), where writing the DOM elements' defaults was seen to change the page."""
     store = default_store_path()
-    assert _served_screenshot(browser, store, write=True) == _served_screenshot(browser, store, write=False)
+    written, plain = (_served_screenshot(browser, store, write=w) for w in (True, False))
+    n = _differing_pixels(written, plain)
+    assert n <= SAME_PAGE_PIXELS, f"{n} pixels differ"
