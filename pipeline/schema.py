@@ -327,6 +327,7 @@ ORBITS_VARIABLES = {
     "equivariance_error": ("frame",), "context_error": ("frame",), "sharpened_error": ("frame",),
     "penalty_weight": ("frame",), "matching_error": ("frame",), "heads_in_orbits": ("frame",),
     "largest_orbit": ("frame",),
+    "head_profile": ("frame", "head", "coordinate"),
 }
 
 

@@ -85,6 +85,34 @@ def test_store_round_trip(short_run, tmp_path):
     assert list(sw.name.values) == ["a", "b"] and list(sw.x.values) == [1.0, 2.0]
 
 
+@pytest.mark.slow
+def test_frames_record_residual_profiles(short_run, tmp_path):
+    """Each frame's head_profile is the naive N x N profile of W_K^T W_Q; the last frame's is the final layer's,
+    as the profiles group stores it for orbits-c24; the profile survives save, load and the store."""
+    from pipeline.profile import naive_profiles
+
+    prof = short_run["profile"]
+    assert prof.shape == (7, 32, 4)
+    W_Q, W_K = short_run["params"]["W_Q"].astype(np.float64), short_run["params"]["W_K"].astype(np.float64)
+    naive = np.stack([naive_profiles(W_K[h].T @ W_Q[h])[0] for h in range(32)])
+    np.testing.assert_allclose(prof[-1], naive, atol=1e-9)
+    np.testing.assert_allclose(prof.sum(-1), 1.0, atol=1e-9)
+    assert np.abs(prof[0] - prof[-1]).max() > 1e-3  # training moves the heads: frames differ
+    path = tmp_path / "run.npz"
+    save_run(str(path), "short", short_run)
+    run = load_run(str(path))
+    st = str(tmp_path / "store.zarr")
+    write_orbits(st, orbits_dataset(run, find_orbits(run["M"][-1].astype(float), run["R"][-1].astype(float)), 10, 6,
+                                    {"tol": 0.02}))
+    write_profiles_model(st, run_params(run))
+    back = store.Store.open(st, mode="r").dataset("orbits")
+    assert back.head_profile.dims == ("frame", "head", "coordinate")
+    assert list(back.coordinate.values) == ["a", "b", "c", "d"]
+    np.testing.assert_array_equal(back.head_profile.values, prof)
+    stored = store.Store.open(st, mode="r").dataset("profiles").profile.sel(model="orbits-c24").isel(layer=0, d=0)
+    np.testing.assert_allclose(back.head_profile.values[-1], stored.values, atol=1e-12)
+
+
 def run_params(run):
     return {k[6:]: v for k, v in run.items() if k.startswith("param_")}
 

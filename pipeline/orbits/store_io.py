@@ -1,7 +1,7 @@
 """Write a run, its orbits and the sweep table to the store (``orbits``, ``orbits_sweep``, and one profiles model).
 
 A *run* here is the mapping saved by the sweep / the CLI (``sweep.save_run``): ``epoch`` (F,), ``M`` and
-``R`` (F, H, p, p) per frame, ``metric_<name>`` (F,), ``config`` (JSON), ``train_mask`` (p, p, p) and the
+``R`` (F, H, p, p) per frame, ``profile`` (F, H, 4) per frame when the run recorded it, ``metric_<name>`` (F,), ``config`` (JSON), ``train_mask`` (p, p, p) and the
 final ``param_<name>`` weights.
 """
 
@@ -13,7 +13,7 @@ import json
 import numpy as np
 import xarray as xr
 
-from ..schema import ORBITS, ORBITS_SWEEP, ModelRow
+from ..schema import COORDINATES, ORBITS, ORBITS_SWEEP, ModelRow
 from ..store import Store
 from .config import METRICS
 from .find import Orbits, find_orbits, split_errors
@@ -45,6 +45,8 @@ FINDER_DOC = {
     "of orbits; about 1 or more for unrelated heads)",
     "heads_in_orbits": "per frame: heads in orbits of at least 2 heads found within finder_tol",
     "largest_orbit": "per frame: heads in the largest such orbit (0: none)",
+    "head_profile": "per frame: each head's profile (a, b, c, d) of L = W_K^T W_Q on the residual stream (d_model), "
+    "as the profiles group computes it for the final layer (model orbits-c24); NaN for a head with L = 0",
     "rotation": "a shift by s rotates every dot of the panel by rotation * s * 2 pi / 24 "
     "(QK: freq_a + eps freq_b; OV: 2 freq_a + eps freq_b, mod 24)",
 }
@@ -68,6 +70,8 @@ def run_from_result(name: str, result: dict) -> dict:
     """``train``'s result as the mapping ``load_run`` returns for its saved npz (no file in between)."""
     run = {"epoch": result["epoch"], "M": result["M"], "R": result["R"], "train_mask": result["train_mask"],
            "config": json.loads(json.dumps(result["config"])), "name": name}
+    if "profile" in result:
+        run["profile"] = result["profile"]
     run |= {f"metric_{k}": np.asarray(v, dtype=np.float64) for k, v in result["metrics"].items()}
     run |= {f"param_{k}": v for k, v in result["params"].items()}
     return run
@@ -152,6 +156,8 @@ def orbits_dataset(run: dict, found: Orbits, A: int, B: int, finder: dict, near:
         data["near_orbit_worst_error"] = (("near_orbit_id",), np.array(near.worst_error, dtype=np.float64))
     for k in METRICS:
         data[k] = (("frame",), run[f"metric_{k}"].astype(np.float64))
+    if "profile" in run:
+        data["head_profile"] = (("frame", "head", "coordinate"), np.asarray(run["profile"], dtype=np.float64))
     data |= frame_orbit_metrics(run["M"], run["R"], finder)
     coords = {
         "frame": np.arange(F), "epoch": (("frame",), run["epoch"].astype(np.int64)),
@@ -159,6 +165,8 @@ def orbits_dataset(run: dict, found: Orbits, A: int, B: int, finder: dict, near:
         "xy": np.array(["x", "y"], dtype=object), "row": np.arange(p), "col": np.arange(p),
         "shift": np.arange(p), "orbit_id": np.arange(n_orb),
     }
+    if "profile" in run:
+        coords["coordinate"] = np.array(COORDINATES, dtype=object)
     if near is not None:
         coords["near_orbit_id"] = np.arange(len(near.sizes))
     ds = xr.Dataset(data, coords=coords)

@@ -150,6 +150,10 @@ def polish_worker(runs: str, name: str) -> None:
     result["epoch"] = result["epoch"] + done
     for k in ("M", "R", "epoch"):
         result[k] = np.concatenate([src[k], result[k][1:]])
+    if "profile" in src:  # a source saved without frame profiles keeps none
+        result["profile"] = np.concatenate([src["profile"], result["profile"][1:]])
+    else:
+        result.pop("profile")
     for k in result["metrics"]:
         result["metrics"][k] = np.concatenate([src[f"metric_{k}"], result["metrics"][k][1:]])
     result["config"] = dict(src["config"]) | changes | {"polish_steps": src["config"]["polish_steps"] + steps}
@@ -177,6 +181,7 @@ def save_run(path: str, name: str, result: dict) -> None:
     np.savez_compressed(
         path, epoch=result["epoch"], M=result["M"], R=result["R"], train_mask=result["train_mask"],
         config=json.dumps(result["config"]), name=name,
+        **({"profile": result["profile"]} if "profile" in result else {}),
         **{f"metric_{k}": v for k, v in result["metrics"].items()},
         **{f"param_{k}": v for k, v in result["params"].items()},
     )

@@ -11,7 +11,8 @@ geometrically from ``penalty_start`` to ``penalty_end`` over epochs [ramp_start,
 rate falls along a cosine over ``epochs``; ``hold_epochs`` further AdamW epochs at the constant rate
 ``hold_lr`` may follow. Optionally ``polish_steps`` LBFGS steps follow (fixed contexts, penalty at
 ``penalty_end``, plus ``polish_decay``/2 ||theta||^2 when that is set), counted as further epochs.
-Frames (M, R of every head and the metrics) are kept every 25 epochs up to 4000, then every 100.
+Frames (M, R and the residual-space profile of every head, and the metrics) are kept every 25 epochs up to
+4000, then every 100.
 """
 
 from __future__ import annotations
@@ -106,6 +107,16 @@ def penalty(cfg: Config, M: torch.Tensor, R: torch.Tensor, ctx: torch.Tensor | N
     return pen / len(cfg.penalty_scales)
 
 
+def qk_profiles(params: dict[str, torch.Tensor]) -> np.ndarray:
+    """(H, 4) float64: each head's profile (a, b, c, d) of L = W_K^T W_Q on the residual stream (d_model),
+    through the same reduced eigenproblem as the profiles pipeline; biases are left out, as there. A head with
+    L = 0 has a NaN profile."""
+    from ..profile import cores, profile_of_cores, span_cores
+
+    W_Q, W_K = (params[k].detach().to(torch.float64).numpy() for k in ("W_Q", "W_K"))
+    return profile_of_cores(cores(*span_cores(W_Q, W_K)))[0]
+
+
 def check_dtype(cfg: Config) -> str:
     if cfg.dtype not in ("float32", "float64"):
         raise ValueError(f"dtype must be float32 or float64, not {cfg.dtype!r}")
@@ -168,7 +179,7 @@ def train(cfg: Config, progress: bool = True, log=None, start: dict | None = Non
     if context_state is not None:
         gen.set_state(context_state)
     eval_ctx = _eval_contexts().to(dtype)
-    frames = {"epoch": [], "M": [], "R": []}
+    frames = {"epoch": [], "M": [], "R": [], "profile": []}
     metrics: dict[str, list] = {k: [] for k in METRICS}
 
     def objective(w, ctx, decay=0.0):
@@ -190,6 +201,7 @@ def train(cfg: Config, progress: bool = True, log=None, start: dict | None = Non
         frames["epoch"].append(epoch)
         frames["M"].append(M.numpy().astype(np.float32))
         frames["R"].append(R.numpy().astype(np.float32))  # frames are float32 in any dtype
+        frames["profile"].append(qk_profiles(params))
         for k in METRICS:
             metrics[k].append(m[k])
         if log is not None:
@@ -267,6 +279,7 @@ def train(cfg: Config, progress: bool = True, log=None, start: dict | None = Non
         "epoch": np.array(frames["epoch"]),
         "M": np.stack(frames["M"]),
         "R": np.stack(frames["R"]),
+        "profile": np.stack(frames["profile"]),
         "metrics": {k: np.array(v) for k, v in metrics.items()},
         "final": m,
         "params": {k: v.detach().numpy().copy() for k, v in params.items()},
