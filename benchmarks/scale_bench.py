@@ -336,10 +336,69 @@ def throughput_section(folder: str) -> None:
             t_two, _ = best(two, repeats=2)
         finally:
             close_client(client)
+    stages = pipeline_stages(folder, layers)
     print(f"{layers} layers x 32 heads; reading Q/K only: {t_read:.2f} s")
     print(f"pipeline, 1 process: {t_one:.2f} s  -> RATIO pipeline / read = {t_one / t_read:.2f}")
+    print("  where one pass goes (1 thread; the QR is inside the profiles): " + ", ".join(
+        f"{k} {v:.2f} s ({v / t_read:.2f} x read)" for k, v in stages.items()))
     print(f"pipeline, 2 dask workers: {t_two:.2f} s (+{t_start:.1f} s cluster start, not counted) "
           f"-> RATIO pipeline / read = {t_two / t_read:.2f}; speed-up over 1 process = {t_one / t_two:.2f}")
+
+
+def pipeline_stages(folder: str, layers: int) -> dict[str, float]:
+    """One single-process pass over the checkpoint, each stage timed on its own: planning (the store's
+    registration included), reading and converting Q/K (``layer_qk``), the QR of each head's span (timed
+    around ``profile._qr_r_in_place``), the rest of the profiles and statistics, and the store's layer
+    writes (values, checksums, layer_done) with the completion."""
+    import numpy as np
+    from threadpoolctl import threadpool_limits
+
+    from pipeline import profile as prof
+    from pipeline.architectures import layer_qk, layout_from_config, rotations
+    from pipeline.checkpoints import open_checkpoint
+    from pipeline.run import open_store, plan_model
+
+    t = dict.fromkeys(("plan", "read Q/K", "QR", "profiles and statistics (besides the QR)", "store writes"), 0.0)
+    qr = prof._qr_r_in_place
+
+    def timed_qr(A: np.ndarray) -> np.ndarray:
+        t0 = time.perf_counter()
+        try:
+            return qr(A)
+        finally:
+            t["QR"] += time.perf_counter() - t0
+
+    with tempfile.TemporaryDirectory() as tmp, threadpool_limits(1):
+        s = os.path.join(tmp, "stages.zarr")
+        t0 = time.perf_counter()
+        p = plan_model(folder, open_store(s), name="opt")
+        store = open_store(s)
+        store.register(p.row)
+        t["plan"] = time.perf_counter() - t0
+        c = open_checkpoint(folder)
+        layout = layout_from_config(c.config)
+        rot = rotations(layout)
+        prof._qr_r_in_place = timed_qr
+        try:
+            for layer in range(layers):
+                t0 = time.perf_counter()
+                qk = layer_qk(c, layout, layer, False)
+                t1 = time.perf_counter()
+                values = prof.head_profiles(qk.W_Q, qk.W_K, rot, kv_of_head=qk.kv_of_head, gain=qk.gain,
+                                            statistics=True)
+                t2 = time.perf_counter()
+                store.write_layer("opt", layer, *values)
+                t3 = time.perf_counter()
+                t["read Q/K"] += t1 - t0
+                t["profiles and statistics (besides the QR)"] += t2 - t1
+                t["store writes"] += t3 - t2
+        finally:
+            prof._qr_r_in_place = qr
+        t0 = time.perf_counter()
+        store.mark_complete("opt")
+        t["store writes"] += time.perf_counter() - t0
+    t["profiles and statistics (besides the QR)"] -= t["QR"]
+    return t
 
 
 # ----------------------------------------------------------------------------------------- 4. hub bytes
