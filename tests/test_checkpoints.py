@@ -12,7 +12,7 @@ import pytest
 from safetensors.numpy import load_file, save_file
 
 from pipeline.architectures import layer_weights, layout_from_config
-from pipeline.checkpoints import CheckpointError, open_checkpoint
+from pipeline.checkpoints import CheckpointError, ModelRef, open_checkpoint, resolve
 
 from .conftest import torch
 
@@ -164,6 +164,36 @@ def test_unknown_names_and_folders_say_what_to_do(tmp_path):
     (tmp_path / "empty" / "config.json").write_text(json.dumps({"model_type": "gpt2"}))
     with pytest.raises(CheckpointError, match="no weights in"):
         open_checkpoint(str(tmp_path / "empty"))
+
+
+def test_a_reference_resolves_once_to_its_kind_registry_entry_and_default_name(tmp_path, monkeypatch):
+    from pipeline.models import MODELS
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "my-model").mkdir()
+    (tmp_path / "gpt2").mkdir()  # a folder named like a registry model: read as the folder, checked as gpt2
+    (tmp_path / "w.gguf").write_bytes(b"")
+    (tmp_path / "notes.txt").write_text("x")
+    cases = {
+        "my-model": ModelRef("my-model", "folder", None),
+        "gpt2": ModelRef("gpt2", "folder", MODELS["gpt2"]),
+        "w.gguf": ModelRef("w.gguf", "file", None),
+        "all-MiniLM-L6-v2": ModelRef("all-MiniLM-L6-v2", "package", MODELS["all-MiniLM-L6-v2"]),
+        "facebook/opt-350m": ModelRef("facebook/opt-350m", "hub", MODELS["opt-350m"]),
+        "opt-350m": ModelRef("opt-350m", "hub", MODELS["opt-350m"]),
+        "someorg/other": ModelRef("someorg/other", "hub", None),
+    }
+    for text, want in cases.items():
+        assert resolve(text) == want, text
+    names = {text: resolve(text).default_name() for text in cases}
+    assert names == {"my-model": "my-model", "gpt2": "gpt2", "w.gguf": "w", "all-MiniLM-L6-v2": "all-MiniLM-L6-v2",
+                     "facebook/opt-350m": "opt-350m", "opt-350m": "opt-350m", "someorg/other": "other"}
+    assert resolve("w.gguf").default_name("General Name") == "General Name"
+    assert resolve("opt-350m").hub_id == "facebook/opt-350m"
+    with pytest.raises(CheckpointError, match="is a file; pass a checkpoint folder"):
+        resolve("notes.txt")
+    with pytest.raises(CheckpointError, match="unknown model 'gpt3'"):
+        resolve("gpt3")
 
 
 def test_sources_never_import_the_resolver():

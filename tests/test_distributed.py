@@ -4,6 +4,7 @@ never marked complete."""
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import signal
 import threading
@@ -145,7 +146,8 @@ def test_failed_tasks_leave_the_model_incomplete_and_a_rerun_resumes(mistral_dir
     client = make_client(workers=1, processes=False)
     try:
         broken = plan_job(mistral_dir, store, name="r")
-        broken.model_or_path = str(tmp_path / "gone")  # every task fails: the weights vanished after planning
+        # every task fails: the weights vanished after planning
+        broken.ref = dataclasses.replace(broken.ref, text=str(tmp_path / "gone"))
         with pytest.raises(ClusterError, match=r"(?s)Rerun the same command.*r: layers \[0, 1, 2, 3\] failed"):
             run_jobs(client, [broken], store, retries=0, progress=False)
         assert not Store.open(store, mode="r").is_complete("r")

@@ -1,8 +1,8 @@
 """Write a run, its orbits and the sweep table to the store (``orbits``, ``orbits_sweep``, and one profiles model).
 
 A *run* here is the mapping saved by the sweep / the CLI (``sweep.save_run``): ``epoch`` (F,), ``M`` and
-``R`` (F, H, p, p) per frame, ``profile`` (F, H, 4) per frame when the run recorded it, ``metric_<name>`` (F,), ``config`` (JSON), ``train_mask`` (p, p, p) and the
-final ``param_<name>`` weights.
+``R`` (F, H, p, p) per frame, ``profile`` (F, H, 4) per frame when the run recorded it, ``metric_<name>`` (F,),
+``config`` (JSON), ``train_mask`` (p, p, p) and the final ``param_<name>`` weights.
 """
 
 from __future__ import annotations
