@@ -47,7 +47,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from pipeline.schema import POSITIONAL_KINDS
+from pipeline.schema import ModelShape
 
 FAMILIES = ("gpt2", "opt", "bloom", "gpt_neox", "mistral", "llama", "qwen2", "bert")
 _GQA = ("mistral", "llama", "qwen2")  # separate q_proj / k_proj, grouped key heads, optional head_dim
@@ -58,8 +58,8 @@ class ArchitectureError(ValueError):
 
 
 @dataclass(frozen=True)
-class Layout:
-    """Shape and conventions of one checkpoint's attention.
+class Layout(ModelShape):
+    """Shape (the :class:`pipeline.schema.ModelShape` fields) and conventions of one checkpoint's attention.
 
     ``scale`` is the softmax scale of the scores (score = scale * k^T q); GPT-2's optional
     ``scale_attn_by_inverse_layer_idx`` divides it further by (layer + 1), which does not change profiles.
@@ -67,14 +67,6 @@ class Layout:
     the (key, value) pairs of a scaled RoPE's parameters (``rope_type`` among them), empty for plain RoPE.
     """
 
-    family: str
-    n_layers: int
-    n_heads: int
-    n_kv_heads: int
-    d_model: int
-    d_head: int
-    positional: str
-    rotary_dim: int = 0
     rope_theta: float = 0.0
     rotary_style: str = ""
     rope_scaling: tuple = ()
@@ -82,8 +74,7 @@ class Layout:
     pre_norm: bool = True
 
     def __post_init__(self):
-        if self.positional not in POSITIONAL_KINDS:
-            raise ValueError(f"positional must be one of {POSITIONAL_KINDS}; got {self.positional!r}")
+        super().__post_init__()
         if self.n_heads % self.n_kv_heads:
             raise ArchitectureError(f"{self.n_heads} attention heads cannot be grouped over {self.n_kv_heads} "
                                     "key/value heads; the config is inconsistent")

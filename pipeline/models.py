@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from pipeline.schema import ModelShape
+
 
 def compute_command(model_or_path: str, name: str | None = None, fold_ln: bool = False) -> str:
     """The command that computes a model's profiles: the one spelling, stored with every model."""
@@ -20,32 +22,21 @@ def compute_command(model_or_path: str, name: str | None = None, fold_ln: bool =
     return cmd + (" --fold-ln" if fold_ln else "")
 
 
-@dataclass(frozen=True)
-class ModelSpec:
-    """One known model: where it lives and the shape its config must have."""
+@dataclass(frozen=True, kw_only=True)
+class ModelSpec(ModelShape):
+    """One known model: where it lives and the shape (:class:`pipeline.schema.ModelShape`) its config must have."""
 
     name: str
     hub_id: str
-    family: str
-    n_layers: int
-    n_heads: int
-    d_model: int
-    d_head: int
-    positional: str
-    n_kv_heads: int = 0  # 0: same as n_heads
-    rotary_dim: int = 0
     rope_theta: float = 0.0
     package: str | None = None  # importable package with get_model_path() that ships the checkpoint
     seed: bool = False  # one of the 14 seed models (``python -m pipeline profiles --seed-models``)
     real: bool = False  # its real weights are installed with the project (``package``): no Hub needed
 
     def __post_init__(self):
+        super().__post_init__()
         if self.real != (self.package is not None):
             raise ValueError(f"registry entry {self.name}: real={self.real} needs package set exactly when real")
-
-    @property
-    def kv_heads(self) -> int:
-        return self.n_kv_heads or self.n_heads
 
     @property
     def command(self) -> str:
@@ -53,17 +44,19 @@ class ModelSpec:
         return compute_command(self.name)
 
     def mismatches(self, layout) -> dict[str, tuple]:
-        """Fields where a :class:`pipeline.architectures.Layout` differs: {field: (registry, config)}."""
-        want = {"family": self.family, "n_layers": self.n_layers, "n_heads": self.n_heads,
-                "n_kv_heads": self.kv_heads, "d_model": self.d_model, "d_head": self.d_head,
-                "positional": self.positional, "rotary_dim": self.rotary_dim}
-        if self.rope_theta:
-            want["rope_theta"] = self.rope_theta
-        return {k: (v, getattr(layout, k)) for k, v in want.items() if getattr(layout, k) != v}
+        """Fields where a :class:`pipeline.architectures.Layout` differs: {field: (registry, config)}: the shape
+        fields, and ``rope_theta`` where the entry gives one."""
+        out = super().mismatches(layout)
+        if self.rope_theta and layout.rope_theta != self.rope_theta:
+            out["rope_theta"] = (self.rope_theta, layout.rope_theta)
+        return out
 
 
-def _spec(name, hub_id, family, n_layers, n_heads, d_model, d_head, positional, **kw) -> ModelSpec:
-    return ModelSpec(name, hub_id, family, n_layers, n_heads, d_model, d_head, positional, **kw)
+def _spec(name, hub_id, family, n_layers, n_heads, d_model, d_head, positional, n_kv_heads=0, rotary_dim=0,
+          **kw) -> ModelSpec:
+    return ModelSpec(family=family, n_layers=n_layers, n_heads=n_heads, n_kv_heads=n_kv_heads or n_heads,
+                     d_model=d_model, d_head=d_head, positional=positional, rotary_dim=rotary_dim, name=name,
+                     hub_id=hub_id, **kw)
 
 
 _ABS, _ALIBI, _ROPE = "learned absolute", "alibi", "rope"

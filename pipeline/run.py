@@ -172,13 +172,6 @@ def _worker_store(location: str):
     return open_store(location)
 
 
-def make_row(**fields):
-    """A :class:`pipeline.schema.ModelRow` from ``fields``."""
-    from pipeline.schema import ModelRow
-
-    return ModelRow(**fields)
-
-
 # ------------------------------------------------------------------------------------------ task
 
 
@@ -301,10 +294,11 @@ def validate_checkpoint(ckpt, layout, fold_ln: bool) -> None:
 
 def _conflict(store, row) -> tuple[bool, str | None]:
     """(already complete with the same values, conflict message or None) for a model already stored."""
+    from pipeline.schema import COUNT_FIELDS
+
     old, done = store.row(row.name), store.layers_done(row.name)
-    shape = ("n_layers", "n_heads", "n_kv_heads", "d_model", "d_head")
-    same = (all(getattr(old, f) == getattr(row, f) for f in shape) and old.layernorm_folded == row.layernorm_folded
-            and old.revision == row.revision)
+    same = (all(getattr(old, f) == getattr(row, f) for f in COUNT_FIELDS)
+            and old.layernorm_folded == row.layernorm_folded and old.revision == row.revision)
     if store.is_complete(row.name):
         if same:
             return True, None
@@ -330,6 +324,7 @@ def plan_model(model_or_path: str, store, fold_ln: bool = False, name: str | Non
     from pipeline.architectures import ArchitectureError, layout_from_config
     from pipeline.checkpoints import open_checkpoint, resolve
     from pipeline.models import compute_command, spec_for
+    from pipeline.schema import ModelRow, Provenance
     from pipeline.store import StoreError
 
     ref = resolve(model_or_path)
@@ -355,14 +350,9 @@ def plan_model(model_or_path: str, store, fold_ln: bool = False, name: str | Non
     if other is not None and other.name == name and (bad := other.mismatches(layout)):
         raise UsageError(f"{name!r} is the registry's name for {other.hub_id}, and {ref.text!r} has "
                          f"another shape ({', '.join(bad)} differ). Store it under another name with --name NEW.")
-    prov = ckpt.provenance
-    row = make_row(
-        name=name, n_layers=layout.n_layers, n_heads=layout.n_heads, d_model=layout.d_model, d_head=layout.d_head,
-        positional=layout.positional, source=ckpt.source, revision=ckpt.revision, family=layout.family,
-        command=compute_command(ref.text, None if name == default else name, fold_ln),
-        n_kv_heads=layout.n_kv_heads, rotary_dim=layout.rotary_dim, layernorm_folded=fold_ln,
-        **{k: str(prov.get(k, "")) for k in ("format", "quantization", "package", "file", "sha256", "note")},
-    )
+    command = compute_command(ref.text, None if name == default else name, fold_ln)
+    row = ModelRow.of(name, layout.shape, Provenance.of(ckpt.provenance), source=ckpt.source,
+                      revision=ckpt.revision, command=command, layernorm_folded=fold_ln)
     todo, reset = list(range(layout.n_layers)), False
     if name in (stored if stored is not None else store.names()):
         if force:
@@ -609,6 +599,7 @@ def register_only(names: list[str], store_path=None, log=print) -> list[str]:
 
     Models already in the store are left as they are. Returns the names registered."""
     from pipeline.models import MODELS, spec_for
+    from pipeline.schema import ModelRow
 
     specs = [spec_for(n) for n in names]
     unknown = [n for n, s in zip(names, specs, strict=True) if s is None]
@@ -623,10 +614,7 @@ def register_only(names: list[str], store_path=None, log=print) -> list[str]:
         if spec.name in present:
             log(f"{spec.name}: already in {location}; left as it is")
             continue
-        store.register(make_row(
-            name=spec.name, n_layers=spec.n_layers, n_heads=spec.n_heads, d_model=spec.d_model, d_head=spec.d_head,
-            positional=spec.positional, source=spec.hub_id, revision="", family=spec.family, command=spec.command,
-            n_kv_heads=spec.kv_heads, rotary_dim=spec.rotary_dim))
+        store.register(ModelRow.of(spec.name, spec.shape, source=spec.hub_id, command=spec.command))
         out.append(spec.name)
     if out:
         log(f"registered as not yet computed in {location}: {', '.join(out)}")

