@@ -32,27 +32,29 @@ from bokeh.layouts import column
 from bokeh.settings import settings
 
 from dashboard import data, jscode, rendered
+from dashboard.bokeh_internals import PagePane
 from dashboard.clone import Copy
-from dashboard.profiles_page import (
-    CSS,
-    header,
-    message,
-    replace_in_place,
-    restore_on_ready,
-    same_structure,
-    selector_groups,
-    todo_html,
-)
+from dashboard.profiles_page import CSS, header, message, restore_on_ready, selector_groups, todo_html
+from dashboard.rendered import replace_in_place, same_structure
+from dashboard.versions import check_versions
 
 TITLE = "Attention-head geometry"
 TABS = ("profiles", "compare", "orbits")  # the tabs' names in a deep link, in order
 
 PAGE_CSS = (CSS.replace(":host", "body") + " body { margin: 0 12px; } .title { font-size: 1.3em; font-weight: 600;"
             " color: #ffffff; background: #1f2a3a; padding: 8px 14px; margin: 0 -12px 6px -12px; }")
-pn.extension(raw_css=[PAGE_CSS], notifications=False)
-# Every session's document is a copy of pages validated once when rendered (dashboard.rendered); checking
-# each copy again would cost about 50 ms per session for the same result.
-settings.perform_document_validation.set_value(False)
+
+
+def serve_settings() -> None:
+    """The process-wide settings of a server of this app, applied by the app script (``panel serve
+    dashboard/app.py``, ``python -m dashboard``) before its first session, never on import: the page's CSS
+    and Panel's extension, and Bokeh's per-session document validation switched off. Every session's
+    document is a copy of pages validated once when rendered (``dashboard.rendered``); checking each copy
+    again would cost about 50 ms per session for the same result. First of all, the installed Bokeh and
+    Panel must be the tested releases (``dashboard.versions``)."""
+    check_versions()
+    pn.extension(raw_css=[PAGE_CSS], notifications=False)
+    settings.perform_document_validation.set_value(False)
 
 
 class AppState(param.Parameterized):
@@ -63,23 +65,6 @@ class AppState(param.Parameterized):
     layer = param.Integer(default=None, allow_None=True, doc="the layer the selected heads lie in, if only one")
     selection = param.List(default=[], item_type=int, doc="selected heads (layer-major indices)")
     frame = param.Integer(default=-1, doc="the orbits movie's frame (-1: the last)")
-
-
-class PagePane(pn.pane.Bokeh):
-    """The pane of a rendered page (``dashboard.rendered``) in a served session.
-
-    Panel's Bokeh pane rewrites the id of the pane's object to the session root's id in the code of every
-    CustomJS of the object, a walk over every model of the page, for every session. The pages' callbacks
-    (``dashboard/js/``) never name a model id, so this pane hands its object over as it is; in a notebook
-    (a comm) it is Panel's pane unchanged.
-    """
-
-    def _get_model(self, doc, root=None, parent=None, comm=None):
-        if root is None or comm is not None or self.object is None or self.object.document is not None:
-            return super()._get_model(doc, root, parent, comm)
-        self._models[root.ref["id"]] = (self.object, parent)
-        self._design.apply_bokeh_theme_to_model(self.object, self.theme)
-        return self.object
 
 
 def _error_view(title: str, text: str):
@@ -248,7 +233,5 @@ def build(store, state: AppState | None = None, args: dict[str, str] | None = No
 
 
 if __name__.startswith("bokeh"):  # run by `panel serve`: the store comes from argv after --args, never the URL
-    from dashboard.versions import check_versions
-
-    check_versions()  # an untested Bokeh/Panel release fails here, naming the tested range, before any session
+    serve_settings()
     build(data.store_path(sys.argv[1:])).servable(title=TITLE)

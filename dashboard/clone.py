@@ -3,11 +3,12 @@
 A Bokeh model belongs to one document, so every session of the served app needs models of its own.
 Rendering the HoloViews views again for each session costs about 0.7 s for a 1280-head model; copying
 the models of a layout rendered once (``dashboard.rendered``) costs about 15 ms. The copy is
-made below Bokeh's constructors, the way Bokeh's own deserializer builds models: each model is
-created uninitialised, its set values and its instantiated defaults are copied with every reference to
-a model of the layout replaced by that model's copy, and containers are rebuilt so that no list, dict
-or set is shared with the original (a shared container would hold its every owner, and so every
-session's copy, alive for as long as the original). Nothing is validated again: the values were valid on the original.
+made below Bokeh's constructors, the way Bokeh's own deserializer builds models (through
+``dashboard.bokeh_internals``, the one home of private Bokeh names): each model is created
+uninitialised, its set values and its instantiated defaults are copied with every reference to a model
+of the layout replaced by that model's copy, and containers are rebuilt so that no list, dict or set is
+shared with the original (a shared container would hold its every owner, and so every session's copy,
+alive for as long as the original). Nothing is validated again: the values were valid on the original.
 ``tests/test_dashboard_clone.py`` checks that a copy serialises exactly as the original does, ids aside.
 
 Arrays (numpy) are shared between original and copy: Bokeh never mutates them in place (a data
@@ -19,12 +20,9 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
-from bokeh.core.has_props import HasProps
-from bokeh.core.property.wrappers import PropertyValueContainer
 from bokeh.model import Model
 
-# the per-instance stores of HasProps: set values, instantiated unstable defaults and themed values
-_STORES = ("_property_values", "_unstable_default_values", "_unstable_themed_values")
+from dashboard.bokeh_internals import adopt, blank, value_stores
 
 
 @dataclass(frozen=True)
@@ -40,15 +38,6 @@ class Copy:
         return found[0] if len(found) == 1 else None
 
 
-def _blank(cls: type[Model]) -> Model:
-    obj = cls.__new__(cls)  # a new id, no properties initialised (as Bokeh's Deserializer does)
-    super(HasProps, obj).__init__()  # the document reference and callback managers
-    for store in _STORES:
-        setattr(obj, store, {})
-    obj._initialized = True
-    return obj
-
-
 def _plain(value) -> bool:
     return not isinstance(value, (Model, dict, list, tuple, set, frozenset)) and not (
         dataclasses.is_dataclass(value) and not isinstance(value, type))
@@ -57,7 +46,7 @@ def _plain(value) -> bool:
 def copy_layout(root: Model, models: list[Model] | None = None) -> Copy:
     """A copy of ``root`` and every model it references; ``models``: ``list(root.references())`` if known."""
     models = list(root.references()) if models is None else models
-    new = {m.id: _blank(type(m)) for m in models}
+    new = {m.id: blank(type(m)) for m in models}
 
     def mapped(v):
         if isinstance(v, Model):
@@ -78,14 +67,10 @@ def copy_layout(root: Model, models: list[Model] | None = None) -> Copy:
     named: dict[str, list[Model]] = {}
     for m in models:
         c = new[m.id]
-        for store in _STORES:
-            target = getattr(c, store)
-            for key, value in getattr(m, store).items():
+        for target, values in zip(value_stores(c), value_stores(m), strict=True):
+            for key, value in values.items():
                 descriptor = c.lookup(key)
-                wrapped = descriptor.property.wrap(mapped(value))
-                if isinstance(wrapped, PropertyValueContainer):
-                    wrapped._register_owner(c, descriptor)
-                target[key] = wrapped
+                target[key] = adopt(descriptor.property.wrap(mapped(value)), c, descriptor)
         if c.name:
             named.setdefault(c.name, []).append(c)
     return Copy(new[root.id], named)

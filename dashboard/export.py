@@ -105,20 +105,12 @@ def _nav(links: list[tuple[str, str]]) -> str:
     return '<nav class="hg">' + "".join(f'<a href="{html.escape(u)}">{html.escape(t)}</a>' for t, u in links) + "</nav>"
 
 
-class BokehOnly(Resources):
-    """BokehJS, its widgets and its tables (the head inspector's statistics) only.
-
-    Bokeh adds the ``__javascript__`` files of every model class registered in the process; once Panel
-    is imported that includes Panel's bundles, with server-relative paths a static page cannot load.
-    The pages hold only core Bokeh models, so they need none of them.
-    """
-
-    def _collect_external_resources(self, resource_attr) -> list[str]:
-        return []
-
-
 def bokeh_resources(self_contained: bool) -> Resources:
-    """Resources for a static page: from the CDN (default) or inlined (``--self-contained``)."""
+    """Resources for a static page: from the CDN (default) or inlined (``--self-contained``); BokehJS's own
+    bundles only (``bokeh_internals.BokehOnly``, imported here: ``main`` checks the Bokeh and Panel releases
+    first and says so in one line, where that module's own check at import would end in a traceback)."""
+    from dashboard.bokeh_internals import BokehOnly
+
     return BokehOnly(mode="inline" if self_contained else "cdn", components=["bokeh", "bokeh-widgets", "bokeh-tables"])
 
 

@@ -17,10 +17,7 @@ import html
 import numpy as np
 import xarray as xr
 from bokeh.layouts import column, row
-from bokeh.model import Model
 from bokeh.models import (
-    Axis,
-    BoxSelectTool,
     Button,
     CDSView,
     CheckboxGroup,
@@ -28,11 +25,9 @@ from bokeh.models import (
     CustomJS,
     Div,
     GlyphRenderer,
-    Grid,
     GroupFilter,
     HoverTool,
     InlineStyleSheet,
-    LassoSelectTool,
     Legend,
     LegendItem,
     RadioButtonGroup,
@@ -44,9 +39,8 @@ from bokeh.transform import dodge
 
 from dashboard import geometry as g
 from dashboard import jscode, views
-from dashboard.clone import Copy
 from dashboard.data import ModelData, ModelRow
-from dashboard.profiles_views import more_views
+from dashboard.profiles_views import lean, more_views
 
 ORBIT_FAMILY = "orbits"
 ORBIT_GROUP = "trained in this project: orbit experiment"
@@ -180,38 +174,6 @@ def page_dataset(profile: np.ndarray, name: str, sel: xr.Dataset | None) -> xr.D
     cut = cut.isel(d=slice(0, D)) if "d" in cut.dims else cut
     return cut.assign(profile=da.assign_coords({k: cut[k] for k in ("layer", "head", "d", "coordinate")
                                                 if k in cut.coords and k in da.dims}))
-
-
-def lean(fig, selectable: list) -> None:
-    """Only the ``selectable`` renderers (the heads) take part in box and lasso selections, and the figure
-    keeps only the glyphs it draws: every other renderer drops the copies of its glyph for selected,
-    unselected and muted data, the selectable ones their muted copy, and what draws nothing goes (empty
-    legends, hidden axes, grids without lines). About 60 fewer models for every session to build, walk and
-    send (``benchmarks/dashboard_bench.py``)."""
-    for tool in fig.tools:
-        if isinstance(tool, (BoxSelectTool, LassoSelectTool)):
-            tool.renderers = list(selectable)
-    for r in fig.renderers:
-        if isinstance(r, GlyphRenderer):
-            r.muted_glyph = "auto"
-            if r not in selectable:
-                r.selection_glyph = r.nonselection_glyph = "auto"
-    for side in ("center", "above", "below", "left", "right"):
-        kept = [x for x in getattr(fig, side) if not _draws_nothing(x)]
-        if len(kept) != len(getattr(fig, side)):
-            setattr(fig, side, kept)
-
-
-def _draws_nothing(annotation) -> bool:
-    """An empty legend, a hidden axis, or a grid with neither lines nor bands (the tetrahedron's)."""
-    if isinstance(annotation, Legend):
-        return not annotation.items
-    if isinstance(annotation, Axis):
-        return not annotation.visible
-    if isinstance(annotation, Grid):
-        return not annotation.visible or (annotation.grid_line_color is None and annotation.minor_grid_line_color
-                                          is None and annotation.band_fill_color is None)
-    return False
 
 
 def profiles_view(m: ModelData, sel: xr.Dataset | None = None, *, nav: dict[str, str] | None = None,
@@ -394,53 +356,3 @@ def by_type(fig, dots, heads) -> tuple[list[GlyphRenderer], Legend]:
         if isinstance(rs, list) and dots in rs and not isinstance(tool, HoverTool):  # hover: color_mode.js
             tool.renderers = [*rs, *out]
     return out, legend
-
-
-def same_structure(a: Copy, b: Copy) -> bool:
-    """Whether two copied pages hold the same named models (names and types): then ``replace_in_place`` can
-    turn one into the other. Pages of models with and without statistics differ."""
-    def names(c: Copy):
-        return sorted((n, type(m).__name__) for n, ms in c.named.items() for m in ms)
-    return names(a) == names(b)
-
-
-def _holds_model(value) -> bool:
-    if isinstance(value, Model):
-        return True
-    if isinstance(value, dict):
-        return any(_holds_model(v) for v in value.values())
-    if isinstance(value, (list, tuple)):
-        return any(_holds_model(v) for v in value)
-    return False
-
-
-SKIP = {"name", "id", "js_event_callbacks", "js_property_callbacks", "subscribed_events", "syncable", "tags"}
-
-
-def replace_in_place(shown: Copy, new: Copy) -> None:
-    """Give every named model of the page ``shown`` the values of the same-named model of ``new``.
-
-    Both are copies of ``profiles_view`` layouts (``dashboard.rendered``; same structure for every model), so
-    a served page switches model by changing data: no model joins or leaves the document. ``new`` is
-    discarded afterwards.
-    """
-    for name, models in new.named.items():
-        olds = shown.named.get(name, [])
-        if len(models) != 1 or len(olds) != 1 or type(olds[0]) is not type(models[0]):
-            continue
-        old, m = olds[0], models[0]
-        values = {k: v for k, v in m.properties_with_values(include_defaults=True).items()
-                  if k not in SKIP and not _holds_model(v)}
-        changed = {}
-        for k, v in values.items():
-            current = getattr(old, k)
-            same = current is v
-            if not same:
-                try:
-                    same = bool(current == v)
-                except ValueError:  # arrays
-                    same = False
-            if not same:
-                changed[k] = dict(v) if k == "data" else v
-        if changed:
-            old.update(**changed)

@@ -22,12 +22,16 @@ import numpy as np
 import xarray as xr
 from bokeh.layouts import column, row
 from bokeh.models import (
+    Axis,
+    BoxSelectTool,
     BoxZoomTool,
     ColumnDataSource,
     CustomJS,
     DataTable,
     Div,
     GlyphRenderer,
+    Grid,
+    LassoSelectTool,
     Legend,
     LegendItem,
     PanTool,
@@ -44,6 +48,38 @@ from pipeline.schema import STATISTICS
 
 DEFAULT_STATISTIC = "symmetric_energy"
 INSPECTOR_PX = 380  # the inspector's figures: their longest titles fit
+
+
+def lean(fig, selectable: list) -> None:
+    """Only the ``selectable`` renderers (the heads) take part in box and lasso selections, and the figure
+    keeps only the glyphs it draws: every other renderer drops the copies of its glyph for selected,
+    unselected and muted data, the selectable ones their muted copy, and what draws nothing goes (empty
+    legends, hidden axes, grids without lines). About 60 fewer models for every session to build, walk and
+    send (``benchmarks/dashboard_bench.py``)."""
+    for tool in fig.tools:
+        if isinstance(tool, (BoxSelectTool, LassoSelectTool)):
+            tool.renderers = list(selectable)
+    for r in fig.renderers:
+        if isinstance(r, GlyphRenderer):
+            r.muted_glyph = "auto"
+            if r not in selectable:
+                r.selection_glyph = r.nonselection_glyph = "auto"
+    for side in ("center", "above", "below", "left", "right"):
+        kept = [x for x in getattr(fig, side) if not _draws_nothing(x)]
+        if len(kept) != len(getattr(fig, side)):
+            setattr(fig, side, kept)
+
+
+def _draws_nothing(annotation) -> bool:
+    """An empty legend, a hidden axis, or a grid with neither lines nor bands (the tetrahedron's)."""
+    if isinstance(annotation, Legend):
+        return not annotation.items
+    if isinstance(annotation, Axis):
+        return not annotation.visible
+    if isinstance(annotation, Grid):
+        return not annotation.visible or (annotation.grid_line_color is None and annotation.minor_grid_line_color
+                                          is None and annotation.band_fill_color is None)
+    return False
 
 
 def _glyphs(fig, kind: str) -> list[GlyphRenderer]:
@@ -185,9 +221,7 @@ def _parity(shown: xr.Dataset):
 
 def _static(fig) -> None:
     """A figure that only shows numbers (no selection, no zoom): no tools, and only the glyphs it draws
-    (``profiles_page.lean``): fewer models for every served session to copy, walk and send."""
-    from dashboard.profiles_page import lean
-
+    (``lean``): fewer models for every served session to copy, walk and send."""
     fig.tools = []
     fig.toolbar_location = None
     lean(fig, [])

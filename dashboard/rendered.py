@@ -38,6 +38,7 @@ from bokeh.model import Model
 from bokeh.models import AllIndices, CDSView, ColumnDataSource, Title, Toolbar, UIElement, UnionRenderers
 
 from dashboard import data
+from dashboard.bokeh_internals import is_set, set_value
 from dashboard.clone import Copy, copy_layout
 from pipeline.schema import ORBITS, ORBITS_SEARCH
 
@@ -61,14 +62,13 @@ def _materialise_defaults(models: list[Model]) -> None:
     for m in models:
         for name in _written_properties(m):
             descriptor = m.lookup(name)
-            if (not isinstance(descriptor, PropertyDescriptor)  # an alias of another property
-                    or name in m._property_values or name in m._unstable_default_values):
+            if not isinstance(descriptor, PropertyDescriptor) or is_set(m, name):  # an alias, or a value
                 continue
             try:
                 value = getattr(m, name)
             except UnsetValueError:  # a property without a default stays unset
                 continue
-            descriptor._set_value(m, value)
+            set_value(m, descriptor, value)
 
 
 def _prepared(layout: Model) -> tuple[Model, list[Model]]:
@@ -129,3 +129,53 @@ def orbits(store) -> Copy:
     with _LOCK:
         layout, models = _orbits(str(store), key)
     return copy_layout(layout, models)
+
+
+def same_structure(a: Copy, b: Copy) -> bool:
+    """Whether two copied pages hold the same named models (names and types): then ``replace_in_place`` can
+    turn one into the other. Pages of models with and without statistics differ."""
+    def names(c: Copy):
+        return sorted((n, type(m).__name__) for n, ms in c.named.items() for m in ms)
+    return names(a) == names(b)
+
+
+def _holds_model(value) -> bool:
+    if isinstance(value, Model):
+        return True
+    if isinstance(value, dict):
+        return any(_holds_model(v) for v in value.values())
+    if isinstance(value, (list, tuple)):
+        return any(_holds_model(v) for v in value)
+    return False
+
+
+SKIP = {"name", "id", "js_event_callbacks", "js_property_callbacks", "subscribed_events", "syncable", "tags"}
+
+
+def replace_in_place(shown: Copy, new: Copy) -> None:
+    """Give every named model of the page ``shown`` the values of the same-named model of ``new``.
+
+    Both are copies of ``profiles_view`` layouts (``profiles``; same structure for every model), so
+    a served page switches model by changing data: no model joins or leaves the document. ``new`` is
+    discarded afterwards.
+    """
+    for name, models in new.named.items():
+        olds = shown.named.get(name, [])
+        if len(models) != 1 or len(olds) != 1 or type(olds[0]) is not type(models[0]):
+            continue
+        old, m = olds[0], models[0]
+        values = {k: v for k, v in m.properties_with_values(include_defaults=True).items()
+                  if k not in SKIP and not _holds_model(v)}
+        changed = {}
+        for k, v in values.items():
+            current = getattr(old, k)
+            same = current is v
+            if not same:
+                try:
+                    same = bool(current == v)
+                except ValueError:  # arrays
+                    same = False
+            if not same:
+                changed[k] = dict(v) if k == "data" else v
+        if changed:
+            old.update(**changed)

@@ -1,5 +1,5 @@
 """The served app's Python side: a session's document holds the rendered page as it is, without Panel's
-per-session walk over the page's models (app.PagePane)."""
+per-session walk over the page's models (bokeh_internals.PagePane)."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ from bokeh.model import Model
 from bokeh.models import CustomJS
 
 from dashboard import app, data, rendered
+from dashboard.bokeh_internals import PagePane
 from tests.browser.conftest import ABSOLUTE_MODEL, ROPE_MODEL, write_synthetic_store
 
 
@@ -40,12 +41,12 @@ def test_the_page_pane_hands_the_page_over_without_walking_it(store):
     page = rendered.profiles(store, ROPE_MODEL)
     code = [js.code for js in page.root.select({"type": CustomJS})]
     doc = Document()
-    pn.Column(app.PagePane(page.root)).server_doc(doc)
+    pn.Column(PagePane(page.root)).server_doc(doc)
     assert page.root in doc.roots[0].children and page.root.document is doc
     assert [js.code for js in page.root.select({"type": CustomJS})] == code
     # Panel's own pane walks every model of the page once more for every session; ours does not
     assert walks_of(rendered.profiles(store, ROPE_MODEL).root, pn.pane.Bokeh) >= 1
-    assert walks_of(rendered.profiles(store, ROPE_MODEL).root, app.PagePane) == 0
+    assert walks_of(rendered.profiles(store, ROPE_MODEL).root, PagePane) == 0
 
 
 def test_a_session_of_the_app_serves_the_models_page(store):
@@ -76,3 +77,30 @@ def test_a_bad_link_is_named_in_the_note_and_the_defaults_shown(store):
     assert state.model == ROPE_MODEL
     tabs = next(m for m in doc.roots[0].references() if type(m).__name__ == "Tabs")
     assert tabs.active == 0
+
+
+SETTINGS = """
+import json
+import panel as pn
+from bokeh.settings import settings
+before = [settings.perform_document_validation(), list(pn.config.raw_css)]
+import dashboard.app as app
+imported = [settings.perform_document_validation(), list(pn.config.raw_css)]
+app.serve_settings()
+served = [settings.perform_document_validation(), list(pn.config.raw_css)]
+print(json.dumps(dict(before=before, imported=imported, served=served, css=app.PAGE_CSS)))
+"""
+
+
+def test_importing_the_app_changes_no_global_setting_and_serving_does():
+    """A notebook or test that imports dashboard.app keeps Bokeh's document validation and Panel's CSS;
+    the app script's serve_settings (run by panel serve) switches validation off and adds the page CSS."""
+    import json
+    import subprocess
+    import sys
+
+    out = subprocess.run([sys.executable, "-c", SETTINGS], capture_output=True, text=True, timeout=300, check=True)
+    got = json.loads(out.stdout.strip().splitlines()[-1])
+    assert got["before"][0] is True and got["css"] not in got["before"][1]
+    assert got["imported"] == got["before"]
+    assert got["served"][0] is False and got["css"] in got["served"][1]

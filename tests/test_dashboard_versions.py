@@ -66,3 +66,29 @@ def test_minor_reads_major_and_minor():
     assert versions.minor("3.10.0rc1") == (3, 10)
     assert versions.minor("v1.9") == (1, 9)
     assert versions.minor("nightly") is None
+
+
+UNTESTED_BOKEH = """
+import dashboard.views  # the notebook API: no private names, no check
+from dashboard import versions
+real = versions.installed_version
+versions.installed_version = lambda name: "3.10.0" if name == "bokeh" else real(name)
+try:
+    import dashboard.bokeh_internals
+except Exception as exc:
+    print(type(exc).__name__, exc)
+else:
+    print("imported")
+"""
+
+
+def test_the_internals_module_refuses_an_untested_release_before_any_private_use():
+    """Every private Bokeh/Panel name is reached through dashboard.bokeh_internals, whose import checks the
+    releases first: with an untested Bokeh it raises VersionError naming the tested range."""
+    import subprocess
+    import sys
+
+    out = subprocess.run([sys.executable, "-c", UNTESTED_BOKEH], capture_output=True, text=True, timeout=300,
+                         check=True).stdout.strip()
+    assert out.startswith("VersionError bokeh 3.10.0 is installed, outside the tested range bokeh>=3.9,<3.10")
+    assert out.endswith("pip install 'bokeh>=3.9,<3.10' 'panel>=1.9,<1.10'")

@@ -109,10 +109,7 @@ def _path(graph: dict[str, set[str]], comp: set[str]) -> list[str]:
 
 # Cycles outside this test's reach, each with why it is still there; the test fails when one disappears, so that
 # the entry is removed with it.
-KNOWN = {
-    frozenset({"dashboard.profiles_page", "dashboard.profiles_views"}):
-        "profiles_views.more_views imports profiles_page.lean inside the function (issue 21, item 4)",
-}
+KNOWN: dict[frozenset[str], str] = {}
 
 
 def test_the_cycle_finder_finds_a_cycle_and_resolves_relative_imports(tmp_path):

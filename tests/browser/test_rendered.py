@@ -20,7 +20,7 @@ from bokeh.embed import components
 from bokeh.resources import CDN
 
 from dashboard import data, rendered
-from dashboard.app import PagePane
+from dashboard.bokeh_internals import PagePane
 from dashboard.clone import copy_layout
 from dashboard.export import orbits_content
 from dashboard.profiles_page import profiles_view

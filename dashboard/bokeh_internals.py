@@ -1,0 +1,91 @@
+"""Every use of a private Bokeh or Panel name in the dashboard, as small named functions and classes.
+
+The served app copies rendered pages below Bokeh's constructors (``dashboard.clone``), writes defaults
+as values (``dashboard.rendered``), hands a page to Panel without Panel's per-session walk
+(``PagePane``), and the exporter keeps Panel's bundles out of static pages (``BokehOnly``). Each of
+those reaches names that Bokeh and Panel may change in any minor release, so they all live here, and
+``tests/test_dashboard_layers.py`` fails on a private Bokeh/Panel name anywhere else in the dashboard.
+
+Importing this module first checks that the installed Bokeh and Panel are the tested releases
+(``dashboard.versions``): outside that range it raises ``VersionError`` naming the range, before any
+private name is touched.
+"""
+
+from __future__ import annotations
+
+from dashboard.versions import check_versions
+
+check_versions()
+
+import panel as pn  # noqa: E402 - after the version check, on purpose
+from bokeh.core.has_props import HasProps  # noqa: E402
+from bokeh.core.property.descriptors import PropertyDescriptor  # noqa: E402
+from bokeh.core.property.wrappers import PropertyValueContainer  # noqa: E402
+from bokeh.model import Model  # noqa: E402
+from bokeh.resources import Resources  # noqa: E402
+
+# the per-instance stores of HasProps: set values, instantiated unstable defaults and themed values
+_STORES = ("_property_values", "_unstable_default_values", "_unstable_themed_values")
+
+
+def blank(cls: type[Model]) -> Model:
+    """A new model of ``cls`` with a new id and no property initialised, as Bokeh's deserializer makes one."""
+    obj = cls.__new__(cls)
+    super(HasProps, obj).__init__()  # the document reference and callback managers
+    for store in _STORES:
+        setattr(obj, store, {})
+    obj._initialized = True
+    return obj
+
+
+def value_stores(m: Model) -> tuple[dict, dict, dict]:
+    """The dicts that hold ``m``'s set values, its instantiated unstable defaults and its themed values."""
+    return tuple(getattr(m, store) for store in _STORES)
+
+
+def adopt(value, owner: Model, descriptor: PropertyDescriptor):
+    """``value`` (a property's wrapped value) registered with ``owner`` if it is a container that tracks its
+    owners (a list, dict or set property value); returned."""
+    if isinstance(value, PropertyValueContainer):
+        value._register_owner(owner, descriptor)
+    return value
+
+
+def is_set(m: Model, name: str) -> bool:
+    """Whether property ``name`` of ``m`` holds a value of its own (set, or an unstable default made)."""
+    return name in m._property_values or name in m._unstable_default_values
+
+
+def set_value(m: Model, descriptor: PropertyDescriptor, value) -> None:
+    """Store ``value`` as ``m``'s value of ``descriptor``'s property without notifying anyone: no change
+    event, no document change (the model is not in a served document yet)."""
+    descriptor._set_value(m, value)
+
+
+class PagePane(pn.pane.Bokeh):
+    """The pane of a rendered page (``dashboard.rendered``) in a served session.
+
+    Panel's Bokeh pane rewrites the id of the pane's object to the session root's id in the code of every
+    CustomJS of the object, a walk over every model of the page, for every session. The pages' callbacks
+    (``dashboard/js/``) never name a model id, so this pane hands its object over as it is; in a notebook
+    (a comm) it is Panel's pane unchanged.
+    """
+
+    def _get_model(self, doc, root=None, parent=None, comm=None):
+        if root is None or comm is not None or self.object is None or self.object.document is not None:
+            return super()._get_model(doc, root, parent, comm)
+        self._models[root.ref["id"]] = (self.object, parent)
+        self._design.apply_bokeh_theme_to_model(self.object, self.theme)
+        return self.object
+
+
+class BokehOnly(Resources):
+    """BokehJS, its widgets and its tables (the head inspector's statistics) only.
+
+    Bokeh adds the ``__javascript__`` files of every model class registered in the process; once Panel
+    is imported that includes Panel's bundles, with server-relative paths a static page cannot load.
+    The pages hold only core Bokeh models, so they need none of them.
+    """
+
+    def _collect_external_resources(self, resource_attr) -> list[str]:
+        return []
