@@ -2,7 +2,8 @@
 
 Everything the browser needs per frame is computed here once, so the JavaScript only indexes arrays:
 the flat float32 positions, the first frame of each frame's trail, the radius in view per frame and
-panel, the colour of each head and the per-orbit verification rows.
+panel, the colour of each head, the per-orbit verification rows and each head's profile per frame
+(``head_profiles``; ``views.orbit_profile_positions`` projects them into the tetrahedron).
 
 Flat position layout: ``pos[((f * H + h) * P + p) * 2 + k]`` = coordinate k (0 = x, 1 = y) of head h
 in panel p at frame f (F frames, H heads, P panels).
@@ -10,10 +11,13 @@ in panel p at frame f (F frames, H heads, P panels).
 
 from __future__ import annotations
 
+import html
 from dataclasses import dataclass
 
 import numpy as np
 import xarray as xr
+
+from pipeline.schema import COORDINATES
 
 DEFAULT_TRAIL_EPOCHS = 250
 FIX_COMMAND = "python -m pipeline orbits --store PATH"
@@ -55,7 +59,8 @@ def positions(ds: xr.Dataset) -> np.ndarray:
 
 
 def pack_positions(pos: np.ndarray) -> np.ndarray:
-    """(F, H, P, 2) positions -> flat float32 array of length F * H * P * 2 (C order, see module doc)."""
+    """(F, H, P, 2) positions -> flat float32 array of length F * H * P * 2 (C order, see module doc); any
+    other shape is flattened the same way (the tetrahedron's (F, H, 6): x, y, a, b, c, d)."""
     return np.ascontiguousarray(pos, dtype=np.float32).reshape(-1)
 
 
@@ -86,6 +91,34 @@ def view_radii(pos: np.ndarray, starts: np.ndarray) -> np.ndarray:
     for f, s in enumerate(starts):
         out[f] = per_frame[s: f + 1].max(axis=0)
     return out
+
+
+def head_profiles(ds: xr.Dataset) -> np.ndarray | None:
+    """(F, H, 4) float64 profile (a, b, c, d) of every head at every frame (``head_profile``), coordinates in
+    that order whatever the stored order; None when the group has none (a run stored before it)."""
+    if "head_profile" not in ds:
+        return None
+    prof = ds["head_profile"]
+    if "coordinate" in prof.coords and set(map(str, prof["coordinate"].values)) == set(COORDINATES):
+        prof = prof.sel(coordinate=list(COORDINATES))
+    return np.asarray(prof.transpose("frame", "head", "coordinate").values, dtype=np.float64)
+
+
+def regenerate_command(ds: xr.Dataset) -> str:
+    """The command that wrote the run (the group's ``command`` attribute), or the generic one."""
+    command = ds.attrs.get("command")
+    return str(command) if isinstance(command, str) and command.strip() else FIX_COMMAND
+
+
+def code_html(text: str) -> str:
+    """Plain text as HTML: escaped, and each `backquoted` span a <code> span."""
+    parts = html.escape(text).split("`")
+    return "".join(f"<code>{p}</code>" if i % 2 else p for i, p in enumerate(parts))
+
+
+def no_profiles_note(ds: xr.Dataset) -> str:
+    """What the tetrahedron shows for a run stored without ``head_profile``; `code` marks the command."""
+    return f"This run was stored without frame profiles; regenerate it with `{regenerate_command(ds)}`."
 
 
 def orbit_labels(ds: xr.Dataset) -> np.ndarray:

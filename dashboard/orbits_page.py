@@ -1,14 +1,20 @@
-"""The orbits page: a client-side movie of every head's dot in each Fourier plane over training.
+"""The orbits page: a client-side movie of every head's dot in each Fourier plane over training, and of
+every head's profile in the tetrahedron beside them.
 
-``orbits_view(ds)`` returns a pure Bokeh layout; all interaction runs in the browser (CustomJS over
-shared ColumnDataSources), so it works served by Panel and in a static HTML file opened with file://.
-All frames' positions ship once as one float32 column (binary, base64 in a static file); each frame
-the JavaScript rewrites the dots, the trails, the axis ranges and the metrics line.
+``orbits_view(ds)`` returns a Bokeh layout built from ``dashboard.views`` (``orbit_polygons``,
+``orbit_tetrahedron``, ``training_metrics``, the search's views, rendered with ``views.render``); all
+interaction runs in the browser (CustomJS over shared ColumnDataSources, arguments in one ``ctx``,
+``page_models.PageModels``), so it works served by Panel and in a static HTML file opened with file://.
+All frames' positions ship once as float32 columns (binary, base64 in a static file); each frame the
+JavaScript rewrites the dots, the trails, the axis ranges and the metrics line.
 
 Named models for tests and benchmarks (``Bokeh.documents[0].get_model_by_name(NAME)``):
 ``orbits_frame`` (Slider, value = current frame index), ``orbits_play`` (Toggle), ``orbits_step``,
 ``orbits_step_back`` (Buttons), ``orbits_interval_ms`` (Spinner, ms per frame, read at every tick),
-``orbits_dots_{p}``, ``orbits_trails_{p}`` (the per-panel sources), ``orbits_info`` (Div).
+``orbits_dots_{p}``, ``orbits_trails_{p}`` (the per-panel sources), ``orbits_info`` (Div),
+``orbits_tetra_dots``, ``orbits_tetra_trails`` (the tetrahedron's sources; a run stored without
+``head_profile`` has the Div ``orbits_tetra_message`` instead), ``orbits_hypotheses`` (the search's
+hypotheses table, when the store has a search).
 ``page.evaluate(RECORD_FRAMES_JS)`` (playwright) then logs ``[frame, performance.now()]`` of every frame
 shown in ``window.__orbitsFrames``: the frame interval is the difference of successive times.
 """
@@ -25,24 +31,24 @@ from bokeh.models import (
     ColumnDataSource,
     CustomJS,
     Div,
-    HoverTool,
     LayoutDOM,
-    Range1d,
     Slider,
     Span,
     Spinner,
     Title,
     Toggle,
 )
-from bokeh.plotting import figure
 
 from dashboard import jscode, views
 from dashboard import orbits_frames as of
+from dashboard.page_models import PageModels
 from pipeline.schema import orbits_problems
 
 PANEL_PX = 240
 SIDE_PX = 430
 SEARCH_PX = 330  # each of the two search plots beside the reproduction table
+TETRA_PX = 320  # the tetrahedron's column beside the planes
+HYPOTHESES_PX = 1200
 
 WHAT_TO_LOOK_FOR = (
     "As training goes on, the heads of one orbit (one colour) settle on the vertices of a regular polygon "
@@ -58,6 +64,17 @@ PROFILES_NOTE = (
     "orbit experiment): each head's QK form on the 3-simplex."
 )
 
+TETRA_CAPTION = (
+    "Each head's profile (a, b, c, d) of W<sub>K</sub><sup>T</sup>W<sub>Q</sub> on the residual stream at the "
+    "frame shown, on the 3-simplex as on the profiles page, coloured as in the planes, with its trail."
+)
+
+HYPOTHESES_CAPTION = (
+    "<b>The search's hypotheses</b>, one row per recipe over its seeds: the heads of the frequency families at "
+    "k = 2 and 10 (a 12-head orbit's; it needs 12) and at k = 6 (a 4-head orbit's; it needs 4), the largest orbit "
+    "found, the mean held-out accuracy and the median equivariance error."
+)
+
 # For tests and benchmarks: page.evaluate(RECORD_FRAMES_JS) logs every frame shown in window.__orbitsFrames.
 RECORD_FRAMES_JS = jscode.code("record_frames")
 
@@ -70,9 +87,7 @@ EPSILON = (
 
 def message_view(text: str) -> Div:
     """The page shown instead of the movie when the store cannot feed it (text is plain, escaped here)."""
-    parts = html.escape(text).split("`")  # `code` spans become <code>
-    body = "".join(f"<code>{p}</code>" if i % 2 else p for i, p in enumerate(parts))
-    return Div(text=f"<h3>Orbits</h3><p>{body}</p>", name="orbits_message", width=700)
+    return Div(text=f"<h3>Orbits</h3><p>{of.code_html(text)}</p>", name="orbits_message", width=700)
 
 
 def frame_state(pos: np.ndarray, starts: np.ndarray, radii: np.ndarray, f: int, p: int):
@@ -164,6 +179,36 @@ def _search_and_reproduction(ds: xr.Dataset, search: xr.Dataset | None) -> list:
     return [table, plot]
 
 
+def _tetrahedron(ds: xr.Dataset, f0: int, movie: PageModels) -> LayoutDOM:
+    """``views.orbit_tetrahedron`` at frame f0, moved with the slider (orbits_tetra.js) from every frame's
+    projected profiles, shipped once (``orbits_tetra_positions``); the message when the run has no profiles."""
+    xy = views.orbit_profile_positions(ds)
+    if xy is None:
+        return Div(text=f"<p style='font-size:12px'><b>The heads on the 3-simplex.</b> "
+                        f"{of.code_html(of.no_profiles_note(ds))}</p>", width=TETRA_PX, name="orbits_tetra_message")
+    fig = views.render(views.orbit_tetrahedron(ds, frame=f0, size=TETRA_PX - 20))
+    both = np.concatenate([xy, of.head_profiles(ds)], axis=-1)  # (F, H, 6): x, y, a, b, c, d
+    store = ColumnDataSource({"pos": of.pack_positions(both)}, name="orbits_tetra_positions")
+    dots, trails = (fig.select_one({"name": f"orbits_tetra_{k}"}) for k in ("dots", "trails"))
+    movie.slider.js_on_change("value", CustomJS(args=dict(ctx=movie.but(store=store, dots=dots, trails=trails).args()),
+                                                code=jscode.code("orbits_tetra")))
+    caption = Div(text=f"<p style='font-size:12px;margin:0'>{TETRA_CAPTION}</p>", width=TETRA_PX,
+                  name="orbits_tetra_caption")
+    return column(fig, caption, width=TETRA_PX)
+
+
+def _hypotheses(search: xr.Dataset | None) -> list:
+    """The search's hypotheses, one row per recipe (``views.hypotheses_table``), under a one-line caption;
+    nothing without a search (the search plots above say so)."""
+    if not views.hypotheses(search):
+        return []
+    table = views.render(views.hypotheses_table(search, width=HYPOTHESES_PX))
+    table.name = "orbits_hypotheses"
+    caption = Div(text=f"<p style='font-size:12px;margin:0'>{HYPOTHESES_CAPTION}</p>", width=HYPOTHESES_PX,
+                  name="orbits_hypotheses_caption")
+    return [caption, table]
+
+
 def orbits_view(ds: xr.Dataset | None, interval_ms: int = 120, hold_ms: int = 1500,
                 panel_px: int = PANEL_PX, search: xr.Dataset | None = None) -> LayoutDOM:
     """The orbits movie as a Bokeh layout (pure client-side; works in a static file with no server).
@@ -189,48 +234,27 @@ def orbits_view(ds: xr.Dataset | None, interval_ms: int = 120, hold_ms: int = 15
     radii = of.view_radii(pos, starts)
     metrics = of.metric_columns(ds)
     orbit = of.orbit_labels(ds)
-    _, head_colour = of.orbit_colours(orbit)
     f0 = F - 1  # open on the last frame: the orbits as trained
 
     store = ColumnDataSource({"pos": of.pack_positions(pos)}, name="orbits_positions")
     frames = ColumnDataSource({"epoch": epochs, "start": starts, **metrics,
                                **{f"r{p}": radii[:, p] for p in range(P)}}, name="orbits_frames")
-    draw_order = np.argsort(orbit >= 0, kind="stable")  # gray heads first, so orbits draw on top
-    orbit_name = [str(o) if o >= 0 else "none" for o in orbit[draw_order]]
-    figs, dots, trails, xranges, yranges = [], [], [], [], []
-    for p in range(P):
-        d, tr, r = frame_state(pos, starts, radii, f0, p)
-        xr_, yr_ = Range1d(-r, r), Range1d(-r, r)
-        fig = figure(frame_width=panel_px, frame_height=panel_px, x_range=xr_, y_range=yr_, tools="",
-                     toolbar_location=None, title=of.panel_title(ds, p), min_border=4)
-        fig.title.text_font_size = "10.5px"
+    figs = [views.render(panel) for panel in views.orbit_polygons(ds, frame=f0, panel_px=panel_px)]
+    for p, fig in enumerate(figs):
         sub = of.panel_subtitle(ds, p)
         if sub:
             fig.add_layout(Title(text=sub, text_font_size="9.5px", text_font_style="normal", text_color="#555"),
                            "above")
-        fig.axis.major_label_text_font_size = "8px"
+        fig.title.text_font_size = "10.5px"
         fig.grid.grid_line_alpha = 0.3
-        for dim in ("width", "height"):
-            fig.add_layout(Span(location=0, dimension=dim, line_color="#444", line_width=0.7, line_alpha=0.7))
-        src_t = ColumnDataSource({"xs": [tr[h][:, 0] for h in draw_order], "ys": [tr[h][:, 1] for h in draw_order],
-                                  "colour": [head_colour[h] for h in draw_order],
-                                  "alpha": np.where(orbit[draw_order] >= 0, 0.55, 0.22)}, name=f"orbits_trails_{p}")
-        fig.multi_line("xs", "ys", source=src_t, line_color="colour", line_alpha="alpha", line_width=1.3)
-        src_d = ColumnDataSource({"x": d[draw_order, 0], "y": d[draw_order, 1], "head": draw_order.astype(np.int32),
-                                  "orbit": orbit_name, "colour": [head_colour[h] for h in draw_order]},
-                                 name=f"orbits_dots_{p}")
-        glyph = fig.scatter("x", "y", source=src_d, fill_color="colour", line_color="white", line_width=0.5,
-                            size=8)
-        fig.add_tools(HoverTool(renderers=[glyph], tooltips=[("head", "@head"), ("orbit", "@orbit")]))
-        figs.append(fig)
-        dots.append(src_d)
-        trails.append(src_t)
-        xranges.append(xr_)
-        yranges.append(yr_)
+        fig.min_border = 4
+    dots = [fig.select_one({"name": f"orbits_dots_{p}"}) for p, fig in enumerate(figs)]
+    trails = [fig.select_one({"name": f"orbits_trails_{p}"}) for p, fig in enumerate(figs)]
     # rows of two in a column, not gridplot: a GridPlot nested in Panel's layouts renders empty (bokeh#13384)
     grid = column(*[row(*figs[i:i + 2]) for i in range(0, len(figs), 2)], name="orbits_panels")
 
-    info = Div(text=_info_html(epochs[f0], f0, F, metrics), name="orbits_info", width=2 * panel_px + SIDE_PX)
+    info = Div(text=_info_html(epochs[f0], f0, F, metrics), name="orbits_info",
+               width=2 * panel_px + TETRA_PX + SIDE_PX)
     slider = Slider(start=0, end=max(F - 1, 1), value=f0, step=1, title="frame", name="orbits_frame",
                     disabled=F < 2, width=2 * panel_px - 250, show_value=False)
     play = Toggle(label="▶ Play", active=False, name="orbits_play", width=80, disabled=F < 2)
@@ -239,22 +263,23 @@ def orbits_view(ds: xr.Dataset | None, interval_ms: int = 120, hold_ms: int = 15
     speed = Spinner(value=interval_ms, low=1, step=10, width=70, name="orbits_interval_ms")
     charts, cursors = _metrics_figures(ds, epochs)
 
-    update = CustomJS(args=dict(frames=frames, store=store, dots=dots, trails=trails, xr=xranges, yr=yranges,
-                                info=info, cursors=cursors, slider=slider, H=H, P=P),
-                      code=jscode.code("orbits_update"))
-    slider.js_on_change("value", update)
-    play.js_on_change("active", CustomJS(args=dict(slider=slider, play=play, speed=speed, hold_ms=hold_ms),
+    movie = PageModels(frames=frames, slider=slider, play=play, H=H)
+    slider.js_on_change("value", CustomJS(args=dict(ctx=movie.but(
+        store=store, dots=dots, trails=trails, xr=[f.x_range for f in figs], yr=[f.y_range for f in figs], info=info,
+        cursors=cursors, P=P).args()), code=jscode.code("orbits_update")))
+    tetra = _tetrahedron(ds, f0, movie)
+    play.js_on_change("active", CustomJS(args=dict(ctx=movie.but(speed=speed, hold_ms=hold_ms).args()),
                                          code=jscode.code("orbits_play")))
-    back.js_on_click(CustomJS(args=dict(slider=slider, play=play, step=-1), code=jscode.code("orbits_step")))
-    step.js_on_click(CustomJS(args=dict(slider=slider, play=play, step=1), code=jscode.code("orbits_step")))
-    tap = CustomJS(args=dict(frames=frames, slider=slider, play=play), code=jscode.code("orbits_tap"))
+    back.js_on_click(CustomJS(args=dict(ctx=movie.but(step=-1).args()), code=jscode.code("orbits_step")))
+    step.js_on_click(CustomJS(args=dict(ctx=movie.but(step=1).args()), code=jscode.code("orbits_step")))
+    tap = CustomJS(args=dict(ctx=movie.args()), code=jscode.code("orbits_tap"))
     for chart in charts:
         chart.js_on_event("tap", tap)
 
     n_orbits = len(of.orbit_order(orbit))
     header = Div(text=(f"<h3 style='margin:0'>Orbits of C<sub>24</sub>: {H} heads, {n_orbits} orbit"
                        f"{'s' if n_orbits != 1 else ''}, {F} frames (trails: last "
-                       f"{of.trail_epochs(ds):g} epochs)</h3>"), width=2 * panel_px + SIDE_PX)
+                       f"{of.trail_epochs(ds):g} epochs)</h3>"), width=2 * panel_px + TETRA_PX + SIDE_PX)
     look = Div(text=f"<p style='font-size:12px;margin:0'><b>What to look for.</b> {WHAT_TO_LOOK_FOR}</p>",
                width=SIDE_PX)
     table = Div(text=_verification_html(ds, orbit), width=SIDE_PX, name="orbits_verification")
@@ -262,6 +287,6 @@ def orbits_view(ds: xr.Dataset | None, interval_ms: int = 120, hold_ms: int = 15
     controls = row(play, back, step, slider, label, speed)
     side = column(look, *charts, table, width=SIDE_PX)
     notes = Div(text=f"<p style='font-size:12px'>{EPSILON}</p><p style='font-size:12px'>{PROFILES_NOTE}</p>",
-                width=2 * panel_px + SIDE_PX, name="orbits_notes")
-    return column(header, controls, info, row(grid, side), row(*_search_and_reproduction(ds, search)), notes,
-                  name="orbits_view")
+                width=2 * panel_px + TETRA_PX + SIDE_PX, name="orbits_notes")
+    return column(header, controls, info, row(grid, tetra, side), row(*_search_and_reproduction(ds, search)),
+                  *_hypotheses(search), notes, name="orbits_view")

@@ -33,6 +33,7 @@ face are computed by ``dashboard.geometry``; the i.i.d. Gaussian baselines are i
 from __future__ import annotations
 
 import html
+import re
 import threading
 import warnings
 
@@ -807,12 +808,46 @@ def _orbits_ready(orbits: xr.Dataset) -> xr.Dataset:
     return of.sorted_by_epoch(of.run_panels(orbits))
 
 
+def _named_sources(names: dict[str, str], figure: str | None = None):
+    """A render hook: names the data source of each overlaid element by its group ({group: name}), and the
+    figure, so that a page finds them by name and drives them from the browser."""
+    def hook(plot, element):
+        parts = {key[0]: sub for key, sub in plot.subplots.items()}
+        for group, name in names.items():
+            parts[group].handles["cds"].name = name
+        if figure is not None:
+            plot.state.name = figure
+    return hook
+
+
+def _trails(xy: np.ndarray, starts: np.ndarray, f: int, order: np.ndarray, colour: list[str], orbit: np.ndarray,
+            group: str) -> hv.Contours:
+    """One line per head (in ``order``) through its positions ``xy`` (F, H, 2) at frames start[f] .. f, in its
+    orbit's colour (no orbit: fainter). Contours, not Path: Path splits a line with its own colour into segments."""
+    return hv.Contours([{"x": xy[starts[f]: f + 1, h, 0], "y": xy[starts[f]: f + 1, h, 1], "colour": colour[h],
+                         "alpha": 0.55 if orbit[h] >= 0 else 0.22} for h in order],
+                       vdims=["colour", "alpha"], group=group).opts(color=hv.dim("colour"), alpha=hv.dim("alpha"),
+                                                                    line_width=1.3, default_tools=[])
+
+
+def _dots(x: np.ndarray, y: np.ndarray, order: np.ndarray, colour: list[str], orbit: np.ndarray, group: str,
+          extra: dict | None = None, tips: tuple = ()) -> hv.Points:
+    """The heads (in ``order``) at (x, y), in their orbit's colour, with head and orbit on hover."""
+    data = dict(x=x, y=y, head=order.astype(np.int32), orbit=[str(o) if o >= 0 else "none" for o in orbit[order]],
+                colour=[colour[h] for h in order]) | (extra or {})
+    hover = HoverTool(tooltips=[("head", "@head"), ("orbit", "@orbit"), *tips])
+    return hv.Points(data, ["x", "y"], [k for k in data if k not in ("x", "y")], group=group).opts(
+        color=hv.dim("colour"), line_color="white", line_width=0.5, size=8, default_tools=[], tools=[hover])
+
+
 def orbit_polygons(orbits: xr.Dataset, frame: int = -1, trail_epochs: float | None = None,
                    panel_px: int = 230) -> hv.Layout:
     """Every head as a dot in each Fourier plane at one frame, coloured by orbit, with its recent trail.
 
     ``frame``: an index into the frames in epoch order (-1 = the last). ``trail_epochs``: how far back the
-    trails reach (default: the group's ``trail_epochs`` attribute).
+    trails reach (default: the group's ``trail_epochs`` attribute). Panel p's sources are named
+    ``orbits_dots_{p}`` (x, y, head, orbit, colour; heads in no orbit first) and ``orbits_trails_{p}`` (one line
+    per head, in the dots' order), its figure ``orbits_panel_{p}``.
     """
     ds = _orbits_ready(orbits)
     pos = of.positions(ds)
@@ -827,23 +862,93 @@ def orbit_polygons(orbits: xr.Dataset, frame: int = -1, trail_epochs: float | No
     plots = []
     for p in range(P):
         r = 1.1 * radii[f, p] if radii[f, p] > 0 else 1.0
-        trails = hv.Path([{"x": pos[starts[f]: f + 1, h, p, 0], "y": pos[starts[f]: f + 1, h, p, 1],
-                           "colour": colour[h], "alpha": 0.55 if orbit[h] >= 0 else 0.22} for h in order],
-                         vdims=["colour", "alpha"], group="Trails").opts(color=hv.dim("colour"), alpha=hv.dim("alpha"),
-                                                                         line_width=1.3)
-        dots = hv.Points(dict(x=pos[f, order, p, 0], y=pos[f, order, p, 1], head=order.astype(np.int32),
-                              orbit=[str(o) if o >= 0 else "none" for o in orbit[order]],
-                              colour=[colour[h] for h in order]), ["x", "y"], ["head", "orbit", "colour"],
-                         group="Dots").opts(color=hv.dim("colour"), line_color="white", line_width=0.5, size=8,
-                                            tools=[HoverTool(tooltips=[("head", "@head"), ("orbit", "@orbit")])])
+        trails = _trails(pos[:, :, p, :], starts, f, order, colour, orbit, "Trails")
+        dots = _dots(pos[f, order, p, 0], pos[f, order, p, 1], order, colour, orbit, "Dots")
         title = of.panel_title(ds, p)
         plots.append((trails * dots * hv.HLine(0) * hv.VLine(0)).opts(
-            hv.opts.HLine(color="#444", line_width=0.7, alpha=0.7), hv.opts.VLine(color="#444", line_width=0.7,
-                                                                                  alpha=0.7),
+            hv.opts.HLine(color="#444", line_width=0.7, alpha=0.7, default_tools=[]),
+            hv.opts.VLine(color="#444", line_width=0.7, alpha=0.7, default_tools=[]),
             hv.opts.Overlay(frame_width=panel_px, frame_height=panel_px, xlim=(-r, r), ylim=(-r, r), title=title,
                             fontsize={"title": "9.5pt", "ticks": "7pt"}, default_tools=[], toolbar=None,
-                            xlabel="", ylabel="", show_legend=False)))
+                            xlabel="", ylabel="", show_legend=False,
+                            hooks=[_named_sources({"Trails": f"orbits_trails_{p}", "Dots": f"orbits_dots_{p}"},
+                                                  f"orbits_panel_{p}")])))
     return hv.Layout(plots).cols(2).opts(shared_axes=False)
+
+
+def orbit_profile_positions(orbits: xr.Dataset, azimuth: float = g.DEFAULT_AZIMUTH,
+                            elevation: float = g.DEFAULT_ELEVATION) -> np.ndarray | None:
+    """(F, H, 2): every head's profile at every frame (frames in epoch order) projected into the tetrahedron
+    as ``tetrahedron`` draws it (``heads_table``); None when the group has no ``head_profile``."""
+    ds = _orbits_ready(orbits)
+    prof = of.head_profiles(ds)
+    if prof is None:
+        return None
+    F, H, _ = prof.shape
+    t = heads_table(prof, azimuth, elevation)  # the frames stand where a model's layers would
+    return np.stack([t["x"], t["y"]], axis=-1).reshape(F, H, 2)
+
+
+def _simplex_outline(azimuth: float, elevation: float, group: str) -> tuple[hv.Segments, hv.Points]:
+    """The tetrahedron's edges and vertices (``geometry.VERTICES``, ``EDGES``) as the camera sees them; the
+    vertices' source holds ``label`` and ``dy`` for the labels ``_vertex_labels`` draws."""
+    vx, vy = g.project(g.VERTICES, azimuth, elevation)
+    e = edge_indices()
+    i, j = np.array(e["edge_i"]), np.array(e["edge_j"])
+    edges = hv.Segments(dict(x0=vx[i], y0=vy[i], x1=vx[j], y1=vy[j]), ["x0", "y0", "x1", "y1"],
+                        group=f"{group}Edges").opts(color="#5b6270", line_width=1.5, alpha=0.8, default_tools=[])
+    vertices = hv.Points(dict(x=vx, y=vy, label=list(g.VERTEX_SHORT), full=list(g.VERTEX_LABELS),
+                              dy=g.label_offsets(vy)), ["x", "y"], ["label", "full", "dy"],
+                         group=f"{group}Vertices").opts(color="#222831", marker="diamond", size=9, default_tools=[],
+                                                        tools=[HoverTool(tooltips=[("vertex", "@full")])])
+    return edges, vertices
+
+
+def _vertex_labels(group: str):
+    """A render hook: the vertex labels of ``_simplex_outline(..., group)``, above or below their vertex."""
+    def hook(plot, element):
+        parts = {key[0]: sub for key, sub in plot.subplots.items()}
+        plot.state.text("x", "y", text="label", source=parts[f"{group}Vertices"].handles["cds"], y_offset="dy",
+                        text_align="center", text_baseline="middle", text_font_size="9pt", text_color="#222831",
+                        text_font_style="bold", background_fill_color="#ffffff", background_fill_alpha=0.75)
+    return hook
+
+
+def orbit_tetrahedron(orbits: xr.Dataset, frame: int = -1, trail_epochs: float | None = None,
+                      azimuth: float = g.DEFAULT_AZIMUTH, elevation: float = g.DEFAULT_ELEVATION, size: int = 280):
+    """Every head's profile (a, b, c, d) of W_K^T W_Q at one frame as a dot in the 3-simplex, projected as
+    ``tetrahedron`` projects a model's heads, coloured by orbit as in ``orbit_polygons`` (gray: no orbit), with
+    its trail over the last ``trail_epochs`` epochs (default: the group's ``trail_epochs`` attribute).
+
+    ``frame``: an index into the frames in epoch order (-1 = the last). Sources ``orbits_tetra_dots`` (x, y,
+    head, orbit, colour, a..d; heads in no orbit first) and ``orbits_tetra_trails`` (one line per head, in the
+    dots' order); figure ``orbits_tetrahedron``. A run stored without ``head_profile`` gives a message with the
+    command that regenerates it (the group's ``command`` attribute).
+    """
+    ds = _orbits_ready(orbits)
+    prof = of.head_profiles(ds)
+    if prof is None:
+        return hv.Div(f"<p class='note'>{of.code_html(of.no_profiles_note(ds))}</p>").opts(width=size, height=80)
+    xy = orbit_profile_positions(ds, azimuth, elevation)
+    F = xy.shape[0]
+    f = int(frame) % F
+    epochs = np.asarray(ds["epoch"].values)
+    starts = of.trail_starts(epochs, of.trail_epochs(ds) if trail_epochs is None else float(trail_epochs))
+    orbit = of.orbit_labels(ds)
+    _, colour = of.orbit_colours(orbit)
+    order = np.argsort(orbit >= 0, kind="stable")  # heads in no orbit first, so orbits draw on top
+    edges, vertices = _simplex_outline(azimuth, elevation, "Tetra")
+    trails = _trails(xy, starts, f, order, colour, orbit, "TetraTrails")
+    coords = {c: prof[f, order, k] for k, c in enumerate(g.COORDS)}
+    dots = _dots(xy[f, order, 0], xy[f, order, 1], order, colour, orbit, "TetraDots", coords,
+                 tuple((c, f"@{c}{{0.000}}") for c in g.COORDS))
+    lim = g.VIEW_LIMIT
+    names = {"TetraDots": "orbits_tetra_dots", "TetraTrails": "orbits_tetra_trails"}
+    return (edges * vertices * trails * dots).opts(
+        hv.opts.Overlay(frame_width=size, frame_height=size, xlim=(-lim, lim), ylim=(-lim, lim), xaxis=None,
+                        yaxis=None, show_grid=False, default_tools=[], toolbar=None, show_legend=False,
+                        title="each head's W_Kᵀ W_Q profile", fontsize={"title": "9.5pt"},
+                        hooks=[_named_sources(names, "orbits_tetrahedron"), _vertex_labels("Tetra")]))
 
 
 def training_metrics(orbits: xr.Dataset, width: int = 430) -> hv.Layout:
@@ -961,6 +1066,82 @@ def reproduction_table(orbits: xr.Dataset) -> hv.Table:
         width=430, height=200)
 
 
+
+# --------------------------------------------------------------- the search's hypotheses, one row each
+
+SEED_SUFFIX = re.compile(r"-s\d+$")
+HYPOTHESIS_KS = (2, 10, 6)  # a 12-orbit's key frequencies (2 or 10) and a 4-orbit's (6)
+
+
+def recipe_label(run: str) -> str:
+    """A searched run's recipe: its name without the ``-sSEED`` suffix (``long+qk_init_scale=0.5-s9`` ->
+    ``long+qk_init_scale=0.5``)."""
+    return SEED_SUFFIX.sub("", str(run))
+
+
+def hypotheses(search: xr.Dataset | None) -> list[dict]:
+    """One row per recipe of the ``orbits_search`` group (``recipe_label``; labels sorted), over its runs:
+    ``hypothesis`` (the label), ``runs``; for k in ``HYPOTHESIS_KS`` the frequency family at k (``family_heads``:
+    the merged live heads whose strongest key frequency is k) as ``k{k}_max`` and ``k{k}_mean``; ``tol`` (the
+    strictest stored tolerance, 2%) and ``largest_orbit``, the largest orbit found within it in any run (0:
+    none); ``heldout``, the mean held-out accuracy, and ``e3``, the median equivariance error (runs without a
+    value left out). [] without a search."""
+    if search is None or any(v not in search for v in ("family_heads", "orbit_count")):
+        return []
+    labels = np.array([recipe_label(r) for r in search["run"].values], dtype=object)
+    k = [int(x) for x in search["k"].values]
+    fam = np.asarray(search["family_heads"].transpose("run", "k").values)
+    t = int(np.argmin(np.asarray(search["tol"].values, dtype=float)))
+    found = np.asarray(search["orbit_count"].transpose("run", "tol", "size").values)[:, t, :] > 0
+    sizes = np.asarray(search["size"].values, dtype=int)
+    held = np.asarray(search["heldout_accuracy"].values, dtype=float)
+    e3 = np.asarray(search["e3"].values, dtype=float)
+    rows = []
+    for label in sorted(set(labels)):
+        runs = np.flatnonzero(labels == label)
+        row = {"hypothesis": label, "runs": len(runs)}
+        for kk in HYPOTHESIS_KS:
+            heads = fam[runs, k.index(kk)]
+            row[f"k{kk}_max"], row[f"k{kk}_mean"] = int(heads.max()), float(heads.mean())
+        row["tol"] = float(search["tol"].values[t])
+        row["largest_orbit"] = int(sizes[found[runs].any(axis=0)].max(initial=0))
+        row["heldout"] = float(np.nanmean(held[runs])) if np.isfinite(held[runs]).any() else float("nan")
+        row["e3"] = float(np.nanmedian(e3[runs])) if np.isfinite(e3[runs]).any() else float("nan")
+        rows.append(row)
+    return rows
+
+
+def hypotheses_table(search: xr.Dataset | None, width: int = 1200):
+    """``hypotheses`` as a HoloViews table: the family heads at each k as "max / mean", the largest orbit within
+    the strictest tolerance, the mean held-out accuracy and the median equivariance error (E3); a message when
+    the store has no ``orbits_search`` group."""
+    rows = hypotheses(search)
+    if not rows:
+        return hv.Div(NO_SEARCH).opts(width=width, height=50)
+    tol = rows[0]["tol"]
+
+    def pct(v):
+        return f"{v:.1%}" if np.isfinite(v) else "—"
+
+    table = [(r["hypothesis"], r["runs"], *(f"{r[f'k{k}_max']} / {r[f'k{k}_mean']:.1f}" for k in HYPOTHESIS_KS),
+              str(r["largest_orbit"]) if r["largest_orbit"] else "none", pct(r["heldout"]),
+              f"{r['e3']:.1e}" if np.isfinite(r["e3"]) else "—") for r in rows]
+    vdims = [hv.Dimension("runs"),
+             *(hv.Dimension(f"k{k}", label=f"k = {k}: max / mean") for k in HYPOTHESIS_KS),
+             hv.Dimension("largest", label=f"largest orbit ≤ {tol:.0%}"),
+             hv.Dimension("heldout", label="held-out (mean)"), hv.Dimension("e3", label="E3 (median)")]
+    return hv.Table(table, [hv.Dimension("hypothesis", label="recipe (run names without -sSEED)")], vdims).opts(
+        width=width, height=min(30 + 25 * len(rows), 800), hooks=[_hypotheses_columns])
+
+
+def _hypotheses_columns(plot, element) -> None:
+    """A render hook: no index column, and the recipe column wide enough for the longest label (the columns
+    share the table's width in proportion to their widths)."""
+    table = plot.handles["table"]
+    table.index_position = None
+    for column, w in zip(table.columns, (560, 45, 110, 110, 110, 120, 95, 95), strict=False):
+        column.width = w
+
 __all__ = [
     "baseline_html",
     "compare_depth",
@@ -972,14 +1153,19 @@ __all__ = [
     "head_inspector",
     "heads_table",
     "histograms",
+    "hypotheses",
+    "hypotheses_table",
     "kv_heads",
     "layer_type_map",
     "layer_heatmaps",
     "orbit_polygons",
+    "orbit_profile_positions",
+    "orbit_tetrahedron",
     "parity_selection",
     "parity_spectra",
     "parity_spectra_figure",
     "profile_array",
+    "recipe_label",
     "render",
     "reproduction",
     "reproduction_table",

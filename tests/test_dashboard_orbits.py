@@ -1,4 +1,5 @@
-"""The orbits page: data packing for the client-side movie, colours, verification, and robustness.
+"""The orbits page: data packing for the client-side movie, colours, verification, the heads' profiles in the
+tetrahedron, the search's hypotheses table, and robustness.
 
 The browser behaviour (playing, looping, the JavaScript twin of ``frame_state``) is tested in
 tests/browser/test_orbits_page.py; here everything is checked in Python against independent
@@ -11,6 +12,7 @@ import base64
 import gzip
 import json
 
+import holoviews as hv
 import numpy as np
 import pytest
 import xarray as xr
@@ -18,6 +20,7 @@ from bokeh.embed import json_item
 from bokeh.models import ColumnDataSource, Div, GridPlot, Slider
 
 from dashboard import orbits_frames as of
+from dashboard import views
 from dashboard.orbits_page import frame_state, orbits_view
 from pipeline import store
 from tests.browser.conftest import synthetic_orbits_dataset
@@ -299,3 +302,195 @@ def test_only_the_runs_own_panels_are_shown_when_the_store_marks_them(tmp_path):
     titles = [f.title.text for r in grid.children for f in r.children]
     keep = np.flatnonzero(role == "run")
     assert titles == [of.panel_title(ds, p) for p in keep]
+
+
+# ------------------------------------------------------------------------------- the tetrahedron
+
+
+def with_profiles(ds: xr.Dataset, seed: int = 3) -> xr.Dataset:
+    """``ds`` with a ``head_profile`` (frame, head, coordinate): Dirichlet points, head 31 dead (NaN), stored in
+    the coordinate order d, c, b, a (the readers must reorder)."""
+    rng = np.random.default_rng(seed)
+    F, H = ds.sizes["frame"], ds.sizes["head"]
+    prof = rng.dirichlet(np.ones(4), size=(F, H))
+    prof[:, H - 1] = np.nan
+    return ds.assign(head_profile=(("frame", "head", "coordinate"), prof[:, :, ::-1].copy())).assign_coords(
+        coordinate=("coordinate", np.array(["d", "c", "b", "a"], dtype=object)))
+
+
+def screen(profile: np.ndarray, azimuth: float = 30.0, elevation: float = 20.0) -> np.ndarray:
+    """(..., 4) profiles -> (..., 2) screen positions, computed here with rotation matrices: the regular
+    tetrahedron with vertices a = (1,1,1), b = (1,-1,-1), c = (-1,1,-1), d = (-1,-1,1) over sqrt(3), turned by
+    the azimuth about z, then by -elevation about x (a camera raised by the elevation looks down on it); screen
+    x is the turned x axis, screen y the turned z axis."""
+    V = np.array([[1, 1, 1], [1, -1, -1], [-1, 1, -1], [-1, -1, 1]]) / np.sqrt(3)
+    az, el = np.radians(azimuth), np.radians(elevation)
+    Rz = np.array([[np.cos(az), -np.sin(az), 0], [np.sin(az), np.cos(az), 0], [0, 0, 1]])
+    Rx = np.array([[1, 0, 0], [0, np.cos(el), np.sin(el)], [0, -np.sin(el), np.cos(el)]])  # the camera looks down
+    p = (Rx @ Rz @ (profile @ V)[..., None])[..., 0]
+    return np.stack([p[..., 0], p[..., 2]], axis=-1)
+
+
+def _tetra_sources(fig) -> dict:
+    return {m.name: m.data for m in fig.references() if isinstance(m, ColumnDataSource) and m.name}
+
+
+def test_profile_positions_are_the_projected_profiles_in_epoch_order():
+    ds = with_profiles(planted_orbits())
+    prof = ds["head_profile"].sel(coordinate=["a", "b", "c", "d"]).values
+    shuffled = ds.isel(frame=np.random.default_rng(2).permutation(ds.sizes["frame"]))
+    xy = views.orbit_profile_positions(shuffled)
+    np.testing.assert_allclose(xy, screen(prof), atol=1e-12)  # NaN where the head is dead
+    np.testing.assert_allclose(views.orbit_profile_positions(ds, 75.0, -10.0), screen(prof, 75.0, -10.0), atol=1e-12)
+    # as the profiles page's tetrahedron draws the same profiles (frame 5's heads as one layer)
+    page = views.render(views.tetrahedron(prof[5][None, :, None, :]))
+    heads = next(m for m in page.references() if isinstance(m, ColumnDataSource) and m.name == "heads").data
+    np.testing.assert_allclose(np.stack([heads["x"], heads["y"]], axis=-1), xy[5], atol=1e-12)
+    assert views.orbit_profile_positions(planted_orbits()) is None
+
+
+@pytest.mark.parametrize("frame", [-1, 0, 9])
+def test_tetrahedron_view_draws_each_frames_profiles_trails_and_orbit_colours(frame):
+    ds = with_profiles(planted_orbits())
+    prof = ds["head_profile"].sel(coordinate=["a", "b", "c", "d"]).values
+    F, H = prof.shape[:2]
+    f = frame % F
+    fig = views.render(views.orbit_tetrahedron(ds, frame=frame))
+    assert fig.name == "orbits_tetrahedron"
+    src = _tetra_sources(fig)
+    dots, trails = src["orbits_tetra_dots"], src["orbits_tetra_trails"]
+    heads = np.asarray(dots["head"])
+    assert sorted(heads) == list(range(H))
+    xy = screen(prof)
+    np.testing.assert_allclose(np.stack([dots["x"], dots["y"]], axis=-1), xy[f, heads], atol=1e-12)
+    for c, k in zip("abcd", range(4), strict=True):
+        np.testing.assert_allclose(dots[c], prof[f, heads, k])
+    # orbit colours as in the planes: the 12-head orbit (label 1) blue, the 4-head orbit orange, the rest gray
+    want = {h: "#1f77b4" if h < 12 else "#ff7f0e" if h < 16 else of.NO_ORBIT for h in range(H)}
+    assert [dots["colour"][i] for i in range(H)] == [want[h] for h in heads]
+    assert list(heads[:16]) == list(range(16, 32))  # heads in no orbit are drawn first (under the orbits)
+    # trails: the frames within the group's 250 epochs before frame f, one line per head in the dots' order
+    epochs = ds["epoch"].values
+    within = [g for g in range(f + 1) if epochs[f] - epochs[g] <= 250]
+    assert len(trails["xs"]) == H
+    for i, h in enumerate(heads):
+        np.testing.assert_allclose(trails["xs"][i], xy[within, h, 0], atol=1e-12)
+        np.testing.assert_allclose(trails["ys"][i], xy[within, h, 1], atol=1e-12)
+    short = _tetra_sources(views.render(views.orbit_tetrahedron(ds, frame=frame, trail_epochs=30)))
+    n = len([g for g in range(f + 1) if epochs[f] - epochs[g] <= 30])  # 25 epochs apart: 2 frames, 1 at frame 0
+    assert {len(x) for x in short["orbits_tetra_trails"]["xs"]} == {n}
+
+
+def test_tetrahedron_vertices_are_the_profiles_pages():
+    fig = views.render(views.orbit_tetrahedron(with_profiles(planted_orbits())))
+    vertices = next(m.data for m in fig.references() if isinstance(m, ColumnDataSource) and "label" in m.data)
+    np.testing.assert_allclose(np.stack([vertices["x"], vertices["y"]], axis=-1), screen(np.eye(4)), atol=1e-12)
+    page = views.render(views.tetrahedron(np.full((1, 1, 1, 4), 0.25)))
+    theirs = next(m.data for m in page.references() if isinstance(m, ColumnDataSource) and m.name == "tetra_vertices")
+    assert list(vertices["label"]) == list(theirs["label"])
+
+
+def test_tetrahedron_without_profiles_names_the_command_that_records_them():
+    ds = planted_orbits()
+    ds.attrs["command"] = "python -m pipeline orbits --recipe long --seed 9"
+    div = views.orbit_tetrahedron(ds)
+    assert isinstance(div, hv.Div)
+    assert "stored without frame profiles" in div.data
+    assert "<code>python -m pipeline orbits --recipe long --seed 9</code>" in div.data
+    page = orbits_view(ds)
+    msg = next(m for m in page.references() if isinstance(m, Div) and m.name == "orbits_tetra_message")
+    assert "<code>python -m pipeline orbits --recipe long --seed 9</code>" in msg.text
+    assert not any(getattr(m, "name", None) == "orbits_tetra_dots" for m in page.references())
+    del ds.attrs["command"]
+    assert f"<code>{of.FIX_COMMAND}</code>" in views.orbit_tetrahedron(ds).data
+
+
+def test_page_ships_every_frames_tetrahedron_once_and_opens_on_the_last(tmp_path):
+    path = tmp_path / "store.zarr"
+    store.Store.open(path).replace_group(store.ORBITS, with_profiles(planted_orbits()))
+    ds = store.Store.open(path, mode="r").dataset("orbits")
+    layout = orbits_view(ds)
+    prof = ds["head_profile"].sel(coordinate=["a", "b", "c", "d"]).values
+    F, H = prof.shape[:2]
+    doc = json.loads(json.dumps(json_item(layout)))
+    flat = _decode_ndarray(_find_source_data(doc, "orbits_tetra_positions")["pos"])
+    assert flat.dtype == np.float32
+    packed = flat.reshape(F, H, 6)  # the index the JavaScript uses: pos[(f * H + h) * 6 + k]
+    np.testing.assert_allclose(packed[..., :2], screen(prof), rtol=1e-6, atol=1e-7)
+    np.testing.assert_allclose(packed[..., 2:], prof, rtol=1e-6, atol=1e-7)
+    dots = _sources(layout)["orbits_tetra_dots"].data
+    np.testing.assert_allclose(np.stack([dots["x"], dots["y"]], axis=-1), screen(prof)[-1, dots["head"]], atol=1e-12)
+    # the polygons' dots come from views.orbit_polygons: the same heads, order and colours
+    planes = _sources(layout)["orbits_dots_0"].data
+    assert list(planes["head"]) == list(dots["head"]) and list(planes["colour"]) == list(dots["colour"])
+    slider = next(m for m in layout.references() if isinstance(m, Slider))
+    tetra_cbs = [cb for cb in slider.js_property_callbacks["change:value"]
+                 if cb.args["ctx"].get("dots") is _sources(layout)["orbits_tetra_dots"]]
+    assert len(tetra_cbs) == 1 and tetra_cbs[0].args["ctx"]["H"] == H
+
+
+# ------------------------------------------------------------------------------- the hypotheses
+
+
+def hand_search() -> xr.Dataset:
+    """Five runs of three recipes, with family heads, orbit counts, accuracies and errors set by hand."""
+    runs = ["long+x=1-s0", "long+x=1-s1", "long+x=1-s12", "long-s3", "long+tf=0.25+hold=3000-s9"]
+    k = np.arange(13)
+    fam = np.zeros((5, 13), dtype=np.int64)
+    fam[:, 2] = [12, 4, 8, 0, 1]
+    fam[:, 10] = [0, 13, 2, 7, 0]
+    fam[:, 6] = [4, 3, 5, 0, 16]
+    tols, sizes = np.array([0.02, 0.05, 0.10, 0.20]), np.array([1, 2, 3, 4, 6, 8, 12, 24])
+    counts = np.zeros((5, 4, 8), dtype=np.int64)
+    counts[0, 0, 3] = 1  # run 0: a 4-orbit at 2%
+    counts[1, 0, 2] = 2  # run 1: two 3-orbits at 2%
+    counts[1, 1, 6] = 1  # and a 12-orbit only at 5%: not within 2%
+    counts[3, 3, 7] = 1  # run 3: a 24-orbit at 20% only
+    return xr.Dataset(
+        {"family_heads": (("run", "k"), fam), "orbit_count": (("run", "tol", "size"), counts),
+         "heldout_accuracy": ("run", np.array([0.5, 0.75, np.nan, 0.9, 1.0])),
+         "e3": ("run", np.array([1e-3, 4e-3, 2e-3, np.nan, 5e-5])),
+         "seed": ("run", np.array([0, 1, 12, 3, 9]))},
+        coords={"run": np.array(runs, dtype=object), "k": k, "tol": tols, "size": sizes})
+
+
+def test_recipe_labels_drop_only_the_seed_suffix():
+    assert views.recipe_label("long+qk_init_scale=0.5-s9") == "long+qk_init_scale=0.5"
+    assert views.recipe_label("long+weight_decay=2+epochs=4500-s17") == "long+weight_decay=2+epochs=4500"
+    assert views.recipe_label("long+train_fraction=0.25-s0") == "long+train_fraction=0.25"
+    assert views.recipe_label("base") == "base"
+
+
+def test_hypotheses_one_row_per_recipe_against_hand_values():
+    rows = {r["hypothesis"]: r for r in views.hypotheses(hand_search())}
+    assert list(rows) == ["long", "long+tf=0.25+hold=3000", "long+x=1"]
+    x = rows["long+x=1"]
+    assert x["runs"] == 3
+    assert (x["k2_max"], x["k2_mean"]) == (12, pytest.approx(8.0))  # 12, 4, 8
+    assert (x["k10_max"], x["k10_mean"]) == (13, pytest.approx(5.0))  # 0, 13, 2
+    assert (x["k6_max"], x["k6_mean"]) == (5, pytest.approx(4.0))  # 4, 3, 5
+    assert x["largest_orbit"] == 4  # a 4-orbit and 3-orbits at 2%; the 12-orbit only at 5%
+    assert x["heldout"] == pytest.approx(0.625)  # the NaN run left out
+    assert x["e3"] == pytest.approx(2e-3)  # median of 1e-3, 4e-3, 2e-3
+    one = rows["long"]
+    assert (one["runs"], one["k10_max"], one["largest_orbit"], one["heldout"]) == (1, 7, 0, 0.9)
+    assert np.isnan(one["e3"])
+    assert rows["long+tf=0.25+hold=3000"]["k6_mean"] == 16.0 and rows["long+x=1"]["tol"] == 0.02
+    assert views.hypotheses(None) == []
+
+
+def test_hypotheses_table_shows_the_rows_and_the_page_captions_it():
+    table = views.render(views.hypotheses_table(hand_search()))
+    cols = [c.field for c in table.columns]
+    data = table.source.data
+    i = list(data[cols[0]]).index("long+x=1")
+    assert [data[c][i] for c in cols[1:]] == [3, "12 / 8.0", "13 / 5.0", "5 / 4.0", "4", "62.5%", "2.0e-03"]
+    j = list(data[cols[0]]).index("long")
+    assert [data[c][j] for c in cols[5:]] == ["none", "90.0%", "—"]
+    assert table.columns[5].title == "largest orbit ≤ 2%"
+    assert isinstance(views.hypotheses_table(None), hv.Div)
+    page = orbits_view(planted_orbits(), search=hand_search())
+    named = {getattr(m, "name", None): m for m in page.references()}
+    assert named["orbits_hypotheses"].source.data[cols[0]][i] == "long+x=1"
+    assert "one row per recipe" in named["orbits_hypotheses_caption"].text
+    assert "orbits_hypotheses" not in {getattr(m, "name", None) for m in orbits_view(planted_orbits()).references()}

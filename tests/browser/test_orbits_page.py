@@ -1,7 +1,10 @@
-"""The orbits movie in headless chromium, from a static HTML file opened with file:// (no server).
+"""The orbits movie in headless chromium, from a static HTML file opened with file:// (no server), and the
+tetrahedron beside it on the served and the exported page.
 
 The view is exported alone with INLINE resources (the test runs offline) and a short interval; the
-JavaScript's per-frame output is compared with its Python twin ``frame_state``.
+JavaScript's per-frame output is compared with its Python twin ``frame_state``. The tetrahedron's dots and
+trails at each frame are compared with the run's ``head_profile`` projected in Python (``screen``), on the
+page ``panel serve dashboard/app.py`` serves and on the one ``python -m dashboard.export`` writes.
 """
 
 from __future__ import annotations
@@ -15,7 +18,20 @@ import pytest
 
 from dashboard import orbits_frames as of
 from dashboard.orbits_page import RECORD_FRAMES_JS, frame_state
-from tests.browser.conftest import REPO, console_errors, synthetic_orbits_dataset
+from pipeline import store
+from tests.browser.conftest import (
+    REPO,
+    console_errors,
+    model_data,
+    route_offline,
+    serve_app,
+    set_prop,
+    stop,
+    synthetic_orbits_dataset,
+    wait_for_bokeh,
+    write_synthetic_store,
+)
+from tests.test_dashboard_orbits import screen, with_profiles
 
 pytestmark = pytest.mark.browser
 
@@ -28,7 +44,7 @@ MODEL = "(name) => Bokeh.documents[0].get_model_by_name(name)"
 
 
 def _dataset():
-    ds = synthetic_orbits_dataset(n_frames=N_FRAMES)  # epochs 0, 10, ..., 70
+    ds = with_profiles(synthetic_orbits_dataset(n_frames=N_FRAMES))  # epochs 0, 10, ..., 70; head 31 dead
     ds.attrs["trail_epochs"] = 25  # trails of up to 3 frames
     return ds
 
@@ -68,7 +84,7 @@ def _frame(page) -> int:
 def test_plots_exist_and_draw_the_dots(movie_page):
     page, errors = movie_page
     names = page.evaluate("() => [...Bokeh.documents[0].all_models].filter(m => m.type == 'Figure').length")
-    assert names == 4 + 2  # four Fourier planes and the two metrics charts
+    assert names == 4 + 1 + 2  # four Fourier planes, the tetrahedron and the two metrics charts
     from PIL import Image
 
     png = Image.open(io.BytesIO(page.screenshot(full_page=True))).convert("RGB")
@@ -154,4 +170,80 @@ def test_each_frame_matches_its_python_twin(movie_page, frame):
     assert f"<b>epoch {ds['epoch'].values[frame]}</b>" in info and f"{100 * acc:.1f}%" in info
     sharp = float(ds["sharpened_error"].values[frame])  # the error at 2x QK, formatted as the page's num()
     assert f"(at 2× QK {sharp:.2e})" in info if sharp < 1e-3 else f"(at 2× QK {sharp:.4f})" in info
+    assert errors == []
+
+
+# ------------------------------------------------------------------- the tetrahedron, served and exported
+
+
+@pytest.fixture(scope="module")
+def profile_store(tmp_path_factory):
+    """The synthetic store with ``_dataset()`` (head profiles at every frame) as its orbits group."""
+    path = write_synthetic_store(tmp_path_factory.mktemp("tetra") / "store.zarr", with_orbits=False)
+    store.Store.open(path).replace_group(store.ORBITS, _dataset())
+    return path
+
+
+@pytest.fixture(scope="module", params=["served", "exported"])
+def tetra_page(request, browser, profile_store, tmp_path_factory):
+    """The orbits page over ``profile_store``: served by ``panel serve`` (the Orbits tab) or written by the exporter."""
+    page = browser.new_page(viewport={"width": 1500, "height": 1100})
+    errors = console_errors(page)
+    route_offline(page)
+    proc = None
+    if request.param == "served":
+        proc, url = serve_app(profile_store)
+        page.goto(url)
+        wait_for_bokeh(page, "heads")
+        page.get_by_text("Orbits", exact=True).first.click()
+    else:
+        out = tmp_path_factory.mktemp("exported")
+        subprocess.run([sys.executable, "-m", "dashboard.export", "--self-contained", "--store", str(profile_store),
+                        str(out)], cwd=REPO, check=True, capture_output=True)
+        page.goto((out / "orbits.html").as_uri())
+    wait_for_bokeh(page, "orbits_tetra_dots")
+    page.wait_for_timeout(300)
+    yield page, errors
+    page.close()
+    if proc is not None:
+        stop(proc)
+
+
+def _tetra_at(page) -> dict:
+    got = {c: np.array(model_data(page, "orbits_tetra_dots", c), dtype=float) for c in ("x", "y", *"abcd")}
+    got["head"] = np.array(model_data(page, "orbits_tetra_dots", "head"), dtype=int)
+    got["xs"] = [np.array(t, dtype=float) for t in model_data(page, "orbits_tetra_trails", "xs")]
+    got["ys"] = [np.array(t, dtype=float) for t in model_data(page, "orbits_tetra_trails", "ys")]
+    return got
+
+
+def test_tetrahedron_dots_and_trails_move_with_the_frame(tetra_page):
+    """Step the movie frame by frame: the dots are head_profile at that frame projected in Python (screen), the
+    trails the frames within 25 epochs before it; the hover's a..d follow."""
+    page, errors = tetra_page
+    ds = _dataset()
+    prof = ds["head_profile"].sel(coordinate=["a", "b", "c", "d"]).values
+    xy = screen(prof)
+    epochs = ds["epoch"].values
+    set_prop(page, "orbits_frame", "value", 6)
+    shown = []
+    for frame in (5, 4, 0):  # the step-back button, then the slider
+        if frame:
+            page.get_by_role("button", name="◀").click()
+        else:
+            set_prop(page, "orbits_frame", "value", 0)
+        page.wait_for_timeout(150)
+        got = _tetra_at(page)
+        heads = got["head"]
+        assert sorted(heads) == list(range(ds.sizes["head"]))
+        np.testing.assert_allclose(got["x"], xy[frame, heads, 0], rtol=1e-6, atol=1e-6)
+        np.testing.assert_allclose(got["y"], xy[frame, heads, 1], rtol=1e-6, atol=1e-6)
+        for k, c in enumerate("abcd"):
+            np.testing.assert_allclose(got[c], prof[frame, heads, k], rtol=1e-6, atol=1e-7)
+        within = [g for g in range(frame + 1) if epochs[frame] - epochs[g] <= 25]
+        for i, h in enumerate(heads):
+            np.testing.assert_allclose(got["xs"][i], xy[within, h, 0], rtol=1e-6, atol=1e-6)
+            np.testing.assert_allclose(got["ys"][i], xy[within, h, 1], rtol=1e-6, atol=1e-6)
+        shown.append(got["x"])
+    assert not np.allclose(shown[0], shown[2], equal_nan=True)  # the dots moved
     assert errors == []
