@@ -1127,7 +1127,7 @@ def hypotheses_table(search: xr.Dataset | None, width: int = 1200):
               str(r["largest_orbit"]) if r["largest_orbit"] else "none", pct(r["heldout"]),
               f"{r['e3']:.1e}" if np.isfinite(r["e3"]) else "—") for r in rows]
     vdims = [hv.Dimension("runs"),
-             *(hv.Dimension(f"k{k}", label=f"k = {k}: max / mean") for k in HYPOTHESIS_KS),
+             *(hv.Dimension(f"k{k}", label=f"k = {k}: max/mean") for k in HYPOTHESIS_KS),
              hv.Dimension("largest", label=f"largest orbit ≤ {tol:.0%}"),
              hv.Dimension("heldout", label="held-out (mean)"), hv.Dimension("e3", label="E3 (median)")]
     return hv.Table(table, [hv.Dimension("hypothesis", label="recipe (run names without -sSEED)")], vdims).opts(
@@ -1139,8 +1139,9 @@ def _hypotheses_columns(plot, element) -> None:
     share the table's width in proportion to their widths)."""
     table = plot.handles["table"]
     table.index_position = None
-    for column, w in zip(table.columns, (560, 45, 110, 110, 110, 120, 95, 95), strict=False):
+    for column, w in zip(table.columns, (540, 45, 120, 120, 120, 120, 100, 95), strict=False):
         column.width = w
+
 
 __all__ = [
     "baseline_html",
