@@ -12,8 +12,9 @@ Named models for tests and benchmarks (``Bokeh.documents[0].get_model_by_name(NA
 ``orbits_frame`` (Slider, value = current frame index), ``orbits_play`` (Toggle), ``orbits_step``,
 ``orbits_step_back`` (Buttons), ``orbits_interval_ms`` (Spinner, ms per frame, read at every tick),
 ``orbits_dots_{p}``, ``orbits_trails_{p}`` (the per-panel sources), ``orbits_info`` (Div),
-``orbits_tetra_dots``, ``orbits_tetra_trails`` (the tetrahedron's sources; a run stored without
-``head_profile`` has the Div ``orbits_tetra_message`` instead), ``orbits_hypotheses`` (the search's
+``orbits_tetra_dots``, ``orbits_tetra_trails`` (the tetrahedron's sources, moved from every frame's
+``orbits_tetra_positions``; a run stored without ``head_profile`` has the Div ``orbits_tetra_message``
+instead), ``orbits_hypotheses`` (the search's
 hypotheses table, when the store has a search).
 ``page.evaluate(RECORD_FRAMES_JS)`` (playwright) then logs ``[frame, performance.now()]`` of every frame
 shown in ``window.__orbitsFrames``: the frame interval is the difference of successive times.
@@ -71,8 +72,7 @@ TETRA_CAPTION = (
 
 HYPOTHESES_CAPTION = (
     "<b>The search's hypotheses</b>, one row per recipe over its seeds: the heads of the frequency families at "
-    "k = 2 and 10 (a 12-head orbit's; it needs 12) and at k = 6 (a 4-head orbit's; it needs 4), the largest orbit "
-    "found, the mean held-out accuracy and the median equivariance error."
+    "k = 2 and 10 (a 12-orbit needs 12) and k = 6 (a 4-orbit needs 4), as max/mean over the runs."
 )
 
 # For tests and benchmarks: page.evaluate(RECORD_FRAMES_JS) logs every frame shown in window.__orbitsFrames.
