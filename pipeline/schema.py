@@ -20,10 +20,10 @@ Groups of a store (Zarr v3, strings variable-length, one ``schema_version`` attr
     format, quantization, package, file, sha256, note             (model) str
     complete, layernorm_folded                                    (model) bool
 
-The last three (STATISTICS_DATA) are optional: a store written before they existed lacks them and its
-models read as "statistics not computed" (``ModelRow.statistics_computed``); the first registration
-through this code adds them, empty. ``eigen`` grows, like ``layer`` and ``head``, when a model is
-registered: to at least its 2n = 2 * d_head, so every written model's spectrum fits.
+The last three (STATISTICS_DATA) are optional: in a store without them the models read as "statistics not
+computed" (``ModelRow.statistics_computed``); a registration adds them, empty. ``eigen`` grows, like
+``layer`` and ``head``, when a model is registered: to at least its 2n = 2 * d_head, so every written
+model's spectrum fits.
 
 ``orbits``  one run of the orbit experiment (frames, panels, heads, verified orbits); ``orbits_sweep``
 one row per sweep run (dimension ``run``); ``orbits_search`` (see ORBITS_SEARCH below when present).
@@ -122,6 +122,9 @@ COUNT_FIELDS = ("n_layers", "n_heads", "n_kv_heads", "d_model", "d_head")
 INT_FIELDS = tuple(f.name for f in fields(ModelShape) if f.type == "int")
 STR_FIELDS = ("positional", "source", "revision", "family", "command", "damaged") + PROVENANCE_FIELDS
 BOOL_FIELDS = ("complete", "layernorm_folded")
+# The same as variables: name -> (dims, dtype, fill value), one chunk per model.
+MODEL_DATA = ({f: (("model",), "int32", 0) for f in INT_FIELDS} | {f: (("model",), "str", "") for f in STR_FIELDS}
+              | {f: (("model",), "bool", False) for f in BOOL_FIELDS})
 
 # Data variables of the profiles group: name -> (dims, dtype, fill value).
 PROFILE_DATA = {
@@ -136,7 +139,7 @@ PROFILE_COORDS = ("model", "layer", "head", "d", "coordinate")
 STATISTICS = ("symmetric_energy", "n_pos", "n_neg", "n_zero", "balance", "pairing", "rho", "pairing_bound",
               "pairing_gap", "lobe_departure", "b_sym", "c_sym", "d_sym", "trace_ratio", "participation_ratio",
               "stable_rank", "leading_share")
-# Optional data variables of the profiles group (absent from stores written before them), written with each
+# Optional data variables of the profiles group (a store may lack them), written with each
 # layer by every profiles run: name -> (dims, dtype, fill value). Coordinates: ``statistic`` (STATISTICS)
 # and ``eigen`` (0 .. E-1, E >= 2 * d_head of every model registered since the variables were added).
 STATISTICS_DATA = {
@@ -145,6 +148,17 @@ STATISTICS_DATA = {
     "statistics_checksum": (("model", "layer"), "str", ""),
 }
 STATISTICS_COORDS = ("statistic", "eigen")
+# The profiles group's coordinates: name -> (dtype, fill value, chunk length). ``model`` holds the names (one chunk
+# per model, like every per-model variable); ``layer``, ``head`` and ``eigen`` are 0..size-1 and grow in place.
+PROFILE_COORD_ARRAYS = {
+    "model": ("str", "", 1),
+    "layer": ("int32", 0, 4096),
+    "head": ("int32", 0, 4096),
+    "d": ("int32", 0, N_OFFSETS),
+    "coordinate": ("str", "", len(COORDINATES)),
+    "statistic": ("str", "", len(STATISTICS)),
+    "eigen": ("int32", 0, 4096),
+}
 
 
 def profile_chunks(dims: tuple[str, ...], sizes: dict[str, int]) -> tuple[int, ...]:
@@ -157,6 +171,19 @@ def profile_chunks(dims: tuple[str, ...], sizes: dict[str, int]) -> tuple[int, .
 def spectrum_width(d_head: int) -> int:
     """Columns of ``spectrum`` a model of head dimension ``d_head`` owns: 2n (NaN past min(N, 2n))."""
     return 2 * int(d_head)
+
+
+def bytes_per_head(d_head: int) -> int:
+    """Bytes one head of one layer takes in the profiles group's per-head variables (profile, norm, head_statistics
+    and the model's ``spectrum_width(d_head)`` spectrum columns)."""
+    extent = {"d": N_OFFSETS, "coordinate": len(COORDINATES), "statistic": len(STATISTICS),
+              "eigen": spectrum_width(d_head)}
+    total = 0
+    for dims, dtype, _fill in (PROFILE_DATA | STATISTICS_DATA).values():
+        if "head" in dims:
+            total += np.dtype(dtype).itemsize * int(np.prod([extent[d] for d in dims if d in extent]))
+    return total
+
 
 PROFILE_ATTRS = {
     "schema_version": SCHEMA_VERSION,
@@ -275,7 +302,7 @@ class ModelRow:
 
     @property
     def statistics_computed(self) -> bool:
-        """Every written layer has its head statistics and spectrum (False for stores written before them)."""
+        """Every written layer has its head statistics and spectrum (False where a layer lacks them)."""
         return self.computed and self.statistics_layers >= self.layers_done
 
     @property
@@ -467,13 +494,16 @@ def _dims_problem(ds: xr.Dataset, name: str, dims: tuple[str, ...]) -> list[str]
 SEARCH_TOLS = (0.02, 0.05, 0.10, 0.20)  # coordinate tol: the finder's tolerances
 SEARCH_SIZES = (1, 2, 3, 4, 6, 8, 12, 24)  # coordinate size: the orbit sizes C_24 allows (its divisors)
 SEARCH_KS = tuple(range(13))  # coordinate k: key frequencies 0..12
-# name -> (dims, numpy kind: i int, f float, b bool, O/T str)
+# coordinate -> (values, dtype); ``run`` (the run names, str) is the table's dimension
+SEARCH_COORDS = {"tol": (SEARCH_TOLS, "float64"), "size": (SEARCH_SIZES, "int64"), "k": (SEARCH_KS, "int64")}
+# name -> (dims, dtype written); a reader accepts any dtype of the same numpy kind (SEARCH_KINDS)
 ORBITS_SEARCH_VARIABLES = {
-    "seed": (("run",), "i"), "recipe": (("run",), "OT"), "train_accuracy": (("run",), "f"),
-    "heldout_accuracy": (("run",), "f"), "e3": (("run",), "f"), "matching_error": (("run",), "f"),
-    "orbit_count": (("run", "tol", "size"), "i"), "family_heads": (("run", "k"), "i"),
-    "families": (("run",), "OT"), "polished": (("run",), "b"), "rank": (("run",), "i"),
+    "seed": (("run",), "int64"), "recipe": (("run",), "str"), "train_accuracy": (("run",), "float64"),
+    "heldout_accuracy": (("run",), "float64"), "e3": (("run",), "float64"), "matching_error": (("run",), "float64"),
+    "orbit_count": (("run", "tol", "size"), "int64"), "family_heads": (("run", "k"), "int64"),
+    "families": (("run",), "str"), "polished": (("run",), "bool"), "rank": (("run",), "int64"),
 }
+SEARCH_KINDS = {"int64": "i", "float64": "f", "bool": "b", "str": "OT"}  # dtype -> numpy kinds read as it
 
 
 def orbits_search_problems(ds: xr.Dataset | None, check_version: bool = True) -> list[str]:
@@ -481,14 +511,15 @@ def orbits_search_problems(ds: xr.Dataset | None, check_version: bool = True) ->
     if ds is None:
         return ["the store has no orbits_search group"]
     out = _version_problems(ds, ORBITS_SEARCH) if check_version else []
-    for name, (dims, kinds) in ORBITS_SEARCH_VARIABLES.items():
+    for name, (dims, dtype) in ORBITS_SEARCH_VARIABLES.items():
         if name not in ds.variables:
             out.append(f"the orbits_search group has no {name!r} variable")
             continue
         out += _dims_problem(ds, name, dims)
+        kinds = SEARCH_KINDS[dtype]
         if ds[name].dtype.kind not in kinds:
             out.append(f"variable {name!r} has dtype {ds[name].dtype}, expected kind {kinds!r}")
-    for coord, want in (("tol", SEARCH_TOLS), ("size", SEARCH_SIZES), ("k", SEARCH_KS)):
+    for coord, (want, _dtype) in SEARCH_COORDS.items():
         if coord in ds.coords and [float(x) for x in ds[coord].values] != [float(x) for x in want]:
             out.append(f"coordinate {coord} is {list(ds[coord].values)}, expected {list(want)}")
     return out

@@ -246,6 +246,47 @@ def test_merge_adds_another_stores_rows_without_training(tmp_path, monkeypatch, 
     assert exc.value.code == 2
 
 
+def test_the_committed_table_merges_both_ways_and_is_rewritten_in_its_own_format(tmp_path):
+    """The repository's store.zarr holds an orbits_search table the search wrote: --merge
+    reads it into a new store with every row unchanged, writes arrays of the same dimensions, data types and fill
+    values, and a copy of the committed table takes the merged one back (rows already there win)."""
+    import pathlib
+    import shutil
+
+    from pipeline.__main__ import main
+
+    committed = pathlib.Path(__file__).resolve().parents[1] / "store.zarr"
+    if not (committed / ORBITS_SEARCH).is_dir():
+        pytest.skip("the repository's store.zarr has no orbits_search table")
+    want = read_table(str(committed))
+    new = str(tmp_path / "new.zarr")
+    assert main(["orbits", "search", "--store", new, "--merge", str(committed), "--no-store-best"]) == 0
+    got = read_table(new)
+    assert [r["run"] for r in got] == [r["run"] for r in want] and len(got) > 0
+    for a, b in zip(got, want, strict=True):
+        for k, v in b.items():
+            if isinstance(v, np.ndarray):
+                np.testing.assert_array_equal(a[k], v)
+            elif isinstance(v, float) and np.isnan(v):
+                assert np.isnan(a[k]), (a["run"], k)
+            else:
+                assert a[k] == v, (a["run"], k)
+    arrays = sorted(p.parent.name for p in (committed / ORBITS_SEARCH).glob("*/zarr.json"))
+    assert arrays == sorted(p.parent.name for p in (tmp_path / "new.zarr" / ORBITS_SEARCH).glob("*/zarr.json"))
+    for name in arrays:
+        old_meta = json.loads((committed / ORBITS_SEARCH / name / "zarr.json").read_text())
+        new_meta = json.loads((tmp_path / "new.zarr" / ORBITS_SEARCH / name / "zarr.json").read_text())
+        for key in ("data_type", "dimension_names", "fill_value", "shape"):
+            assert new_meta[key] == old_meta[key], (name, key)
+
+    copy = tmp_path / "copy.zarr"  # the committed table alone, in a store of its own
+    shutil.copytree(committed / ORBITS_SEARCH, copy / ORBITS_SEARCH)
+    (copy / "zarr.json").write_text(json.dumps({"zarr_format": 3, "node_type": "group", "attributes": {}}))
+    search_mod.write_table(new, got + [_row("extra-s0", {4: 1}, 0.1)], {"command": "extra"})
+    assert main(["orbits", "search", "--store", str(copy), "--merge", new, "--no-store-best"]) == 0
+    assert sorted(r["run"] for r in read_table(str(copy))) == sorted([r["run"] for r in want] + ["extra-s0"])
+
+
 def test_the_train_cli_saves_the_run_that_train_gives(tmp_path, capsys):
     """``python -m pipeline orbits`` without --from-run: the saved run is train()'s on the flags' Config."""
     from pipeline.__main__ import main

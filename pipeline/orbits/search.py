@@ -24,7 +24,15 @@ from itertools import product
 import numpy as np
 import xarray as xr
 
-from ..schema import ORBITS, ORBITS_SEARCH, SEARCH_KS, SEARCH_SIZES, SEARCH_TOLS
+from ..schema import (
+    ORBITS,
+    ORBITS_SEARCH,
+    ORBITS_SEARCH_VARIABLES,
+    SEARCH_COORDS,
+    SEARCH_KS,
+    SEARCH_SIZES,
+    SEARCH_TOLS,
+)
 from .config import GRID_KEYS, Config, adamw_epochs, differences, from_dict  # noqa: F401 (GRID_KEYS re-exported)
 from .runs import FINDER, MODEL_NAME, RANKING, commit, rank_key, run_name, store_run
 
@@ -119,21 +127,14 @@ def table_dataset(rows: list[dict], attrs: dict) -> xr.Dataset:
     order = sorted(range(len(rows)), key=lambda i: (row_key(rows[i]), rows[i]["run"]))
     rank = np.empty(len(rows), dtype=np.int64)
     rank[order] = np.arange(1, len(rows) + 1)
-    col = {k: [r[k] for r in rows] for k in rows[0]} if rows else {k: [] for k in TABLE_DOC}
-    data = {
-        "seed": (("run",), np.array(col["seed"], dtype=np.int64)),
-        "recipe": (("run",), np.array(col["recipe"], dtype=object)),
-        "families": (("run",), np.array(col["families"], dtype=object)),
-        "polished": (("run",), np.array(col["polished"], dtype=bool)),
-        "rank": (("run",), rank),
-        "orbit_count": (("run", "tol", "size"),
-                        np.array(col["orbit_count"], dtype=np.int64).reshape(len(rows), len(TOLS), len(SIZES))),
-        "family_heads": (("run", "k"), np.array(col["family_heads"], dtype=np.int64).reshape(len(rows), len(KS))),
-    }
-    for k in ("train_accuracy", "heldout_accuracy", "e3", "matching_error"):
-        data[k] = (("run",), np.array(col[k], dtype=np.float64))
-    ds = xr.Dataset(data, coords={"run": np.array([r["run"] for r in rows], dtype=object), "tol": np.array(TOLS),
-                                  "size": np.array(SIZES, dtype=np.int64), "k": np.array(KS, dtype=np.int64)})
+    col = {k: [r[k] for r in rows] for k in ORBITS_SEARCH_VARIABLES if k != "rank"} | {"rank": rank}
+    extent = {c: len(values) for c, (values, _dtype) in SEARCH_COORDS.items()}
+    data = {}
+    for k, (dims, dtype) in ORBITS_SEARCH_VARIABLES.items():
+        values = np.array(col[k], dtype=object if dtype == "str" else dtype)
+        data[k] = (dims, values.reshape((len(rows),) + tuple(extent[d] for d in dims[1:])))
+    coords = {c: np.array(values, dtype=dtype) for c, (values, dtype) in SEARCH_COORDS.items()}
+    ds = xr.Dataset(data, coords={"run": np.array([r["run"] for r in rows], dtype=object)} | coords)
     for k, v in TABLE_DOC.items():
         ds[k].attrs["description"] = v
     ds.attrs = dict(attrs)

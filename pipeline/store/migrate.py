@@ -6,14 +6,16 @@ import numpy as np
 import zarr
 
 from pipeline.schema import (
+    MODEL_DATA,
     PROFILE_ATTRS,
+    PROFILE_DATA,
     PROFILES,
     SCHEMA_VERSION,
     STR_FIELDS,
     layer_checksum,
 )
 from pipeline.store.errors import StoreError
-from pipeline.store.profiles import _even_rows
+from pipeline.store.profiles import _data_arrays, _even_rows
 from pipeline.store.quiet import quiet_listing
 
 
@@ -45,12 +47,10 @@ class Migration:
             if name == PROFILES and g.attrs.get("schema_version") != SCHEMA_VERSION:
                 n = _even_rows(g)
                 L = g["layer"].shape[0]
-                for f in STR_FIELDS:
-                    if f not in g:
-                        g.create_array(f, shape=(n,), chunks=(1,), dtype=str, fill_value="", dimension_names=["model"])
+                missing = {f: MODEL_DATA[f] for f in STR_FIELDS if f not in g}
                 if "layer_checksum" not in g:
-                    g.create_array("layer_checksum", shape=(n, L), chunks=(1, 1), dtype=str, fill_value="",
-                                   dimension_names=["model", "layer"])
+                    missing["layer_checksum"] = PROFILE_DATA["layer_checksum"]
+                _data_arrays(g, missing, {"model": n, "layer": L})
                 sums = g["layer_checksum"]
                 done = np.asarray(g["layer_done"][:], dtype=bool)
                 for i in range(n):

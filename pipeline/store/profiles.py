@@ -11,8 +11,10 @@ from pipeline.schema import (
     BOOL_FIELDS,
     COORDINATES,
     INT_FIELDS,
+    MODEL_DATA,
     N_OFFSETS,
     PROFILE_ATTRS,
+    PROFILE_COORD_ARRAYS,
     PROFILE_DATA,
     PROFILES,
     ROW_FIELDS,
@@ -71,7 +73,7 @@ class Profiles:
 
     def layers_with_statistics(self, name: str) -> np.ndarray:
         """Boolean (n_layers,) of the layers of ``name`` written with their head statistics (all False in a store
-        written before the statistics existed)."""
+        without the statistics variables)."""
         g = self._profiles()
         i = _index(g, name, self.location)
         L = int(g["n_layers"][i])
@@ -150,29 +152,20 @@ class Profiles:
         L, H = max(n_layers, 1), max(n_heads, 1)
         target, path = self.backend.new_group(PROFILES)
         g = zarr.open_group(target, path=path, mode="w", zarr_format=3)
-
-        def arr(name, shape, chunks, dtype, dims, fill):
-            return g.create_array(name, shape=shape, chunks=chunks, dtype=dtype, fill_value=fill,
-                                  dimension_names=dims)
-
-        arr("model", (0,), (1,), str, ["model"], "")
-        arr("layer", (L,), (4096,), "int32", ["layer"], 0)[:] = np.arange(L)
-        arr("head", (H,), (4096,), "int32", ["head"], 0)[:] = np.arange(H)
-        arr("d", (N_OFFSETS,), (N_OFFSETS,), "int32", ["d"], 0)[:] = np.arange(N_OFFSETS)
-        arr("coordinate", (4,), (4,), str, ["coordinate"], "")[:] = np.array(COORDINATES, dtype=object)
-        _data_arrays(g, PROFILE_DATA, {"model": 0, "layer": L, "head": H, "d": N_OFFSETS, "coordinate": 4})
+        _coordinate(g, "model", [])
+        _coordinate(g, "layer", np.arange(L))
+        _coordinate(g, "head", np.arange(H))
+        _coordinate(g, "d", np.arange(N_OFFSETS))
+        _coordinate(g, "coordinate", COORDINATES)
+        _data_arrays(g, PROFILE_DATA, {"model": 0, "layer": L, "head": H, "d": N_OFFSETS,
+                                       "coordinate": len(COORDINATES)})
         _ensure_statistics(g, width)
-        for f in INT_FIELDS:
-            arr(f, (0,), (1,), "int32", ["model"], 0)
-        for f in STR_FIELDS:
-            arr(f, (0,), (1,), str, ["model"], "")
-        for f in BOOL_FIELDS:
-            arr(f, (0,), (1,), bool, ["model"], False)
+        _data_arrays(g, MODEL_DATA, {"model": 0})
         g.attrs.update(PROFILE_ATTRS)
         self.backend.place_group(target, PROFILES)
 
     def _drop_ghost_rows(self) -> None:
-        """Trailing rows without a name (a registration killed by an older writer) are removed."""
+        """Trailing rows without a name (a registration killed part-way with no journal entry) are removed."""
         if PROFILES not in self.groups():
             return
         g = self._profiles("a")
@@ -218,7 +211,7 @@ class Profiles:
             raise StoreError(f"layer {layer} of {name!r}: expected profile ({H}, {N_OFFSETS}, 4) and norm "
                              f"({H}, {N_OFFSETS}); got {profile.shape} and {norm.shape}")
         with self._writing(f"layer {layer} of {name!r}", "the other layers"):
-            if statistics is not None and "head_statistics" not in g:  # a store written before the statistics
+            if statistics is not None and "head_statistics" not in g:  # a store without the statistics variables
                 with self._store_lock():
                     _ensure_statistics(g, width)
                     self._consolidate()
@@ -321,15 +314,22 @@ def _data_arrays(g: zarr.Group, variables: dict, sizes: dict[str, int]) -> None:
                        dtype=str if dtype == "str" else dtype, fill_value=fill, dimension_names=list(dims))
 
 
+def _coordinate(g: zarr.Group, name: str, values) -> None:
+    """Create the coordinate ``name`` holding ``values``, with the schema's dtype, fill and chunk length."""
+    dtype, fill, chunk = PROFILE_COORD_ARRAYS[name]
+    a = g.create_array(name, shape=(len(values),), chunks=(chunk,), dtype=str if dtype == "str" else dtype,
+                       fill_value=fill, dimension_names=[name])
+    if len(values):
+        a[:] = np.array(values, dtype=object) if dtype == "str" else np.asarray(values)
+
+
 def _ensure_statistics(g: zarr.Group, width: int) -> None:
     """Idempotent: the statistics variables and their coordinates (``statistic``, ``eigen`` of ``width``), empty,
-    in a profiles group that lacks them (a store written before them; its models read as not computed)."""
+    in a profiles group that lacks them (its models read as not computed)."""
     if "statistic" not in g:
-        g.create_array("statistic", shape=(len(STATISTICS),), chunks=(len(STATISTICS),), dtype=str, fill_value="",
-                       dimension_names=["statistic"])[:] = np.array(STATISTICS, dtype=object)
+        _coordinate(g, "statistic", STATISTICS)
     if "eigen" not in g:
-        g.create_array("eigen", shape=(width,), chunks=(4096,), dtype="int32", fill_value=0,
-                       dimension_names=["eigen"])[:] = np.arange(width)
+        _coordinate(g, "eigen", np.arange(width))
     sizes = {"model": g["model"].shape[0], "layer": g["layer"].shape[0], "head": g["head"].shape[0],
              "statistic": len(STATISTICS), "eigen": g["eigen"].shape[0]}
     missing = {k: v for k, v in STATISTICS_DATA.items() if k not in g}
