@@ -11,15 +11,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from pipeline.cli_args import command
 from pipeline.schema import ModelShape
 
 
 def compute_command(model_or_path: str, name: str | None = None, fold_ln: bool = False) -> str:
     """The command that computes a model's profiles: the one spelling, stored with every model."""
-    cmd = f"python -m pipeline profiles {model_or_path}"
-    if name is not None and name != model_or_path:
-        cmd += f" --name {name}"
-    return cmd + (" --fold-ln" if fold_ln else "")
+    return command("python -m pipeline profiles", [model_or_path],
+                   {"name": name if name != model_or_path else None, "fold_ln": fold_ln or None})
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -1,9 +1,9 @@
 """``python -m pipeline profiles ...`` and ``python -m pipeline list``.
 
-The ``profiles`` options are generated from :class:`pipeline.run.RunOptions` (one argparse option per
-field, its help from the field's metadata). Errors a user can cause end with one line on stderr saying
-what to do, exit status 2, and the store as it was: everything is checked before the first write
-(``pipeline.run``).
+The ``profiles`` options are generated from :class:`pipeline.run.RunOptions` by
+``pipeline.cli_args.add_dataclass_arguments`` (one argparse option per field, its help from the field's
+metadata). Errors a user can cause end with one line on stderr saying what to do, exit status 2, and the
+store as it was: everything is checked before the first write (``pipeline.run``).
 """
 
 from __future__ import annotations
@@ -11,8 +11,7 @@ from __future__ import annotations
 import argparse
 import errno
 import sys
-import typing
-from dataclasses import MISSING, fields
+from dataclasses import fields
 
 EXIT_USER_ERROR = 2
 USER_OS_ERRORS = (errno.ENOSPC, errno.EROFS, errno.EACCES, errno.EPERM, errno.EDQUOT)
@@ -47,28 +46,8 @@ examples:
 STORE_HELP = "Zarr store (default: $HEADGEOMETRY_STORE, else the repository's store.zarr)"
 
 
-def add_dataclass_arguments(parser: argparse.ArgumentParser, cls) -> None:
-    """One argparse argument per field of the dataclass ``cls``: bool -> flag, ``X | None`` -> option of type X,
-    ``list[str]`` with ``positional`` metadata -> positional arguments; help and metavar from the metadata."""
-    hints = typing.get_type_hints(cls)
-    for f in fields(cls):
-        meta, hint = dict(f.metadata), hints[f.name]
-        kw = {"help": meta.get("help")}
-        if meta.get("metavar"):
-            kw["metavar"] = meta["metavar"]
-        if meta.get("positional"):
-            parser.add_argument(f.name, nargs="*", **kw)
-            continue
-        flag = "--" + f.name.replace("_", "-")
-        if hint is bool:
-            parser.add_argument(flag, action="store_true", **kw)
-            continue
-        args = [a for a in typing.get_args(hint) if a is not type(None)] or [hint]
-        default = None if f.default is MISSING else f.default
-        parser.add_argument(flag, type=args[0], default=default, **kw)
-
-
 def register(subparsers) -> None:
+    from pipeline.cli_args import add_dataclass_arguments
     from pipeline.run import RunOptions
 
     p = subparsers.add_parser(

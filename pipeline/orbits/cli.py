@@ -21,8 +21,8 @@ What it writes:
   --save-run PATH        the whole run (frames, weights) as .npz, to rewrite the store later
 
 Examples:
-  python -m pipeline orbits --epochs 300                     # a quick look (about a minute)
-  python -m pipeline orbits --recipe long --seed 9           # the stored run (long-s9-p650), about an hour on a core
+  python -m pipeline orbits --epochs 300                     # a quick look (300 AdamW epochs)
+  python -m pipeline orbits --recipe long --seed 9           # the stored run (long-s9-p650)
   python -m pipeline orbits --from-run RUN.npz               # store a run saved with --save-run, no training
   python -m pipeline orbits search --seeds 0-255 --recipe long --device cuda --store S.zarr   # see search --help
 
@@ -48,41 +48,26 @@ Examples:
 
 
 def add_config_arguments(parser: argparse.ArgumentParser, search: bool = False) -> None:
-    """One flag per Config field, from the dataclass's fields and their metadata (help, choices, metavar).
+    """One flag per Config field (``pipeline.cli_args``), grouped by what it sets.
 
     Flags default to "not given" (the recipe's value applies); the help shows the base recipe's default.
     ``search``: leave out the fields marked ``search=False`` (the seed: the search takes a range).
     """
-    from dataclasses import MISSING, fields
-
+    from ..cli_args import add_dataclass_arguments
     from .config import Config
 
-    groups = {}
-    for f in fields(Config):
-        meta = f.metadata
-        if meta.get("cli", True) is False or (search and meta.get("search", True) is False):
-            continue
-        default = f.default if f.default is not MISSING else f.default_factory()
-        flag = "--" + f.name.replace("_", "-")
-        kw = {"default": argparse.SUPPRESS, "dest": f.name}
-        helptext = meta["help"] + (f" (default {default})" if default is not None else "")
-        kind = f.type if isinstance(f.type, str) else getattr(f.type, "__name__", str(f.type))
-        if kind == "bool":
-            kw["action"] = argparse.BooleanOptionalAction
-        elif kind.startswith("tuple"):
-            kw |= {"nargs": "+", "type": int if "int" in kind else float}
-            helptext = meta["help"] + f" (default {' '.join(map(str, default))})"
-        else:
-            kw["type"] = {"int": int, "float": float, "str": str}.get(kind.split(" ")[0], float)
-        for k in ("choices", "metavar"):
-            if k in meta:
-                kw[k] = meta[k]
-        section = "model" if f.name in ("n_heads", "d_model", "d_head", "init_scale", "learn_embed", "onehot") else \
-            "equivariance penalty" if f.name.startswith(("penalty", "ramp", "context")) else \
-            "movie frames" if f.name.startswith("frame") else "task and training"
-        if section not in groups:
-            groups[section] = parser.add_argument_group(section)
-        groups[section].add_argument(flag, help=helptext.replace("%", "%%"), **kw)
+    def include(f) -> bool:
+        return f.metadata.get("cli", True) is not False and not (search and f.metadata.get("search", True) is False)
+
+    add_dataclass_arguments(parser, Config, given_only=True, include=include, section=_section)
+
+
+def _section(f) -> str:
+    if f.name in ("n_heads", "d_model", "d_head", "init_scale", "learn_embed", "onehot"):
+        return "model"
+    if f.name.startswith(("penalty", "ramp", "context")):
+        return "equivariance penalty"
+    return "movie frames" if f.name.startswith("frame") else "task and training"
 
 
 def config_from_args(args, parser: argparse.ArgumentParser | None = None):
@@ -284,10 +269,11 @@ def search_command(args) -> str:
     import shlex
     from dataclasses import fields
 
-    from .config import Config, config_flags
+    from ..cli_args import flags
+    from .config import Config
 
     parts = ["python -m pipeline orbits search", f"--seeds {args.seeds}", f"--recipe {args.recipe}"]
-    parts += config_flags({f.name: getattr(args, f.name) for f in fields(Config) if hasattr(args, f.name)})
+    parts += flags({f.name: getattr(args, f.name) for f in fields(Config) if hasattr(args, f.name)})
     parts += [f"--grid {shlex.quote(g)}" for g in args.grid]
     parts += [f"--device {args.device}", f"--batch-size {args.batch_size}", f"--polish-top {args.polish_top}"]
     if args.time_budget is not None:

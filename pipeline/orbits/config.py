@@ -5,6 +5,8 @@ from __future__ import annotations
 import math
 from dataclasses import asdict, dataclass, field
 
+from ..cli_args import command
+
 METRICS = {
     "train_accuracy": "fraction of train query instances (a, b, c) whose argmax logit is (b + c) mod 24; "
     "a triple's three positions are three query instances",
@@ -22,7 +24,7 @@ METRICS = {
 
 
 def _f(default, help: str, **meta):
-    """A Config field whose metadata the CLI is built from (``cli.add_config_arguments``): help text, and
+    """A Config field whose metadata the CLI is built from (``pipeline.cli_args``): help text, and
     optionally ``choices``, ``metavar``, ``cli=False`` (not a flag) or ``search=True`` (a flag of the search too)."""
     if isinstance(default, (dict, list)):
         return field(default_factory=lambda: type(default)(default), metadata={"help": help, **meta})
@@ -167,23 +169,8 @@ def recipe_of(cfg: Config) -> tuple[str, dict]:
 def command_for(cfg: Config) -> str:
     """The one command that trains ``cfg`` and stores it: ``python -m pipeline orbits --recipe R --seed S ...``."""
     recipe, rest = recipe_of(cfg)
-    parts = ["python -m pipeline orbits"] + ([f"--recipe {recipe}"] if recipe != "base" else [])
-    return " ".join(parts + [f"--seed {cfg.seed}"] + config_flags(rest))
-
-
-def config_flags(values: dict) -> list[str]:
-    """The Config flags that set these fields to these values (both CLIs' commands are written with it):
-    ``--name value`` (floats as ``%g``, lists space-separated), ``--name``/``--no-name`` for booleans; None left out."""
-    parts = []
-    for k, v in values.items():
-        flag = "--" + k.replace("_", "-")
-        if isinstance(v, bool):
-            parts.append(flag if v else "--no-" + flag[2:])
-        elif isinstance(v, (list, tuple)):
-            parts.append(f"{flag} " + " ".join(f"{x:g}" if isinstance(x, float) else str(x) for x in v))
-        elif v is not None:
-            parts.append(f"{flag} {v:g}" if isinstance(v, float) else f"{flag} {v}")
-    return parts
+    return command("python -m pipeline orbits", [], {"recipe": recipe if recipe != "base" else None, "seed": cfg.seed}
+                   | rest)
 
 
 def penalty_weight(cfg: Config, epoch: int) -> float:
