@@ -11,12 +11,13 @@ The store is chosen only at start-up: ``--store PATH`` after ``--args``, else $H
 the committed store.zarr; no URL parameter can choose it. Bind to localhost (``python -m dashboard``
 does; with ``panel serve`` pass ``--address 127.0.0.1``).
 
-Deep links: ``?model=NAME&tab=profiles&d=17&color=type&heads=3.5,3.7``. The server reads ``model`` and
-``tab`` from the session's request (``url_args``); the page's own JavaScript applies the rest once the
-document is ready and writes the state back into the URL as it changes (``dashboard/js/url_state.js``),
-as in the exported pages. What a link asks for and the page cannot show is left at its default and
-named in a note at the top of the page. Without a ``model`` the first load shows the first computed
-model with rotary positions (a d slider), else the first computed model.
+Deep links: ``?model=NAME&tab=profiles&d=17&color=type&heads=3.5,3.7``, and for the Compare tab
+``?tab=compare&models=A,B&quantity=rho``. The server reads ``model`` and ``tab`` from the session's request
+(``url_args``); the pages' own JavaScript applies the rest once the document is ready and writes the state
+back into the URL as it changes (``dashboard/js/url_state.js``, ``compare_url.js``), as in the exported pages.
+What a link asks for and the page cannot show is left at its default and named in a note at the top of the
+page. Without a ``model`` the first load shows the first computed model with rotary positions (a d slider),
+else the first computed model.
 """
 
 from __future__ import annotations
@@ -173,11 +174,16 @@ def profiles_panel(store, state: AppState, args: dict[str, str] | None = None,
 
 
 def compare_panel(store, state: AppState) -> pn.viewable.Viewable:
-    """Every computed model side by side (``compare_page``)."""
+    """Every computed model side by side (``compare_page``); its choosers as the deep link asks
+    (``?tab=compare&models=A,B&quantity=rho``, applied in the browser once the document is ready)."""
     try:
-        return PagePane(rendered.compare(store).root)
+        page = rendered.compare(store)
     except data.StoreError as exc:
         return pn.pane.Bokeh(_error_view("Compare models", str(exc)))
+    doc = pn.state.curdoc
+    if doc is not None and doc.session_context is not None:
+        restore_on_ready(doc, page.root)
+    return PagePane(page.root)
 
 
 def orbits_panel(store, state: AppState) -> pn.viewable.Viewable:

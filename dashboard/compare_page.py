@@ -4,7 +4,10 @@
 computed model) and ``views.compare_histograms`` (two models' coordinate histograms overlaid), with
 choosers whose browser code (``dashboard/js/compare_*.js``) swaps in numbers computed here once: the medians
 of every coordinate (d = 0) and statistic for every model, and every model's histograms. The same layout
-works served (the app's Compare tab) and as ``compare.html`` of an export.
+works served (the app's Compare tab) and as ``compare.html`` of an export. The choosers are part of the deep
+link, ``?tab=compare&models=A,B&quantity=rho`` (``compare_url.js``): the layout's ``tags`` hold the CustomJS
+``url_restore`` that applies it once the document is ready (``profiles_page.restore_on_ready``), and a
+chooser's change writes it back.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ from bokeh.models import ColumnDataSource, CustomJS, Div, GlyphRenderer, Legend,
 
 from dashboard import geometry as g
 from dashboard import jscode, views
+from dashboard.page_models import PageModels
 from dashboard.profiles_page import header, style
 from pipeline.schema import STATISTICS
 
@@ -66,9 +70,9 @@ def compare_view(ds: xr.Dataset, damaged=()):
     # the medians in one source of equal-length columns would need padding: one source per model instead
     sources = [ColumnDataSource({q: medians[f"{k}|{q}"] for q in quantities}, name=f"compare_medians_{k}")
                for k in range(len(names))]
-    quantity.js_on_change("value", CustomJS(args=dict(ctx=dict(
+    quantity.js_on_change("value", CustomJS(args=dict(ctx=PageModels(
         select=quantity, medians=sources, lines=[r.data_source for r in lines], y=_field(lines[0].glyph.y),
-        title=depth.title, axis=depth.yaxis[0], names=names)), code=jscode.code("compare_quantity")))
+        title=depth.title, axis=depth.yaxis[0]).args()), code=jscode.code("compare_quantity")))
 
     first, second = names[0], names[1] if len(names) > 1 else names[0]
     panels = [views.render(p) for p in views.compare_histograms(ds, first, second, panel_px=230)]
@@ -90,11 +94,18 @@ def compare_view(ds: xr.Dataset, damaged=()):
     every = ColumnDataSource({key: v for key, v in fractions.items()}, name="compare_fractions")
     pick = [Select(title=f"model {j + 1}", options=names, value=v, width=300, name=f"compare_model_{j + 1}")
             for j, v in enumerate((first, second))]
-    swap = CustomJS(args=dict(ctx=dict(picks=pick, bars=bars, every=every, items=legend_items)),
+    swap = CustomJS(args=dict(ctx=PageModels(picks=pick, bars=bars, every=every, items=legend_items).args()),
                     code=jscode.code("compare_models"))
     for s in pick:
         s.js_on_change("value", swap)
-    return column(top, models, quantity, depth,
+    url_note = Div(text="", stylesheets=[sheet], width=900, name="compare_url_note", visible=False)
+    link = PageModels(picks=pick, quantity=quantity, url_note=url_note).args()
+    write = CustomJS(args=dict(ctx=link), code=jscode.code("url_note", "compare_url", "compare_url_write"))
+    for s in [quantity, *pick]:
+        s.js_on_change("value", write)
+    restore = CustomJS(args=dict(ctx=link), code=jscode.code("url_note", "compare_url", "compare_url_restore"),
+                       name="url_restore")
+    return column(top, url_note, models, quantity, depth,
                   Div(text="<h2>Two models' coordinate histograms (d = 0)</h2>", stylesheets=[sheet],
                       name="compare_hist_heading"),
-                  row(*pick), row(*panels), name="compare_page")
+                  row(*pick), row(*panels), name="compare_page", tags=[restore])

@@ -40,6 +40,7 @@ from bokeh.transform import dodge
 from dashboard import geometry as g
 from dashboard import jscode, views
 from dashboard.data import ModelData, ModelRow
+from dashboard.page_models import PageModels
 from dashboard.profiles_views import lean, more_views
 
 ORBIT_FAMILY = "orbits"
@@ -236,18 +237,19 @@ def profiles_view(m: ModelData, sel: xr.Dataset | None = None, *, nav: dict[str,
                        name="elevation", width=190)
     info = Div(text=f"{L * H} heads · none selected", stylesheets=[sheet], name="selection_info", width=260)
     tools = {type(t).__name__: t for t in tetra.tools}
-    ctx = dict(heads=heads, vertices=tetra.select_one({"name": "tetra_vertices"}),
-               edges=tetra.select_one({"name": "tetra_edges"}), camera=tetra.select_one({"name": "camera"}),
-               fig=tetra, box=tools.get("BoxSelectTool"), lasso=tools.get("LassoSelectTool"),
-               label_offset=g.LABEL_OFFSET_PX, azimuth=azimuth, elevation=elevation, **views.edge_indices(),
-               cube=ColumnDataSource(dict(q=q.reshape(-1)), name="profile_cube"), n_bins=g.N_BINS,
-               meta=ColumnDataSource(dict(hist_top=[float(hist.y_range.end)], model=[r.name], n_layers=[L],
-                                          n_heads=[H], n_offsets=[D]), name="profile_meta"),
-               V=g.VERTICES.ravel().tolist(), heats=heat_sources, hist=bars.data_source, sel_hist=sel_hist,
-               sel_renderer=sel_renderer, hist_range=hist.y_range, info=info, type_names=list(g.TYPE_NAMES),
-               type_legend=type_legend)
-    more, more_ctx, stat_select = more_views(shown, heads, ctx["cube"], ctx["meta"], sheet, r.rotary and D > 1)
-    ctx.update(more_ctx)
+    models = PageModels(
+        heads=heads, vertices=tetra.select_one({"name": "tetra_vertices"}),
+        edges=tetra.select_one({"name": "tetra_edges"}), camera=tetra.select_one({"name": "camera"}), fig=tetra,
+        box=tools.get("BoxSelectTool"), lasso=tools.get("LassoSelectTool"), label_offset=g.LABEL_OFFSET_PX,
+        azimuth=azimuth, elevation=elevation, **views.edge_indices(),
+        cube=ColumnDataSource(dict(q=q.reshape(-1)), name="profile_cube"), n_bins=g.N_BINS,
+        meta=ColumnDataSource(dict(hist_top=[float(hist.y_range.end)], model=[r.name], n_layers=[L], n_heads=[H],
+                                   n_offsets=[D]), name="profile_meta"),
+        V=g.VERTICES.ravel().tolist(), heats=heat_sources, hist=bars.data_source, sel_hist=sel_hist,
+        sel_renderer=sel_renderer, hist_range=hist.y_range, info=info, type_names=list(g.TYPE_NAMES),
+        type_legend=type_legend)
+    more, models, stat_select = more_views(shown, models, sheet, r.rotary and D > 1)
+    ctx = models.args()
     tetra.add_tools(TapTool(renderers=[head_dots, *type_dots]))  # a tap selects one head: the inspector shows it
     # the drag callback that views.tetrahedron attached moves the sliders here, which project
     for cb in tetra.js_event_callbacks.get("pan", []) + tetra.js_event_callbacks.get("panstart", []):
@@ -267,9 +269,9 @@ def profiles_view(m: ModelData, sel: xr.Dataset | None = None, *, nav: dict[str,
     dslider.js_on_change("value", CustomJS(args=dict(ctx=ctx), code=jscode.code(
         "profiles_decode", "spectral_types", "project", "profiles_histograms", "page_views", "profiles_d_step")))
     color = RadioButtonGroup(labels=["colour by layer", "colour by type"], active=0, name="color_mode", width=240)
-    modes = dict(color=color, dots=head_dots, type_dots=type_dots, type_legend=type_legend,
-                 colour_bar=tetra.select_one({"name": "layer_colour_bar"}),
-                 hover=tetra.select_one({"name": "head_hover"}))
+    modes = PageModels(color=color, dots=head_dots, type_dots=type_dots, type_legend=type_legend,
+                       colour_bar=tetra.select_one({"name": "layer_colour_bar"}),
+                       hover=tetra.select_one({"name": "head_hover"})).args()
     recolour = CustomJS(args=dict(ctx=modes), code=jscode.code("color_mode"))
     color.js_on_change("active", recolour)
     for r_type in type_dots:  # a legend click hides a type: its heads leave the hover too
@@ -277,8 +279,8 @@ def profiles_view(m: ModelData, sel: xr.Dataset | None = None, *, nav: dict[str,
     curve = tetra.select_one({"name": "rank_one_curve"})
     rank_one = CheckboxGroup(labels=["rank-one curve"], active=[], name="rank_one_toggle", width=130)
     rank_one.js_on_change("active", CustomJS(args=dict(curve=curve), code=jscode.code("rank_one_toggle")))
-    heads.selected.js_on_change("indices", CustomJS(args=dict(ctx=dict(ctx, dslider=dslider)), code=jscode.code(
-        "page_views", "inspector_select")))
+    heads.selected.js_on_change("indices", CustomJS(args=dict(ctx=models.but(dslider=dslider).args()),
+                                                    code=jscode.code("page_views", "inspector_select")))
     play = Button(label="▶ Play", width=90, button_type="success", name="play", visible=rotary)
     play.js_on_event("button_click", CustomJS(args=dict(slider=dslider, button=play, interval=int(play_interval_ms)),
                                               code=jscode.code("profiles_play")))
@@ -297,16 +299,17 @@ def profiles_view(m: ModelData, sel: xr.Dataset | None = None, *, nav: dict[str,
         sel.js_on_change("value", CustomJS(code=jscode.code("navigate")))
         top.append(sel)
     url_note = Div(text="", stylesheets=[sheet], width=1100, name="url_note", visible=False)
-    link = dict(ctx, dslider=dslider, url_note=url_note, nav=top[-1] if nav else None, tabs=tabs, color=color,
-                stat=stat_select)
-    write = CustomJS(args=dict(ctx=link), code=jscode.code("url_state", "url_write"), name="url_write")
+    link = models.but(dslider=dslider, url_note=url_note, nav=top[-1] if nav else None, tabs=tabs, color=color,
+                      stat=stat_select).args()
+    write = CustomJS(args=dict(ctx=link), code=jscode.code("url_note", "url_state", "url_write"), name="url_write")
     dslider.js_on_change("value", write)
     color.js_on_change("active", write)
     if stat_select is not None:
         stat_select.js_on_change("value", write)
     heads.selected.js_on_change("indices", write)
-    ctx["meta"].js_on_change("data", write)  # the served app swaps in another model's data
-    restore = CustomJS(args=dict(ctx=link), code=jscode.code("url_state", "url_restore"), name="url_restore")
+    models.meta.js_on_change("data", write)  # the served app swaps in another model's data
+    restore = CustomJS(args=dict(ctx=link), code=jscode.code("url_note", "url_state", "url_restore"),
+                       name="url_restore")
     parts = [row(*top), url_note, Div(text=model_line(r), stylesheets=[sheet], width=1300, name="model_line")]
     status = status_html(m)
     parts.append(Div(text=f'<div class="{"error" if (m.error or r.damaged) else "warn"}">{status}</div>',

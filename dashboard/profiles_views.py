@@ -44,6 +44,7 @@ from bokeh.models import (
 
 from dashboard import geometry as g
 from dashboard import jscode, views
+from dashboard.page_models import PageModels
 from pipeline.schema import STATISTICS
 
 DEFAULT_STATISTIC = "symmetric_energy"
@@ -139,9 +140,9 @@ def _statistic(shown: xr.Dataset, stats: dict[str, np.ndarray], heads: ColumnDat
                              name="statistics_all")
     texts = ColumnDataSource({k: [views.baseline_html(shown, k, v)] for k, v in stats.items()},
                              name="statistic_texts")
-    choose.js_on_change("value", CustomJS(args=dict(ctx=dict(
+    choose.js_on_change("value", CustomJS(args=dict(ctx=PageModels(
         select=choose, every=every, image=image.data_source, mapper=mapper, title=fig.title, baseline=baseline,
-        texts=texts)), code=jscode.code("statistic_choose")))
+        texts=texts).args()), code=jscode.code("statistic_choose")))
     fig.add_tools(TapTool(renderers=[image]))
     fig.js_on_event("tap", CustomJS(args=dict(heads=heads, meta=meta), code=jscode.code("statistic_tap")))
     _name_ranges(fig, "statistic_map")
@@ -227,17 +228,18 @@ def _static(fig) -> None:
     lean(fig, [])
 
 
-def more_views(shown: xr.Dataset, heads: ColumnDataSource, cube: ColumnDataSource, meta: ColumnDataSource,
-               sheet, rotary: bool) -> tuple:
-    """The second part of the page, the context its browser code needs (page_views.js) and the statistic
-    chooser. ``meta``: the page's ``profile_meta`` (sizes the browser reads); ``rotary``: the model's form
-    depends on position (the inspector draws a, b, c, d over d).
+def more_views(shown: xr.Dataset, page: PageModels, sheet, rotary: bool) -> tuple:
+    """The second part of the page, ``page`` with the models its browser code needs (page_views.js) added,
+    and the statistic chooser. ``page``: the page's models so far, of which the heads, the profile cube and
+    ``meta`` (the page's ``profile_meta``: sizes the browser reads) are used here; ``rotary``: the model's
+    form depends on position (the inspector draws a, b, c, d over d).
 
     Every model's page holds the same models: where the model has no statistics, the views that need them
     are drawn hidden from stand-in values and "statistics not computed" shows with the command."""
     missing = views.statistics_table(shown) is None or views.spectrum_array(shown) is None
     drawn = _placeholder(shown) if missing else shown
     stats, spectra = views.statistics_table(drawn), views.spectrum_array(drawn)
+    heads, meta = page.heads, page.meta
     face, face_src, face_legend = _face(shown, heads, sheet)
     _name_ranges(face, "face")
     lt_fig, lt_src = _layer_types(shown)
@@ -259,11 +261,11 @@ def more_views(shown: xr.Dataset, heads: ColumnDataSource, cube: ColumnDataSourc
     parity.visible = not missing
     for fig in [lt_fig, *[p for p in insp_parts if hasattr(p, "renderers")], parity]:
         _static(fig)
-    ctx = dict(face=face_src, face_legend=face_legend, face_vertices=g.FACE_VERTICES.ravel().tolist(),
-               type_colors=list(g.TYPE_COLORS), type_markers=list(g.TYPE_MARKERS), lt=lt_src,
-               lt_title=lt_fig.title, insp_title=insp_title, statistic_names=list(STATISTICS),
-               meta=meta, cube=cube, every=every, **named,
-               spectra=ColumnDataSource(dict(s=spectra.reshape(-1).astype(np.float32)), name="inspector_spectra"))
+    page = page.but(face=face_src, face_legend=face_legend, face_vertices=g.FACE_VERTICES.ravel().tolist(),
+                    type_colors=list(g.TYPE_COLORS), type_markers=list(g.TYPE_MARKERS), lt=lt_src,
+                    lt_title=lt_fig.title, insp_title=insp_title, every=every, **named,
+                    spectra=ColumnDataSource(dict(s=spectra.reshape(-1).astype(np.float32)),
+                                             name="inspector_spectra"))
     heading = lambda text, name: Div(text=f"<h2>{html.escape(text)}</h2>", stylesheets=[sheet], name=name)  # noqa: E731
     layout = column(
         row(column(heading("Spectral types", "types_heading"), row(face, lt_fig)),
@@ -273,4 +275,4 @@ def more_views(shown: xr.Dataset, heads: ColumnDataSource, cube: ColumnDataSourc
             column(heading("Parity spectra: the 30 most extreme heads of each type (d = 0)", "parity_heading"),
                    missing_divs[1], parity), name="inspector_row"),
         name="more_views")
-    return layout, ctx, choose
+    return layout, page, choose

@@ -118,7 +118,7 @@ console.log(JSON.stringify([ctx.heads.data.a, ctx.hist.data.top, ctx.sel_hist.da
 def _read_link(search: str, L: int = 4, H: int = 8, D: int = 129, stats=None):
     meta = {"model": ["m"], "n_layers": [L], "n_heads": [H], "n_offsets": [D]}
     stat = "null" if stats is None else "{options: " + json.dumps(stats) + ", value: " + json.dumps(stats[0]) + "}"
-    script = (jscode.code("url_state") + f"""
+    script = (jscode.code("url_note", "url_state") + f"""
 const ctx = {{meta: {{data: {json.dumps(meta)}}}, stat: {stat}}};
 console.log(JSON.stringify(read_url_state(ctx, {json.dumps(search)})));""")
     return run_node(script)
@@ -187,3 +187,36 @@ console.log(JSON.stringify([h.type, h.type_name, counts, items.map(i => i.label.
     assert 0 < counts[0] and 0 < counts[2] and counts[1] >= 41
     assert type_names == [names[t] for t in expected]
     assert labels == g.type_labels(expected) == [f"{names[k]} (n={counts[k]})" for k in range(3)]
+
+
+def _read_compare_link(search: str, models=("org/a", "b", "c"), quantities=("a", "b", "c", "d", "rho")):
+    """read_compare_state on plain objects shaped like the compare page's choosers (model 1 and 2 at their
+    defaults: the first two models; the quantity at c)."""
+    picks = [{"options": list(models), "value": models[0]}, {"options": list(models), "value": models[1]}]
+    ctx = {"picks": picks, "quantity": {"options": list(quantities), "value": "c"}}
+    script = (jscode.code("url_note", "compare_url") + f"""
+console.log(JSON.stringify(read_compare_state({json.dumps(ctx)}, {json.dumps(search)})));""")
+    return run_node(script)
+
+
+@needs_node
+def test_a_compare_link_is_read_into_the_choosers_it_names():
+    assert _read_compare_link("?tab=compare&models=c,org%2Fa&quantity=rho") == {
+        "notes": [], "models": ["c", "org/a"], "quantity": "rho"}
+    assert _read_compare_link("?models=b") == {"notes": [], "models": ["b"]}
+    assert _read_compare_link("?model=x&tab=compare") == {"notes": []}  # the profiles tab's parameters
+
+
+@needs_node
+@pytest.mark.parametrize("search, key, words", [
+    ("?models=b,nope", "models", ["<code>nope</code>", "org/a, b, c", "showing org/a and b"]),
+    ("?models=a,b,c", "models", ["3 models", "at most 2"]),
+    ("?models=", "models", ["<code></code> is not a computed model"]),
+    ("?quantity=volume", "quantity", ["<code>volume</code>", "a, b, c, d, rho", "showing c"]),
+    ("?models=%3Cimg%20src%3Dx%3E", "models", ["&lt;img src=x&gt;"]),
+])
+def test_bad_compare_link_input_is_left_out_with_a_note(search, key, words):
+    st = _read_compare_link(search)
+    assert key not in st and len(st["notes"]) == 1
+    assert all(w in st["notes"][0] for w in words), st["notes"]
+    assert "<img" not in st["notes"][0]  # what the link holds is escaped

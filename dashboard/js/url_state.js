@@ -1,15 +1,13 @@
 // Deep links: the page's state in the URL's query string,
 //   ?model=NAME&tab=profiles&d=17&color=type&stat=rho&heads=3.5,3.7
-// (heads as layer.head; stat: the statistic of the per-head heat map). read_url_state parses and checks a query string against the page (ctx.meta:
-// model, n_layers, n_heads, D); anything it cannot use is left at its default and described in
-// st.notes. apply_url_state sets the page's widgets from it (the widgets' own callbacks redraw);
-// write_url puts the page's current state back into the URL with history.replaceState, debounced, so it
-// works served and in a static page opened with file://.
+// (heads as layer.head; stat: the statistic of the per-head heat map; the compare tab's models and
+// quantity, compare_url.js, are kept as they are). read_url_state parses and checks a query string
+// against the page (ctx.meta: model, n_layers, n_heads, D); anything it cannot use is left at its default
+// and described in st.notes. apply_url_state sets the page's widgets from it (the widgets' own callbacks
+// redraw); write_url puts the page's current state back into the URL with history.replaceState,
+// debounced, so it works served and in a static page opened with file://. Needs url_note.js before it.
 const URL_COLORS = ['layer', 'type'];
-
-function url_escape_html(s) {
-  return String(s).replace(/[&<>"']/g, (c) => ({'&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', "'": '&#39;'})[c]);
-}
+const URL_OTHER_TABS = ['models', 'quantity'];
 
 function url_meta(ctx) {
   const m = ctx.meta.data;
@@ -72,15 +70,6 @@ function read_url_state(ctx, search) {
   return st;
 }
 
-function url_note(ctx, notes) {
-  if (notes.length === 0) { return; }
-  const items = notes.map((n) => '<li>' + n + '</li>').join('');
-  const before = ctx.url_note.visible ? ctx.url_note.text.replace(/<\/ul><\/div>$/, '') : '<div class="warn">'
-    + '<b>This link asked for something the page cannot show</b>; the rest is as it asked:<ul>';
-  ctx.url_note.text = before + items + '</ul></div>';
-  ctx.url_note.visible = true;
-}
-
 function apply_url_state(ctx, search) {
   let st;
   try {
@@ -103,7 +92,7 @@ function apply_url_state(ctx, search) {
     st.notes.push('tab = <code>' + url_escape_html(st.tab) + '</code> is not a tab (' + Object.keys(ctx.tabs).join(', ')
       + '); showing the profiles');
   } else if (ctx.tabs != null && st.tab != null && ctx.tabs[st.tab]) {  // another page of a static export
-    window.location.replace(ctx.tabs[st.tab]);
+    window.location.replace(ctx.tabs[st.tab] + window.location.search + window.location.hash);  // its own link
     return;
   }
   if (st.color != null && ctx.color != null) { ctx.color.active = URL_COLORS.indexOf(st.color); }
@@ -128,6 +117,9 @@ function url_query(ctx) {
   if (ctx.color != null) { q += '&color=' + URL_COLORS[ctx.color.active]; }
   if (ctx.stat != null) { q += '&stat=' + encodeURIComponent(ctx.stat.value); }
   if (heads !== '') { q += '&heads=' + heads; }
+  for (const k of URL_OTHER_TABS) {  // the compare tab's parameters (compare_url.js) stay as they are
+    if (here.has(k)) { q += '&' + k + '=' + encodeURIComponent(here.get(k)).replace(/%2C/g, ','); }
+  }
   return '?' + q;
 }
 

@@ -165,6 +165,33 @@ def test_served_compare_tab_lists_every_computed_model(browser, served_app):
     page.close()
 
 
+def test_a_served_compare_link_sets_the_choosers_and_keeps_them_in_the_link(browser, served_app):
+    """?tab=compare&models=A,B&quantity=q served: the Compare tab with those choosers; the profiles page's own
+    link writing keeps them, and a chooser's change is written back."""
+    page, errors, _ = open_page(browser, served_app + f"?tab=compare&models={ABSOLUTE_MODEL},{ROPE_MODEL}&quantity=rho")
+    wait_for_bokeh(page, "compare_depth")
+    page.wait_for_function("() => {" + FIND_JS + f"return find('compare_model_1').value === '{ABSOLUTE_MODEL}'; }}",
+                           timeout=10_000)
+    assert (model_prop(page, "compare_model_2", "value"), model_prop(page, "compare_quantity", "value")) == (
+        ROPE_MODEL, "rho")
+    assert js(page, "return find('compare_depth').title.text;") == "median rho per layer"
+    page.wait_for_function("() => window.location.search.includes('model=')", timeout=10_000)  # profiles' write
+    q = dict(parse_qsl(urlsplit(page.url).query))
+    assert (q["tab"], q["models"], q["quantity"]) == ("compare", f"{ABSOLUTE_MODEL},{ROPE_MODEL}", "rho")
+    set_prop(page, "compare_model_2", "value", ABSOLUTE_MODEL)
+    page.wait_for_function(f"() => window.location.search.includes('models={ABSOLUTE_MODEL},{ABSOLUTE_MODEL}')",
+                           timeout=10_000)
+    page.close()
+    page, errors2, _ = open_page(browser, served_app + "?tab=compare&models=nope&quantity=%3Cb%3E")
+    wait_for_bokeh(page, "compare_depth")
+    page.wait_for_function("() => {" + FIND_JS + "return find('compare_url_note').visible; }", timeout=10_000)
+    note = model_prop(page, "compare_url_note", "text")
+    assert "<code>nope</code>" in note and "<code>&lt;b&gt;</code>" in note
+    assert model_prop(page, "compare_quantity", "value") == "c"
+    assert errors == [] and errors2 == []
+    page.close()
+
+
 def test_served_tap_fills_the_inspector_and_models_with_other_views_switch(browser, served_app):
     page, errors, _ = open_page(browser, served_app)
     wait_for_bokeh(page, "heads")

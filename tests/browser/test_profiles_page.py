@@ -13,6 +13,7 @@ from urllib.parse import parse_qsl, urlsplit
 import numpy as np
 import pytest
 
+from dashboard import data
 from dashboard.export import export, profile_page_name
 from dashboard.geometry import (
     dequantise,
@@ -301,6 +302,51 @@ def test_bad_link_input_shows_the_defaults_and_says_why(browser, pages):
     wait_for_bokeh(page, "heads")
     page.wait_for_function("() => {" + FIND_JS + "return find('url_note').visible; }", timeout=10_000)
     assert "&lt;img" in model_prop(page, "url_note", "text") and page.locator("img[src=x]").count() == 0
+    assert errors == []
+    page.close()
+
+
+def test_a_compare_link_opens_the_compare_page_with_its_choosers(browser, pages, synthetic_store):
+    """?tab=compare&models=A,B&quantity=q on a model's page opens compare.html with those choosers (the data
+    they show included); a chooser's change is written back into the link."""
+    page = browser.new_page(viewport={"width": 1500, "height": 1100})
+    errors = console_errors(page)
+    route_offline(page)
+    page.goto((pages / profile_page_name(ROPE_MODEL)).as_uri()
+              + f"?tab=compare&models={ABSOLUTE_MODEL},{ROPE_MODEL}&quantity=rho")
+    page.wait_for_url(re.compile(r"compare\.html\?"))
+    wait_for_bokeh(page, "compare_depth")
+    page.wait_for_function("() => {" + FIND_JS + f"return find('compare_model_1').value === '{ABSOLUTE_MODEL}'; }}",
+                           timeout=10_000)
+    assert (model_prop(page, "compare_model_2", "value"), model_prop(page, "compare_quantity", "value")) == (
+        ROPE_MODEL, "rho")
+    assert model_prop(page, "compare_url_note", "visible") is False
+    b = data.model_data(synthetic_store, ABSOLUTE_MODEL).profile[:, :, 0, 1].ravel()  # model 1's bars of b
+    np.testing.assert_allclose(js(page, "return Array.from(find('compare_hist_b_0').data.top);"),
+                               np.histogram(b, 40, (0, 1))[0] / b.size, atol=1e-12)
+    rho = rope_statistics(*ROPE_SHAPE)[0][:, :, list(STATISTICS).index("rho")]
+    np.testing.assert_allclose(js(page, "return Array.from(find('compare_depth').renderers[0].data_source"
+                                        ".data['median c']);"), np.median(rho, axis=1), rtol=1e-12)
+    set_prop(page, "compare_quantity", "value", "a")
+    page.wait_for_function("() => window.location.search.includes('quantity=a')", timeout=10_000)
+    assert query_of(page)["models"] == f"{ABSOLUTE_MODEL},{ROPE_MODEL}"
+    assert errors == []
+    page.close()
+
+
+def test_bad_compare_link_input_shows_the_defaults_and_says_why(browser, pages):
+    page = browser.new_page(viewport={"width": 1500, "height": 1100})
+    errors = console_errors(page)
+    route_offline(page)
+    page.goto((pages / "compare.html").as_uri() + "?models=nope,%3Cimg%20src%3Dx%3E&quantity=volume")
+    wait_for_bokeh(page, "compare_depth")
+    page.wait_for_function("() => {" + FIND_JS + "return find('compare_url_note').visible; }", timeout=10_000)
+    note = model_prop(page, "compare_url_note", "text")
+    assert "<code>nope,&lt;img src=x&gt;</code>" in note and "<code>volume</code>" in note
+    assert page.locator("img[src=x]").count() == 0  # markup in a link is shown as text, never run
+    assert [model_prop(page, n, "value") for n in ("compare_model_1", "compare_model_2", "compare_quantity")] == [
+        ROPE_MODEL, ABSOLUTE_MODEL, "c"]
+    assert page.get_by_text("This link asked for something the page cannot show").is_visible()
     assert errors == []
     page.close()
 
