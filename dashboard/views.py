@@ -510,8 +510,12 @@ def symmetric_face(sel, d: int = 0, size: int = 360) -> hv.Overlay:
     fv = g.FACE_VERTICES
     solid = hv.Path([fv[[1, 0, 2]]], group="FaceEdges").opts(color="#5b6270", line_width=1.4)
     dashed = hv.Path([fv[[1, 2]]], group="FaceEdges").opts(color="#5b6270", line_width=1.4, line_dash="dashed")
-    labels = hv.Labels({"x": fv[:, 0], "y": fv[:, 1] + np.array([0.06, -0.06, -0.06]), "text": list(g.FACE_LABELS)},
-                       ["x", "y"], "text", group="FaceLabels").opts(text_font_size="9.5pt", text_color="#222831")
+    # b's label centred above its vertex; c's and d's below theirs, each running inwards from just outside its
+    # vertex, so that none reaches the frame's edge (where Bokeh clips it) whatever the font's width
+    labels = hv.Labels({"x": fv[:, 0] + np.array([0.0, -0.06, 0.06]), "y": fv[:, 1] + np.array([0.06, -0.06, -0.06]),
+                        "text": list(g.FACE_LABELS), "align": ["center", "left", "right"]},
+                       ["x", "y"], ["text", "align"], group="FaceLabels").opts(
+        text_font_size="9.5pt", text_color="#222831", text_align="align")
     hover = HoverTool(tooltips=[("layer", "@layer"), ("head", "@head"), ("type", "@type_name"),
                                 ("(b, c, d) / (1 − a)", "@b_sym{0.000}, @c_sym{0.000}, @d_sym{0.000}")], limit=1)
     dots = hv.Points(data, ["x", "y"], [k for k in data if k not in ("x", "y")], group="Face").opts(

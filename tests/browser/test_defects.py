@@ -184,8 +184,8 @@ def test_vertex_labels_stay_inside_the_plot_at_every_rotation(browser, exported)
 
 
 FACE_BOXES_JS = """async () => {
-  // the a = 0 face's legend box and the boxes BokehJS painted its vertex labels in, in canvas pixels
-  // [left, top, right, bottom], after the next paint; and the canvas size
+  // the a = 0 face's legend box, the boxes BokehJS painted its vertex labels in and its plotting frame (where
+  // glyphs are clipped), in canvas pixels [left, top, right, bottom], after the next paint; and the canvas size
   await new Promise(r => requestAnimationFrame(() => setTimeout(r, 0)));
   const fig = find('face'), v = Bokeh.index.find_one(fig);
   const text = fig.renderers.find(r => r.glyph.type === 'Text');
@@ -196,21 +196,26 @@ FACE_BOXES_JS = """async () => {
     const top = g.sy[i] + g.y_offset.get(i) - a.y * g.sheight[i];
     labels.push([left, top, left + g.swidth[i], top + g.sheight[i]]);
   }
-  const b = v.renderer_views.get(find('face_legend')).bbox;
-  return {labels, legend: [b.left, b.top, b.right, b.bottom], canvas: [v.bbox.width, v.bbox.height]};
+  const b = v.renderer_views.get(find('face_legend')).bbox, f = v.frame.bbox;
+  return {labels, legend: [b.left, b.top, b.right, b.bottom], canvas: [v.bbox.width, v.bbox.height],
+          frame: [f.left, f.top, f.right, f.bottom]};
 }"""
 
 
-def test_face_legend_covers_no_vertex_label(browser, exported):
-    """Defect: the a = 0 face's legend lay over its "b = 1" vertex label."""
+def test_face_labels_are_whole_and_uncovered(browser, exported):
+    """Defects: the a = 0 face's legend lay over its "b = 1" vertex label, and the frame's edge clipped the
+    "c = 1 (PSD)" and "d = 1 (NSD)" labels."""
     page, errors = open_file(browser, exported / profile_page_name(ROPE_MODEL))
     got = page.evaluate("() => {" + FIND_JS + "return (" + FACE_BOXES_JS + ")(); }")
     lx0, ly0, lx1, ly1 = got["legend"]
     assert lx1 - lx0 > 20 and ly1 - ly0 > 10, got  # a legend was measured
     assert lx0 >= 0 and ly0 >= 0 and lx1 <= got["canvas"][0] and ly1 <= got["canvas"][1], got
     assert len(got["labels"]) == 3
+    fx0, fy0, fx1, fy1 = got["frame"]
     for x0, y0, x1, y1 in got["labels"]:
+        assert x1 - x0 > 30 and y1 - y0 > 8, got  # a painted label was measured
         assert x1 <= lx0 or x0 >= lx1 or y1 <= ly0 or y0 >= ly1, f"a vertex label box {[x0, y0, x1, y1]} meets {got}"
+        assert fx0 <= x0 and x1 <= fx1 and fy0 <= y0 and y1 <= fy1, f"label {[x0, y0, x1, y1]} clipped: {got}"
     assert errors == []
     page.close()
 
