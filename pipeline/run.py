@@ -31,9 +31,6 @@ from functools import lru_cache
 
 import numpy as np
 
-REGION_BYTES_PER_HEAD = 129 * 5 * 8  # profile (129 x 4) + norm (129) float64, per head and layer
-STATISTICS_BYTES_PER_HEAD = 17 * 8  # head_statistics, per head and layer (+ the spectrum: 2 d_head float64)
-
 
 class UsageError(ValueError):
     """Options that do not go together; the message says how to call it."""
@@ -201,6 +198,7 @@ class LayerTask:
     revision: str | None
     layer: int
     fold_ln: bool
+    delay: float = 0.0  # seconds the task waits before it starts (tests kill a worker inside a task with it)
 
 
 @lru_cache(maxsize=4)
@@ -212,16 +210,13 @@ def _worker_checkpoint(source: str, revision: str | None):
 
 
 def run_task(task: LayerTask, ckpt=None) -> int:
-    """Read, profile and write one layer; returns the layer. Opens the checkpoint when ``ckpt`` is None.
-
-    Test hook: ``HEADGEOMETRY_TEST_TASK_DELAY`` (seconds) makes the task sleep first."""
+    """Read, profile and write one layer; returns the layer. Opens the checkpoint when ``ckpt`` is None."""
     from pipeline.architectures import layout_from_config
 
-    delay = float(os.environ.get("HEADGEOMETRY_TEST_TASK_DELAY", "0") or 0)
-    if delay:
+    if task.delay:
         import time
 
-        time.sleep(delay)
+        time.sleep(task.delay)
     if ckpt is None:
         ckpt = _worker_checkpoint(task.source, task.revision)
         if task.revision and ckpt.revision != task.revision:
@@ -253,8 +248,8 @@ class ModelPlan:
     def name(self) -> str:
         return self.row.name
 
-    def tasks(self, store: str) -> list[LayerTask]:
-        return [LayerTask(store, self.name, self.ref.text, self.ckpt.revision, layer, self.row.layernorm_folded)
+    def tasks(self, store: str, delay: float = 0.0) -> list[LayerTask]:
+        return [LayerTask(store, self.name, self.ref.text, self.ckpt.revision, layer, self.row.layernorm_folded, delay)
                 for layer in self.todo]
 
 
@@ -361,7 +356,7 @@ def plan_model(model_or_path: str, store, fold_ln: bool = False, name: str | Non
             complete, conflict = _conflict(store, row)
             if conflict:
                 raise StoreError(conflict)
-            # layers not written, and layers written without their head statistics (by an older pipeline)
+            # layers not written, and layers written without their head statistics
             todo = [int(i) for i in np.flatnonzero(~store.layers_with_statistics(name))]
             if complete and not todo:
                 return None
@@ -389,8 +384,9 @@ def check_weights(plan: ModelPlan, progress: bool = True) -> None:
 
 def bytes_needed(plans: list[ModelPlan]) -> int:
     """About what the plans write: the profile, norm and statistics regions of every layer to do."""
-    per_head = lambda p: REGION_BYTES_PER_HEAD + STATISTICS_BYTES_PER_HEAD + 2 * p.layout.d_head * 8  # noqa: E731
-    return sum(len(p.todo) * p.layout.n_heads * per_head(p) for p in plans)
+    from pipeline.schema import bytes_per_head
+
+    return sum(len(p.todo) * p.layout.n_heads * bytes_per_head(p.layout.d_head) for p in plans)
 
 
 # ------------------------------------------------------------------------------------------ executors
@@ -495,8 +491,10 @@ def close_client(client) -> None:
         cluster.close()
 
 
-def run_dask(plans: list[ModelPlan], store, client, retries: int = 2, progress: bool = True) -> list[str]:
-    """The tasks on a dask cluster, each retried ``retries`` times if it fails or its worker dies."""
+def run_dask(plans: list[ModelPlan], store, client, retries: int = 2, progress: bool = True,
+             task_delay: float = 0.0) -> list[str]:
+    """The tasks on a dask cluster, each retried ``retries`` times if it fails or its worker dies (each waits
+    ``task_delay`` seconds before it starts)."""
     import time
 
     from distributed import as_completed
@@ -507,7 +505,7 @@ def run_dask(plans: list[ModelPlan], store, client, retries: int = 2, progress: 
             _begin(store, plan)
         futures, owner = [], {}
         for plan in plans:
-            for t in plan.tasks(store.location):
+            for t in plan.tasks(store.location, task_delay):
                 fut = client.submit(run_task, t, key=f"profile-{t.name}-{t.layer}-{time.time_ns()}",
                                     retries=retries, pure=False)
                 futures.append(fut)

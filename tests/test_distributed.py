@@ -64,8 +64,9 @@ def plan_job(folder, store, name):
     return plan_model(folder, open_store(store_location(store)), name=name)
 
 
-def run_jobs(client, plans, store, retries=2, progress=False):
-    return run_dask(plans, open_store(store_location(store)), client, retries=retries, progress=progress)
+def run_jobs(client, plans, store, retries=2, progress=False, task_delay=0.0):
+    return run_dask(plans, open_store(store_location(store)), client, retries=retries, progress=progress,
+                    task_delay=task_delay)
 
 
 @pytest.mark.slow
@@ -104,8 +105,7 @@ def test_fsspec_url_store_with_thread_workers(mistral_dir):
 
 
 @pytest.mark.slow
-def test_killing_a_worker_mid_run_still_completes_correctly(mistral_dir, tmp_path, monkeypatch):
-    monkeypatch.setenv("HEADGEOMETRY_TEST_TASK_DELAY", "1.0")  # inherited by the worker processes
+def test_killing_a_worker_mid_run_still_completes_correctly(mistral_dir, tmp_path):
     store = str(tmp_path / "store.zarr")
     client = make_client(workers=2)
     killed = []
@@ -121,7 +121,8 @@ def test_killing_a_worker_mid_run_still_completes_correctly(mistral_dir, tmp_pat
         killer = threading.Thread(target=kill_one_worker)
         killer.start()
         try:
-            run_jobs(client, [plan_job(mistral_dir, store, name="k")], store, progress=False)
+            # every task waits 1 s first, so the kill lands inside a task
+            run_jobs(client, [plan_job(mistral_dir, store, name="k")], store, progress=False, task_delay=1.0)
             outcome = "complete"
         except ClusterError:
             outcome = "failed"

@@ -12,15 +12,11 @@ import xarray as xr
 
 from pipeline import store as st
 from pipeline.schema import STATISTICS, model_rows
+from tests.factories import random_layer, random_layers
 
 
 def info(name="m", L=2, H=3, positional="learned absolute", **kw):
     return st.ModelRow(name=name, n_layers=L, n_heads=H, d_model=16, d_head=4, positional=positional, **kw)
-
-
-def rand_layer(rng, H, rotary=False):
-    p = rng.dirichlet(np.ones(4), size=(H, st.N_OFFSETS) if rotary else H)
-    return p, rng.uniform(1, 2, size=p.shape[:-1])
 
 
 def test_round_trip_through_plain_xarray(tmp_path):
@@ -28,10 +24,10 @@ def test_round_trip_through_plain_xarray(tmp_path):
     rng = np.random.default_rng(0)
     st.Store.open(path).register(info("abs", L=2, H=3, source="here"))
     st.Store.open(path).register(info("rot", L=1, H=2, positional="rope", rotary_dim=4))
-    layers = [rand_layer(rng, 3) for _ in range(2)]
+    layers = random_layers(rng, 2, 3)
     for layer, (p, n) in enumerate(layers):
         st.Store.open(path).write_layer("abs", layer, p, n)
-    pr, nr = rand_layer(rng, 2, rotary=True)
+    pr, nr = random_layer(rng, 2, rotary=True)
     st.Store.open(path).write_layer("rot", 0, pr, nr)
     st.Store.open(path).mark_complete("abs", revision="deadbeef")
     st.Store.open(path).mark_complete("rot")
@@ -64,7 +60,7 @@ def test_round_trip_through_plain_xarray(tmp_path):
 def test_complete_only_when_every_layer_written(tmp_path):
     path = tmp_path / "s.zarr"
     st.Store.open(path).register(info(L=3))
-    p, n = rand_layer(np.random.default_rng(1), 3)
+    p, n = random_layer(np.random.default_rng(1), 3)
     st.Store.open(path).write_layer("m", 0, p, n)
     st.Store.open(path).write_layer("m", 2, p, n)
     with pytest.raises(st.StoreError, match=r"layers \[1\]"):
@@ -77,11 +73,11 @@ def test_growth_keeps_what_was_written(tmp_path):
     path = tmp_path / "s.zarr"
     rng = np.random.default_rng(2)
     st.Store.open(path).register(info("small", L=1, H=2))
-    p, n = rand_layer(rng, 2)
+    p, n = random_layer(rng, 2)
     st.Store.open(path).write_layer("small", 0, p, n)
     st.Store.open(path).mark_complete("small")
     st.Store.open(path).register(info("big", L=4, H=5))  # more layers and heads than the store had
-    p2, n2 = rand_layer(rng, 5)
+    p2, n2 = random_layer(rng, 5)
     st.Store.open(path).write_layer("big", 3, p2, n2)
     ds = st.Store.open(path, mode="r").dataset("profiles")
     assert ds.sizes["layer"] == 4 and ds.sizes["head"] == 5
@@ -94,7 +90,7 @@ def test_growth_keeps_what_was_written(tmp_path):
 def test_reregistering_keeps_data_and_reset_forgets(tmp_path):
     path = tmp_path / "s.zarr"
     st.Store.open(path).register(info(L=2))
-    p, n = rand_layer(np.random.default_rng(3), 3)
+    p, n = random_layer(np.random.default_rng(3), 3)
     st.Store.open(path).write_layer("m", 0, p, n)
     st.Store.open(path).register(info(L=2, source="again"))  # resume: nothing lost
     assert st.Store.open(path, mode="r").layers_done("m").tolist() == [True, False]
@@ -107,7 +103,7 @@ def test_reregistering_keeps_data_and_reset_forgets(tmp_path):
 def test_complete_model_with_other_shape_is_refused(tmp_path):
     path = tmp_path / "s.zarr"
     st.Store.open(path).register(info(L=1))
-    p, n = rand_layer(np.random.default_rng(4), 3)
+    p, n = random_layer(np.random.default_rng(4), 3)
     st.Store.open(path).write_layer("m", 0, p, n)
     st.Store.open(path).mark_complete("m")
     with pytest.raises(st.StoreError, match="--name"):
@@ -209,13 +205,41 @@ def test_one_shape_and_one_provenance_type_serve_every_model_type():
                                                                                       "rope_theta": (10000.0, 1.0)}
 
 
+def test_created_arrays_have_the_schemas_chunks_fills_and_dtypes(tmp_path):
+    """Every array of a new profiles group, read back from its zarr.json: dimension names, data type, fill value and
+    chunk shape as pipeline.schema declares them (data variables at the creation sizes, per-model variables one
+    chunk per model, coordinates their own chunk length)."""
+    from pipeline import schema
+
+    path = tmp_path / "s.zarr"
+    st.Store.open(path).register(info("m", L=2, H=3))  # d_head 4: eigen 8
+    zarr_type = {"float64": "float64", "int32": "int32", "bool": "bool", "str": "string"}
+    sizes = {"model": 1, "layer": 2, "head": 3, "d": 129, "coordinate": 4, "statistic": 17, "eigen": 8}
+    want = {}
+    for name, (dims, dtype, fill) in (schema.PROFILE_DATA | schema.STATISTICS_DATA | schema.MODEL_DATA).items():
+        want[name] = (list(dims), zarr_type[dtype], fill, list(schema.profile_chunks(dims, sizes)))
+    for name, (dtype, fill, chunk) in schema.PROFILE_COORD_ARRAYS.items():
+        want[name] = ([name], zarr_type[dtype], fill, [chunk])
+    folders = sorted(p.name for p in (path / "profiles").iterdir() if p.is_dir())
+    assert folders == sorted(want)
+    for name, (dims, dtype, fill, chunks) in want.items():
+        meta = json.loads((path / "profiles" / name / "zarr.json").read_text())
+        got_fill = meta["fill_value"]
+        assert (meta["dimension_names"], meta["data_type"]) == (dims, dtype), name
+        assert meta["chunk_grid"]["configuration"]["chunk_shape"] == chunks, name
+        assert (got_fill == "NaN") if isinstance(fill, float) else (got_fill == fill), (name, got_fill)
+    # the chunk shapes the schema's prose gives: [1, 1, H0, 129, 4] and [1, 1, H0, E0]
+    assert want["profile"][3] == [1, 1, 3, 129, 4] and want["spectrum"][3] == [1, 1, 3, 8]
+    assert want["n_heads"][1:] == ("int32", 0, [1]) and want["note"][1:] == ("string", "", [1])
+
+
 def test_store_rows_carry_provenance_and_state(tmp_path):
     s = st.Store.open(tmp_path / "s.zarr")
     row = st.ModelRow("q", 2, 4, 32, 8, "rope", source="file.gguf", family="llama", command="python -m pipeline "
                       "profiles file.gguf --name q", n_kv_heads=2, rotary_dim=8, format="gguf", quantization="Q4_1",
                       package="llm-x==0.1", file="file.gguf", sha256="ab" * 32, note="quantized weights")
     s.register(row)
-    p, n = rand_layer(np.random.default_rng(5), 4, rotary=True)
+    p, n = random_layer(np.random.default_rng(5), 4, rotary=True)
     s.write_layer("q", 1, p, n)
     got = s.row("q")
     for f in ("source", "family", "command", "n_kv_heads", "rotary_dim", "format", "quantization", "package",
@@ -249,7 +273,7 @@ def test_statistics_round_trip_and_the_eigen_dimension_grows(tmp_path):
     path = tmp_path / "s.zarr"
     rng = np.random.default_rng(4)
     st.Store.open(path).register(info("small", L=2, H=3))  # d_head 4: 8 eigenvalues
-    p, n = rand_layer(rng, 3)
+    p, n = random_layer(rng, 3)
     s0, e0 = rand_statistics(rng, 3, 8)
     s1, e1 = rand_statistics(rng, 3, 6)  # a span narrower than 2n (N < 2n): NaN past k
     st.Store.open(path).write_layer("small", 0, p, n, s0, e0)
@@ -265,7 +289,7 @@ def test_statistics_round_trip_and_the_eigen_dimension_grows(tmp_path):
     big = st.ModelRow("big", 1, 5, 32, 12, "rope", rotary_dim=12)  # 24 eigenvalues: eigen grows from 8 to 24
     st.Store.open(path).register(big)
     sb, eb = rand_statistics(rng, 5, 24)
-    st.Store.open(path).write_layer("big", 0, *rand_layer(rng, 5, rotary=True), sb, eb)
+    st.Store.open(path).write_layer("big", 0, *random_layer(rng, 5, rotary=True), sb, eb)
     ds = st.Store.open(path, mode="r").dataset("profiles")
     assert ds.sizes["eigen"] == 24 and ds.eigen.values.tolist() == list(range(24))
     np.testing.assert_array_equal(ds.spectrum.sel(model="big").values[0, :5], eb)
@@ -298,7 +322,7 @@ def test_a_store_written_before_the_statistics_opens_and_says_so(tmp_path, capsy
     rng = np.random.default_rng(6)
     row = info("m", L=2, H=3, command="python -m pipeline profiles org/m")
     st.Store.open(path).register(row)
-    layers = [rand_layer(rng, 3) + rand_statistics(rng, 3, 8) for _ in range(2)]
+    layers = [random_layer(rng, 3) + rand_statistics(rng, 3, 8) for _ in range(2)]
     for layer, values in enumerate(layers):
         st.Store.open(path).write_layer("m", layer, *values)
     st.Store.open(path).mark_complete("m")
@@ -340,9 +364,9 @@ def test_an_old_store_gains_the_statistics_on_its_next_write(tmp_path):
     path = tmp_path / "old.zarr"
     rng = np.random.default_rng(8)
     st.Store.open(path).register(info("m", L=2, H=3))
-    st.Store.open(path).write_layer("m", 0, *rand_layer(rng, 3))
+    st.Store.open(path).write_layer("m", 0, *random_layer(rng, 3))
     drop_statistics(path)
-    values = rand_layer(rng, 3) + rand_statistics(rng, 3, 8)
+    values = random_layer(rng, 3) + rand_statistics(rng, 3, 8)
     st.Store.open(path).write_layer("m", 1, *values)
     ds = st.Store.open(path, mode="r").dataset("profiles")
     np.testing.assert_array_equal(ds.spectrum.sel(model="m").values[1, :3], values[3])

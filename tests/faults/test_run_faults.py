@@ -157,3 +157,25 @@ def test_a_task_refuses_a_checkpoint_that_changed_after_planning(tiny_model, tmp
     with pytest.raises(CheckpointError, match="the checkpoint changed"):
         run_task(plan.tasks(str(store))[0])
     assert not store.exists()
+
+
+def test_a_tasks_delay_is_a_parameter_not_the_environment(tiny_model, tmp_path, monkeypatch):
+    """LayerTask.delay makes the task wait before it starts; no pipeline module reads a test-only variable."""
+    import dataclasses
+    import pathlib
+    import time
+
+    from pipeline.run import open_store, plan_model, run_task
+
+    _, folder = tiny_model("bert", name="slow")
+    store = tmp_path / "s.zarr"
+    plan = plan_model(folder, open_store(str(store)))
+    task = plan.tasks(str(store), delay=0.4)[0]
+    assert task.delay == 0.4 and dataclasses.replace(task, delay=0.0) == plan.tasks(str(store))[0]
+    open_store(str(store)).register(plan.row)
+    start = time.perf_counter()
+    assert run_task(task) == task.layer
+    assert time.perf_counter() - start >= 0.4
+    assert open_store(str(store)).layers_done(plan.name)[task.layer]
+    sources = pathlib.Path(__file__).resolve().parents[2] / "pipeline"
+    assert not [p for p in sources.rglob("*.py") if "HEADGEOMETRY_TEST_" in p.read_text()]

@@ -25,6 +25,7 @@ import zarr
 
 from pipeline import store as st
 from pipeline.__main__ import main
+from tests.factories import random_layers, write_model
 from tests.faults import tree_digest
 
 pytestmark = pytest.mark.timeout(300)  # a hung child fails the test instead of the run
@@ -32,19 +33,15 @@ pytestmark = pytest.mark.timeout(300)  # a hung child fails the test instead of 
 A = st.ModelRow("A", 2, 3, 16, 4, "learned absolute", source="here", command="python -m pipeline profiles A")
 B = st.ModelRow("B", 4, 3, 16, 4, "rope", source="there", rotary_dim=4, command="python -m pipeline profiles B")
 RNG = np.random.default_rng(0)
-A_VALUES = [(RNG.dirichlet(np.ones(4), size=3), RNG.uniform(1, 2, 3)) for _ in range(2)]
-B_VALUES = [(RNG.dirichlet(np.ones(4), size=(3, st.N_OFFSETS)), RNG.uniform(1, 2, (3, st.N_OFFSETS)))
-            for _ in range(4)]
+A_VALUES = random_layers(RNG, 2, 3)
+B_VALUES = random_layers(RNG, 4, 3, rotary=True)
 ORBITS = xr.Dataset({"position": (("frame", "head", "panel", "xy"), RNG.normal(size=(5, 2, 2, 2)))},
                     attrs={"seed": 1})
 TRIED: list[str] = []
 
 
 def good_store(path: Path) -> Path:
-    st.Store.open(path).register(A)
-    for layer, v in enumerate(A_VALUES):
-        st.Store.open(path).write_layer("A", layer, *v)
-    st.Store.open(path).mark_complete("A")
+    write_model(path, A, A_VALUES)
     st.Store.open(path).replace_group("orbits", ORBITS)
     return path
 

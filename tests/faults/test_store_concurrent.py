@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 
 from pipeline import store as st
+from tests.factories import random_layers
 from tests.faults import tree_digest
 
 pytestmark = pytest.mark.timeout(300)  # a hung child fails the test instead of the run
@@ -33,9 +34,8 @@ def row(k: int) -> st.ModelRow:
 
 
 def values(k: int, trial: int):
-    rng = np.random.default_rng(1000 * trial + k)
     r = row(k)
-    return [(rng.dirichlet(np.ones(4), size=r.n_heads), rng.uniform(1, 2, r.n_heads)) for _ in range(r.n_layers)]
+    return random_layers(np.random.default_rng(1000 * trial + k), r.n_layers, r.n_heads)
 
 
 def run_model(path, k: int, trial: int, barrier, hold_s: float = 0.0, wait: bool = False, use_lock=False):

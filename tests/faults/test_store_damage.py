@@ -21,6 +21,7 @@ import xarray as xr
 
 from pipeline import store as st
 from pipeline.__main__ import main
+from tests.factories import random_layers, write_model
 from tests.faults import tree_digest
 
 pytestmark = pytest.mark.timeout(300)  # a hung child fails the test instead of the run
@@ -30,25 +31,17 @@ C = st.ModelRow("C", 2, 2, 8, 4, "none", source="there", command="python -m pipe
 
 
 def layer_values(row: st.ModelRow, seed: int):
-    rng = np.random.default_rng(seed)
-    return [(rng.dirichlet(np.ones(4), size=row.n_heads), rng.uniform(1, 2, row.n_heads)) for _ in range(row.n_layers)]
+    return random_layers(np.random.default_rng(seed), row.n_layers, row.n_heads)
 
 
 A_VALUES, C_VALUES = layer_values(A, 0), layer_values(C, 1)
 
 
-def write(path, row, vals, layers=None):
-    st.Store.open(path).register(row)
-    for layer in range(row.n_layers) if layers is None else layers:
-        st.Store.open(path).write_layer(row.name, layer, *vals[layer])
-    st.Store.open(path).mark_complete(row.name)
-
-
 @pytest.fixture(scope="module")
 def template(tmp_path_factory) -> Path:
     path = tmp_path_factory.mktemp("damage") / "s.zarr"
-    write(path, A, A_VALUES)
-    write(path, C, C_VALUES)
+    write_model(path, A, A_VALUES)
+    write_model(path, C, C_VALUES)
     st.Store.open(path).replace_group("orbits", xr.Dataset({"position": (("frame", "head", "panel", "xy"),
                                                             np.random.default_rng(2).normal(size=(6, 3, 2, 2)))}))
     return path
@@ -184,7 +177,7 @@ def write_with_statistics(path, seed: int) -> tuple[st.ModelRow, list]:
     D = st.ModelRow("D", 2, 3, 16, 4, "none", source="x", command="python -m pipeline profiles D")
     values = [(rng.dirichlet(np.ones(4), size=3), rng.uniform(1, 2, 3), rng.normal(size=(3, len(st.STATISTICS))),
                rng.normal(size=(3, 8))) for _ in range(2)]
-    write(path, D, values)
+    write_model(path, D, values)
     return D, values
 
 
@@ -205,7 +198,7 @@ def test_damaged_statistics_are_found_by_their_own_checksum(path, capsys):
     cleared = st.Store.open(path, mode="r").dataset("profiles").head_statistics.sel(model="D").values
     assert np.isnan(cleared).all()
     assert_rest_intact(path, [])  # A and C untouched
-    write(path, D, values)  # the repair
+    write_model(path, D, values)  # the repair
     assert verify_cli(path, capsys)[0] == 0 and st.Store.open(path, mode="r").row("D").statistics_computed
 
 
