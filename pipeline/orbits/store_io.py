@@ -58,7 +58,7 @@ def load_run(path: str) -> dict:
         run = {k: z[k] for k in z.files}
     run["config"] = json.loads(str(run["config"]))
     run["name"] = str(run["name"])
-    for k in METRICS:  # runs saved before a metric existed: NaN per frame, the last frame computed from its heads
+    for k in METRICS:  # a run without this metric: NaN per frame, the last frame computed from its heads
         if f"metric_{k}" not in run:
             run[f"metric_{k}"] = np.full(len(run["epoch"]), np.nan)
             if k == "sharpened_error":

@@ -25,24 +25,23 @@ from .config import RECIPES
 
 BASE = RECIPES["base"]  # the prototype's recipe (Config defaults): d_model 128, d_head 24, wd 1, penalty 1 -> 3000
 LONG = RECIPES["long"]  # the long schedule (4500 epochs, ramp over 1000-4000); the runs below set their polishing
+# The phases of docs/orbits_sweep.md (what each run gave is there); a phase's runs are independent, so a phase
+# may be run in part. Run names are the rows of docs/orbits_sweep.csv.
 PHASES: dict[str, list[tuple[str, dict]]] = {
     "smoke": [("smoke", {"epochs": 30, "polish_steps": 2})],
-    # phase A as run: worker 0 ran long-s0, worker 1 ran base-s1, init2-s0 (NaN at epoch 0 in float32 before the
-    # softmax floor existed) and wd0.1-s0; the rest of A moved to B after base-s1 and wd0.1-s0 pointed at
-    # weight decay as the strongest lever
+    # A: the long schedule against the base recipe, weight decay and init scale
     "A": [
-        # the first long run (penalty 1 -> 3000 over 200-1500 under a 4500-epoch cosine) lost its fit from epoch
-        # ~1200 (Adam at lr ~1e-3 against weight > 300); this one ramps later, when the lr is lower
+        # the long schedule ramps the penalty over epochs 1000-4000, when the cosine learning rate is low
         ("long-s0", LONG | {"seed": 0, "polish_steps": 150}),
         ("base-s1", {"seed": 1, "polish_steps": 50}),
         ("wd0.1-s0", {"weight_decay": 0.1, "polish_steps": 50}),
         ("init2-s0", {"init_scale": 2.0, "polish_steps": 50}),
     ],
+    # B: one setting changed at a time from the base recipe
     "B": [
         ("wd3-s0", {"weight_decay": 3.0, "polish_steps": 50}),
         ("ctxlong-s0", {"context_lengths": (4, 8, 16, 32), "polish_steps": 50}),
         ("base-s2", {"seed": 2, "polish_steps": 50}),
-        # wd3-s0 lost its fit (train 0.24 at epoch 2000): a milder decay for the next seed
         ("wd2-s1", {"seed": 1, "weight_decay": 2.0, "polish_steps": 50}),
         ("dir-s0", {"context_kind": "dirichlet", "context_lengths": (4, 8, 16, 32), "polish_steps": 50}),
         ("frac0.4-s0", {"train_fraction": 0.4, "polish_steps": 50}),
@@ -56,50 +55,44 @@ PHASES: dict[str, list[tuple[str, dict]]] = {
         ("frac0.3-s0", {"train_fraction": 0.3, "polish_steps": 50}),
         ("pen300-s0", {"penalty_end": 300.0, "polish_steps": 50}),
     ],
-    # more seeds of the recipes that kept their fit, with longer polishing (polishing lowered the matching error)
+    # C: more seeds of the decay settings, with longer polishing
     "C": [
         ("wd2-s2-p150", {"seed": 2, "weight_decay": 2.0, "polish_steps": 150}),
         ("wd1-s4-p150", {"seed": 4, "polish_steps": 150}),
         ("wd2-s3-p150", {"seed": 3, "weight_decay": 2.0, "polish_steps": 150}),
     ],
-    # more seeds of the long schedule (long-s0 gave the best orbit after polishing), one worker each
+    # D: more seeds of the long schedule
     "D": [
         ("long-s1", LONG | {"seed": 1, "polish_steps": 150}),
         ("long-s2", LONG | {"seed": 2, "polish_steps": 150}),
     ],
-    # Phase E: is the soft attention what lets non-orbits be equivariant to 1e-4? Without decay on W_Q, W_K
-    # the attention may sharpen, and then only orbits are equivariant (docs/orbits_sweep.md, phase E).
-    # As run: qkwd0-s0 and qkwd0-s1; long-qkwd0-s0 and qkwd0.1-s0 were stopped unrun when qkwd0-s0 showed no orbit
+    # E: is the soft attention what lets non-orbits be equivariant to 1e-4? Without decay on W_Q, W_K the
+    # attention may sharpen, and then only orbits are equivariant
     "E": [
         ("qkwd0-s0", {"weight_decay_qk": 0.0, "polish_steps": 150}),
         ("qkwd0-s1", {"seed": 1, "weight_decay_qk": 0.0, "polish_steps": 150}),
         ("long-qkwd0-s0", LONG | {"seed": 0, "polish_steps": 150, "weight_decay_qk": 0.0}),
         ("qkwd0.1-s0", {"weight_decay_qk": 0.1, "polish_steps": 150}),
     ],
-    # the penalty at several QK scales (embeddings scaled by sqrt(beta)): orbits are equivariant at every scale,
-    # a layer tuned to its own scale is not (the metric sharpened_error). As run: worker 0 only (scales-s0,
-    # long-scales-s0); scales-s1 and scales-s2 were not run
+    # F: the penalty at several QK scales (embeddings scaled by sqrt(beta)): orbits are equivariant at every
+    # scale, a layer tuned to its own scale is not (the metric sharpened_error)
     "F": [
         ("scales-s0", {"penalty_scales": (0.5, 1.0, 2.0), "polish_steps": 150}),
         ("scales-s1", {"seed": 1, "penalty_scales": (0.5, 1.0, 2.0), "polish_steps": 150}),
         ("long-scales-s0", LONG | {"seed": 0, "polish_steps": 150, "penalty_scales": (0.5, 1.0, 2.0)}),
         ("scales-s2", {"seed": 2, "penalty_scales": (0.5, 1.0, 2.0), "polish_steps": 150}),
     ],
-    # one-hot tokens (W_E = W_U = I, d_model 24): the heads' weights live in the token space, where the group acts.
-    # With the default lr 1e-3 and decay 1 a one-hot layer does not learn in 300 epochs (loss stays ln 24): Adam's
-    # steps are ~lr per coordinate, and the one-hot weights are ~10x larger than the learned-embedding ones.
-    # lr 1e-2 with decay 0.1 (the same lr x decay) fits the train split in 500 epochs. As run: onehot-s0 and
-    # onehot-s1; s2 and s3 were stopped unrun for phase H
+    # G: one-hot tokens (W_E = W_U = I, d_model 24): the heads' weights live in the token space, where the group
+    # acts. Adam's steps are ~lr per coordinate and the one-hot weights are ~10x larger than learned-embedding
+    # ones, so these runs take lr 1e-2 with decay 0.1 (the base recipe's lr x decay)
     "G": [
         (f"onehot-s{s}", {"seed": s, "onehot": True, "d_model": 24, "lr": 1e-2, "lr_final": 1e-4,
                           "weight_decay": 0.1, "polish_steps": 150}) for s in range(4)
     ],
-    # many seeds of the base recipe with polish-base-s1's long polishing (its live heads came closest to orbits,
-    # median matching error 0.02): the init decides the head counts per frequency, so draw many inits.
-    # As run: seeds 5-8 and 10 (no orbit within 2%); the rest was stopped for phase I
+    # H: many seeds of the base recipe with polish-base-s1's long polishing: the init decides the head counts per
+    # frequency, so draw many inits
     "H": [(f"seed{s}-p350", {"seed": s, "polish_steps": 350}) for s in range(5, 21)],
-    # more seeds of the long schedule with long polishing: its seeds 0-2 all built polygons (a 3-orbit; 3 + 2; a
-    # hexagon with a split vertex), while the base recipe's seeds 5-8 kept 2-15 live heads and no orbit
+    # I: more seeds of the long schedule with long polishing
     "I": [(f"long-s{s}-p650", LONG | {"seed": s, "polish_steps": 650}) for s in range(3, 11)],
 }
 
@@ -115,12 +108,12 @@ POLISH = {
     "polish-long-s1": ("long-s1", 200),
     "polish-long-s2": ("long-s2", 200),
     "polish2-long-s1": ("polish-long-s1", 200),
-    # phase E: a 300x heavier penalty in float64, to push the equivariance error far below 1e-4
+    # a 300x heavier penalty in float64, to push the equivariance error far below 1e-4
     "hipen-long-s0": ("polish2-long-s0", 300, {"polish_penalty": 1e6, "dtype": "float64"}),
-    # polish-long-s2 holds a hexagon at key frequency 4 whose sixth vertex is two heads with M 3.2% apart (7% before
-    # polish-long-s2's 200 steps): polish on and see whether they meet within the finder's 2% merge tolerance
+    # polish-long-s2's hexagon at key frequency 4 has a sixth vertex of two heads with M a few % apart: polished on
+    # to see whether they meet within the finder's 2% merge tolerance
     "polish2-long-s2": ("polish-long-s2", 300),
-    "polish3-long-s2": ("polish2-long-s2", 400),  # the two heads' M came to 2.3% apart after polish2
+    "polish3-long-s2": ("polish2-long-s2", 400),
 }
 
 

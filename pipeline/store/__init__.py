@@ -25,9 +25,9 @@ pull in torch. The schema (names, dimensions, dtypes, attributes, version) lives
   statistics are written, their own checksum (``schema.statistics_checksum``, head_statistics and
   spectrum) are written with its values. ``verify`` re-reads every written layer, and a layer that does
   not decode or does not match a checksum (a garbled or deleted chunk) is cleared and its model marked
-  ``damaged`` with the command that recomputes exactly those layers. A layer without statistics (a
-  store written before them) is not damaged: its model reads as "statistics not computed". Readers
-  check too, without writing: ``checked_models`` (``list``, the dashboard) shows such a model damaged
+  ``damaged`` with the command that recomputes exactly those layers. A layer without statistics (or a
+  store without the statistics variables) is not damaged: its model reads as "statistics not computed".
+  Readers check too, without writing: ``checked_models`` (``list``, the dashboard) shows such a model damaged
   with the repair.
 """
 

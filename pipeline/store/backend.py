@@ -147,7 +147,8 @@ class Local:
         return [f for d in dirs for f in d.glob("*.partial") if f.is_file()]
 
     def clean_legacy(self) -> list[str]:
-        """Side groups an older writer left (``G.__writing__``, ``G.__old__``): swap in or remove."""
+        """Side groups of the two-rename layout without a journal (``G.__writing__``, ``G.__old__`` inside the
+        store): swap in or remove."""
         out = []
         root = Path(self.location)
         for p in self.legacy_leftovers():

@@ -138,7 +138,7 @@ class Groups:
         """Idempotent: put the staged group ``new`` in place of ``group`` and drop the old one.
 
         ``ino`` is the staged group's inode: after an exchange the staging path holds the old group (another
-        inode), which is then only removed. Without it (a journal of an older writer) the staging path is
+        inode), which is then only removed. Without it (a journal entry with no inode) the staging path is
         the new group whenever it exists.
         """
         root, staged = Path(self.location), self.backend.aux / new

@@ -29,7 +29,7 @@ class Verification:
         A layer that does not decode (garbled chunk) or does not match its checksum (a deleted chunk reads
         as NaN) is damaged. With ``mark`` (the default, needs mode "a"), each damaged layer is cleared (not
         done, values NaN) and its model marked ``damaged`` and not complete, with the command that
-        recomputes exactly those layers (the model's command, which resumes). Models marked damaged earlier
+        recomputes exactly those layers (the model's command, which resumes). Models already marked damaged
         and not repaired yet are listed too (layer None).
         """
         found: list[Damage] = []
@@ -70,7 +70,7 @@ class Verification:
             bad = _layer_problems(g, i, L, H, spectrum_width(int(meta["d_head"][i])), done[i], sums[i],
                                   None if stat_sums is None else stat_sums[i])
             if not bad:
-                if str(meta["damaged"][i]):  # found earlier, not repaired yet
+                if str(meta["damaged"][i]):  # already marked, not repaired yet
                     found.append(Damage(PROFILES, name, None, f"marked damaged: {meta['damaged'][i]}", command))
                 continue
             found += [Damage(PROFILES, name, layer, why, command) for layer, why in sorted(bad.items())]
