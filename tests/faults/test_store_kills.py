@@ -25,6 +25,7 @@ import zarr
 from pipeline import store as st
 from pipeline.schema import STR_FIELDS, model_rows
 from pipeline.store import groups
+from tests.factories import random_layers, write_model
 from tests.faults import kill_points
 
 # a hung child fails the test instead of the run; every kill point (HEADGEOMETRY_KILL_STRIDE=1) takes longer
@@ -36,16 +37,8 @@ B = st.ModelRow("B", 4, 5, 20, 4, "rope", source="there", family="llama", comman
 SURVIVED: dict[str, int] = {}
 
 
-def layers(rng, L, H, rotary=False):
-    out = []
-    for _ in range(L):
-        p = rng.dirichlet(np.ones(4), size=(H, st.N_OFFSETS) if rotary else H)
-        out.append((p, rng.uniform(1, 2, size=p.shape[:-1])))
-    return out
-
-
-A_LAYERS = layers(np.random.default_rng(0), 2, 3)
-B_LAYERS = layers(np.random.default_rng(1), 4, 5, rotary=True)
+A_LAYERS = random_layers(np.random.default_rng(0), 2, 3)
+B_LAYERS = random_layers(np.random.default_rng(1), 4, 5, rotary=True)
 
 
 def orbits_ds(frames: int, seed: int) -> xr.Dataset:
@@ -66,19 +59,11 @@ OLD_ORBITS, NEW_ORBITS = orbits_ds(7, 1), orbits_ds(4, 2)  # fewer frames: stale
 OLD_SWEEP, NEW_SWEEP = sweep_ds(5, 3), sweep_ds(8, 4)
 
 
-def write_model(path, row, values, complete=True):
-    st.Store.open(path).register(row)
-    for layer, (p, n) in enumerate(values):
-        st.Store.open(path).write_layer(row.name, layer, p, n)
-    if complete:
-        st.Store.open(path).mark_complete(row.name, revision="r1")
-
-
 @pytest.fixture(scope="module")
 def template(tmp_path_factory) -> Path:
     """A store with model A complete, an orbits and an orbits_sweep group."""
     path = tmp_path_factory.mktemp("template") / "s.zarr"
-    write_model(path, A, A_LAYERS)
+    write_model(path, A, A_LAYERS, revision="r1")
     st.Store.open(path).replace_group("orbits", OLD_ORBITS)
     st.Store.open(path).replace_group("orbits_sweep", OLD_SWEEP)
     return path
@@ -172,7 +157,7 @@ def test_kill_inside_registration_leaves_no_partial_row(template, tmp_path):
 @pytest.mark.slow
 def test_kill_during_a_whole_run_resumes_to_the_same_values(template, tmp_path):
     path = tmp_path / "s.zarr"
-    for n in kill_points(lambda: write_model(path, B, B_LAYERS), copier(template, path)):
+    for n in kill_points(lambda: write_model(path, B, B_LAYERS, revision="r1"), copier(template, path)):
         names = assert_whole(path)
         if "B" in names:
             done = st.Store.open(path, mode="r").layers_done("B")
@@ -213,7 +198,7 @@ def test_kill_during_reset_leaves_the_model_resumable(template, tmp_path):
             assert_whole(path)  # untouched: complete with its values
         assert st.Store.open(path).verify() == []  # layers still marked done keep their values
         st.Store.open(path).reset("A")
-        write_model(path, A, A_LAYERS)
+        write_model(path, A, A_LAYERS, revision="r1")
         assert_whole(path)
         count("reset (--force)", n)
 
