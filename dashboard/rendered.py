@@ -8,7 +8,7 @@ later session gets its own copy of those Bokeh models (about 15 ms). The cache i
 recomputed while the server runs is rendered anew.
 
 A rendered page is checked once with Bokeh's document validation (its warnings go to the log), so the
-served app switches off the same check on every session's document (``app.py``): a copy has the models
+served app switches off the same check on every session's document (``app.serve_settings``): a copy has the models
 and values of the page it copies. Before the first copy, the page's stateless selection policies and
 index filters (one per data source and one per renderer, all alike) are replaced by one shared
 instance of each: about 40 fewer models for every session to build, walk and send.

@@ -1,8 +1,9 @@
 """The Bokeh and Panel releases the dashboard is tested with, and a check that fails early outside them.
 
 The served pages use private Bokeh and Panel internals (property descriptors, model registration, Panel's
-model cache), which change between minor releases without notice. ``TESTED`` is the one home of the
-tested range: pyproject.toml's bounds on ``bokeh`` and ``panel`` spell the same range (a test compares
+model cache), which change between minor releases without notice; they are all in
+``dashboard.bokeh_internals``, whose import runs :func:`check_versions` first. ``TESTED`` is the one home of
+the tested range: pyproject.toml's bounds on ``bokeh`` and ``panel`` spell the same range (a test compares
 them), and :func:`check_versions` refuses any other installed release with a message naming the range.
 """
 

@@ -438,7 +438,7 @@ def test_the_face_and_the_layer_type_map_follow_d_and_the_selection(rope_page):
         np.testing.assert_allclose(model_data(page, "face_heads", "y"), xy[:, 1], atol=1e-12)
         img = np.array(model_data(page, "layer_types_image", "image")[0], dtype=float).reshape(L, 3)
         np.testing.assert_allclose(img, layer_type_fractions(shown.reshape(L, H, 4)), atol=1e-12)
-        assert model_prop(page, "layer_types", "title") is not None
+        assert js(page, "return find('layer_types').title.text;") == f"Layer × type (d = {d})"
     js(page, "find('heads').selected.indices = [3, 17];")
     page.wait_for_timeout(200)
     assert selected(page, "face_heads") == [3, 17]
