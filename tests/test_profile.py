@@ -257,6 +257,55 @@ def test_offset_by_offset_route_equals_the_chunked_route(monkeypatch, no_scipy, 
         np.testing.assert_allclose(results[False][0][h, 32], naive_oracle(L[h, 32]), atol=1e-10)
 
 
+@pytest.mark.parametrize("no_scipy", [False, True])
+def test_spans_wider_than_the_exact_size_match_the_oracle_and_the_chunked_route(monkeypatch, no_scipy):
+    """k = 2n = 144 > EXACT_K: the per-offset route's own LAPACK blocking (dsytrd in blocks of SYTRD_BLOCK, dgeqrt)
+    against the N x N oracle at every offset and against the chunked route (numpy's eigvalsh and qr), and the same
+    sizes without scipy (numpy's eigvalsh and qr on the per-offset route)."""
+    if no_scipy:
+        monkeypatch.setitem(sys.modules, "scipy.linalg", None)
+    n, N = 72, 160
+    assert 2 * n > prof_module.EXACT_K
+    rng = np.random.default_rng(144)
+    W_Q, W_K = rng.normal(size=(1, n, N)) * 3.0, rng.normal(size=(1, n, N))
+    gain = rng.uniform(0.5, 2.0, size=N)
+    R = rotation_matrices(n, n, 1e4, 5)
+    got = head_profiles(W_Q, W_K, R, gain=gain, statistics=True)
+    want = head_profiles(W_Q, W_K, R, gain=gain, statistics=True, batched_offsets=True)
+    for a, b in zip(got, want, strict=True):
+        np.testing.assert_allclose(a, b, rtol=1e-12, atol=1e-12)
+    L = dense_L(W_Q * gain, W_K * gain, R)
+    for d in range(len(R)):
+        np.testing.assert_allclose(got[0][0, d], naive_oracle(L[0, d]), atol=1e-10)
+        np.testing.assert_allclose(got[1][0, d], np.linalg.norm(L[0, d]), rtol=1e-12)
+
+
+def test_lapack_blocking_keeps_the_stores_sizes_bit_equal_and_others_to_rounding():
+    """Up to EXACT_K (k = 128 and 64: the committed store's models) the per-offset eigensolver and the QR are LAPACK's
+    default calls, bit for bit; above it (dsytrd in blocks of SYTRD_BLOCK, dgeqrt) the values agree to rounding."""
+    lapack = pytest.importorskip("scipy.linalg.lapack", reason="the in-place LAPACK calls are scipy's")
+    rng = np.random.default_rng(7)
+    for k in (64, 128, 256):
+        X = rng.normal(size=(k, k))
+        S = X + X.T
+        lwork, liwork = (int(x) for x in lapack.dsyevd_lwork(k, compute_v=0, lower=1)[:2])
+        want = lapack.dsyevd(S.copy().T, compute_v=0, lower=1, lwork=lwork, liwork=liwork)[0]
+        eig, _ = prof_module._lapack_in_place(k)
+        got = eig(S.copy())
+        if k <= prof_module.EXACT_K:
+            np.testing.assert_array_equal(got, want)
+        else:
+            np.testing.assert_allclose(got, want, rtol=0, atol=1e-13 * np.abs(want).max())
+            np.testing.assert_allclose(got, np.linalg.eigvalsh(S), rtol=0, atol=1e-13 * np.abs(want).max())
+        A = np.asfortranarray(rng.normal(size=(3 * k, k)))
+        qr = lapack.dgeqrf(A.copy(order="F"), lwork=int(lapack.dgeqrf_lwork(*A.shape)[0]))[0]
+        R = prof_module._qr_r_in_place(A.copy(order="F"))
+        if k <= prof_module.EXACT_K:
+            np.testing.assert_array_equal(R, np.triu(qr[:k]))
+        else:  # the same reflections (signs and all), blocked differently
+            np.testing.assert_allclose(R, np.triu(qr[:k]), rtol=0, atol=1e-13 * np.abs(R).max())
+
+
 def test_numpy_route_runs_blas_on_one_thread_unless_told_otherwise():
     """threads=None on the numpy route: every BLAS/LAPACK pool (numpy's and scipy's) at one thread during the call,
     the process setting back after it; an explicit count is used as given."""
