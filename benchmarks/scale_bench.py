@@ -138,13 +138,18 @@ def pipeline_against_floors(W_Q, W_K, R, S, repeats: int = 7) -> None:
     """The profile core before and after against the eigensolver floors, interleaved in one run (1 thread).
 
     before: ``head_profiles(..., batched_offsets=True)``, the chunked route (offsets in chunks of CHUNK_BYTES,
-    numpy's ``eigvalsh`` on each (chunk, k, k) stack); after: the default numpy route, offset by offset in cache.
+    numpy's ``eigvalsh`` on each (chunk, k, k) stack); after: the default numpy route, offset by offset in cache;
+    between them, that route with LAPACK's default blocking at every size (``dgeqrf`` and ``dsytrd``'s default block,
+    what k <= EXACT_K always gets; the after route blocks its own way above EXACT_K, see ``_dsyevd_lwork``).
     Floors, on the same 129 matrices: numpy's ``eigvalsh`` on their (129, k, k) stack (the issue's floor), and
     LAPACK ``dsyevd`` (numpy's driver) through scipy, one matrix at a time, in place, as the pipeline calls it.
+    Wall and CPU time (``time.thread_time``, one thread) of the same runs: on a loaded machine the wall ratios
+    carry the waits for a core, the CPU ratios do not.
     """
     import numpy as np
     from threadpoolctl import threadpool_limits
 
+    import pipeline.profile as pm
     from pipeline.profile import _lapack_in_place, head_profiles
 
     eig, _ = _lapack_in_place(S.shape[-1])
@@ -155,43 +160,60 @@ def pipeline_against_floors(W_Q, W_K, R, S, repeats: int = 7) -> None:
             work[...] = Sd
             eig(work)
 
+    def default_blocking():  # every size on LAPACK's default dsytrd block and dgeqrf, as k <= EXACT_K runs
+        saved, pm.EXACT_K = pm.EXACT_K, sys.maxsize
+        try:
+            return head_profiles(W_Q, W_K, R)
+        finally:
+            pm.EXACT_K = saved
+
     runs = {"floor: numpy eigvalsh on the stack": lambda: np.linalg.eigvalsh(S),
             "floor: dsyevd per matrix, in place": per_matrix,
             "before: chunked route": lambda: head_profiles(W_Q, W_K, R, batched_offsets=True),
+            "offset by offset, LAPACK's blocking": default_blocking,
             "after: offset by offset": lambda: head_profiles(W_Q, W_K, R)}
     before, after = runs["before: chunked route"](), runs["after: offset by offset"]()
     diff = max(float(np.nanmax(np.abs(a - b) / np.maximum(1.0, np.abs(b)))) for a, b in zip(after, before, strict=True))
     times = {name: [] for name in runs}
+    cpu = {name: [] for name in runs}  # this thread's CPU time: what a loaded machine's waits do not inflate
     names = list(runs)
     with threadpool_limits(1):
-        for r in range(repeats):  # the machine is shared: each repeat runs all four, in a rotated order
+        for r in range(repeats):  # the machine is shared: each repeat runs them all, in a rotated order
             for name in names[r % len(names):] + names[:r % len(names)]:
-                t0 = time.perf_counter()
+                t0, c0 = time.perf_counter(), time.thread_time()
                 runs[name]()
+                cpu[name].append(time.thread_time() - c0)
                 times[name].append(time.perf_counter() - t0)
     t = {name: np.array(v) for name, v in times.items()}
+    c = {name: np.array(v) for name, v in cpu.items()}
     with open("/proc/loadavg") as fh:
         load = fh.read().split()[:3]
     print(f"\nprofile core, one (5120, 128) head, 129 offsets, 1 thread, {repeats} interleaved repeats "
           f"(load average {' '.join(load)}); after vs before: max |diff| {diff:.1e} (profile, norm)")
-    print(f"{'':38} {'median ms':>10} {'min ms':>8}")
+    print(f"{'':38} {'median ms':>10} {'min ms':>8} {'CPU median ms':>14}")
     for name, v in t.items():
-        print(f"{name:38} {1e3 * np.median(v):10.1f} {1e3 * v.min():8.1f}")
+        print(f"{name:38} {1e3 * np.median(v):10.1f} {1e3 * v.min():8.1f} {1e3 * np.median(c[name]):14.1f}")
     floor, floor_pm = t["floor: numpy eigvalsh on the stack"], t["floor: dsyevd per matrix, in place"]
-    for name in ("before: chunked route", "after: offset by offset"):
+    routes = ("before: chunked route", "offset by offset, LAPACK's blocking", "after: offset by offset")
+    for name in routes:
         r1, r2 = t[name] / floor, t[name] / floor_pm
         print(f"RATIO {name} / numpy eigvalsh floor = median {np.median(r1):.2f}, min {r1.min():.2f}   |   "
               f"/ dsyevd-per-matrix floor = median {np.median(r2):.2f}, min {r2.min():.2f}")
-    core_breakdown(W_Q, W_K, R, float(np.median(floor)))
+    for name in routes:
+        r1 = c[name] / c["floor: numpy eigvalsh on the stack"]
+        print(f"RATIO {name} / numpy eigvalsh floor in CPU time = median {np.median(r1):.2f}, min {r1.min():.2f}")
+    core_breakdown(W_Q, W_K, R, float(np.median(c["floor: numpy eigvalsh on the stack"])))
     r = floor_pm / floor
     print(f"(the per-matrix floor / the stack floor = median {np.median(r):.2f}: the same driver on matrices kept in "
-          "cache and not copied; the target, <= 1.1, is against numpy's eigvalsh on the stack)")
+          "cache and not copied, with the pipeline's dsytrd block size for k > EXACT_K; the target, <= 1.1, is "
+          "against numpy's eigvalsh on the stack)")
 
 
 def core_breakdown(W_Q, W_K, R, floor_s: float, repeats: int = 5) -> None:
     """Where a head's time goes in each route: the LAPACK calls timed by wrappers put around them for the run
     (QR, eigensolver, the triangular core product), the rest (rotation, the other core products, norms, sym/antisym
-    parts, Python) as the remainder; medians over ``repeats``, in ms and in % of ``floor_s``."""
+    parts, Python) as the remainder; CPU time of this thread, medians over ``repeats``, in ms and in % of
+    ``floor_s`` (the floor's CPU time)."""
     import contextlib
 
     import numpy as np
@@ -203,11 +225,11 @@ def core_breakdown(W_Q, W_K, R, floor_s: float, repeats: int = 5) -> None:
 
     def timed(name, f):
         def g(*a, **k):
-            t0 = time.perf_counter()
+            t0 = time.thread_time()
             try:
                 return f(*a, **k)
             finally:
-                spent[name] = spent.get(name, 0.0) + time.perf_counter() - t0
+                spent[name] = spent.get(name, 0.0) + time.thread_time() - t0
         return g
 
     @contextlib.contextmanager
@@ -222,17 +244,21 @@ def core_breakdown(W_Q, W_K, R, floor_s: float, repeats: int = 5) -> None:
         finally:
             pm._qr_r_in_place, pm._lapack_in_place, pm._eigvalsh_fn, np.linalg.qr = saved
 
-    print("\nwhere the time goes (LAPACK calls timed by wrappers; medians of "
+    print("\nwhere the time goes (CPU time; LAPACK calls timed by wrappers; medians of "
           f"{repeats}; % of the numpy eigvalsh floor, {1e3 * floor_s:.0f} ms):")
     parts = ("QR", "eigensolver", "core product (trmm)")
-    for label, batched in (("before: chunked route", True), ("after: offset by offset", False)):
+    for label, batched, exact in (("before: chunked route", True, pm.EXACT_K),
+                                  ("offset by offset, LAPACK's blocking", False, sys.maxsize),
+                                  ("after: offset by offset", False, pm.EXACT_K)):
         rows = {name: [] for name in ("total",) + parts}
-        with threadpool_limits(1), wrapped():
+        saved_exact, pm.EXACT_K = pm.EXACT_K, exact
+        with threadpool_limits(1), wrapped(), contextlib.ExitStack() as stack:
+            stack.callback(setattr, pm, "EXACT_K", saved_exact)
             for _ in range(repeats):
                 spent.clear()
-                t0 = time.perf_counter()
+                t0 = time.thread_time()
                 pm.head_profiles(W_Q, W_K, R, batched_offsets=batched)
-                rows["total"].append(time.perf_counter() - t0)
+                rows["total"].append(time.thread_time() - t0)
                 for name in parts:
                     rows[name].append(spent.get(name, 0.0))
         med = {name: float(np.median(v)) for name, v in rows.items()}
