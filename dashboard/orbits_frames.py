@@ -185,7 +185,8 @@ def _panel_value(ds: xr.Dataset, name: str, p: int):
 
 
 def panel_title(ds: xr.Dataset, p: int) -> str:
-    """e.g. "QK: query freq 0 × key freq 10 (rotation 10)"; the stored label when metadata is missing."""
+    """e.g. "QK: query freq 0 × key 10 (rotation 10)" (short enough for a 240 px panel); the stored label when
+    metadata is missing."""
     label = str(ds["panel"].values[p]) if "panel" in ds.coords else f"panel {p}"
     kind, a, b = (_panel_value(ds, n, p) for n in ("panel_kind", "freq_a", "freq_b"))
     rot = _panel_value(ds, "rotation", p)
@@ -193,7 +194,7 @@ def panel_title(ds: xr.Dataset, p: int) -> str:
         return label
     kind = str(kind)
     names = ("query", "key") if kind == "QK" else ("output", "input") if kind == "OV" else ("freq a", "freq b")
-    title = f"{kind}: {names[0]} freq {int(a)} × {names[1]} freq {int(b)}"
+    title = f"{kind}: {names[0]} freq {int(a)} × {names[1]} {int(b)}"
     return title + (f" (rotation {int(rot)})" if rot is not None else "")
 
 

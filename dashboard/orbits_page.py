@@ -248,6 +248,8 @@ def orbits_view(ds: xr.Dataset | None, interval_ms: int = 120, hold_ms: int = 15
             fig.add_layout(Title(text=sub, text_font_size="9.5px", text_font_style="normal", text_color="#555"),
                            "above")
         fig.title.text_font_size = "10.5px"
+        # sized by HoloViews' frame_width / frame_height; Bokeh's validation flags "fixed" without width and height
+        fig.sizing_mode = None
         fig.grid.grid_line_alpha = 0.3
         fig.min_border = 4
     dots = [fig.select_one({"name": f"orbits_dots_{p}"}) for p, fig in enumerate(figs)]

@@ -212,9 +212,9 @@ def test_verification_table_and_titles_in_the_page(store_ds):
     assert "2.50e-01" in table.text and ">12<" in table.text and ">4<" in table.text
     grid = next(m for m in layout.references() if getattr(m, "name", None) == "orbits_panels")
     titles = [f.title.text for r in grid.children for f in r.children]
-    assert titles == ["QK: query freq 0 × key freq 10 (rotation 10)",
-                      "OV: output freq 10 × input freq 10 (rotation 6)",
-                      "QK: query freq 0 × key freq 6 (rotation 2)"]
+    assert titles == ["QK: query freq 0 × key 10 (rotation 10)",
+                      "OV: output freq 10 × input 10 (rotation 6)",
+                      "QK: query freq 0 × key 6 (rotation 2)"]
     assert [of.panel_subtitle(store_ds, p) for p in range(3)] == [
         "a full orbit draws a 12-gon · ε = +1", "a full orbit draws a 4-gon · ε = −1",
         "a full orbit draws a 12-gon · ε = +1"]
