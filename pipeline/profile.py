@@ -313,11 +313,12 @@ def rotation_pairs(rotations: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.nd
 def _dsyevd_lwork(k: int, lapack) -> tuple[int, int]:
     """``(lwork, liwork)`` for LAPACK ``dsyevd``, eigenvalues only, of a k x k matrix on the per-offset route.
 
-    The work array's size sets the block size of ``dsytrd``, the reduction to tridiagonal form that takes nearly
-    all of the eigensolver's time: LAPACK's own query (``dsyevd_lwork``) leaves room for its default block
-    (32 columns in OpenBLAS), and ``2k + 1 + SYTRD_BLOCK * k`` makes it work in blocks of ``SYTRD_BLOCK`` columns
-    instead. On matrices of k = 192..512 that took 5-8 % less time than the default (CPU time, paired medians of
-    9-15 interleaved repeats, 1 thread, scipy's OpenBLAS; benchmarks/scale_bench.py --sections c shows the
+    The work array's size sets the block size of ``dsytrd``, the reduction to tridiagonal form (about half of the
+    eigensolver's time; ``dsterf``, the tridiagonal's eigenvalues, most of the rest): LAPACK's own query
+    (``dsyevd_lwork``) leaves room for its default block (32 columns in OpenBLAS), and
+    ``2k + 1 + SYTRD_BLOCK * k`` makes it work in blocks of ``SYTRD_BLOCK`` columns
+    instead. On matrices of k = 128..512 that took 4-7 % less time than the default (CPU time, paired medians of
+    5-15 interleaved repeats, 1 thread, scipy's OpenBLAS; benchmarks/scale_bench.py --sections c shows the
     whole route). Sizes k <= EXACT_K keep LAPACK's default: every model in the committed store (d_head 64 and
     32, so k = 128 and 64) is checked bit for bit against a fresh computation, and another block size rounds
     differently. The eigenvalues are the same to rounding either way (dsyevd only checks lwork >= 2k + 1)."""
@@ -330,9 +331,10 @@ def _dsyevd_lwork(k: int, lapack) -> tuple[int, int]:
 def _lapack_in_place(k: int):
     """``(eig, trmm)`` for the per-offset route: ``eig`` takes a (k, k) C-contiguous float64 array, reads its upper
     triangle and returns its eigenvalues ascending, overwriting that triangle (LAPACK ``dsyevd``, numpy's own
-    driver, through scipy on the array in place: no copy); ``trmm(K1, Z)`` sets Z (m, k) C-contiguous to K1 @ Z in
-    place for an upper triangular K1 (m, m), C-contiguous. Without scipy: numpy's ``eigvalsh`` (one copy per
-    matrix) and ``trmm = None`` (the caller multiplies densely)."""
+    driver, through scipy on the array in place: no copy; its work array sized by :func:`_dsyevd_lwork`);
+    ``trmm(K1, Z)`` sets Z (m, k) C-contiguous to K1 @ Z in place for an upper triangular K1 (m, m),
+    C-contiguous. Without scipy: numpy's ``eigvalsh`` (one copy per matrix) and ``trmm = None`` (the caller
+    multiplies densely)."""
     try:
         from scipy.linalg import blas, lapack
     except ImportError:
@@ -366,25 +368,36 @@ def _rotary_offsets(K1: np.ndarray, Pt: np.ndarray, rows, rotations: np.ndarray,
     are divided by 2 ||C|| afterwards (no scaling pass).
 
     Where the time goes (one (N, n) = (5120, 128) rotary head, 129 offsets, 1 thread; each part timed inside the
-    two routes, medians of 7-9 interleaved repeats on a 2-core machine at load average ~5, in % of the floor =
-    numpy's ``eigvalsh`` on the (129, 256, 256) stack; benchmarks/scale_bench.py --sections c prints the totals):
+    routes in CPU time of the thread (``time.thread_time``, which a loaded machine's waits for a core do not
+    inflate), medians of 9-11 repeats on a 2-core machine at load average ~6, in % of the floor = numpy's
+    ``eigvalsh`` on the (129, 256, 256) stack; benchmarks/scale_bench.py --sections c prints the totals and the
+    LAPACK parts):
 
-    ====================================  ===============================  ==============================
+    ====================================  ===============================  ==================================
     part                                  chunked route (batched_offsets)  this route
-    ====================================  ===============================  ==============================
-    eigensolver                           97-101 % (eigvalsh, copies)      95-100 % (dsyevd in place)
-    QR of [W_K^T | W_Q^T] (5120 x 256)    11-16 % (numpy's qr, a copy)     11-14 % (dgeqrf in place)
-    core products K R(d) P^T              9-12 % (dense, 1.1 GFLOP)        5-7 % (trmm, half the flops)
-    norms, ||T||, sym(C), scaling         5-6 % (passes over 67 MB)        4-5 % (in cache, no scaling)
-    rotation R(d)                         2-3 %                            3 %
-    float64 copy of the head, checks      < 1 %                            < 1 %
-    Python per head (pairs, buffers)      < 1 %                            ~1 %
-    total / floor (paired medians)        1.33-1.58                        1.19-1.28
-    ====================================  ===============================  ==============================
+    ====================================  ===============================  ==================================
+    eigensolver                           97-101 % (eigvalsh, copies)      89 % (dsyevd in place, dsytrd in
+                                                                           blocks of 8: :func:`_dsyevd_lwork`)
+    QR of [W_K^T | W_Q^T] (5120 x 256)    11-16 % (numpy's qr, a copy)     10 % (dgeqrt in place, with the
+                                                                           float64 copy of the head)
+    core products K R(d) P^T              9-12 % (dense, 1.1 GFLOP)        6 % (trmm, half the flops)
+    norms, ||T||, sym(C), scaling         5-6 % (passes over 67 MB)        4 % (in cache, no scaling)
+    rotation R(d)                         2-3 %                            2 %
+    Python per call and head (pairs,      < 1 %                            ~3 %
+    buffers, thread limits)
+    total / floor (paired medians)        1.37-1.38                        1.15 (1.24 with LAPACK's default
+                                                                           blocking, as k <= EXACT_K runs)
+    ====================================  ===============================  ==================================
 
-    The QR alone is 11-14 % of the floor (660 MFLOP, LAPACK's Householder QR; a Gram matrix's Cholesky would
-    halve it but loses accuracy on rank-deficient spans), so 1.1 x the floor is out of reach for one head at one
-    thread while the QR stays. Threads: threadpoolctl limits only the BLAS libraries loaded when its block
+    The eigensolver is two LAPACK steps of about equal cost here: ``dsytrd`` (the reduction to tridiagonal form,
+    103 ms of 212 for the 129 matrices) and ``dsterf`` (the tridiagonal's eigenvalues, 88 ms: a sequential
+    root-free QL iteration, bound by the latency of its divisions). Measured and not taken (CPU time, paired, 1
+    thread, k = 256): a padded leading dimension (k + 4, 8, 16: the same time as k, no cache-set conflict shows),
+    the two-stage driver ``dsyevd_2stage`` (1.5-1.6 x the floor), ``dsyevr`` (the same ``dsterf``), ``dstemr``'s dqds
+    for the tridiagonal (1.3-1.6 x ``dsterf``), the upper triangle in place of the lower (the same). So 1.1 x the
+    floor needs the rest (QR, products, norms: ~25 % of the floor) under ~20 % of it at one thread; the QR alone is
+    10 % (660 MFLOP of Householder QR; a Gram matrix's Cholesky would halve it but loses accuracy on rank-deficient
+    or ill-conditioned spans). Threads: threadpoolctl limits only the BLAS libraries loaded when its block
     starts, so :func:`_thread_limit` loads scipy's first (left unlimited, its 2 threads on these 256 x 256
     problems ran 20-30 x slower in one measurement on the loaded 2-core machine).
     """
