@@ -1,14 +1,17 @@
 """Scale: comparisons measured side by side in one run (ratios, not timed tests).
 
-    python benchmarks/scale_bench.py [--dir DIR] [--mistral-layers 2] [--opt-layers 8] [--sections 12345]
+    python benchmarks/scale_bench.py [--dir DIR] [--mistral-layers 2] [--opt-layers 8] [--sections 12345] [--rounds 5]
 
 1. eigen routes per head at (N, n) = (5120, 128) over 129 offsets: the naive N x N route (one offset
    timed, times 129), the pipeline (pipeline.profile.head_profiles), and the bare batched 2n x 2n
    eigvalsh floor; numpy vs torch, float64 vs float32, 1 vs 2 threads, CUDA when present.
 2. peak resident memory of `python -m pipeline profiles` on a Mistral-Small-24B-shaped sharded bf16
    checkpoint (a child process), over its imports, against one layer's Q/K bytes + 200 MB.
-3. throughput on an opt-1.3b-shaped checkpoint: whole pipeline vs merely reading its Q/K tensors, on
-   1 process and on a 2-worker dask LocalCluster.
+3. throughput on an opt-1.3b-shaped checkpoint: the whole pipeline (the CLI's run path, one process, and a
+   2-worker dask LocalCluster) vs only reading Q/K. "Reading Q/K" is opening the checkpoint and reading every
+   Q/K tensor as the pipeline gets it (``read_compact``: fp16 -> float32 with its NaN/Inf check), nothing kept.
+   Both from a warm page cache, on one thread, in interleaved rounds; the ratio in wall and in process CPU
+   time (medians of the per-round ratios), and each stage of one pass in both (``pipeline_stages``).
 4. bytes fetched through the loopback Hub (tests/hub_server.py) by a whole run on the Mistral-shaped
    checkpoint, against its Q/K bytes.
 5. the same range reads through huggingface_hub's HfFileSystem and through pipeline.sources.hub, against
@@ -20,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import resource
 import subprocess
 import sys
 import tempfile
@@ -320,35 +324,64 @@ def memory_section(folder: str, layers: int) -> None:
 # ----------------------------------------------------------------------------------------- 3. throughput
 
 
-def throughput_section(folder: str) -> None:
-    from synthetic_checkpoints import qk_names
+def cpu_s() -> float:
+    """CPU time of this process, every thread (zarr writes from its own I/O thread), user + system."""
+    r = resource.getrusage(resource.RUSAGE_SELF)
+    return r.ru_utime + r.ru_stime
 
-    from pipeline.architectures import layout_from_config
+
+def clocked(f) -> tuple[float, float]:
+    """(wall s, process CPU s) of one call of ``f``."""
+    w, c = time.perf_counter(), cpu_s()
+    f()
+    return time.perf_counter() - w, cpu_s() - c
+
+
+def read_qk(folder: str, names: list[str]) -> None:
+    """Only reading Q/K: open the checkpoint (config, index, headers, revision) and read every Q/K tensor the way
+    the pipeline gets it, ``read_compact`` (fp16 -> float32, exact, with its NaN/Inf check); nothing is kept."""
     from pipeline.checkpoints import open_checkpoint
-    from pipeline.run import close_client, compute_layer, make_client, open_store, plan_model, run_dask
+
+    ck = open_checkpoint(folder)
+    for n in names:
+        ck.read_compact(n)
+
+
+def whole_run(folder: str, store: str) -> None:
+    """The whole pipeline as ``python -m pipeline profiles FOLDER --store STORE --name opt --quiet`` runs it:
+    plan (every check, the NaN/Inf check of every Q/K tensor included), registration, each layer read,
+    profiled with its statistics and written, completion."""
+    from pipeline.run import RunOptions, run
+
+    run(RunOptions(models=[folder], store=store, name="opt", quiet=True), log=lambda *a: None)
+
+
+def throughput_section(folder: str, repeats: int = 5) -> None:
+    """The pipeline against only reading Q/K (:func:`read_qk`), both from a warm page cache (one untimed pass of
+    each first), on one BLAS/torch thread, paired and interleaved: ``repeats`` rounds of (read, pipeline), the
+    ratio taken per round in wall time and in process CPU time, and their medians printed."""
+    from statistics import median
+
+    from synthetic_checkpoints import qk_names
+    from threadpoolctl import threadpool_limits
+
+    from pipeline.checkpoints import open_checkpoint
+    from pipeline.run import close_client, make_client, open_store, plan_model, run_dask
 
     print("\n== 3. throughput, opt-1.3b-shaped fp16 checkpoint: pipeline vs reading Q/K ==")
-    ck = open_checkpoint(folder)
-    layers = int(ck.config["num_hidden_layers"])
+    layers = int(open_checkpoint(folder).config["num_hidden_layers"])
     names = qk_names("opt-1.3b", layers)
-    t_read, _ = best(lambda: [open_checkpoint(folder).read_compact(n) for n in names], repeats=2)
     with tempfile.TemporaryDirectory() as tmp:
-        def plan(store):
-            return plan_model(folder, open_store(store), name="opt")
+        def store() -> str:
+            return os.path.join(tmp, f"s{time.perf_counter_ns()}.zarr")
 
-        def single():
-            s = os.path.join(tmp, f"s{time.perf_counter_ns()}.zarr")
-            p, store = plan(s), open_store(s)
-            store.register(p.row)
-            c = open_checkpoint(folder)
-            layout = layout_from_config(c.config)
-            for layer in range(layers):
-                store.write_layer("opt", layer, *compute_layer(c, layout, layer, False))
-
-        from threadpoolctl import threadpool_limits
-
+        reads, runs = [], []
         with threadpool_limits(1):  # like a dask worker (OMP_NUM_THREADS=1): no BLAS oversubscription
-            t_one, _ = best(single, repeats=2)
+            read_qk(folder, names)
+            whole_run(folder, store())
+            for _ in range(repeats):
+                reads.append(clocked(lambda: read_qk(folder, names)))
+                runs.append(clocked(lambda: whole_run(folder, store())))
         t0 = time.perf_counter()
         client = make_client(workers=2)
         t_start = time.perf_counter() - t0
@@ -356,75 +389,107 @@ def throughput_section(folder: str) -> None:
             client.run(lambda: __import__("pipeline.run"))  # warm imports, not counted
 
             def two():
-                s = os.path.join(tmp, f"d{time.perf_counter_ns()}.zarr")
-                run_dask([plan(s)], open_store(s), client, progress=False)
+                s = store()
+                run_dask([plan_model(folder, open_store(s), name="opt")], open_store(s), client, progress=False)
 
             t_two, _ = best(two, repeats=2)
         finally:
             close_client(client)
-    stages = pipeline_stages(folder, layers)
-    print(f"{layers} layers x 32 heads; reading Q/K only: {t_read:.2f} s")
-    print(f"pipeline, 1 process: {t_one:.2f} s  -> RATIO pipeline / read = {t_one / t_read:.2f}")
-    print("  where one pass goes (1 thread; the QR is inside the profiles): " + ", ".join(
-        f"{k} {v:.2f} s ({v / t_read:.2f} x read)" for k, v in stages.items()))
-    print(f"pipeline, 2 dask workers: {t_two:.2f} s (+{t_start:.1f} s cluster start, not counted) "
-          f"-> RATIO pipeline / read = {t_two / t_read:.2f}; speed-up over 1 process = {t_one / t_two:.2f}")
+    print(f"{layers} layers x 32 heads (n = 64, N = 2048, learned positions: one offset); {repeats} interleaved "
+          "rounds, medians")
+    for k, unit in ((0, "wall"), (1, "CPU")):
+        r, p = median(x[k] for x in reads), median(x[k] for x in runs)
+        ratio = median(b[k] / a[k] for a, b in zip(reads, runs, strict=True))
+        print(f"  {unit:4}: reading Q/K only {r:.2f} s, pipeline 1 process {p:.2f} s -> RATIO pipeline / read = "
+              f"{ratio:.2f} (median of per-round ratios; target <= 3)")
+    t_read = median(x[0] for x in reads)
+    t_one = median(x[0] for x in runs)
+    stages = pipeline_stages(folder, layers, repeats)
+    c_read = median(x[1] for x in reads)
+    print("  where one pass goes (1 thread; medians over the rounds; wall / CPU s, and CPU x the read's CPU):")
+    for k, (w, c) in stages.items():
+        print(f"    {k:58} {w:6.3f} / {c:6.3f} s  ({c / c_read:5.2f} x read)")
+    print(f"pipeline, 2 dask workers: {t_two:.2f} s wall (+{t_start:.1f} s cluster start, not counted) -> RATIO "
+          f"pipeline / read = {t_two / t_read:.2f}; speed-up over 1 process = {t_one / t_two:.2f}")
 
 
-def pipeline_stages(folder: str, layers: int) -> dict[str, float]:
-    """One single-process pass over the checkpoint, each stage timed on its own: planning (the store's
-    registration included), reading and converting Q/K (``layer_qk``), the QR of each head's span (timed
-    around ``profile._qr_r_in_place``), the rest of the profiles and statistics, and the store's layer
-    writes (values, checksums, layer_done) with the completion."""
+def pipeline_stages(folder: str, layers: int, repeats: int = 5) -> dict[str, tuple[float, float]]:
+    """Single-process passes over the checkpoint, each stage clocked on its own (wall, process CPU; the median over
+    ``repeats`` passes): planning (``plan_model``: config, headers, shapes), the NaN/Inf check of every Q/K tensor
+    the run does before the store is touched, both as ``run.check_weights`` does it (``check_finite``: on the
+    stored bits) and by reading every tensor compact (how it was done before), the registration of the model's
+    row, reading and converting Q/K (``layer_qk``), the QR of each head's span (timed around
+    ``profile._qr_r_in_place``), the rest of the profiles and statistics, the store's layer writes (values,
+    checksums, layer_done) and the completion. The compact-read check is shown for comparison, not summed."""
+    from statistics import median
+
     import numpy as np
     from threadpoolctl import threadpool_limits
 
     from pipeline import profile as prof
-    from pipeline.architectures import layer_qk, layout_from_config, rotations
-    from pipeline.checkpoints import open_checkpoint
-    from pipeline.run import open_store, plan_model
+    from pipeline.architectures import layer_qk, rotations
+    from pipeline.run import check_weights, open_store, plan_model
 
-    t = dict.fromkeys(("plan", "read Q/K", "QR", "profiles and statistics (besides the QR)", "store writes"), 0.0)
+    keys = ("plan (plan_model)", "NaN/Inf check (check_weights: stored bits)",
+            "NaN/Inf check by compact reads (before; not summed)", "register", "read Q/K (layer_qk)", "QR",
+            "profiles and statistics (besides the QR)", "store writes (write_layer)", "mark_complete")
+    wall: dict[str, list[float]] = {k: [] for k in keys}
+    cpu: dict[str, list[float]] = {k: [] for k in keys}
     qr = prof._qr_r_in_place
 
     def timed_qr(A: np.ndarray) -> np.ndarray:
-        t0 = time.perf_counter()
+        w, c = time.perf_counter(), time.thread_time()  # single-threaded LAPACK in this thread
         try:
             return qr(A)
         finally:
-            t["QR"] += time.perf_counter() - t0
+            acc[0] += time.perf_counter() - w
+            acc[1] += time.thread_time() - c
 
-    with tempfile.TemporaryDirectory() as tmp, threadpool_limits(1):
-        s = os.path.join(tmp, "stages.zarr")
-        t0 = time.perf_counter()
-        p = plan_model(folder, open_store(s), name="opt")
+    def clock(key, f, *args, **kwargs):
+        w, c = time.perf_counter(), cpu_s()
+        out = f(*args, **kwargs)
+        wall[key][-1] += time.perf_counter() - w
+        cpu[key][-1] += cpu_s() - c
+        return out
+
+    def compact_reads(ckpt) -> None:
+        for n in ckpt.tensor_names():
+            if "q_proj" in n or "k_proj" in n:
+                ckpt.read_compact(n)
+
+    def one_pass(s: str) -> None:
+        for k in keys:
+            wall[k].append(0.0)
+            cpu[k].append(0.0)
+        acc[:] = [0.0, 0.0]
+        p = clock(keys[0], plan_model, folder, open_store(s), name="opt")
+        clock(keys[1], check_weights, p, progress=False)
+        clock(keys[2], compact_reads, p.ckpt)
         store = open_store(s)
-        store.register(p.row)
-        t["plan"] = time.perf_counter() - t0
-        c = open_checkpoint(folder)
-        layout = layout_from_config(c.config)
-        rot = rotations(layout)
+        clock(keys[3], store.register, p.row)
+        rot = rotations(p.layout)
+        for layer in range(layers):
+            qk = clock(keys[4], layer_qk, p.ckpt, p.layout, layer, False)
+            values = clock(keys[6], prof.head_profiles, qk.W_Q, qk.W_K, rot, kv_of_head=qk.kv_of_head, gain=qk.gain,
+                           statistics=True)
+            clock(keys[7], store.write_layer, "opt", layer, *values)
+        clock(keys[8], store.mark_complete, "opt")
+        wall[keys[5]][-1], cpu[keys[5]][-1] = acc
+        wall[keys[6]][-1] -= acc[0]
+        cpu[keys[6]][-1] -= acc[1]
+
+    acc = [0.0, 0.0]
+    with tempfile.TemporaryDirectory() as tmp, threadpool_limits(1):
         prof._qr_r_in_place = timed_qr
         try:
-            for layer in range(layers):
-                t0 = time.perf_counter()
-                qk = layer_qk(c, layout, layer, False)
-                t1 = time.perf_counter()
-                values = prof.head_profiles(qk.W_Q, qk.W_K, rot, kv_of_head=qk.kv_of_head, gain=qk.gain,
-                                            statistics=True)
-                t2 = time.perf_counter()
-                store.write_layer("opt", layer, *values)
-                t3 = time.perf_counter()
-                t["read Q/K"] += t1 - t0
-                t["profiles and statistics (besides the QR)"] += t2 - t1
-                t["store writes"] += t3 - t2
+            for r in range(repeats):
+                one_pass(os.path.join(tmp, f"stages{r}.zarr"))
         finally:
             prof._qr_r_in_place = qr
-        t0 = time.perf_counter()
-        store.mark_complete("opt")
-        t["store writes"] += time.perf_counter() - t0
-    t["profiles and statistics (besides the QR)"] -= t["QR"]
-    return t
+    out = {k: (median(wall[k]), median(cpu[k])) for k in keys}
+    summed = [k for k in keys if "not summed" not in k]
+    out["sum of the stages"] = (sum(out[k][0] for k in summed), sum(out[k][1] for k in summed))
+    return out
 
 
 # ----------------------------------------------------------------------------------------- 4. hub bytes
@@ -535,6 +600,8 @@ def main(argv=None) -> int:
     ap.add_argument("--sections", default="12345", help="which comparisons to run (default: all, 12345; c: only the "
                     "profile core against the eigensolver floors, a part of 1)")
     ap.add_argument("--repeats", type=int, default=7, help="interleaved repeats of the profile core comparison")
+    ap.add_argument("--rounds", type=int, default=5, help="interleaved (read, pipeline) rounds of "
+                    "section 3 (default 5)")
     ap.add_argument("--memory-child", nargs=2, help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.memory_child:
@@ -555,7 +622,7 @@ def main(argv=None) -> int:
     if "2" in args.sections:
         memory_section(mistral, args.mistral_layers)
     if "3" in args.sections:
-        throughput_section(opt)
+        throughput_section(opt, args.rounds)
     if "4" in args.sections:
         hub_section(mistral)
     if "5" in args.sections:

@@ -364,10 +364,11 @@ def plan_model(model_or_path: str, store, fold_ln: bool = False, name: str | Non
 
 
 def check_weights(plan: ModelPlan, progress: bool = True) -> None:
-    """Read every Q/K tensor (and gain) the plan will use once, compact; raises on NaN/Inf naming the tensor.
+    """Check every Q/K tensor (and gain) the plan will use for NaN/Inf, raising CheckpointError naming the tensor.
 
-    Hub checkpoints are not read twice (that would double the bytes fetched): each layer is checked as
-    it is read."""
+    ``Checkpoint.check_finite``: safetensors files are tested on their stored bits without converting
+    them (a fifth of a compact read's time on fp16); other formats are read compact once. Hub checkpoints
+    are not read twice (that would double the bytes fetched): each layer is checked as it is read."""
     from tqdm.auto import tqdm
 
     from pipeline.architectures import qk_tensor_names
@@ -379,7 +380,7 @@ def check_weights(plan: ModelPlan, progress: bool = True) -> None:
               for t in qk_tensor_names(plan.layout, names, layer, plan.row.layernorm_folded).values()}
     for t in tqdm(sorted(wanted), desc=f"{plan.name}: checking weights", unit="tensor", disable=not progress,
                   leave=False):
-        plan.ckpt.read_compact(t)
+        plan.ckpt.check_finite(t)
 
 
 def bytes_needed(plans: list[ModelPlan]) -> int:

@@ -155,6 +155,49 @@ def test_damaged_weights_name_the_tensor(tiny_model):
         layer_weights(ckpt, layout_from_config(ckpt.config), 1)
 
 
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16, torch.float32])
+def test_finite_on_stored_bits_agrees_with_isfinite_of_the_values(tmp_path, dtype):
+    """SafetensorsFile.finite tests the exponent bits; the reference is np.isfinite of the converted values, over
+    the dtype's extremes (largest finite, smallest subnormal, signed zeros) and each of NaN, +Inf, -Inf planted
+    alone, in the first and in a later row block."""
+    from safetensors.torch import save_file as save_torch
+
+    from pipeline.sources.safetensors_file import _BLOCK, SafetensorsFile
+
+    info = torch.finfo(dtype)
+    rows, cols = 2 * _BLOCK // 256 + 3, 256  # three row blocks
+    clean = torch.linspace(-1, 1, rows * cols, dtype=torch.float64).reshape(rows, cols).to(dtype)
+    clean[0, :4] = torch.tensor([info.max, -info.max, info.smallest_normal * 2 ** -3, -0.0]).to(dtype)
+    cases = {"clean": clean}
+    for label, bad in (("nan", float("nan")), ("inf", float("inf")), ("-inf", float("-inf"))):
+        for where in ((0, 1), (rows - 1, cols - 1)):
+            t = clean.clone()
+            t[where] = bad
+            cases[f"{label}@{where}"] = t
+    path = tmp_path / "w.safetensors"
+    save_torch(cases, str(path))
+    src = SafetensorsFile(path)
+    for name in cases:
+        want = bool(np.isfinite(src.read(name)).all())
+        assert src.finite(name) is want, name
+    assert [src.finite(n) for n in cases].count(True) == 1
+
+
+def test_check_finite_names_the_tensor_with_its_count(tiny_model):
+    _, folder = tiny_model("mistral", dtype=torch.float16, max_shard_size="4KB")
+    ckpt = open_checkpoint(folder)
+    name = "model.layers.1.self_attn.k_proj.weight"
+    for other in ckpt.tensor_names():
+        ckpt.check_finite(other)  # a clean checkpoint passes
+    shard = pathlib.Path(folder, json.loads(pathlib.Path(folder, "model.safetensors.index.json").read_text())
+                         ["weight_map"][name])
+    tensors = load_file(str(shard))
+    tensors[name][2, :3] = [np.inf, np.nan, -np.inf]
+    save_file(tensors, str(shard), metadata={"format": "pt"})
+    with pytest.raises(CheckpointError, match=rf"'{name}' .* 3 NaN/Inf"):
+        open_checkpoint(folder).check_finite(name)
+
+
 def test_unknown_names_and_folders_say_what_to_do(tmp_path):
     with pytest.raises(CheckpointError, match=r"unknown model 'gpt3': .* Registry names: distilgpt2, gpt2"):
         open_checkpoint("gpt3")

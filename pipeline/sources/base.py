@@ -1,7 +1,8 @@
 """The checkpoint interface every reader plugs into: a config dict plus tensors read one at a time.
 
 A *tensor source* is one weight file (or remote shard): ``keys()``, ``read(name)`` (float64) and
-``fingerprint()``, optionally ``read_compact(name)`` (float32 where that is exact). A :class:`Checkpoint`
+``fingerprint()``, optionally ``read_compact(name)`` (float32 where that is exact) and ``finite(name)`` (True,
+False, or None when it cannot tell without reading). A :class:`Checkpoint`
 maps tensor names to sources and carries the Hugging Face style ``config`` dict that
 ``pipeline.architectures.layout_from_config`` turns into a Layout. Readers of other formats (GGUF, ONNX)
 build the same object: they translate their metadata into such a config and their tensors into the
@@ -63,6 +64,15 @@ class Checkpoint:
         """One tensor as float32 when that is exact (stored as bf16, fp16 or fp32), else float64; checked
         like :meth:`read`. Sources without ``read_compact`` give float64."""
         return self._checked(name, compact=True)
+
+    def check_finite(self, name: str) -> None:
+        """CheckpointError (as :meth:`read` gives it) when ``name`` has a NaN or Inf value. Sources with
+        ``finite(name)`` test the stored bits without converting the tensor; the others read it compact."""
+        if name not in self.sources:
+            raise CheckpointError(f"tensor {name!r} is not in the checkpoint {self.source}")
+        test = getattr(self.sources[name], "finite", None)
+        if test is None or test(name) is not True:
+            self._checked(name, compact=True)  # reads it; raises with the count of bad values
 
     def _checked(self, name: str, compact: bool) -> np.ndarray:
         if name not in self.sources:

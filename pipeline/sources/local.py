@@ -40,6 +40,10 @@ class IndexedSource:
     def read_compact(self, name: str) -> np.ndarray:
         return self.inner.read_compact(name)
 
+    def finite(self, name: str) -> bool | None:
+        test = getattr(self.inner, "finite", None)
+        return None if test is None else test(name)
+
     def fingerprint(self) -> bytes:
         return self.inner.fingerprint()
 

@@ -18,6 +18,8 @@ from pipeline.sources.base import CheckpointError
 
 _BLOCK = 1 << 21  # elements per block read (bounds the temporary memory of a conversion)
 _EXACT32 = ("BF16", "F16", "F32")  # stored dtypes that float32 holds exactly
+# stored dtype -> (unsigned view, exponent mask): a value is NaN or Inf exactly when its exponent bits are all ones
+_EXPONENT = {"F16": ("uint16", 0x7C00), "BF16": ("uint16", 0x7F80), "F32": ("uint32", 0x7F800000)}
 
 
 def _damaged(path, exc) -> CheckpointError:
@@ -83,6 +85,27 @@ class SafetensorsFile:
 
     def read(self, name: str) -> np.ndarray:
         return self._read(name, compact=False)
+
+    def finite(self, name: str) -> bool | None:
+        """Whether every value of ``name`` is finite, tested on the stored bits (an all-ones exponent) row block
+        by row block, without converting the tensor; None for dtypes without such a test (read it instead)."""
+        import torch
+
+        dtype, shape = self._entries()[name]
+        if dtype not in _EXPONENT or len(shape) == 0:
+            return None
+        bits, mask = _EXPONENT[dtype]
+        int_dtype = torch.int16 if bits == "uint16" else torch.int32
+        rows = max(1, _BLOCK // max(1, int(np.prod(shape[1:]))))
+        try:
+            for i in range(0, shape[0], rows):
+                with self._open() as fh:
+                    u = fh.get_slice(name)[i:i + rows].view(int_dtype).numpy().view(bits)
+                    if ((u & mask) == mask).any():
+                        return False
+        except Exception as exc:  # noqa: BLE001
+            raise _damaged(self.path, exc) from exc
+        return True
 
     def read_compact(self, name: str) -> np.ndarray:
         """float32 where that is exact (stored as BF16, F16 or F32), else float64."""
