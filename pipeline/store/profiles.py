@@ -211,22 +211,27 @@ class Profiles:
             raise StoreError(f"layer {layer} of {name!r}: expected profile ({H}, {N_OFFSETS}, 4) and norm "
                              f"({H}, {N_OFFSETS}); got {profile.shape} and {norm.shape}")
         with self._writing(f"layer {layer} of {name!r}", "the other layers"):
-            if statistics is not None and "head_statistics" not in g:  # a store without the statistics variables
+            # a store without the statistics variables (or with some: _ensure_statistics adds what is missing)
+            if statistics is not None and "statistics_checksum" not in g:
                 with self._store_lock():
                     _ensure_statistics(g, width)
                     self._consolidate()
-            # order: values, checksums, then layer_done (a kill before the last leaves the layer to do)
+            has_statistics = "statistics_checksum" in g
+            # each array opened once (its metadata read once); order: values, checksums, then layer_done (a kill
+            # before the last leaves the layer to do)
             g["profile"][i, layer, :H] = profile
             g["norm"][i, layer, :H] = norm
-            if statistics is not None:
-                E = g["spectrum"].shape[-1]
-                g["head_statistics"][i, layer, :H] = statistics
-                g["spectrum"][i, layer, :H] = np.pad(spectrum, ((0, 0), (0, E - width)), constant_values=np.nan)
-            elif "statistics_checksum" in g:
-                g["head_statistics"][i, layer] = np.nan
-                g["spectrum"][i, layer] = np.nan
+            if has_statistics:
+                stats_array, spectrum_array = g["head_statistics"], g["spectrum"]
+                if statistics is not None:
+                    E = spectrum_array.shape[-1]
+                    stats_array[i, layer, :H] = statistics
+                    spectrum_array[i, layer, :H] = np.pad(spectrum, ((0, 0), (0, E - width)), constant_values=np.nan)
+                else:
+                    stats_array[i, layer] = np.nan
+                    spectrum_array[i, layer] = np.nan
             g["layer_checksum"][i, layer] = layer_checksum(profile, norm)
-            if "statistics_checksum" in g:
+            if has_statistics:
                 g["statistics_checksum"][i, layer] = ("" if statistics is None
                                                       else statistics_checksum(statistics, spectrum))
             g["layer_done"][i, layer] = True
