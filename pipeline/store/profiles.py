@@ -122,12 +122,14 @@ class Profiles:
     def _apply_register(self, row: ModelRow) -> int:
         """Idempotent: replaying it after a kill at any point gives the same row."""
         width = spectrum_width(row.d_head)
-        if PROFILES not in self.groups():
+        created = PROFILES not in self.groups()
+        if created:  # built at this row's sizes with every variable: nothing to add, grow or even out
             self._create_profiles(row.n_layers, row.n_heads, width)
         g = self._profiles("a")
-        _ensure_statistics(g, width)
-        _grow(g, row.n_layers, row.n_heads, width)
-        n = _even_rows(g)
+        if not created:
+            _ensure_statistics(g, width)
+            _grow(g, row.n_layers, row.n_heads, width)
+        n = _even_rows(g) if not created else 0
         names = _names(g)
         if row.name in names:
             i = names.index(row.name)
@@ -161,7 +163,7 @@ class Profiles:
                                        "coordinate": len(COORDINATES)})
         _ensure_statistics(g, width)
         _data_arrays(g, MODEL_DATA, {"model": 0})
-        g.attrs.update(PROFILE_ATTRS)
+        g.update_attributes(PROFILE_ATTRS)  # one write of the group's zarr.json (attrs.update writes once per key)
         self.backend.place_group(target, PROFILES)
 
     def _drop_ghost_rows(self) -> None:
@@ -340,7 +342,7 @@ def _ensure_statistics(g: zarr.Group, width: int) -> None:
     missing = {k: v for k, v in STATISTICS_DATA.items() if k not in g}
     if missing:
         _data_arrays(g, missing, sizes)
-        g.attrs.update(PROFILE_ATTRS)
+        g.update_attributes(PROFILE_ATTRS)
 
 
 def _clear_statistics(g: zarr.Group, i: int, layer: int | None = None) -> None:
