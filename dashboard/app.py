@@ -35,15 +35,15 @@ from bokeh.settings import settings
 from dashboard import data, jscode, rendered
 from dashboard.bokeh_internals import PagePane
 from dashboard.clone import Copy
-from dashboard.profiles_page import CSS, header, message, restore_on_ready, selector_groups, todo_html
+from dashboard.profiles_page import header, message, restore_on_ready, selector_groups, todo_html
 from dashboard.rendered import replace_in_place, same_structure
+from dashboard.stylesheet import page_css
 from dashboard.versions import check_versions
 
 TITLE = "Attention-head geometry"
 TABS = ("profiles", "compare", "orbits")  # the tabs' names in a deep link, in order
 
-PAGE_CSS = (CSS.replace(":host", "body") + " body { margin: 0 12px; } .title { font-size: 1.3em; font-weight: 600;"
-            " color: #ffffff; background: #1f2a3a; padding: 8px 14px; margin: 0 -12px 6px -12px; }")
+PAGE_CSS = page_css("text", "served", document=True)  # Panel's raw_css (dashboard/page.css)
 
 
 def serve_settings() -> None:
@@ -125,7 +125,8 @@ def profiles_panel(store, state: AppState, args: dict[str, str] | None = None,
     except data.StoreError as exc:
         return pn.pane.Bokeh(_error_view("Profiles of attention heads", str(exc)))
     groups = selector_groups(rows)
-    todo = pn.pane.HTML(todo_html(rows), name="todo", stylesheets=[CSS], width=1100, visible=bool(todo_html(rows)))
+    todo = pn.pane.HTML(todo_html(rows), name="todo", stylesheets=[page_css("text")], width=1100,
+                        visible=bool(todo_html(rows)))
     if not groups:
         body = "The store holds no computed model yet. See below for the commands that compute them."
         return pn.Column(pn.pane.Bokeh(column(header("Profiles of attention heads"),

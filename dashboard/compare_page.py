@@ -22,7 +22,8 @@ from bokeh.models import ColumnDataSource, CustomJS, Div, GlyphRenderer, Legend,
 from dashboard import geometry as g
 from dashboard import jscode, views
 from dashboard.page_models import PageModels
-from dashboard.profiles_page import header, style
+from dashboard.profiles_page import header
+from dashboard.stylesheet import style
 from pipeline.schema import STATISTICS
 
 DEFAULT_QUANTITY = "c"

@@ -32,7 +32,6 @@ from dashboard import data
 from dashboard.compare_page import compare_view
 from dashboard.orbits_page import orbits_view
 from dashboard.profiles_page import (
-    CSS,
     ORBIT_GROUP,
     header,
     is_orbit_experiment,
@@ -41,26 +40,11 @@ from dashboard.profiles_page import (
     restore_on_ready,
     todo_html,
 )
+from dashboard.stylesheet import page_css
 
 SLUG_MAX = 60
 
-PAGE_CSS = """
-<style>
-  body { margin: 0; padding: 18px 28px 40px 28px; background: #fafbfc; color: #222831;
-         font-family: "Source Sans 3", "Source Sans Pro", "Segoe UI", Helvetica, Arial, sans-serif; }
-  nav.hg { font-size: 0.92em; margin-bottom: 6px; }
-  nav.hg a { color: #1565c0; text-decoration: none; margin-right: 1.2em; }
-  nav.hg a:hover { text-decoration: underline; }
-</style>
-"""
-
-TABLE_CSS = """
-table.models { border-collapse: collapse; font-size: 0.93em; margin: 0.4em 0; }
-table.models th, table.models td { padding: 0.25em 0.8em; white-space: nowrap; text-align: left;
-  border-bottom: 1px solid #e3e7ec; }
-table.models th { font-weight: 600; border-bottom: 2px solid #c9d0d8; }
-table.models td.num { text-align: right; font-variant-numeric: tabular-nums; }
-"""
+PAGE_CSS = f"<style>\n{page_css('text', 'export', document=True)}</style>\n"  # dashboard/page.css
 
 
 class ExportError(RuntimeError):
@@ -166,9 +150,8 @@ def index_html(store: Path, rows: list[data.ModelRow], problem: str | None) -> s
              "medians against relative depth, two models' histograms overlaid</a></li></ul>")
     body += ('<h2>Orbits</h2><ul><li><a href="orbits.html">The orbit experiment: the heads of one layer under '
              "C<sub>24</sub></a></li></ul>")
-    css = CSS.replace(":host", "body") + TABLE_CSS
     return (f"<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'><title>Attention-head geometry</title>"
-            f"{PAGE_CSS}<style>{css}</style></head><body><h1>Attention-head geometry</h1>"
+            f"{PAGE_CSS}</head><body><h1>Attention-head geometry</h1>"
             f"<p class='meta'>Static pages exported from <code>{html.escape(store.name)}</code>; every view works "
             f"without a server.</p>{body}</body></html>")
 

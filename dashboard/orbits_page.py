@@ -32,6 +32,7 @@ from bokeh.models import (
     ColumnDataSource,
     CustomJS,
     Div,
+    InlineStyleSheet,
     LayoutDOM,
     Plot,
     Slider,
@@ -45,6 +46,7 @@ from dashboard import jscode, views
 from dashboard import orbits_frames as of
 from dashboard.page_models import PageModels
 from dashboard.profiles_views import lean
+from dashboard.stylesheet import style
 from pipeline.schema import orbits_problems
 
 PANEL_PX = 240
@@ -129,18 +131,17 @@ def _verification_html(ds: xr.Dataset, orbit: np.ndarray) -> str:
     for c in checks:
         err = f"{c.worst_error:.2e}" if np.isfinite(c.worst_error) else "not stored"
         closed = "—" if c.closed is None else ("yes" if c.closed else "<b>no</b>")
-        rows.append(f"<tr><td><span style='color:{c.colour};font-size:16px'>●</span></td><td>{c.label}</td>"
+        rows.append(f"<tr><td><span class='dot' style='color:{c.colour}'>●</span></td><td>{c.label}</td>"
                     f"<td title='heads {', '.join(map(str, c.heads))}'>{len(c.heads)}</td>"
                     f"<td>{err}</td><td>{closed}</td></tr>")
     if n_none:
-        rows.append(f"<tr><td><span style='color:{of.NO_ORBIT};font-size:16px'>●</span></td><td>none</td>"
+        rows.append(f"<tr><td><span class='dot' style='color:{of.NO_ORBIT}'>●</span></td><td>none</td>"
                     f"<td>{n_none}</td><td></td><td></td></tr>")
-    style = "border-collapse:collapse;font-size:12px"
     return ("<b>Orbit verification</b>: for every shift s and head h, s·h is the head matching "
             "M<sub>s·h</sub> = T<sub>s</sub> M<sub>h</sub> T<sub>s</sub><sup>−1</sup> and "
             "R<sub>s·h</sub> = T<sub>2s</sub> R<sub>h</sub> T<sub>s</sub><sup>−1</sup>; below, the worst "
             "relative Frobenius error over the 24 shifts and the orbit's heads, and whether every shift maps "
-            f"the orbit into itself.<table style='{style}' cellpadding='3'>{head}{''.join(rows)}"
+            f"the orbit into itself.<table class='compact' cellpadding='3'>{head}{''.join(rows)}"
             "</table>")
 
 
@@ -159,16 +160,16 @@ def _metrics_figures(ds: xr.Dataset, epochs: np.ndarray) -> tuple[list, list[Spa
     return figs, cursors
 
 
-def _search_and_reproduction(ds: xr.Dataset, search: xr.Dataset | None) -> list:
+def _search_and_reproduction(ds: xr.Dataset, search: xr.Dataset | None, sheet: InlineStyleSheet) -> list:
     """What the stored run reproduces of the original work (a table), and the search's family sizes."""
     rows = views.reproduction(ds)
     colour = {"yes": "#2e7d32", "no": "#c62828", "partly": "#ef6c00"}
     body = "".join(f"<tr><td>{html.escape(r['result'])}</td><td>{html.escape(r['original'])}</td>"
                    f"<td>{html.escape(r['stored'])}</td><td style='color:{colour[r['reproduced']]}'>"
                    f"<b>{r['reproduced']}</b></td></tr>" for r in rows)
-    table = Div(text=("<b>What the stored run reproduces</b><table style='border-collapse:collapse;font-size:12px'"
+    table = Div(text=("<b>What the stored run reproduces</b><table class='compact'"
                       " cellpadding='3'><tr><th>result</th><th>original</th><th>stored run</th><th>reproduced</th>"
-                      f"</tr>{body}</table>"), width=SIDE_PX, name="orbits_reproduction")
+                      f"</tr>{body}</table>"), width=SIDE_PX, name="orbits_reproduction", stylesheets=[sheet])
     if search is None or "orbit_count" not in search:
         plot = Div(text=views.NO_SEARCH, width=SIDE_PX, name="orbits_search")
     else:
@@ -181,33 +182,34 @@ def _search_and_reproduction(ds: xr.Dataset, search: xr.Dataset | None) -> list:
     return [table, plot]
 
 
-def _tetrahedron(ds: xr.Dataset, f0: int, movie: PageModels) -> LayoutDOM:
+def _tetrahedron(ds: xr.Dataset, f0: int, movie: PageModels, sheet: InlineStyleSheet) -> LayoutDOM:
     """``views.orbit_tetrahedron`` at frame f0, moved with the slider (orbits_tetra.js) from every frame's
     projected profiles, shipped once (``orbits_tetra_positions``); the message when the run has no profiles."""
     xy = views.orbit_profile_positions(ds)
     if xy is None:
-        return Div(text=f"<p style='font-size:12px'><b>The heads on the 3-simplex.</b> "
-                        f"{of.code_html(of.no_profiles_note(ds))}</p>", width=TETRA_PX, name="orbits_tetra_message")
+        return Div(text=f"<p class='small'><b>The heads on the 3-simplex.</b> "
+                        f"{of.code_html(of.no_profiles_note(ds))}</p>", width=TETRA_PX, name="orbits_tetra_message",
+                   stylesheets=[sheet])
     fig = views.render(views.orbit_tetrahedron(ds, frame=f0, size=TETRA_PX - 20))
     both = np.concatenate([xy, of.head_profiles(ds)], axis=-1)  # (F, H, 6): x, y, a, b, c, d
     store = ColumnDataSource({"pos": of.pack_positions(both)}, name="orbits_tetra_positions")
     dots, trails = (fig.select_one({"name": f"orbits_tetra_{k}"}) for k in ("dots", "trails"))
     movie.slider.js_on_change("value", CustomJS(args=dict(ctx=movie.but(store=store, dots=dots, trails=trails).args()),
                                                 code=jscode.code("orbits_tetra")))
-    caption = Div(text=f"<p style='font-size:12px;margin:0'>{TETRA_CAPTION}</p>", width=TETRA_PX,
-                  name="orbits_tetra_caption")
+    caption = Div(text=f"<p class='small tight'>{TETRA_CAPTION}</p>", width=TETRA_PX,
+                  name="orbits_tetra_caption", stylesheets=[sheet])
     return column(fig, caption, width=TETRA_PX)
 
 
-def _hypotheses(search: xr.Dataset | None) -> list:
+def _hypotheses(search: xr.Dataset | None, sheet: InlineStyleSheet) -> list:
     """The search's hypotheses, one row per recipe (``views.hypotheses_table``), under a one-line caption;
     nothing without a search (the search plots above say so)."""
     if not views.hypotheses(search):
         return []
     table = views.render(views.hypotheses_table(search, width=HYPOTHESES_PX))
     table.name = "orbits_hypotheses"
-    caption = Div(text=f"<p style='font-size:12px;margin:0'>{HYPOTHESES_CAPTION}</p>", width=HYPOTHESES_PX,
-                  name="orbits_hypotheses_caption")
+    caption = Div(text=f"<p class='small tight'>{HYPOTHESES_CAPTION}</p>", width=HYPOTHESES_PX,
+                  name="orbits_hypotheses_caption", stylesheets=[sheet])
     return [caption, table]
 
 
@@ -237,6 +239,7 @@ def orbits_view(ds: xr.Dataset | None, interval_ms: int = 120, hold_ms: int = 15
     metrics = of.metric_columns(ds)
     orbit = of.orbit_labels(ds)
     f0 = F - 1  # open on the last frame: the orbits as trained
+    sheet = style("orbits")  # the page's one stylesheet model (dashboard/page.css)
 
     store = ColumnDataSource({"pos": of.pack_positions(pos)}, name="orbits_positions")
     frames = ColumnDataSource({"epoch": epochs, "start": starts, **metrics,
@@ -271,7 +274,7 @@ def orbits_view(ds: xr.Dataset | None, interval_ms: int = 120, hold_ms: int = 15
     slider.js_on_change("value", CustomJS(args=dict(ctx=movie.but(
         store=store, dots=dots, trails=trails, xr=[f.x_range for f in figs], yr=[f.y_range for f in figs], info=info,
         cursors=cursors, P=P).args()), code=jscode.code("orbits_update")))
-    tetra = _tetrahedron(ds, f0, movie)
+    tetra = _tetrahedron(ds, f0, movie, sheet)
     play.js_on_change("active", CustomJS(args=dict(ctx=movie.but(speed=speed, hold_ms=hold_ms).args()),
                                          code=jscode.code("orbits_play")))
     back.js_on_click(CustomJS(args=dict(ctx=movie.but(step=-1).args()), code=jscode.code("orbits_step")))
@@ -281,19 +284,21 @@ def orbits_view(ds: xr.Dataset | None, interval_ms: int = 120, hold_ms: int = 15
         chart.js_on_event("tap", tap)
 
     n_orbits = len(of.orbit_order(orbit))
-    header = Div(text=(f"<h3 style='margin:0'>Orbits of C<sub>24</sub>: {H} heads, {n_orbits} orbit"
+    header = Div(text=(f"<h3 class='tight'>Orbits of C<sub>24</sub>: {H} heads, {n_orbits} orbit"
                        f"{'s' if n_orbits != 1 else ''}, {F} frames (trails: last "
-                       f"{of.trail_epochs(ds):g} epochs)</h3>"), width=2 * panel_px + TETRA_PX + SIDE_PX)
-    look = Div(text=f"<p style='font-size:12px;margin:0'><b>What to look for.</b> {WHAT_TO_LOOK_FOR}</p>",
-               width=SIDE_PX)
-    table = Div(text=_verification_html(ds, orbit), width=SIDE_PX, name="orbits_verification")
-    label = Div(text="<span style='white-space:nowrap'>ms per frame</span>", width=95, name="orbits_interval_label")
+                       f"{of.trail_epochs(ds):g} epochs)</h3>"), width=2 * panel_px + TETRA_PX + SIDE_PX,
+                 stylesheets=[sheet])
+    look = Div(text=f"<p class='small tight'><b>What to look for.</b> {WHAT_TO_LOOK_FOR}</p>",
+               width=SIDE_PX, stylesheets=[sheet])
+    table = Div(text=_verification_html(ds, orbit), width=SIDE_PX, name="orbits_verification", stylesheets=[sheet])
+    label = Div(text="<span class='nowrap'>ms per frame</span>", width=95, name="orbits_interval_label",
+                stylesheets=[sheet])
     controls = row(play, back, step, slider, label, speed)
     side = column(look, *charts, table, width=SIDE_PX)
-    notes = Div(text=f"<p style='font-size:12px'>{EPSILON}</p><p style='font-size:12px'>{PROFILES_NOTE}</p>",
-                width=2 * panel_px + TETRA_PX + SIDE_PX, name="orbits_notes")
-    page = column(header, controls, info, row(grid, tetra, side), row(*_search_and_reproduction(ds, search)),
-                  *_hypotheses(search), notes, name="orbits_view")
+    notes = Div(text=f"<p class='small'>{EPSILON}</p><p class='small'>{PROFILES_NOTE}</p>",
+                width=2 * panel_px + TETRA_PX + SIDE_PX, name="orbits_notes", stylesheets=[sheet])
+    page = column(header, controls, info, row(grid, tetra, side), row(*_search_and_reproduction(ds, search, sheet)),
+                  *_hypotheses(search, sheet), notes, name="orbits_view")
     for plot in page.select({"type": Plot}):
         lean(plot, [])  # nothing on this page is selected: no glyph copies for selections (85 models fewer)
     return page

@@ -42,22 +42,11 @@ from dashboard import jscode, views
 from dashboard.data import ModelData, ModelRow
 from dashboard.page_models import PageModels
 from dashboard.profiles_views import lean, more_views
+from dashboard.stylesheet import style
 
 ORBIT_FAMILY = "orbits"
 ORBIT_GROUP = "trained in this project: orbit experiment"
 PUBLIC_GROUP = "public models"
-
-CSS = """
-:host { font-family: "Source Sans 3", "Source Sans Pro", "Segoe UI", Helvetica, Arial, sans-serif; color: #222831; }
-h1 { font-size: 1.45em; font-weight: 600; margin: 0.1em 0 0.2em 0; }
-h2 { font-size: 1.15em; font-weight: 600; margin: 0.6em 0 0.2em 0; }
-p, li { font-size: 0.95em; line-height: 1.45; margin: 0.25em 0; max-width: 78em; }
-code { background: #eef1f5; padding: 0.05em 0.35em; border-radius: 3px; font-size: 0.92em; }
-.note { color: #4a5260; }
-.warn { background: #fff4e5; border-left: 4px solid #ff9800; padding: 0.5em 0.8em; margin: 0.4em 0; }
-.error { background: #fdecea; border-left: 4px solid #d32f2f; padding: 0.6em 0.9em; margin: 0.4em 0; }
-.meta { color: #4a5260; font-size: 0.9em; }
-"""
 
 DEFINITIONS = """
 <p><b>Profile.</b> A head with query and key weights W<sub>Q</sub>, W<sub>K</sub> scores tokens with the
@@ -74,12 +63,6 @@ all ≥ 0 with <i>a</i> + <i>b</i> + <i>c</i> + <i>d</i> = 1: a point of the 3-s
 semidefinite. Drag the tetrahedron to turn it; pick box or lasso in its toolbar (or box in a heat map) to
 select heads, which are then highlighted everywhere and compared with all heads in the histograms.</p>
 """
-
-
-def style() -> InlineStyleSheet:
-    """The page's typography, as a fresh stylesheet model (a model belongs to one document only; the Divs
-    of one page share one)."""
-    return InlineStyleSheet(css=CSS)
 
 
 def header(title: str, body_html: str = "", name: str = "page_header", width: int = 1340,

@@ -29,7 +29,7 @@ LAYERS: dict[str, tuple[str, ...]] = {
               "dashboard.jscode", "dashboard.orbits_frames"),
     # pages as pure Bokeh layouts linked in the browser: the same layout served and exported
     "pages": ("dashboard.profiles_page", "dashboard.profiles_views", "dashboard.compare_page",
-              "dashboard.orbits_page", "dashboard.page_models"),
+              "dashboard.orbits_page", "dashboard.page_models", "dashboard.stylesheet"),
     # pages delivered to a reader: the Panel app and its per-process rendering and copies, the static
     # exporter, the entry points, the version check and the one module of Bokeh/Panel internals
     "serve": ("dashboard.app", "dashboard.rendered", "dashboard.clone", "dashboard.bokeh_internals",
