@@ -17,6 +17,9 @@ Use them in a notebook on any subset of the data::
     v.compare_depth(ds, quantity="c") + v.compare_histograms(ds, "all-MiniLM-L6-v2", "SmolLM2-135M-Instruct")
     orb = xr.open_zarr("store.zarr", group="orbits")
     v.orbit_polygons(orb, frame=-1) + v.training_metrics(orb)
+    v.orbit_tetrahedron(orb, frame=-1)                         # each head's W_K^T W_Q profile, with trails
+    search = xr.open_zarr("store.zarr", group="orbits_search")
+    v.hypotheses_table(search)                                 # one row per searched recipe
 
 A profiles selection is either the Dataset of one model (``ds.sel(model=name)``: its ``n_layers`` and
 ``n_heads`` cut the padding) or its ``profile`` DataArray (the padding is recognised as all-NaN). Rotary
