@@ -3,6 +3,15 @@ per-process rendering and with a one-figure Panel app (the floor of any Panel pa
 
     python benchmarks/dashboard_bench.py [--sessions 100] [--before-sessions 20] [--layers 40] [--heads 32]
     python benchmarks/dashboard_bench.py --screenshots docs/   # only the two screenshots of the docs
+    python benchmarks/dashboard_bench.py --only pages [--rounds 9] [--many-rounds 3]
+
+``--only pages``: the served profiles page against the same page exported self-contained and opened
+from disk, interleaved served/disk: warm loads to a drawn tetrahedron and 20 loads at once, with the
+ratios (medians of per-round ratios), chromium's and the server's CPU seconds, and the median timeline
+of one load of each from chromium's performance timeline (navigation and resource entries, paints) and
+the page's own marks (the websocket's creation, opening and messages, the first Bokeh document, the
+drawn tetrahedron). Only remote requests are routed there, so the pages' own requests do not wait for
+this process.
 
 Builds a synthetic store in a temporary folder (a 40 x 32 rotary model with all 129 offsets, a small
 absolute-position model and an orbits group), serves it with ``panel serve`` on 127.0.0.1 and drives
@@ -30,6 +39,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import statistics
 import subprocess
 import sys
@@ -97,6 +107,57 @@ async (ms) => {
 IDLE_JS = ("() => { if (!window.Bokeh) { return false; } for (const d of Bokeh.documents) { for (const r of d.roots())"
            " { for (const m of r.references()) { if (m.name === 'tetrahedron') { const v = Bokeh.index.find_one(m);"
            " return v != null && v.has_finished(); } } } } return false; }")
+
+
+# Installed before any page script: timestamps (performance.now(), ms from navigation start) of the
+# websocket's creation, opening and every message it receives, of the first Bokeh document with roots and
+# of the drawn tetrahedron (checked once per animation frame, as IDLE_JS checks it).
+TIMELINE_INIT = """
+(() => {
+  const T = window.__hg = {ws_new: null, ws_open: null, ws_msgs: [], doc: null, drawn: null};
+  const WS = window.WebSocket;
+  window.WebSocket = class extends WS {
+    constructor(...a) {
+      super(...a);
+      T.ws_new = performance.now();
+      this.addEventListener('open', () => { T.ws_open = performance.now(); });
+      this.addEventListener('message', () => { T.ws_msgs.push(performance.now()); });
+    }
+  };
+  const idle = IDLE;
+  const tick = () => {
+    if (T.doc === null && window.Bokeh && Bokeh.documents && Bokeh.documents.some(d => d.roots().length)) {
+      T.doc = performance.now();
+    }
+    if (T.drawn === null && idle()) { T.drawn = performance.now(); return; }
+    requestAnimationFrame(tick);
+  };
+  requestAnimationFrame(tick);
+})();
+"""
+
+TIMELINE_JS = """
+() => {
+  // the performance timeline of a drawn page, in ms from its navigation's start
+  const nav = performance.getEntriesByType('navigation')[0];
+  const res = performance.getEntriesByType('resource');
+  const paint = Object.fromEntries(performance.getEntriesByType('paint').map(e => [e.name, e.startTime]));
+  const kinds = {};
+  for (const r of res) {
+    const ext = r.name.split('?')[0].match(/\\.(js|css)$/);
+    const k = ext ? ext[1] : r.initiatorType;
+    kinds[k] = kinds[k] || {n: 0, bytes: 0, end: 0, busy: 0};
+    kinds[k].n += 1; kinds[k].bytes += r.decodedBodySize || 0;
+    kinds[k].end = Math.max(kinds[k].end, r.responseEnd); kinds[k].busy += r.responseEnd - r.startTime;
+  }
+  const T = window.__hg;
+  let docs = 0;
+  for (const d of Bokeh.documents) { docs += d.all_models.size; }
+  return {html_start: nav.responseStart, html_end: nav.responseEnd, html_bytes: nav.decodedBodySize,
+          dcl: nav.domContentLoadedEventEnd, load: nav.loadEventEnd, kinds, paint,
+          ws_new: T.ws_new, ws_open: T.ws_open, ws_msgs: T.ws_msgs, doc: T.doc, drawn: T.drawn, models: docs};
+}
+"""
 
 
 def pct(xs, q):
@@ -283,6 +344,196 @@ def measure_pages(browser, root: Path, store: Path, out_dir: Path, steps: int) -
     return out
 
 
+def _cpu(procs) -> float:
+    """CPU seconds (user + system, with reaped children's) of ``procs`` (psutil processes) still alive."""
+    total = 0.0
+    for pr in procs:
+        try:
+            t = pr.cpu_times()
+        except Exception:  # noqa: BLE001 - a process gone since listed
+            continue
+        total += t.user + t.system + t.children_user + t.children_system
+    return total
+
+
+def _chromium():
+    """The chromium processes below this one (the browser, its zygotes and the renderers they reap)."""
+    import psutil
+
+    return [c for c in psutil.Process().children(recursive=True) if "chrom" in c.name()]
+
+
+def _marks(tl: dict) -> dict:
+    """Named points of one load's timeline (ms from navigation start); None where the page has none."""
+    kinds = tl["kinds"]
+    reply = [t for t in tl["ws_msgs"] if tl["doc"] is not None and t <= tl["doc"]]
+    return {"HTML received (GET; served: runs the app script)": tl["html_end"],
+            "CSS received (last)": kinds.get("css", {}).get("end"),
+            "JS received (last)": kinds.get("js", {}).get("end"),
+            "DOMContentLoaded done": tl["dcl"],
+            "websocket created": tl["ws_new"],
+            "websocket open": tl["ws_open"],
+            "document pulled (last message before the document)": reply[-1] if reply else None,
+            "Bokeh document with roots": tl["doc"],
+            "first contentful paint": tl["paint"].get("first-contentful-paint"),
+            "tetrahedron drawn (has_finished)": tl["drawn"],
+            "load event done": tl["load"]}
+
+
+REMOTE = re.compile(r"^(?!(file:|data:|blob:|about:|https?://127\.0\.0\.1[:/]|ws://127\.0\.0\.1[:/]))")
+
+
+def _route_remote(page) -> None:
+    """Like ``route_offline``, but only remote requests are routed (a CDN file from the installed packages,
+    anything else refused): playwright holds a routed request until this process answers it, which a page's
+    own requests to 127.0.0.1 or file:// should not pay in a timing."""
+    from tests.browser.conftest import _local_resource
+
+    def handle(route):
+        path = _local_resource(route.request.url)
+        if path is None:
+            return route.abort()
+        ctype = "text/css" if path.suffix == ".css" else "application/javascript"
+        return route.fulfill(status=200, body=path.read_bytes(), headers={"content-type": ctype,
+                                                                           "access-control-allow-origin": "*"})
+
+    page.route(REMOTE, handle)
+
+
+def _new_page(browser):
+    page = browser.new_page(viewport={"width": 1400, "height": 900})
+    _route_remote(page)
+    page.add_init_script(TIMELINE_INIT.replace("IDLE", IDLE_JS))
+    return page
+
+
+DRAWN = "() => window.__hg && window.__hg.drawn !== null"
+
+
+def _one_load(browser, url: str, server) -> dict:
+    """One load of ``url`` in a new page: wall seconds to a drawn tetrahedron, the page's timeline, CPU
+    seconds of chromium and of the server (None for a page from disk) over the load."""
+    page = _new_page(browser)
+    procs = _chromium()
+    c0, s0 = _cpu(procs), (_cpu([server]) if server else 0.0)
+    t0 = time.perf_counter()
+    page.goto(url)
+    page.wait_for_function(DRAWN, timeout=120_000)
+    wall = time.perf_counter() - t0
+    c1, s1 = _cpu(procs), (_cpu([server]) if server else 0.0)
+    tl = page.evaluate(TIMELINE_JS)
+    page.close()
+    return {"wall": wall, "tl": tl, "chromium_cpu": c1 - c0, "server_cpu": (s1 - s0) if server else None}
+
+
+def _many_loads(browser, url: str, server, n: int) -> dict:
+    """``n`` pages navigated at once (none waits for another); wall seconds until every one is drawn.
+    A file:// page is navigated to from an empty page of its folder (chromium refuses a script's navigation
+    from about:blank to a file)."""
+    pages = [_new_page(browser) for _ in range(n)]
+    if url.startswith("file:"):
+        blank = Path(urllib.request.url2pathname(url[len("file:"):])).with_name("blank.html")
+        blank.write_text("<html></html>")
+        for p in pages:
+            p.goto(blank.as_uri())
+    procs = _chromium()
+    c0, s0 = _cpu(procs), (_cpu([server]) if server else 0.0)
+    t0 = time.perf_counter()
+    for p in pages:
+        p.evaluate("(u) => { window.location.href = u; }", url)
+    for p in pages:
+        p.wait_for_function(DRAWN, timeout=300_000)
+    wall = time.perf_counter() - t0
+    c1, s1 = _cpu(procs), (_cpu([server]) if server else 0.0)
+    for p in pages:
+        p.close()
+    return {"wall": wall, "chromium_cpu": c1 - c0, "server_cpu": (s1 - s0) if server else None}
+
+
+def compare_pages(browser, root: Path, store: Path, tmp: Path, rounds: int, many_rounds: int, n_at_once: int = 20,
+                  ) -> dict:
+    """The served profiles page against the same page exported self-contained and opened from disk (file://,
+    BokehJS inline: the page asks for nothing), interleaved: one warm load of each per round
+    (``rounds``), then ``n_at_once`` pages of each at once (``many_rounds``); medians, the ratios, and the
+    median timeline of one load of each."""
+    import psutil
+
+    from tests.browser.conftest import ROPE_MODEL, free_port, stop
+
+    out_dir = tmp / "pages-compare"
+    env = dict(os.environ, PYTHONPATH=f"{root}{os.pathsep}{REPO}")
+    subprocess.run([sys.executable, "-m", "dashboard.export", str(out_dir), "--store", str(store), "--self-contained"],
+                   cwd=root, env=env, check=True, capture_output=True)
+    disk = next(p for p in out_dir.glob("profiles-*.html") if ROPE_MODEL.split("-")[-1] in p.name).as_uri()
+    proc, served = serve(root, store, free_port())
+    server = psutil.Process(proc.pid)
+    urls = {"served": (served, server), "disk": (disk, None)}
+    res = {k: {"one": [], "many": []} for k in urls}
+    try:
+        for u, srv in urls.values():  # the first session pays the imports and the first rendering
+            _one_load(browser, u, srv)
+        for i in range(rounds):
+            for k in (("served", "disk") if i % 2 == 0 else ("disk", "served")):
+                res[k]["one"].append(_one_load(browser, *urls[k]))
+            print(f"  round {i + 1}: served {res['served']['one'][-1]['wall']:.2f} s, disk "
+                  f"{res['disk']['one'][-1]['wall']:.2f} s; load average {os.getloadavg()[0]:.1f}", flush=True)
+        for i in range(many_rounds):
+            for k in (("served", "disk") if i % 2 == 0 else ("disk", "served")):
+                res[k]["many"].append(_many_loads(browser, *urls[k], n_at_once))
+            print(f"  {n_at_once} at once, round {i + 1}: served {res['served']['many'][-1]['wall']:.1f} s, disk "
+                  f"{res['disk']['many'][-1]['wall']:.1f} s", flush=True)
+    finally:
+        stop(proc)
+    return res
+
+
+def print_compare(res: dict, n_at_once: int = 20) -> None:
+    med = statistics.median
+
+    def m(k, part, key):
+        vals = [r[key] for r in res[k][part] if r[key] is not None]
+        return med(vals) if vals else None
+
+    one = [s["wall"] / d["wall"] for s, d in zip(res["served"]["one"], res["disk"]["one"], strict=True)]
+    many = [s["wall"] / d["wall"] for s, d in zip(res["served"]["many"], res["disk"]["many"], strict=True)]
+    drawn = [s["tl"]["drawn"] / d["tl"]["drawn"] for s, d in zip(res["served"]["one"], res["disk"]["one"],
+                                                                  strict=True)]
+    print()
+    print(f"{'served profiles page against the same page from disk':62s}{'served':>10s}{'disk':>10s}{'ratio':>8s}"
+          "   target")
+    rows = [("warm load to a drawn tetrahedron, wall, median (s)", "one", "wall", one, "<= 1.1"),
+            ("  chromium CPU per load, median (s)", "one", "chromium_cpu", None, ""),
+            ("  server CPU per load, median (s)", "one", "server_cpu", None, ""),
+            (f"{n_at_once} loads at once, all drawn, wall, median (s)", "many", "wall", many, "<= 1.5"),
+            (f"  chromium CPU for the {n_at_once}, median (s)", "many", "chromium_cpu", None, ""),
+            (f"  server CPU for the {n_at_once}, median (s)", "many", "server_cpu", None, "")]
+    for name, part, key, ratios, target in rows:
+        a, b = m("served", part, key), m("disk", part, key)
+        r = f"{med(ratios):.2f}" if ratios else ""
+        print(f"{name:62s}{a:>10.2f}{(f'{b:.2f}' if b is not None else '-'):>10s}{r:>8s}   {target}")
+    print(f"{'  in-page time to drawn (performance.now), median (ms)':62s}"
+          f"{med(r['tl']['drawn'] for r in res['served']['one']):>10.0f}"
+          f"{med(r['tl']['drawn'] for r in res['disk']['one']):>10.0f}{med(drawn):>8.2f}")
+    print("  (ratios: medians of the per-round ratios; rounds interleaved served/disk)")
+
+    print()
+    print(f"{'one warm load, median time of each point (ms from navigation)':62s}{'served':>10s}{'disk':>10s}")
+    marks = {k: [_marks(r["tl"]) for r in res[k]["one"]] for k in res}
+    for name in marks["served"][0]:
+        cells = []
+        for k in ("served", "disk"):
+            vals = [mk[name] for mk in marks[k] if mk[name] is not None]
+            cells.append(f"{med(vals):.0f}" if vals else "-")
+        print(f"{name:62s}{cells[0]:>10s}{cells[1]:>10s}")
+    for k in ("served", "disk"):
+        tl = res[k]["one"][len(res[k]["one"]) // 2]["tl"]
+        kinds = ", ".join(f"{e}: {v['n']} ({v['bytes'] / 1e6:.2f} MB)" for e, v in tl["kinds"].items())
+        print(f"  {k}: HTML {tl['html_bytes'] / 1e6:.2f} MB; resources {kinds}; websocket messages before the "
+              f"document {sum(1 for t in tl['ws_msgs'] if tl['doc'] is not None and t <= tl['doc'])}, after "
+              f"{sum(1 for t in tl['ws_msgs'] if tl['doc'] is not None and t > tl['doc'])}; models in the "
+              f"document {tl['models']}")
+
+
 def screenshots(out: Path) -> int:
     """docs/profiles_page.png and docs/orbits_page.png from the app served over the committed store."""
     from playwright.sync_api import sync_playwright
@@ -341,6 +592,11 @@ def main(argv=None) -> int:
     ap.add_argument("--before-sessions", type=int, default=20, help="the same for the dashboard before (slower)")
     ap.add_argument("--no-before", action="store_true", help="time only this tree's dashboard and the floor")
     ap.add_argument("--screenshots", type=Path, default=None, help="write the docs screenshots here and stop")
+    ap.add_argument("--only", choices=["pages"], default=None,
+                    help="pages: only the served profiles page against the same page from disk (warm loads and "
+                         "20 at once, interleaved, with CPU and each load's timeline)")
+    ap.add_argument("--rounds", type=int, default=9, help="--only pages: warm loads of each page")
+    ap.add_argument("--many-rounds", type=int, default=3, help="--only pages: rounds of 20 loads at once")
     args = ap.parse_args(argv)
     if args.screenshots:
         return screenshots(args.screenshots)
@@ -365,6 +621,13 @@ def main(argv=None) -> int:
     n = args.layers * args.heads
     print(f"synthetic store: a rotary model of {args.layers} x {args.heads} = {n} heads x 129 offsets, a 6 x 12 "
           f"model, orbits of {args.frames} frames; {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f}")
+    if args.only == "pages":
+        with sync_playwright() as pw:
+            browser = pw.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
+            res = compare_pages(browser, REPO, path, tmp, args.rounds, args.many_rounds)
+            browser.close()
+        print_compare(res)
+        return 0
     trees = {"now": REPO}
     before = None if args.no_before else old_tree(tmp)
     if before is not None:
