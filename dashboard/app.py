@@ -49,12 +49,14 @@ PAGE_CSS = page_css("text", "served", document=True)  # Panel's raw_css (dashboa
 def serve_settings() -> None:
     """The process-wide settings of a server of this app, applied by the app script (``panel serve
     dashboard/app.py``, ``python -m dashboard``) before its first session, never on import: the page's CSS
-    and Panel's extension, and Bokeh's per-session document validation switched off. Every session's
+    and Panel's extension without its BrowserInfo model (nothing here reads ``pn.state.browser_info``; with it,
+    every page sends seven changes of it back to the server after loading), and Bokeh's per-session document
+    validation switched off. Every session's
     document is a copy of pages validated once when rendered (``dashboard.rendered``); checking each copy
     again would cost about 50 ms per session for the same result. First of all, the installed Bokeh and
     Panel must be the tested releases (``dashboard.versions``)."""
     check_versions()
-    pn.extension(raw_css=[PAGE_CSS], notifications=False)
+    pn.extension(raw_css=[PAGE_CSS], notifications=False, browser_info=False)
     settings.perform_document_validation.set_value(False)
 
 
