@@ -200,6 +200,15 @@ def old_tree(tmp: Path) -> Path | None:
         return None
 
 
+def rev_tree(tmp: Path, rev: str) -> Path:
+    """The dashboard package of git revision ``rev`` in a folder of ``tmp`` (the rest imported from this tree)."""
+    out = tmp / f"rev-{rev}"
+    out.mkdir()
+    archive = subprocess.run(["git", "archive", rev, "dashboard"], cwd=REPO, capture_output=True, check=True).stdout
+    subprocess.run(["tar", "-x", "-C", str(out)], input=archive, check=True)
+    return out
+
+
 def serve(root: Path, store: Path, port: int):
     """``panel serve ROOT/dashboard/app.py`` on 127.0.0.1 with ROOT first on the import path; (process, url)."""
     env = dict(os.environ, PYTHONPATH=f"{root}{os.pathsep}{REPO}")
@@ -451,11 +460,12 @@ def _many_loads(browser, url: str, server, n: int) -> dict:
 
 
 def compare_pages(browser, root: Path, store: Path, tmp: Path, rounds: int, many_rounds: int, n_at_once: int = 20,
-                  ) -> dict:
+                  before: Path | None = None) -> dict:
     """The served profiles page against the same page exported self-contained and opened from disk (file://,
     BokehJS inline: the page asks for nothing), interleaved: one warm load of each per round
     (``rounds``), then ``n_at_once`` pages of each at once (``many_rounds``); medians, the ratios, and the
-    median timeline of one load of each."""
+    median timeline of one load of each. ``before``: a tree whose dashboard is served too ("served before"),
+    timed in the same rounds."""
     import psutil
 
     from tests.browser.conftest import ROPE_MODEL, free_port, stop
@@ -465,72 +475,81 @@ def compare_pages(browser, root: Path, store: Path, tmp: Path, rounds: int, many
     subprocess.run([sys.executable, "-m", "dashboard.export", str(out_dir), "--store", str(store), "--self-contained"],
                    cwd=root, env=env, check=True, capture_output=True)
     disk = next(p for p in out_dir.glob("profiles-*.html") if ROPE_MODEL.split("-")[-1] in p.name).as_uri()
-    proc, served = serve(root, store, free_port())
-    server = psutil.Process(proc.pid)
-    urls = {"served": (served, server), "disk": (disk, None)}
+    trees = {"served": root} | ({"served before": before} if before is not None else {})
+    procs, urls = [], {}
+    for label, tree in trees.items():
+        proc, served = serve(tree, store, free_port())
+        procs.append(proc)
+        urls[label] = (served, psutil.Process(proc.pid))
+    urls["disk"] = (disk, None)
     res = {k: {"one": [], "many": []} for k in urls}
     try:
         for u, srv in urls.values():  # the first session pays the imports and the first rendering
             _one_load(browser, u, srv)
         for i in range(rounds):
-            for k in (("served", "disk") if i % 2 == 0 else ("disk", "served")):
+            for k in (list(urls) if i % 2 == 0 else list(urls)[::-1]):
                 res[k]["one"].append(_one_load(browser, *urls[k]))
-            print(f"  round {i + 1}: served {res['served']['one'][-1]['wall']:.2f} s, disk "
-                  f"{res['disk']['one'][-1]['wall']:.2f} s; load average {os.getloadavg()[0]:.1f}", flush=True)
+            print(f"  round {i + 1}: " + ", ".join(f"{k} {res[k]['one'][-1]['wall']:.2f} s" for k in urls)
+                  + f"; load average {os.getloadavg()[0]:.1f}", flush=True)
         for i in range(many_rounds):
-            for k in (("served", "disk") if i % 2 == 0 else ("disk", "served")):
+            for k in (list(urls) if i % 2 == 0 else list(urls)[::-1]):
                 res[k]["many"].append(_many_loads(browser, *urls[k], n_at_once))
-            print(f"  {n_at_once} at once, round {i + 1}: served {res['served']['many'][-1]['wall']:.1f} s, disk "
-                  f"{res['disk']['many'][-1]['wall']:.1f} s", flush=True)
+            print(f"  {n_at_once} at once, round {i + 1}: "
+                  + ", ".join(f"{k} {res[k]['many'][-1]['wall']:.1f} s" for k in urls), flush=True)
     finally:
-        stop(proc)
+        for proc in procs:
+            stop(proc)
     return res
 
 
 def print_compare(res: dict, n_at_once: int = 20) -> None:
+    """The table of ``compare_pages``: each served page (column) against the page from disk."""
     med = statistics.median
+    arms = [k for k in res if k != "disk"]
+    cols = arms + ["disk"]
 
     def m(k, part, key):
         vals = [r[key] for r in res[k][part] if r[key] is not None]
         return med(vals) if vals else None
 
-    one = [s["wall"] / d["wall"] for s, d in zip(res["served"]["one"], res["disk"]["one"], strict=True)]
-    many = [s["wall"] / d["wall"] for s, d in zip(res["served"]["many"], res["disk"]["many"], strict=True)]
-    drawn = [s["tl"]["drawn"] / d["tl"]["drawn"] for s, d in zip(res["served"]["one"], res["disk"]["one"],
-                                                                  strict=True)]
-    print()
-    print(f"{'served profiles page against the same page from disk':62s}{'served':>10s}{'disk':>10s}{'ratio':>8s}"
-          "   target")
-    rows = [("warm load to a drawn tetrahedron, wall, median (s)", "one", "wall", one, "<= 1.1"),
-            ("  chromium CPU per load, median (s)", "one", "chromium_cpu", None, ""),
-            ("  server CPU per load, median (s)", "one", "server_cpu", None, ""),
-            (f"{n_at_once} loads at once, all drawn, wall, median (s)", "many", "wall", many, "<= 1.5"),
-            (f"  chromium CPU for the {n_at_once}, median (s)", "many", "chromium_cpu", None, ""),
-            (f"  server CPU for the {n_at_once}, median (s)", "many", "server_cpu", None, "")]
-    for name, part, key, ratios, target in rows:
-        a, b = m("served", part, key), m("disk", part, key)
-        r = f"{med(ratios):.2f}" if ratios else ""
-        print(f"{name:62s}{a:>10.2f}{(f'{b:.2f}' if b is not None else '-'):>10s}{r:>8s}   {target}")
-    print(f"{'  in-page time to drawn (performance.now), median (ms)':62s}"
-          f"{med(r['tl']['drawn'] for r in res['served']['one']):>10.0f}"
-          f"{med(r['tl']['drawn'] for r in res['disk']['one']):>10.0f}{med(drawn):>8.2f}")
-    print("  (ratios: medians of the per-round ratios; rounds interleaved served/disk)")
+    def ratio(k, part, get):
+        return med(get(s) / get(d) for s, d in zip(res[k][part], res["disk"][part], strict=True))
 
     print()
-    print(f"{'one warm load, median time of each point (ms from navigation)':62s}{'served':>10s}{'disk':>10s}")
-    marks = {k: [_marks(r["tl"]) for r in res[k]["one"]] for k in res}
-    for name in marks["served"][0]:
+    print(f"{'served profiles page against the same page from disk':62s}" + "".join(f"{c:>15s}" for c in cols)
+          + "".join(f"{'ratio ' + a:>20s}" for a in arms) + "   target")
+    rows = [("warm load to a drawn tetrahedron, wall, median (s)", "one", "wall", True, "<= 1.1"),
+            ("  in-page time to drawn (performance.now), median (s)", "one", "drawn", True, ""),
+            ("  chromium CPU per load, median (s)", "one", "chromium_cpu", False, ""),
+            ("  server CPU per load, median (s)", "one", "server_cpu", False, ""),
+            (f"{n_at_once} loads at once, all drawn, wall, median (s)", "many", "wall", True, "<= 1.5"),
+            (f"  chromium CPU for the {n_at_once}, median (s)", "many", "chromium_cpu", False, ""),
+            (f"  server CPU for the {n_at_once}, median (s)", "many", "server_cpu", False, "")]
+    for r in res.values():
+        for x in r["one"]:
+            x["drawn"] = x["tl"]["drawn"] / 1000
+    for name, part, key, with_ratio, target in rows:
+        cells = "".join(f"{(f'{v:.2f}' if (v := m(c, part, key)) is not None else '-'):>15s}" for c in cols)
+        ratios = "".join(f"{(f'{ratio(a, part, lambda x, key=key: x[key]):.2f}' if with_ratio else ''):>20s}"
+                         for a in arms)
+        print(f"{name:62s}{cells}{ratios}   {target}")
+    print("  (ratios: medians of the per-round ratios; the pages interleaved in each round)")
+
+    print()
+    print(f"{'one warm load, median time of each point (ms from navigation)':62s}" + "".join(f"{c:>15s}" for c in cols))
+    marks = {k: [_marks(r["tl"]) for r in res[k]["one"]] for k in cols}
+    for name in marks["disk"][0]:
         cells = []
-        for k in ("served", "disk"):
+        for k in cols:
             vals = [mk[name] for mk in marks[k] if mk[name] is not None]
             cells.append(f"{med(vals):.0f}" if vals else "-")
-        print(f"{name:62s}{cells[0]:>10s}{cells[1]:>10s}")
-    for k in ("served", "disk"):
+        print(f"{name:62s}" + "".join(f"{c:>15s}" for c in cells))
+    for k in cols:
         tl = res[k]["one"][len(res[k]["one"]) // 2]["tl"]
         kinds = ", ".join(f"{e}: {v['n']} ({v['bytes'] / 1e6:.2f} MB)" for e, v in tl["kinds"].items())
-        print(f"  {k}: HTML {tl['html_bytes'] / 1e6:.2f} MB; resources {kinds}; websocket messages before the "
-              f"document {sum(1 for t in tl['ws_msgs'] if tl['doc'] is not None and t <= tl['doc'])}, after "
-              f"{sum(1 for t in tl['ws_msgs'] if tl['doc'] is not None and t > tl['doc'])}; models in the "
+        print(f"  {k}: HTML {tl['html_bytes'] / 1e6:.2f} MB; resources {kinds or 'none'}; websocket messages "
+              f"before the document {sum(1 for t in tl['ws_msgs'] if tl['doc'] is not None and t <= tl['doc'])}, "
+              f"after {sum(1 for t in tl['ws_msgs'] if tl['doc'] is not None and t > tl['doc'])}; models in the "
               f"document {tl['models']}")
 
 
@@ -597,6 +616,8 @@ def main(argv=None) -> int:
                          "20 at once, interleaved, with CPU and each load's timeline)")
     ap.add_argument("--rounds", type=int, default=9, help="--only pages: warm loads of each page")
     ap.add_argument("--many-rounds", type=int, default=3, help="--only pages: rounds of 20 loads at once")
+    ap.add_argument("--before", metavar="REV", default=None,
+                    help="--only pages: also serve the dashboard package of git revision REV in the same rounds")
     args = ap.parse_args(argv)
     if args.screenshots:
         return screenshots(args.screenshots)
@@ -624,7 +645,8 @@ def main(argv=None) -> int:
     if args.only == "pages":
         with sync_playwright() as pw:
             browser = pw.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
-            res = compare_pages(browser, REPO, path, tmp, args.rounds, args.many_rounds)
+            res = compare_pages(browser, REPO, path, tmp, args.rounds, args.many_rounds,
+                                before=rev_tree(tmp, args.before) if args.before else None)
             browser.close()
         print_compare(res)
         return 0
