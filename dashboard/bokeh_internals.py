@@ -4,7 +4,7 @@ The served app copies rendered pages below Bokeh's constructors (``dashboard.clo
 as values (``dashboard.rendered``), hands a page to Panel without Panel's per-session walk
 (``PagePane``), and the exporter keeps Panel's bundles out of static pages (``BokehOnly``). Each of
 those reaches names that Bokeh and Panel may change in any minor release, so they all live here, and
-``tests/test_dashboard_layers.py`` fails on a private Bokeh/Panel name anywhere else in the dashboard.
+``tests/dashboard/test_dashboard_layers.py`` fails on a private Bokeh/Panel name anywhere else in the dashboard.
 
 Importing this module first checks that the installed Bokeh and Panel are the tested releases
 (``dashboard.versions``): outside that range it raises ``VersionError`` naming the range, before any

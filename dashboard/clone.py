@@ -9,7 +9,7 @@ uninitialised, its set values and its instantiated defaults are copied with ever
 of the layout replaced by that model's copy, and containers are rebuilt so that no list, dict or set is
 shared with the original (a shared container would hold its every owner, and so every session's copy,
 alive for as long as the original). Nothing is validated again: the values were valid on the original.
-``tests/test_dashboard_clone.py`` checks that a copy serialises exactly as the original does, ids aside.
+``tests/dashboard/test_dashboard_clone.py`` checks that a copy serialises exactly as the original does, ids aside.
 
 Arrays (numpy) are shared between original and copy: Bokeh never mutates them in place (a data
 change replaces the column), and neither does this package.

@@ -4,7 +4,7 @@ The pages' CustomJS callbacks (code in ``dashboard/js/``) receive one argument `
 ``ctx.heads``, ``ctx.camera``, ... from it. ``PageModels`` is the one list of those names: a page fills
 the fields it has and passes ``CustomJS(args=dict(ctx=models.args()))``; ``args()`` leaves out the
 fields left at None, which the browser code reads as absent (it tests them with ``!= null``).
-``tests/test_dashboard_page_models.py`` checks that every ``ctx.X`` in ``dashboard/js/*.js`` is a field.
+``tests/dashboard/test_dashboard_page_models.py`` checks that every ``ctx.X`` in ``dashboard/js/*.js`` is a field.
 The same field may hold a different model on different pages (``select`` is the statistic chooser of a
 profiles page and the quantity chooser of the compare page): it is named for what the code does with it.
 """

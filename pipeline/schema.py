@@ -249,7 +249,7 @@ class ModelRow:
     """
 
     # the fields of ModelShape and Provenance (in this order for the positional form ModelRow(name, n_layers,
-    # n_heads, d_model, d_head, positional)); tests/test_store.py checks they are the same
+    # n_heads, d_model, d_head, positional)); tests/pipeline/test_store.py checks they are the same
     name: str
     n_layers: int
     n_heads: int

@@ -7,7 +7,7 @@ weights are stacked along a leading axis, each seed's loss is the circuit forwar
 (moments, bias correction and decoupled weight decay act on each entry alone, with the same two parameter
 groups as ``train``; there is no gradient clipping), and the gradient of the summed losses with respect to
 seed k's weights is the gradient of seed k's loss alone. So every seed follows its own ``train`` run; the
-batched contractions only sum in another order (``tests/test_orbits_batch.py`` measures the difference).
+batched contractions only sum in another order (``tests/pipeline/orbits/test_orbits_batch.py`` measures the difference).
 
 LBFGS polishing is not batched (its line search is per run): ``search.polish`` continues a seed with
 ``train`` from the weights and the context-generator state returned here.

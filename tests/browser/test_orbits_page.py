@@ -31,7 +31,7 @@ from tests.browser.conftest import (
     wait_for_bokeh,
     write_synthetic_store,
 )
-from tests.test_dashboard_orbits import screen, with_profiles
+from tests.dashboard.test_dashboard_orbits import screen, with_profiles
 
 pytestmark = pytest.mark.browser
 

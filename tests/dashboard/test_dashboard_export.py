@@ -21,7 +21,7 @@ from dashboard.export import export, main, orbits_content, profile_page_name, sl
 from pipeline import store as st
 from tests.browser.conftest import ROPE_MODEL, synthetic_orbits_dataset, write_synthetic_store
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module")

@@ -21,7 +21,7 @@ from dashboard import jscode
 NODE = shutil.which("node")
 needs_node = pytest.mark.skipif(NODE is None, reason="node is not installed: the JS files are still run in the "
                                                      "browser tests")
-PACKAGE = Path(__file__).resolve().parents[1] / "dashboard"
+PACKAGE = Path(__file__).resolve().parents[2] / "dashboard"
 
 
 def run_node(script: str):

@@ -18,7 +18,7 @@ import pytest
 
 from tests.test_import_cycles import _modules, import_graph
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 DASHBOARD = ROOT / "dashboard"
 INTERNALS = "dashboard.bokeh_internals"
 

@@ -8,7 +8,7 @@ import pytest
 
 from tests.browser.conftest import write_synthetic_store
 
-NOTEBOOK = Path(__file__).resolve().parents[1] / "docs" / "views.ipynb"
+NOTEBOOK = Path(__file__).resolve().parents[2] / "docs" / "views.ipynb"
 
 
 @pytest.mark.slow

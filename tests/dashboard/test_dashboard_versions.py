@@ -11,7 +11,7 @@ import pytest
 
 from dashboard import versions
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def installed(monkeypatch, **found: str | None) -> None:

@@ -17,7 +17,7 @@ from dashboard.geometry import VERTICES, project
 from pipeline import store as st
 from pipeline.schema import STATISTICS, model_rows
 from tests.browser.conftest import ROPE_MODEL, rope_profiles, synthetic_orbits_dataset, write_synthetic_store
-from tests.test_dashboard_geometry_types import rule
+from tests.dashboard.test_dashboard_geometry_types import rule
 
 L, H = 4, 8  # the synthetic rotary model
 
@@ -493,7 +493,7 @@ def _baseline_script():
     import importlib.util
     from pathlib import Path
 
-    path = Path(__file__).resolve().parents[1] / "benchmarks" / "gaussian_baseline.py"
+    path = Path(__file__).resolve().parents[2] / "benchmarks" / "gaussian_baseline.py"
     spec = importlib.util.spec_from_file_location("gaussian_baseline", path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)

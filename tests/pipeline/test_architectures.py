@@ -26,8 +26,7 @@ from pipeline.architectures import (
 )
 from pipeline.checkpoints import open_checkpoint
 from pipeline.rotary import N_OFFSETS
-
-from .conftest import (
+from tests.conftest import (
     VOCAB,
     attention_inputs,
     ln_gain,

@@ -25,8 +25,7 @@ from safetensors.numpy import load_file, save_file
 from pipeline import profiles_cli
 from pipeline import run as run_module
 from pipeline.models import MODELS, SEED_MODELS
-
-from .conftest import KINDS, ln_gain, torch
+from tests.conftest import KINDS, ln_gain, torch
 
 D = 129
 
@@ -352,7 +351,7 @@ def test_help_everywhere(capsys):
         assert option in out
 
 
-COMMITTED = pathlib.Path(__file__).resolve().parents[1] / "store.zarr"
+COMMITTED = pathlib.Path(__file__).resolve().parents[2] / "store.zarr"
 
 
 @pytest.mark.skipif(not COMMITTED.exists(), reason="no committed store.zarr in this checkout")

@@ -19,8 +19,7 @@ from pipeline.architectures import layer_qk, layout_from_config, rotations
 from pipeline.checkpoints import open_checkpoint
 from pipeline.profile import head_profiles
 from pipeline.sources.base import CheckpointError
-
-from .conftest import VOCAB, save, torch, transformers
+from tests.conftest import VOCAB, save, torch, transformers
 
 gguf = pytest.importorskip("gguf", reason="the GGUF reader needs the gguf package (pip install -e .[pipeline])")
 from pipeline.sources import gguf as gguf_reader  # noqa: E402

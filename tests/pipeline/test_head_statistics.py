@@ -210,8 +210,7 @@ def test_the_command_shown_for_a_store_without_statistics_adds_them(tiny_model, 
 
     from pipeline.__main__ import main
     from pipeline.store import Store
-
-    from .test_store import drop_statistics
+    from tests.pipeline.test_store import drop_statistics
 
     _, folder = tiny_model("bert")
     store = tmp_path / "s.zarr"

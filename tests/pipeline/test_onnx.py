@@ -19,8 +19,7 @@ from pipeline.architectures import layer_qk, layout_from_config
 from pipeline.checkpoints import open_checkpoint
 from pipeline.profile import head_profiles
 from pipeline.sources.base import CheckpointError
-
-from .conftest import build_tiny, save, torch
+from tests.conftest import build_tiny, save, torch
 
 onnx = pytest.importorskip("onnx", reason="the ONNX reader needs the onnx package (pip install -e .[pipeline])")
 from pipeline.sources.onnx import open_onnx  # noqa: E402

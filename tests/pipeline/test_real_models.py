@@ -17,8 +17,7 @@ from pipeline.checkpoints import open_checkpoint
 from pipeline.real_models import Q4_1_NOTE, REAL_MODELS, RealModelError, weight_file
 from pipeline.run import compute_layer
 from pipeline.store import Store, default_store_path
-
-from .conftest import torch, transformers
+from tests.conftest import torch, transformers
 
 
 def installed(name: str):
@@ -81,8 +80,7 @@ def test_stored_statistics_of_a_real_head_equal_the_dense_computation(name):
     form built, and every statistic and the spectrum taken from numpy's eigh and svd of it."""
     from pipeline.architectures import layer_qk
     from pipeline.schema import STATISTICS
-
-    from .test_head_statistics import naive
+    from tests.pipeline.test_head_statistics import naive
 
     path = installed(name)
     ckpt = open_checkpoint(str(path))

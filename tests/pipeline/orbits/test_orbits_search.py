@@ -29,8 +29,8 @@ def _train_row(cfg, seed, name, polished):
 def _same(row, want):
     for k in ("run", "seed", "recipe", "families", "polished"):
         assert row[k] == want[k], k
-    # batched and single-seed training agree to float rounding (tests/test_orbits_batch.py), which 20 epochs
-    # and polishing carry to relative differences of about 1e-4 in the errors
+    # batched and single-seed training agree to float rounding (test_orbits_batch.py), which 20 epochs and polishing
+    # carry to relative differences of about 1e-4 in the errors
     for k in ("train_accuracy", "heldout_accuracy", "e3", "matching_error"):
         assert row[k] == pytest.approx(want[k], rel=2e-3, abs=1e-9), k
     np.testing.assert_array_equal(row["orbit_count"], want["orbit_count"])
@@ -255,7 +255,7 @@ def test_the_committed_table_merges_both_ways_and_is_rewritten_in_its_own_format
 
     from pipeline.__main__ import main
 
-    committed = pathlib.Path(__file__).resolve().parents[1] / "store.zarr"
+    committed = pathlib.Path(__file__).resolve().parents[3] / "store.zarr"
     if not (committed / ORBITS_SEARCH).is_dir():
         pytest.skip("the repository's store.zarr has no orbits_search table")
     want = read_table(str(committed))
