@@ -83,18 +83,21 @@ SETTINGS = """
 import json
 import panel as pn
 from bokeh.settings import settings
-before = [settings.perform_document_validation(), list(pn.config.raw_css)]
+def now():
+    return [settings.perform_document_validation(), list(pn.config.raw_css), pn.config.browser_info]
+before = now()
 import dashboard.app as app
-imported = [settings.perform_document_validation(), list(pn.config.raw_css)]
+imported = now()
 app.serve_settings()
-served = [settings.perform_document_validation(), list(pn.config.raw_css)]
+served = now()
 print(json.dumps(dict(before=before, imported=imported, served=served, css=app.PAGE_CSS)))
 """
 
 
 def test_importing_the_app_changes_no_global_setting_and_serving_does():
-    """A notebook or test that imports dashboard.app keeps Bokeh's document validation and Panel's CSS;
-    the app script's serve_settings (run by panel serve) switches validation off and adds the page CSS."""
+    """A notebook or test that imports dashboard.app keeps Bokeh's document validation, Panel's CSS and its
+    BrowserInfo model; the app script's serve_settings (run by panel serve) switches validation and BrowserInfo
+    off (nothing reads it; on, every page sends its seven fields back after loading) and adds the page CSS."""
     import json
     import subprocess
     import sys
@@ -104,3 +107,4 @@ def test_importing_the_app_changes_no_global_setting_and_serving_does():
     assert got["before"][0] is True and got["css"] not in got["before"][1]
     assert got["imported"] == got["before"]
     assert got["served"][0] is False and got["css"] in got["served"][1]
+    assert got["before"][2] is True and got["served"][2] is False
