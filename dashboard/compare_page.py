@@ -19,10 +19,10 @@ import xarray as xr
 from bokeh.layouts import column, row
 from bokeh.models import ColumnDataSource, CustomJS, Div, GlyphRenderer, Legend, Select
 
+from dashboard import data, jscode, views
 from dashboard import geometry as g
-from dashboard import jscode, views
 from dashboard.page_models import PageModels
-from dashboard.profiles_page import header
+from dashboard.profiles_page import header, message
 from dashboard.stylesheet import style
 from pipeline.schema import STATISTICS
 
@@ -110,3 +110,14 @@ def compare_view(ds: xr.Dataset, damaged=()):
                   Div(text="<h2>Two models' coordinate histograms (d = 0)</h2>", stylesheets=[sheet],
                       name="compare_hist_heading"),
                   row(*pick), row(*panels), name="compare_page", tags=[restore])
+
+
+def compare_content(store, shown: str | None = None):
+    """The compare page (``compare_page.compare_view``) over the store's models, or a message."""
+    try:
+        ds = data.profiles(store)
+    except data.StoreError as exc:
+        text = str(exc).replace(str(store), shown) if shown else str(exc)
+        return column(header("Compare models", name="compare_header"),
+                      message(html.escape(text), "error", name="compare_store_error"), name="compare_page")
+    return compare_view(ds, damaged={r.name for r in data.rows(store) if r.damaged})

@@ -29,8 +29,8 @@ from bokeh.model import Model
 from bokeh.resources import Resources
 
 from dashboard import data
-from dashboard.compare_page import compare_view
-from dashboard.orbits_page import orbits_view
+from dashboard.compare_page import compare_content
+from dashboard.orbits_page import orbits_content
 from dashboard.profiles_page import (
     ORBIT_GROUP,
     header,
@@ -49,30 +49,6 @@ PAGE_CSS = f"<style>\n{page_css('text', 'export', document=True)}</style>\n"  # 
 
 class ExportError(RuntimeError):
     """An output problem the user can fix (the message says what); the CLI prints it and exits 2."""
-
-
-def orbits_content(store, shown: str | None = None):
-    """The orbits page: ``orbits_page.orbits_view`` over the store's orbits (and orbits_search) groups,
-    or a message with the fixing command. ``shown`` replaces the store's path in messages."""
-    try:
-        ds = data.orbits(store)
-        search = data.orbits_search(store)
-    except data.StoreError as exc:
-        text = str(exc).replace(str(store), shown) if shown else str(exc)  # no local paths in published pages
-        return column(header("Orbits of attention heads", name="orbits_header"),
-                      message(html.escape(text), "error", name="orbits_store_error"), name="orbits_page")
-    return orbits_view(ds, search=search)
-
-
-def compare_content(store, shown: str | None = None):
-    """The compare page (``compare_page.compare_view``) over the store's models, or a message."""
-    try:
-        ds = data.profiles(store)
-    except data.StoreError as exc:
-        text = str(exc).replace(str(store), shown) if shown else str(exc)
-        return column(header("Compare models", name="compare_header"),
-                      message(html.escape(text), "error", name="compare_store_error"), name="compare_page")
-    return compare_view(ds, damaged={r.name for r in data.rows(store) if r.damaged})
 
 
 def slug(name: str) -> str:

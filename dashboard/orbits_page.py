@@ -42,9 +42,10 @@ from bokeh.models import (
     Toggle,
 )
 
-from dashboard import jscode, views
+from dashboard import data, jscode, views
 from dashboard import orbits_frames as of
 from dashboard.page_models import PageModels
+from dashboard.profiles_page import header, message
 from dashboard.profiles_views import lean
 from dashboard.stylesheet import style
 from pipeline.schema import orbits_problems
@@ -302,3 +303,16 @@ def orbits_view(ds: xr.Dataset | None, interval_ms: int = 120, hold_ms: int = 15
     for plot in page.select({"type": Plot}):
         lean(plot, [])  # nothing on this page is selected: no glyph copies for selections (85 models fewer)
     return page
+
+
+def orbits_content(store, shown: str | None = None):
+    """The orbits page: ``orbits_page.orbits_view`` over the store's orbits (and orbits_search) groups,
+    or a message with the fixing command. ``shown`` replaces the store's path in messages."""
+    try:
+        ds = data.orbits(store)
+        search = data.orbits_search(store)
+    except data.StoreError as exc:
+        text = str(exc).replace(str(store), shown) if shown else str(exc)  # no local paths in published pages
+        return column(header("Orbits of attention heads", name="orbits_header"),
+                      message(html.escape(text), "error", name="orbits_store_error"), name="orbits_page")
+    return orbits_view(ds, search=search)

@@ -1,7 +1,7 @@
 """The served app's pages rendered once per process and store state, and copied for each session.
 
 ``profiles(store, name)``, ``compare(store)`` and ``orbits(store)`` return a ``clone.Copy`` of the layout
-that ``profiles_page.profiles_view`` / ``compare_page.compare_view`` / ``export.orbits_content`` build: the
+that ``profiles_page.profiles_view`` / ``compare_page.compare_view`` / ``orbits_page.orbits_content`` build: the
 HoloViews views are rendered the first time a model is shown (about 0.7 s for 1280 heads) and every
 later session gets its own copy of those Bokeh models (about 15 ms). The cache is keyed like
 ``dashboard.data``'s, on the store's path and the modification state of its groups, so a model
@@ -96,7 +96,7 @@ def _profiles(path: str, key: tuple, name: str) -> tuple[Model, list[Model]]:
 
 @functools.lru_cache(maxsize=2)
 def _orbits(path: str, key: tuple) -> tuple[Model, list[Model]]:
-    from dashboard.export import orbits_content
+    from dashboard.orbits_page import orbits_content
 
     return _prepared(orbits_content(Path(path)))
 

@@ -22,7 +22,7 @@ from bokeh.resources import CDN
 from dashboard import data, rendered
 from dashboard.bokeh_internals import PagePane
 from dashboard.clone import copy_layout
-from dashboard.export import orbits_content
+from dashboard.orbits_page import orbits_content
 from dashboard.profiles_page import profiles_view
 from pipeline.store import default_store_path
 from tests.browser.conftest import (

@@ -17,7 +17,8 @@ import pytest
 import zarr
 
 from dashboard import data
-from dashboard.export import export, main, orbits_content, profile_page_name, slug
+from dashboard.export import export, main, profile_page_name, slug
+from dashboard.orbits_page import orbits_content
 from pipeline import store as st
 from tests.browser.conftest import ROPE_MODEL, synthetic_orbits_dataset, write_synthetic_store
 
