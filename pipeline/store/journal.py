@@ -38,7 +38,7 @@ class Journal:
 
     def _recover_if_needed(self) -> None:
         b = self.backend
-        if self._journal() is None and not (b.legacy_leftovers() or b.stale_staging() or b.partials()):
+        if self._journal() is None and not (b.stale_staging() or b.partials()):
             return
         try:
             self.recover()
@@ -70,7 +70,6 @@ class Journal:
                 self._drop_ghost_rows()
                 self._consolidate()
                 self.backend.delete(JOURNAL)
-            actions += self.backend.clean_legacy()
             actions += self.backend.clean_staging()
             if actions and entry is None:
                 self._consolidate()

@@ -1,4 +1,4 @@
-"""Schema upgrades in place, keeping every group and value."""
+"""Schema upgrades in place, keeping every group and value, and the cleanup of a retired writer's side groups."""
 
 from __future__ import annotations
 
@@ -23,11 +23,14 @@ class Migration:
     """upgrade() and its journalled step."""
 
     def upgrade(self) -> list[str]:
-        """Bring every group to SCHEMA_VERSION in place, keeping all data; returns what was done."""
+        """Bring every group to SCHEMA_VERSION in place, keeping all data, after finishing or removing the side
+        groups of the two-rename layout (``G.__writing__``, ``G.__old__``: a writer without the journal left them
+        when killed); returns what was done. ``python -m pipeline verify --upgrade`` runs it."""
+        done = self._clean_side_groups()
         versions = self.schema_versions()
         todo = {g: v for g, v in versions.items() if v != SCHEMA_VERSION}
         if not todo:
-            return []
+            return done
         newer = {g: v for g, v in todo.items() if not isinstance(v, int) or v > SCHEMA_VERSION}
         if newer:
             raise StoreError(f"groups {newer} of {self.location!r} are not from an older version of this "
@@ -35,7 +38,15 @@ class Migration:
         with self._writing("the schema upgrade", "every group"), self._store_lock():
             with self._journalled({"op": "upgrade"}):
                 self._apply_upgrade()
-        return [f"{g}: schema version {v} -> {SCHEMA_VERSION}" for g, v in sorted(todo.items())]
+        return done + [f"{g}: schema version {v} -> {SCHEMA_VERSION}" for g, v in sorted(todo.items())]
+
+    def _clean_side_groups(self) -> list[str]:
+        if not self.backend.legacy_leftovers():
+            return []
+        with self._writing("the cleanup of side groups", "every group"), self._store_lock():
+            out = self.backend.clean_legacy()
+            self._consolidate()
+        return out
 
     def _apply_upgrade(self) -> None:
         """Idempotent. Version 1 -> 2: the provenance and damage fields, and per-layer checksums of the

@@ -160,6 +160,30 @@ def test_write_group_replaces_only_its_group(tmp_path):
     assert sorted(p.name for p in (tmp_path / ".s.zarr.writer" / "staging").iterdir()) == []  # no side copies left
 
 
+def test_side_groups_of_a_writer_without_journal_are_finished_by_upgrade_not_on_open(tmp_path):
+    """A writer that replaced a group by two renames inside the store, killed between them, left ``G.__old__``
+    (the old group moved aside) or ``G.__writing__`` (the new one, complete or not). Opening the store leaves
+    them alone; ``Store.upgrade`` (``verify --upgrade``) puts a lone old or complete new group back in place and
+    removes the rest, and the data read back is the group's."""
+    path = tmp_path / "s.zarr"
+    ds = xr.Dataset({"x": (("frame",), np.arange(3.0)),
+                     "position": (("frame", "head", "panel", "xy"), np.zeros((3, 1, 2, 2)))})
+    st.Store.open(path).register(info())
+    st.Store.open(path).replace_group("orbits", ds, {"seed": 7})
+    shutil.move(path / "orbits", path / "orbits.__old__")  # killed after moving the old group aside
+    shutil.copytree(path / "profiles", path / "profiles.__writing__")  # a finished copy beside the live group
+    (path / "junk.__writing__").mkdir()  # an unfinished new group (no zarr.json), no group of that name
+    st.Store.open(path)  # opening recovers nothing of these
+    assert (path / "orbits.__old__").is_dir() and (path / "profiles.__writing__").is_dir()
+    done = st.Store.open(path).upgrade()
+    assert sorted(done) == ["removed junk.__writing__", "removed profiles.__writing__", "restored orbits.__old__"]
+    assert sorted(p.name for p in path.iterdir()) == ["orbits", "profiles", "zarr.json"]
+    got = st.Store.open(path, mode="r").dataset("orbits")
+    assert got.x.values.tolist() == [0.0, 1.0, 2.0] and got.attrs["seed"] == 7
+    assert st.Store.open(path, mode="r").dataset("profiles").model.values.tolist() == ["m"]
+    assert st.Store.open(path).upgrade() == []  # nothing left to do
+
+
 # ------------------------------------------------------------------------------------ the Store handle
 
 
