@@ -86,12 +86,21 @@ def page_html(layout: Model, title: str, resources: Resources, nav_html: str = "
             f"</head>\n<body>\n{nav_html}\n{div}\n{script}\n</body>\n</html>\n")
 
 
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
 def write_page(path: Path, text: str) -> None:
-    """Write ``text`` to ``path`` through a temporary file renamed over it: a symlink there is replaced."""
+    """Write ``text`` to ``path`` through a temporary file renamed over it: a symlink there is replaced. The page
+    gets the permissions a new file gets (0666 less the umask), not the temporary file's 0600, so that a web
+    server running as another user can serve it."""
     fd, tmp = tempfile.mkstemp(prefix=".export-", suffix=".html", dir=path.parent)
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as f:
             f.write(text)
+            os.fchmod(f.fileno(), 0o666 & ~_umask())
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)

@@ -139,6 +139,19 @@ def test_symlink_at_an_output_path_is_replaced_not_followed(good_store, tmp_path
     assert not (out / profile_page_name(ROPE_MODEL)).is_symlink()
 
 
+def test_pages_get_a_new_files_permissions(good_store, tmp_path):
+    """Not the temporary file's 0600: 0666 less the umask, as any new file (a web server as another user reads them)."""
+    import os
+
+    old = os.umask(0o022)
+    try:
+        export(tmp_path / "out", good_store)
+    finally:
+        os.umask(old)
+    modes = {p.name: p.stat().st_mode & 0o777 for p in (tmp_path / "out").glob("*.html")}
+    assert modes and set(modes.values()) == {0o644}, modes
+
+
 def test_symlinked_or_unwritable_output_folder_is_a_one_line_error(good_store, tmp_path, capsys):
     real = tmp_path / "real"
     real.mkdir()
