@@ -63,7 +63,13 @@ VOCAB = 50
 def build_tiny(kind: str, seed: int = 0, dtype=torch.float64, **overrides):
     """A tiny random model of ``kind`` (see KINDS), eval mode, eager attention, all parameters random."""
     _family, cfg_cls, cfg_kw, model_cls, _ = KINDS[kind]
-    config = getattr(transformers, cfg_cls)(vocab_size=VOCAB, **(cfg_kw | overrides))
+    return random_model(cfg_cls, cfg_kw | overrides, model_cls, seed, dtype)
+
+
+def random_model(cfg_cls: str, cfg_kw: dict, model_cls: str, seed: int = 0, dtype=torch.float64):
+    """transformers' ``model_cls`` of config ``cfg_cls(**cfg_kw)``, eval mode, eager attention, every parameter
+    drawn from ``seed``: biases N(0, 0.5^2), 1-d gains U(0.5, 2), matrices N(0, 1 / fan_in)."""
+    config = getattr(transformers, cfg_cls)(vocab_size=VOCAB, **cfg_kw)
     config._attn_implementation = "eager"
     torch.manual_seed(seed)
     model = getattr(transformers, model_cls)(config).eval()

@@ -32,6 +32,7 @@ from tests.conftest import (
     ln_gain,
     ln_module,
     qk_biases,
+    random_model,
     record_attention,
     save,
     torch,
@@ -121,19 +122,7 @@ ROPE_KINDS = {
 def build_rope_model(kind: str, seed: int = 0):
     """A tiny random Llama / Qwen2 model (every parameter random, float64, eager attention)."""
     cfg_cls, kw, model_cls = ROPE_KINDS[kind]
-    config = getattr(transformers, cfg_cls)(vocab_size=VOCAB, **kw)
-    config._attn_implementation = "eager"
-    torch.manual_seed(seed)
-    model = getattr(transformers, model_cls)(config).eval()
-    with torch.no_grad():
-        for name, p in model.named_parameters():
-            if name.endswith("bias"):
-                p.normal_(0.0, 0.5)
-            elif p.ndim == 1:
-                p.uniform_(0.5, 2.0)
-            else:
-                p.normal_(0.0, 1.0 / p.shape[-1] ** 0.5)
-    return model.to(torch.float64)
+    return random_model(cfg_cls, kw, model_cls, seed)
 
 
 def rope_attention_inputs(model, ids):
