@@ -77,7 +77,8 @@ TETRA_CAPTION = (
 
 HYPOTHESES_CAPTION = (
     "<b>The search's hypotheses</b>, one row per recipe over its seeds: the heads of the frequency families at "
-    "k = 2 and 10 (a 12-orbit needs 12) and k = 6 (a 4-orbit needs 4), as max/mean over the runs."
+    "k = 2 and 10 (a 12-orbit needs 12) and k = 6 (a 4-orbit needs 4), as max/mean over the runs, and each "
+    "run's distance from those counts, |12 − heads at k = 2 or 10 (the nearer)| + |4 − heads at k = 6|."
 )
 
 # For tests and benchmarks: page.evaluate(RECORD_FRAMES_JS) logs every frame shown in window.__orbitsFrames.

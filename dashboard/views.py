@@ -1086,10 +1086,19 @@ def recipe_label(run: str) -> str:
     return SEED_SUFFIX.sub("", str(run))
 
 
+def gap_to_12_4(k2_k10: np.ndarray, k6: np.ndarray) -> np.ndarray:
+    """How far each run's frequency families are from the counts a 12-orbit and a 4-orbit need: the heads to move
+    for 12 at k = 2 or 10 (the nearer of the two) plus those for 4 at k = 6, |12 - h| + |4 - h6|, where too many
+    heads count as much as too few (an orbit of C_24 at k has exactly 24 / gcd(k, 24) heads). 0: the families have
+    the counts of 12 + 4 (the orbits themselves still have to form). k2_k10 (runs, 2), k6 (runs,) -> (runs,)."""
+    return np.abs(12 - np.asarray(k2_k10)).min(axis=-1) + np.abs(4 - np.asarray(k6))
+
+
 def hypotheses(search: xr.Dataset | None) -> list[dict]:
     """One row per recipe of the ``orbits_search`` group (``recipe_label``; labels sorted), over its runs:
     ``hypothesis`` (the label), ``runs``; for k in ``HYPOTHESIS_KS`` the frequency family at k (``family_heads``:
-    the merged live heads whose strongest key frequency is k) as ``k{k}_max`` and ``k{k}_mean``; ``tol`` (the
+    the merged live heads whose strongest key frequency is k) as ``k{k}_max`` and ``k{k}_mean``; ``gap_min`` and
+    ``gap_mean``, each run's family counts' distance from 12 + 4 (``gap_to_12_4``) least and on average; ``tol`` (the
     strictest stored tolerance, 2%) and ``largest_orbit``, the largest orbit found within it in any run (0:
     none); ``heldout``, the mean held-out accuracy, and ``e3``, the median equivariance error (runs without a
     value left out). [] without a search."""
@@ -1110,6 +1119,8 @@ def hypotheses(search: xr.Dataset | None) -> list[dict]:
         for kk in HYPOTHESIS_KS:
             heads = fam[runs, k.index(kk)]
             row[f"k{kk}_max"], row[f"k{kk}_mean"] = int(heads.max()), float(heads.mean())
+        gaps = gap_to_12_4(fam[runs][:, [k.index(2), k.index(10)]], fam[runs, k.index(6)])
+        row["gap_min"], row["gap_mean"] = int(gaps.min()), float(gaps.mean())
         row["tol"] = float(search["tol"].values[t])
         row["largest_orbit"] = int(sizes[found[runs].any(axis=0)].max(initial=0))
         row["heldout"] = float(np.nanmean(held[runs])) if np.isfinite(held[runs]).any() else float("nan")
@@ -1131,10 +1142,12 @@ def hypotheses_table(search: xr.Dataset | None, width: int = 1200):
         return f"{v:.1%}" if np.isfinite(v) else "—"
 
     table = [(r["hypothesis"], r["runs"], *(f"{r[f'k{k}_max']} / {r[f'k{k}_mean']:.1f}" for k in HYPOTHESIS_KS),
-              str(r["largest_orbit"]) if r["largest_orbit"] else "none", pct(r["heldout"]),
+              f"{r['gap_min']} / {r['gap_mean']:.1f}", str(r["largest_orbit"]) if r["largest_orbit"] else "none",
+              pct(r["heldout"]),
               f"{r['e3']:.1e}" if np.isfinite(r["e3"]) else "—") for r in rows]
     vdims = [hv.Dimension("runs"),
              *(hv.Dimension(f"k{k}", label=f"k = {k}: max/mean") for k in HYPOTHESIS_KS),
+             hv.Dimension("gap", label="from 12 + 4: min/mean"),
              hv.Dimension("largest", label=f"largest orbit ≤ {tol:.0%}"),
              hv.Dimension("heldout", label="held-out (mean)"), hv.Dimension("e3", label="E3 (median)")]
     return hv.Table(table, [hv.Dimension("hypothesis", label="recipe (run names without -sSEED)")], vdims).opts(
@@ -1146,7 +1159,7 @@ def _hypotheses_columns(plot, element) -> None:
     share the table's width in proportion to their widths)."""
     table = plot.handles["table"]
     table.index_position = None
-    for column, w in zip(table.columns, (540, 45, 120, 120, 120, 120, 100, 95), strict=False):
+    for column, w in zip(table.columns, (500, 45, 110, 110, 110, 120, 120, 100, 95), strict=False):
         column.width = w
 
 
@@ -1158,6 +1171,7 @@ __all__ = [
     "depth_medians",
     "family_heads",
     "family_sizes",
+    "gap_to_12_4",
     "head_inspector",
     "heads_table",
     "histograms",

@@ -454,6 +454,14 @@ def hand_search() -> xr.Dataset:
         coords={"run": np.array(runs, dtype=object), "k": k, "tol": tols, "size": sizes})
 
 
+def test_gap_to_12_4_against_a_loop():
+    rng = np.random.default_rng(3)
+    k2_k10, k6 = rng.integers(0, 25, (40, 2)), rng.integers(0, 25, 40)
+    expect = [min(abs(12 - a), abs(12 - b)) + abs(4 - c) for (a, b), c in zip(k2_k10, k6, strict=True)]
+    assert views.gap_to_12_4(k2_k10, k6).tolist() == expect
+    assert views.gap_to_12_4(np.array([[12, 0], [3, 12]]), np.array([4, 4])).tolist() == [0, 0]
+
+
 def test_recipe_labels_drop_only_the_seed_suffix():
     assert views.recipe_label("long+qk_init_scale=0.5-s9") == "long+qk_init_scale=0.5"
     assert views.recipe_label("long+weight_decay=2+epochs=4500-s17") == "long+weight_decay=2+epochs=4500"
@@ -469,6 +477,9 @@ def test_hypotheses_one_row_per_recipe_against_hand_values():
     assert (x["k2_max"], x["k2_mean"]) == (12, pytest.approx(8.0))  # 12, 4, 8
     assert (x["k10_max"], x["k10_mean"]) == (13, pytest.approx(5.0))  # 0, 13, 2
     assert (x["k6_max"], x["k6_mean"]) == (5, pytest.approx(4.0))  # 4, 3, 5
+    # from 12 + 4: run 0 has 12 at k = 2 and 4 at k = 6 (0); run 1 13 at k = 10 (1) and 3 at k = 6 (1);
+    # run 2 8 at k = 2 (4, nearer than 2 at k = 10) and 5 at k = 6 (1)
+    assert (x["gap_min"], x["gap_mean"]) == (0, pytest.approx(7 / 3))
     assert x["largest_orbit"] == 4  # a 4-orbit and 3-orbits at 2%; the 12-orbit only at 5%
     assert x["heldout"] == pytest.approx(0.625)  # the NaN run left out
     assert x["e3"] == pytest.approx(2e-3)  # median of 1e-3, 4e-3, 2e-3
@@ -484,10 +495,11 @@ def test_hypotheses_table_shows_the_rows_and_the_page_captions_it():
     cols = [c.field for c in table.columns]
     data = table.source.data
     i = list(data[cols[0]]).index("long+x=1")
-    assert [data[c][i] for c in cols[1:]] == [3, "12 / 8.0", "13 / 5.0", "5 / 4.0", "4", "62.5%", "2.0e-03"]
+    assert [data[c][i] for c in cols[1:]] == [3, "12 / 8.0", "13 / 5.0", "5 / 4.0", "0 / 2.3", "4", "62.5%",
+                                             "2.0e-03"]
     j = list(data[cols[0]]).index("long")
-    assert [data[c][j] for c in cols[5:]] == ["none", "90.0%", "—"]
-    assert table.columns[5].title == "largest orbit ≤ 2%"
+    assert [data[c][j] for c in cols[5:]] == ["9 / 9.0", "none", "90.0%", "—"]  # |12 - 7| + |4 - 0|
+    assert table.columns[6].title == "largest orbit ≤ 2%"
     assert isinstance(views.hypotheses_table(None), hv.Div)
     page = orbits_view(planted_orbits(), search=hand_search())
     named = {getattr(m, "name", None): m for m in page.references()}
