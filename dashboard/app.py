@@ -45,6 +45,19 @@ TABS = ("profiles", "compare", "orbits")  # the tabs' names in a deep link, in o
 
 PAGE_CSS = page_css("text", "served", document=True)  # Panel's raw_css (dashboard/page.css)
 
+# Scripts of Panel's page that no served page uses, by a fragment of their tag: BokehJS's WebGL bundle
+# (every figure draws on a canvas: ``views.render``) and es-module-shims with its options (Panel's ESM
+# components, of which the app has none).
+UNUSED_SCRIPTS = ("/bokeh-gl.", "es-module-shims", '"esms-options"')
+
+# The served page: Panel's page template (a string template extends it) with its script tags, one a line,
+# less those of UNUSED_SCRIPTS. Set on each session's document (``page_template``).
+SERVED_TEMPLATE = ("{% block js_resources %}"
+                   "{% for line in bokeh_js.splitlines() if not unused_scripts | select('in', line) | list %}"
+                   "{{ line }}\n"
+                   "{% endfor %}"
+                   "{% endblock js_resources %}")
+
 
 def serve_settings() -> None:
     """The process-wide settings of a server of this app, applied by the app script (``panel serve
@@ -241,6 +254,14 @@ def build(store, state: AppState | None = None, args: dict[str, str] | None = No
     return pn.Column(pn.pane.HTML(f"<div class='title'>{TITLE}</div>", name="title"), tabs, store_line)
 
 
+def page_template(doc) -> None:
+    """Give the session's document ``doc`` the served page's template (``SERVED_TEMPLATE``)."""
+    doc.template = SERVED_TEMPLATE
+    doc.template_variables["unused_scripts"] = list(UNUSED_SCRIPTS)
+
+
 if __name__.startswith("bokeh"):  # run by `panel serve`: the store comes from argv after --args, never the URL
     serve_settings()
-    build(data.store_path(sys.argv[1:])).servable(title=TITLE)
+    # no Location root: nothing here reads pn.state.location (the pages keep the URL themselves)
+    build(data.store_path(sys.argv[1:])).servable(title=TITLE, location=False)
+    page_template(pn.state.curdoc)

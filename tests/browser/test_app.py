@@ -86,6 +86,20 @@ def test_served_profiles_page(browser, served_app):
     page.close()
 
 
+def test_served_page_loads_the_scripts_it_uses_and_not_the_others(browser, served_app):
+    """The page's scripts are BokehJS, its widgets and tables and Panel's bundle; not BokehJS's WebGL
+    bundle (no figure draws with WebGL) nor es-module-shims (no ESM component), which Panel's template
+    would add (app.SERVED_TEMPLATE drops them)."""
+    page, errors, _ = open_page(browser, served_app)
+    wait_for_bokeh(page, "heads")
+    scripts = page.evaluate("() => [...document.querySelectorAll('script[src]')].map(s => s.src.split('?')[0])")
+    names = sorted(s.rsplit("/", 1)[-1] for s in scripts)
+    assert names == ["bokeh-tables.min.js", "bokeh-widgets.min.js", "bokeh.min.js", "panel.min.js"]
+    assert page.evaluate("() => document.querySelector('script[type=\"esms-options\"]') === null")
+    assert page.evaluate("() => Bokeh.version") and errors == []
+    page.close()
+
+
 def test_not_computed_models_are_listed_apart_with_their_command(browser, served_app):
     """A registered model with nothing stored is not offered as a model to draw (it would show a head count
     as if computed); the page lists it, with the command that computes it."""

@@ -49,6 +49,17 @@ def test_the_page_pane_hands_the_page_over_without_walking_it(store):
     assert walks_of(rendered.profiles(store, ROPE_MODEL).root, PagePane) == 0
 
 
+def test_no_page_draws_with_webgl(store):
+    """The served page leaves out BokehJS's WebGL bundle (app.UNUSED_SCRIPTS): every figure of every
+    page draws on a canvas."""
+    from bokeh.models import Plot
+
+    pages = (rendered.profiles(store, ROPE_MODEL), rendered.profiles(store, ABSOLUTE_MODEL),
+             rendered.compare(store), rendered.orbits(store))
+    backends = {p.output_backend for page in pages for p in page.root.select({"type": Plot})}
+    assert backends == {"canvas"}
+
+
 def test_a_session_of_the_app_serves_the_models_page(store):
     state = app.AppState()
     doc = Document()
