@@ -1,8 +1,9 @@
 """Every use of a private Bokeh or Panel name in the dashboard, as small named functions and classes.
 
 The served app copies rendered pages below Bokeh's constructors (``dashboard.clone``), writes defaults
-as values (``dashboard.rendered``), hands a page to Panel without Panel's per-session walk
-(``PagePane``), and the exporter keeps Panel's bundles out of static pages (``BokehOnly``). Each of
+as values (``dashboard.rendered``), lets a copy give the form its page was serialised in once
+(``dashboard.serialized``), hands a page to Panel without Panel's per-session walk (``PagePane``), and
+the exporter keeps Panel's bundles out of static pages (``BokehOnly``). Each of
 those reaches names that Bokeh and Panel may change in any minor release, so they all live here, and
 ``tests/dashboard/test_dashboard_layers.py`` fails on a private Bokeh/Panel name anywhere else in the dashboard.
 
@@ -21,6 +22,7 @@ import panel as pn  # noqa: E402 - after the version check, on purpose
 from bokeh.core.has_props import HasProps  # noqa: E402
 from bokeh.core.property.descriptors import PropertyDescriptor  # noqa: E402
 from bokeh.core.property.wrappers import PropertyValueContainer  # noqa: E402
+from bokeh.core.serialization import Serializer  # noqa: E402
 from bokeh.model import Model  # noqa: E402
 from bokeh.resources import Resources  # noqa: E402
 
@@ -60,6 +62,34 @@ def set_value(m: Model, descriptor: PropertyDescriptor, value) -> None:
     """Store ``value`` as ``m``'s value of ``descriptor``'s property without notifying anyone: no change
     event, no document change (the model is not in a served document yet)."""
     descriptor._set_value(m, value)
+
+
+def encode_as(m: Model, encode) -> None:
+    """Make Bokeh's serializer encode ``m`` as ``encode(serializer)`` returns (in place of the class's
+    ``to_serializable``; ``type(m).to_serializable(m, serializer)`` is Bokeh's own encoding)."""
+    object.__setattr__(m, "to_serializable", encode)
+
+
+def on_any_change(m: Model, changed) -> None:
+    """Call ``changed()`` before every change notification of ``m``: each property set, each container
+    value changed in place, each value set from the browser (all of them pass through ``trigger``)."""
+    trigger = type(m).trigger
+
+    def watched(attr, old, new, hint=None, setter=None):
+        changed()
+        trigger(m, attr, old, new, hint=hint, setter=setter)
+
+    object.__setattr__(m, "trigger", watched)
+
+
+def add_buffers(serializer: Serializer, buffers: list) -> None:
+    """Append ``buffers`` (binary buffers a representation refers to) to those ``serializer`` sends."""
+    serializer._buffers.extend(buffers)
+
+
+def is_deferred(serializer: Serializer) -> bool:
+    """Whether ``serializer`` sends arrays as binary buffers (as a served document is sent)."""
+    return serializer._deferred
 
 
 class PagePane(pn.pane.Bokeh):

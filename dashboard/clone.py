@@ -27,10 +27,12 @@ from dashboard.bokeh_internals import adopt, blank, value_stores
 
 @dataclass(frozen=True)
 class Copy:
-    """A copied layout: ``root``, and its models by name (``named["heads"]``: the models named so)."""
+    """A copied layout: ``root``, its models by name (``named["heads"]``: the models named so) and by the
+    id of the model each copies (``by_original``)."""
 
     root: Model
     named: dict[str, list[Model]]
+    by_original: dict[str, Model] = dataclasses.field(default_factory=dict)
 
     def one(self, name: str) -> Model | None:
         """The model of that name, or None when there is none or more than one."""
@@ -73,4 +75,4 @@ def copy_layout(root: Model, models: list[Model] | None = None) -> Copy:
                 target[key] = adopt(descriptor.property.wrap(mapped(value)), c, descriptor)
         if c.name:
             named.setdefault(c.name, []).append(c)
-    return Copy(new[root.id], named)
+    return Copy(new[root.id], named, new)

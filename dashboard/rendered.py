@@ -37,9 +37,10 @@ from bokeh.core.validation import check_integrity, process_validation_issues
 from bokeh.model import Model
 from bokeh.models import AllIndices, CDSView, ColumnDataSource, Title, Toolbar, UIElement, UnionRenderers
 
-from dashboard import data
+from dashboard import data, serialized
 from dashboard.bokeh_internals import is_set, set_value
 from dashboard.clone import Copy, copy_layout
+from dashboard.serialized import Encoded
 from pipeline.schema import ORBITS, ORBITS_SEARCH
 
 _LOCK = threading.Lock()  # sessions asking for a page not yet rendered wait for one rendering of it
@@ -71,9 +72,13 @@ def _materialise_defaults(models: list[Model]) -> None:
             set_value(m, descriptor, value)
 
 
-def _prepared(layout: Model) -> tuple[Model, list[Model]]:
-    """``layout`` with its stateless models shared, its defaults written as values, validated once; and the
-    list of its models."""
+def _prepared(layout: Model, **shown) -> tuple[Model, list[Model], Encoded]:
+    """``layout`` with its stateless models shared, its defaults written as values, validated once; the
+    list of its models; and its serialised form (``dashboard.serialized``).
+
+    ``shown``: the values the app's pane sets on the page's root (``PagePane(sizing_mode="fixed")`` in
+    ``app.profiles_panel``), set after the validation (which warns on a fixed sizing mode without a width
+    and height), so that a session's copy is served as it was copied."""
     policy, everything = UnionRenderers(), AllIndices()
     for m in list(layout.references()):
         if isinstance(m, ColumnDataSource) and isinstance(m.selection_policy, UnionRenderers):
@@ -84,25 +89,34 @@ def _prepared(layout: Model) -> tuple[Model, list[Model]]:
     if os.environ.get("HEADGEOMETRY_WRITE_DEFAULTS", "1") != "0":
         _materialise_defaults(models)
     process_validation_issues(check_integrity(models))
-    return layout, models
+    layout.update(**shown)
+    return layout, models, serialized.encode(layout, models)
+
+
+def _copy(layout: Model, models: list[Model], encoded: Encoded) -> Copy:
+    """A new copy of a prepared page that serialises as ``encoded`` (renamed) until it changes."""
+    page = copy_layout(layout, models)
+    serialized.attach(page.root, page.by_original, encoded)
+    return page
 
 
 @functools.lru_cache(maxsize=8)
-def _profiles(path: str, key: tuple, name: str) -> tuple[Model, list[Model]]:
+def _profiles(path: str, key: tuple, name: str) -> tuple[Model, list[Model], Encoded]:
     from dashboard.profiles_page import profiles_view
 
-    return _prepared(profiles_view(data.model_data(path, name), data.profiles(path).sel(model=name)))
+    return _prepared(profiles_view(data.model_data(path, name), data.profiles(path).sel(model=name)),
+                     sizing_mode="fixed")
 
 
 @functools.lru_cache(maxsize=2)
-def _orbits(path: str, key: tuple) -> tuple[Model, list[Model]]:
+def _orbits(path: str, key: tuple) -> tuple[Model, list[Model], Encoded]:
     from dashboard.orbits_page import orbits_content
 
     return _prepared(orbits_content(Path(path)))
 
 
 @functools.lru_cache(maxsize=2)
-def _compare(path: str, key: tuple) -> tuple[Model, list[Model]]:
+def _compare(path: str, key: tuple) -> tuple[Model, list[Model], Encoded]:
     from dashboard.compare_page import compare_view
 
     return _prepared(compare_view(data.profiles(path), damaged={r.name for r in data.rows(path) if r.damaged}))
@@ -111,24 +125,24 @@ def _compare(path: str, key: tuple) -> tuple[Model, list[Model]]:
 def compare(store) -> Copy:
     """A new copy of the compare page (every computed model of the store)."""
     with _LOCK:
-        layout, models = _compare(str(store), data.state_key(store))
-    return copy_layout(layout, models)
+        prepared = _compare(str(store), data.state_key(store))
+    return _copy(*prepared)
 
 
 def profiles(store, name: str) -> Copy:
     """A new copy of the profiles page of model ``name``; KeyError (from ``data.model_data``, never cached)
     when the store has no such model."""
     with _LOCK:
-        layout, models = _profiles(str(store), data.state_key(store), name)
-    return copy_layout(layout, models)
+        prepared = _profiles(str(store), data.state_key(store), name)
+    return _copy(*prepared)
 
 
 def orbits(store) -> Copy:
     """A new copy of the orbits page (or of its message when the store's orbits group cannot be shown)."""
     key = (data.state_key(store, ORBITS), data.state_key(store, ORBITS_SEARCH))
     with _LOCK:
-        layout, models = _orbits(str(store), key)
-    return copy_layout(layout, models)
+        prepared = _orbits(str(store), key)
+    return _copy(*prepared)
 
 
 def same_structure(a: Copy, b: Copy) -> bool:

@@ -105,9 +105,9 @@ def test_bokehjs_sees_a_served_page_as_the_page_without_written_defaults(browser
         return (profiles_view(data.model_data(store, ROPE_MODEL), data.profiles(store).sel(model=ROPE_MODEL))
                 if page == "profiles" else orbits_content(store))
 
-    written = copy_layout(*rendered._prepared(make())).root  # a session's copy, as served
+    written = copy_layout(*rendered._prepared(make())[:2]).root  # a session's copy, as served
     monkeypatch.setattr(rendered, "_materialise_defaults", lambda models: None)
-    plain = copy_layout(*rendered._prepared(make())).root
+    plain = copy_layout(*rendered._prepared(make())[:2]).root
     script, (div_plain, div_written) = components((plain, written))
     html = tmp_path / "both.html"
     html.write_text(f"<!DOCTYPE html><html><head>{CDN.render()}{script}</head>"

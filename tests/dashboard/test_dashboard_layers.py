@@ -32,8 +32,9 @@ LAYERS: dict[str, tuple[str, ...]] = {
               "dashboard.orbits_page", "dashboard.page_models", "dashboard.stylesheet"),
     # pages delivered to a reader: the Panel app and its per-process rendering and copies, the static
     # exporter, the entry points, the version check and the one module of Bokeh/Panel internals
-    "serve": ("dashboard.app", "dashboard.rendered", "dashboard.clone", "dashboard.bokeh_internals",
-              "dashboard.export", "dashboard.versions", "dashboard.cli", "dashboard.__main__"),
+    "serve": ("dashboard.app", "dashboard.rendered", "dashboard.clone", "dashboard.serialized",
+              "dashboard.bokeh_internals", "dashboard.export", "dashboard.versions", "dashboard.cli",
+              "dashboard.__main__"),
 }
 ORDER = ("views", "pages", "serve")
 
