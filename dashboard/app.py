@@ -22,7 +22,6 @@ else the first computed model.
 
 from __future__ import annotations
 
-import gc
 import html
 import logging
 import sys
@@ -45,7 +44,6 @@ TITLE = "Attention-head geometry"
 TABS = ("profiles", "compare", "orbits")  # the tabs' names in a deep link, in order
 
 PAGE_CSS = page_css("text", "served", document=True)  # Panel's raw_css (dashboard/page.css)
-GC_THRESHOLD = (20_000, 10, 10)  # the served process's collector thresholds (serve_settings)
 
 # Scripts of Panel's page that no served page uses, by a fragment of their tag: BokehJS's WebGL bundle
 # (every figure draws on a canvas: ``views.render``) and es-module-shims with its options (Panel's ESM
@@ -69,16 +67,10 @@ def serve_settings() -> None:
     validation switched off. Every session's
     document is a copy of pages validated once when rendered (``dashboard.rendered``); checking each copy
     again would cost about 50 ms per session for the same result. First of all, the installed Bokeh and
-    Panel must be the tested releases (``dashboard.versions``).
-
-    Python's cycle collector runs after every ``GC_THRESHOLD[0]`` new container objects instead of
-    Python's 700: a session's copy of a page makes about 100 000 of them, and at 700 the collector ran
-    about 28 times per copy and scanned the process's long-lived objects (about 600 000: the libraries and
-    the rendered pages) every few sessions, 60-100 ms of each session."""
+    Panel must be the tested releases (``dashboard.versions``)."""
     check_versions()
     pn.extension(raw_css=[PAGE_CSS], notifications=False, browser_info=False)
     settings.perform_document_validation.set_value(False)
-    gc.set_threshold(*GC_THRESHOLD)
 
 
 class AppState(param.Parameterized):

@@ -91,13 +91,11 @@ def test_a_bad_link_is_named_in_the_note_and_the_defaults_shown(store):
 
 
 SETTINGS = """
-import gc
 import json
 import panel as pn
 from bokeh.settings import settings
 def now():
-    return [settings.perform_document_validation(), list(pn.config.raw_css), pn.config.browser_info,
-            list(gc.get_threshold())]
+    return [settings.perform_document_validation(), list(pn.config.raw_css), pn.config.browser_info]
 before = now()
 import dashboard.app as app
 imported = now()
@@ -109,9 +107,8 @@ print(json.dumps(dict(before=before, imported=imported, served=served, css=app.P
 
 def test_importing_the_app_changes_no_global_setting_and_serving_does():
     """A notebook or test that imports dashboard.app keeps Bokeh's document validation, Panel's CSS and its
-    BrowserInfo model and Python's collector thresholds; the app script's serve_settings (run by panel serve)
-    switches validation and BrowserInfo off (nothing reads it; on, every page sends its seven fields back after
-    loading), adds the page CSS and sets the served process's thresholds (app.GC_THRESHOLD)."""
+    BrowserInfo model; the app script's serve_settings (run by panel serve) switches validation and BrowserInfo
+    off (nothing reads it; on, every page sends its seven fields back after loading) and adds the page CSS."""
     import json
     import subprocess
     import sys
@@ -122,4 +119,3 @@ def test_importing_the_app_changes_no_global_setting_and_serving_does():
     assert got["imported"] == got["before"]
     assert got["served"][0] is False and got["css"] in got["served"][1]
     assert got["before"][2] is True and got["served"][2] is False
-    assert got["before"][3] == [700, 10, 10] and got["served"][3] == list(app.GC_THRESHOLD)
