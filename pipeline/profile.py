@@ -22,11 +22,11 @@ nonzero: a core is ``[[A, B], [0, 0]]`` with A (m, m), B (m, k - m), and only th
 Rotary R(d) of the usual kind (each column with at most one off-diagonal entry: rotate-half or
 interleaved pairs) is applied elementwise, ``(K R)[:, j] = K[:, j] R[j, j] + K[:, p(j)] R[p(j), j]``.
 
-Memory: :func:`head_profiles` works one head at a time and, on the numpy route, the offsets of a head one
-at a time in a single k x k work array (the torch routes: in chunks of about ``chunk_bytes``); the weights
-may stay in a compact dtype (float32 decoded from bf16/fp16) and grouped-query key heads are shared through
-``kv_of_head`` instead of being copied per query head. Each head is turned into float64 only when it is used,
-so results do not depend on the storage dtype.
+Memory: on the numpy route :func:`head_profiles` works one head at a time and the offsets of a head one
+at a time in a single k x k work array; the torch routes work on the whole layer in chunks of about
+``chunk_bytes`` (:func:`_layer_on_device`). The weights may stay in a compact dtype (float32 decoded from
+bf16/fp16) and grouped-query key heads are shared through ``kv_of_head`` instead of being copied per query
+head. Heads are turned into float64 only when they are used, so results do not depend on the storage dtype.
 
 Exactness at the vertices: quantities below ``rtol`` relative to ||L|| (the antisymmetric part,
 eigenvalues, and the differences lambda_+ - lambda_-) are set to exactly zero, and the four
@@ -43,6 +43,8 @@ the work array in place when scipy is installed, else numpy's ``eigvalsh``; the 
 project's CPUs, see benchmarks/scale_bench.py), ``"torch"`` (float64), ``"torch-float32"`` (needs an explicit ``tol``:
 thresholds become max(rtol, tol) and the coordinates agree with the float64 route to within ``tol``),
 and ``"auto"`` (the default): torch float64 on CUDA when torch is installed and sees a GPU, else numpy.
+The torch routes take a layer at a time on their device (:func:`_layer_on_device`): batched QR over heads,
+batched core products and one batched ``eigvalsh`` per chunk of (heads x offsets) cores.
 No I/O here; numpy (and scipy's LAPACK when installed) unless a torch route is asked for (or "auto" finds torch
 installed).
 """
@@ -61,7 +63,9 @@ import numpy as np
 COORDINATES = ("a", "b", "c", "d")
 DEFAULT_RTOL = 1e-10
 EIGVALSH = ("auto", "numpy", "torch", "torch-float32")
-CHUNK_BYTES = 24_000_000  # per (offsets x k x k) float64 work array of one head
+CHUNK_BYTES = 24_000_000  # per (offsets x k x k) float64 work array of one head; the torch routes on the CPU
+DEVICE_CHUNK_BYTES = 1 << 30  # per (heads x offsets x k x k) float64 work array on a torch device other than the CPU
+EIG_BATCH = 1 << 15  # at most this many matrices per torch eigvalsh call (CUDA grids stop at 65 535 blocks)
 SYTRD_BLOCK = 8  # dsytrd's block size on the per-offset route for k > EXACT_K (_dsyevd_lwork)
 EXACT_K = 128  # up to this k (and 2n) the per-offset eigensolver and the QR keep LAPACK's default blocking
 QR_BLOCK = 32  # dgeqrt's block size for QR factorisations of more than EXACT_K columns (_qr_r_in_place)
@@ -145,11 +149,23 @@ def _eigvalsh_fn(route: str, device: str | None):
         return functools.partial(np.linalg.eigvalsh, UPLO="U")
     import torch
 
-    dtype = torch.float32 if route == "torch-float32" else torch.float64
+    eig_t = _torch_eigvalsh(route)
 
     def eig(S: np.ndarray) -> np.ndarray:
-        lam = torch.linalg.eigvalsh(torch.from_numpy(S).to(device=device, dtype=dtype), UPLO="U")
-        return lam.to(device="cpu", dtype=torch.float64).numpy()
+        return eig_t(torch.from_numpy(S).to(device=device)).cpu().numpy()
+
+    return eig
+
+
+def _torch_eigvalsh(route: str):
+    """A function (B, k, k) float64 tensor, upper triangle read -> (B, k) float64 ascending eigenvalues on the same
+    device, solved in float64 ("torch") or float32 ("torch-float32")."""
+    import torch
+
+    dtype = torch.float32 if route == "torch-float32" else torch.float64
+
+    def eig(S):
+        return torch.linalg.eigvalsh(S.to(dtype=dtype), UPLO="U").to(dtype=torch.float64)
 
     return eig
 
@@ -472,9 +488,105 @@ def _head_span(W_Q, W_K, h: int, kv: int, gain, in_place: bool = True) -> tuple[
     if gain is not None:
         A *= np.asarray(gain, dtype=np.float64)[:, None]
     if not np.all(np.isfinite(A)):
-        raise ValueError(f"head {h} has NaN or Inf weights; check the checkpoint it was read from")
+        raise _nonfinite_head(h)
     R = _qr_r_in_place(A) if in_place else np.linalg.qr(A, mode="r")
     return R[:, :n], R[:, n:]
+
+
+def _nonfinite_head(h: int) -> ValueError:
+    return ValueError(f"head {h} has NaN or Inf weights; check the checkpoint it was read from")
+
+
+def _layer_on_device(W_Q, W_K, rotations, kv_of_head, gain, rtol: float, route: str, device,
+                     chunk_bytes: int | None, keep_d0, progress) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The torch routes: a whole layer's profiles (H, D, 4), norms (H, D) and eigenvalues at the first offset (H, k)
+    (D = 1 without rotations), batched on the torch ``device``.
+
+    1. QR of every head's ``[W_K[kv]^T | W_Q^T]`` (``torch.linalg.qr``, R only, float64), in groups of heads whose
+       float64 (N, 2n) inputs fill about ``chunk_bytes``; the heads travel to the device in their storage dtype.
+    2. The (heads x offsets) pairs, in order, in chunks of ``chunk_bytes`` of (k, k) float64 work arrays (at most
+       EIG_BATCH): the top rows ``K[:m] R(d) P^T`` of their cores (R(d) applied elementwise when
+       :func:`rotation_pairs` finds the rotary structure, else a batched product), norms, ||antisym|| and the upper
+       triangle of 2 sym(C) unscaled, as :func:`_rotary_offsets` forms them, and one batched ``eigvalsh``.
+    3. Eigenvalues, norms and ||T|| come back to the CPU (a few numbers per matrix) for :func:`_profile_of_spectra`.
+
+    ``keep_d0(h, top)`` (or None) gets the unscaled top rows of each head's core at the first offset, as a numpy
+    array. ``chunk_bytes`` None: CHUNK_BYTES on the CPU, DEVICE_CHUNK_BYTES on any other device.
+    """
+    import torch
+
+    H, n, N = W_Q.shape
+    k, D = min(N, 2 * n), 1 if rotations is None else len(rotations)
+    m = min(n, k)
+    dev = torch.device(device)
+    if chunk_bytes is None:
+        chunk_bytes = CHUNK_BYTES if dev.type == "cpu" else DEVICE_CHUNK_BYTES
+    f64 = torch.float64
+    g = None if gain is None else torch.from_numpy(np.asarray(gain, dtype=np.float64)).to(dev)[:, None]
+    K1, Pt = torch.empty((H, m, n), dtype=f64, device=dev), torch.empty((H, n, k), dtype=f64, device=dev)
+    group = max(1, chunk_bytes // max(1, N * 2 * n * 8))
+    for start in range(0, H, group):
+        heads = slice(start, min(H, start + group))
+        Wq = torch.from_numpy(np.ascontiguousarray(W_Q[heads])).to(dev).to(f64)
+        Wk = torch.from_numpy(np.ascontiguousarray(W_K[kv_of_head[heads]])).to(dev).to(f64)
+        A = torch.cat([Wk.mT, Wq.mT], dim=-1)  # (heads, N, 2n)
+        del Wq, Wk
+        if g is not None:
+            A *= g
+        finite = torch.isfinite(A).flatten(1).all(dim=1).cpu().numpy()
+        if not finite.all():
+            raise _nonfinite_head(start + int(np.argmin(finite)))
+        R = torch.linalg.qr(A, mode="r").R  # (heads, k, 2n)
+        del A
+        K1[heads] = R[:, :m, :n]
+        Pt[heads] = R[:, :, n:].mT
+
+    pairs = None if rotations is None else rotation_pairs(rotations)
+    if pairs is not None:
+        diag, partner, off = (torch.from_numpy(np.ascontiguousarray(x)).to(dev) for x in pairs)
+    elif rotations is not None:
+        R_all = torch.from_numpy(rotations).to(dev)
+    total = H * D
+    step = max(1, min(total, EIG_BATCH, chunk_bytes // max(1, k * k * 8)))
+    work = torch.zeros((step, k, k), dtype=f64, device=dev)  # rows m: stay zero: only the top rows are written
+    eig = _torch_eigvalsh(route)
+    prof, norm, lam0 = np.empty((total, 4)), np.empty(total), np.empty((H, k))
+    done = 0
+    for start in range(0, total, step):
+        stop = min(total, start + step)
+        idx = np.arange(start, stop)
+        hs, ds = idx // D, idx % D
+        hs_t, ds_t = torch.from_numpy(hs).to(dev), torch.from_numpy(ds).to(dev)
+        KR = K1[hs_t]  # K[:m] R(d), (B, m, n)
+        if pairs is not None:  # (K R)[:, j] = K[:, j] diag[d, j] + K[:, partner[j]] off[d, j]
+            KR = KR * diag[ds_t][:, None, :] + KR[:, :, partner] * off[ds_t][:, None, :]
+        elif rotations is not None:
+            KR = KR @ R_all[ds_t]
+        top = KR @ Pt[hs_t]  # the core's nonzero rows [A | B], (B, m, k)
+        del KR
+        first = np.flatnonzero(ds == 0)
+        if keep_d0 is not None and len(first):
+            for h, t in zip(hs[first], top[first].cpu().numpy(), strict=True):
+                keep_d0(int(h), t)
+        nrm = torch.linalg.vector_norm(top, dim=(-2, -1))
+        A, B = top[:, :, :m], top[:, :, m:]
+        Dm = A - A.mT  # the top-left block of 2 antisym(C)
+        ts = (Dm * Dm).sum(dim=(-2, -1)) + 2.0 * (B * B).sum(dim=(-2, -1))  # 4 ||antisym(C)||^2
+        S = work[:len(idx)]
+        S[:, :m, :m] = A + A.mT  # with B beside it, the upper triangle of 2 sym(C)
+        S[:, :m, m:] = B
+        del top, A, B, Dm
+        scale = 2.0 * torch.where(nrm > 0, nrm, 1.0)  # ||C|| = 1 after: eigenvalues and ||T|| of 2 sym(C) / (2 ||C||)
+        lam = (eig(S) / scale[:, None]).cpu().numpy()
+        t = (torch.sqrt(ts) / scale).cpu().numpy()
+        prof[start:stop], norm[start:stop], lam = _profile_of_spectra(np.where(t <= rtol, 0.0, t * t), lam,
+                                                                      nrm.cpu().numpy(), rtol)
+        lam0[hs[first]] = lam[first]
+        if progress is not None:
+            for h in range(done, stop // D):
+                progress(h)
+        done = stop // D
+    return prof.reshape(H, D, 4), norm.reshape(H, D), lam0
 
 
 def head_profiles(
@@ -489,12 +601,19 @@ def head_profiles(
     tol: float | None = None,
     device: str | None = None,
     threads: int | None = None,
-    chunk_bytes: int = CHUNK_BYTES,
+    chunk_bytes: int | None = None,
     progress=None,
     statistics: bool = False,
     batched_offsets: bool = False,
 ) -> tuple[np.ndarray, ...]:
-    """Profiles of the heads of one layer, through the low-rank route, one head at a time.
+    """Profiles of the heads of one layer, through the low-rank route: one head at a time on the numpy route, the
+    whole layer batched on the torch routes.
+
+    The torch routes (``eigvalsh`` "torch", "torch-float32", or "auto" on CUDA) always take the layer-batched path
+    :func:`_layer_on_device`, on the CPU as on a GPU: a GPU needs large batches (one head's offsets are too few
+    eigenproblems to fill it), and one torch path means the tests on CPU torch run the very code a GPU runs.
+    Nothing is lost on the CPU by it: the numpy route is this module's CPU route (and what "auto" takes without a
+    GPU), and the torch path's memory stays bounded by ``chunk_bytes``.
 
     Parameters
     ----------
@@ -518,8 +637,10 @@ def head_profiles(
         is installed (its k x k problems are too small to gain from BLAS threads, and threads that wait on each
         other made a head 20-40 x slower on a loaded 2-core machine, benchmarks/scale_bench.py), the process
         setting on the torch routes.
-    chunk_bytes : int
-        Bound on each (offsets, k, k) float64 work array of a head (the chunked route below).
+    chunk_bytes : int or None
+        Bound on each float64 work array: a head's (offsets, k, k) on the numpy chunked route (below), the (heads x
+        offsets, k, k) cores and the heads' (N, 2n) QR inputs on the torch routes. None: CHUNK_BYTES, or
+        DEVICE_CHUNK_BYTES on a torch device other than the CPU.
     progress : callable or None
         Called with each head index when it is done (e.g. a tqdm update).
     statistics : bool
@@ -527,10 +648,10 @@ def head_profiles(
         (``pipeline.head_statistics``): one m x m Gram eigenproblem per head on top of the profile's.
     batched_offsets : bool
         With rotations on the numpy route, offsets are solved one at a time in the CPU cache (the default,
-        ``_rotary_offsets``); True takes the chunked route the torch routes always take: a head's offsets in
-        chunks of ``chunk_bytes``, one ``eigvalsh`` call per chunk, and numpy's ``qr`` on a copy of each head
-        (the default factors it in place). Same values to rounding (<= 1e-12); kept for comparison
-        (benchmarks/scale_bench.py) and for the torch routes.
+        ``_rotary_offsets``); True takes the chunked route: a head's offsets in chunks of ``chunk_bytes``, one
+        ``eigvalsh`` call per chunk, and numpy's ``qr`` on a copy of each head (the default factors it in place).
+        Same values to rounding (<= 1e-12); kept for comparison (benchmarks/scale_bench.py). No effect on the
+        torch routes.
 
     Returns
     -------
@@ -555,7 +676,8 @@ def head_profiles(
         raise ValueError(f"gain must have shape ({N},); got {np.shape(gain)}")
     route, device = eigen_route(eigvalsh, device)
     rtol = _thresholds(rtol, route, tol)
-    eig = _eigvalsh_fn(route, device)
+    if chunk_bytes is None and route == "numpy":
+        chunk_bytes = CHUNK_BYTES
     k = min(N, 2 * n)
     m = min(n, k)  # nonzero rows of K: [K | P] is upper triangular
     gram, trace = (np.empty((H, m, m)), np.empty(H)) if statistics else (None, None)
@@ -575,7 +697,19 @@ def head_profiles(
 
     if threads is None and route == "numpy" and importlib.util.find_spec("threadpoolctl") is not None:
         threads = 1
+    if rotations is not None:
+        rotations = np.asarray(rotations, dtype=np.float64)
+        if rotations.ndim != 3 or rotations.shape[1:] != (n, n):
+            raise ValueError(f"rotations must have shape (D, {n}, {n}); got {rotations.shape}")
     with _thread_limit(threads, route):
+        if route != "numpy":
+            prof, norm, lam0 = _layer_on_device(W_Q, W_K, rotations, kv_of_head, gain, rtol, route, device,
+                                                chunk_bytes, keep_d0 if statistics else None, progress)
+            prof0, norm0 = prof[:, 0], norm[:, 0]
+            if rotations is None:
+                prof, norm = prof0, norm0
+            return finish(prof, norm, prof0, norm0, lam0)
+        eig = _eigvalsh_fn(route, device)
         if rotations is None:
             S = np.zeros((H, k, k))
             for h in range(H):
@@ -586,9 +720,6 @@ def head_profiles(
                     progress(h)
             prof, norm, lam = _profile_of_top(S, m, rtol, eig, np.empty((H, m, m)))
             return finish(prof, norm, prof, norm, lam)
-        rotations = np.asarray(rotations, dtype=np.float64)
-        if rotations.ndim != 3 or rotations.shape[1:] != (n, n):
-            raise ValueError(f"rotations must have shape (D, {n}, {n}); got {rotations.shape}")
         D = rotations.shape[0]
         prof, norm = np.empty((H, D, 4)), np.empty((H, D))
         lam0 = np.empty((H, k))
@@ -605,7 +736,7 @@ def head_profiles(
                 if progress is not None:
                     progress(h)
             return finish(prof, norm, prof[:, 0], norm[:, 0], lam0)
-        pairs = rotation_pairs(rotations)  # other eigen routes: offsets in chunks, one eigensolver call per chunk
+        pairs = rotation_pairs(rotations)  # batched_offsets: offsets in chunks, one eigensolver call per chunk
         n_chunks = -(-D * k * k * 8 // max(1, chunk_bytes))
         step = max(1, -(-D // max(1, n_chunks)))
         S, scratch = np.zeros((step, k, k)), np.empty((step, m, m))
