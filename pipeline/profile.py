@@ -522,13 +522,16 @@ def _layer_on_device(W_Q, W_K, rotations, kv_of_head, gain, rtol: float, route: 
     if chunk_bytes is None:
         chunk_bytes = CHUNK_BYTES if dev.type == "cpu" else DEVICE_CHUNK_BYTES
     f64 = torch.float64
-    g = None if gain is None else torch.from_numpy(np.asarray(gain, dtype=np.float64)).to(dev)[:, None]
+
+    def on_device(x):  # read-only arrays are copied (torch.from_numpy needs writable memory)
+        return torch.from_numpy(np.require(x, requirements=["C", "W"])).to(dev)
+
+    g = None if gain is None else on_device(np.asarray(gain, dtype=np.float64))[:, None]
     K1, Pt = torch.empty((H, m, n), dtype=f64, device=dev), torch.empty((H, n, k), dtype=f64, device=dev)
     group = max(1, chunk_bytes // max(1, N * 2 * n * 8))
     for start in range(0, H, group):
         heads = slice(start, min(H, start + group))
-        Wq = torch.from_numpy(np.ascontiguousarray(W_Q[heads])).to(dev).to(f64)
-        Wk = torch.from_numpy(np.ascontiguousarray(W_K[kv_of_head[heads]])).to(dev).to(f64)
+        Wq, Wk = on_device(W_Q[heads]).to(f64), on_device(W_K[kv_of_head[heads]]).to(f64)  # sent in storage dtype
         A = torch.cat([Wk.mT, Wq.mT], dim=-1)  # (heads, N, 2n)
         del Wq, Wk
         if g is not None:
@@ -543,11 +546,12 @@ def _layer_on_device(W_Q, W_K, rotations, kv_of_head, gain, rtol: float, route: 
 
     pairs = None if rotations is None else rotation_pairs(rotations)
     if pairs is not None:
-        diag, partner, off = (torch.from_numpy(np.ascontiguousarray(x)).to(dev) for x in pairs)
+        diag, partner, off = (on_device(x) for x in pairs)
     elif rotations is not None:
-        R_all = torch.from_numpy(rotations).to(dev)
+        R_all = on_device(rotations)
     total = H * D
-    step = max(1, min(total, EIG_BATCH, chunk_bytes // max(1, k * k * 8)))
+    n_chunks = -(-total // max(1, min(EIG_BATCH, chunk_bytes // max(1, k * k * 8))))
+    step = max(1, -(-total // max(1, n_chunks)))  # chunks of equal size
     work = torch.zeros((step, k, k), dtype=f64, device=dev)  # rows m: stay zero: only the top rows are written
     eig = _torch_eigvalsh(route)
     prof, norm, lam0 = np.empty((total, 4)), np.empty(total), np.empty((H, k))
@@ -556,7 +560,7 @@ def _layer_on_device(W_Q, W_K, rotations, kv_of_head, gain, rtol: float, route: 
         stop = min(total, start + step)
         idx = np.arange(start, stop)
         hs, ds = idx // D, idx % D
-        hs_t, ds_t = torch.from_numpy(hs).to(dev), torch.from_numpy(ds).to(dev)
+        hs_t, ds_t = on_device(hs), on_device(ds)
         KR = K1[hs_t]  # K[:m] R(d), (B, m, n)
         if pairs is not None:  # (K R)[:, j] = K[:, j] diag[d, j] + K[:, partner[j]] off[d, j]
             KR = KR * diag[ds_t][:, None, :] + KR[:, :, partner] * off[ds_t][:, None, :]

@@ -6,6 +6,7 @@ import os
 import re
 import subprocess
 import sys
+import warnings
 
 import numpy as np
 import pytest
@@ -131,13 +132,18 @@ def test_against_the_naive_n_by_n_route():
     np.testing.assert_allclose(norm, np.linalg.norm(L, axis=(-2, -1)), rtol=1e-12)
 
 
-def test_compact_storage_is_widened_exactly_and_vertices_stay_exact():
-    W_Q, W_K, kv_of_head, _ = layer(7)
+def test_compact_read_only_storage_is_widened_exactly_and_vertices_stay_exact():
+    W_Q, W_K, kv_of_head, gain = layer(7)
     R = rotation_matrices(8, 8, 100.0, 5)
-    a = head_profiles(W_Q.astype(np.float32), W_K.astype(np.float32), R, kv_of_head=kv_of_head, eigvalsh="torch",
-                      device="cpu")
+    compact = [W_Q.astype(np.float32), W_K.astype(np.float32), gain, R]
+    for x in compact:  # as a memory-mapped checkpoint gives them: torch.from_numpy would warn on these
+        x.setflags(write=False)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        a = head_profiles(compact[0], compact[1], compact[3], kv_of_head=kv_of_head, gain=compact[2],
+                          eigvalsh="torch", device="cpu")
     b = head_profiles(W_Q.astype(np.float32).astype(np.float64), W_K.astype(np.float32).astype(np.float64), R,
-                      kv_of_head=kv_of_head, eigvalsh="torch", device="cpu")
+                      kv_of_head=kv_of_head, gain=gain, eigvalsh="torch", device="cpu")
     np.testing.assert_array_equal(a[0], b[0])
     np.testing.assert_array_equal(a[1], b[1])
     Y = np.random.default_rng(7).normal(size=(1, 4, 20))
