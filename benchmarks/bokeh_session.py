@@ -27,6 +27,20 @@ TOKEN = re.compile(r'"token":\s*"([^"]+)"')
 async def open_session(url: str, timeout: float = 300.0) -> float:
     """GET ``url`` (http://HOST:PORT/app), pull the session's document over its websocket; seconds taken."""
     t0 = time.perf_counter()
+    await _get_and_pull(url, timeout)
+    return time.perf_counter() - t0
+
+
+def pull_document(url: str, timeout: float = 120.0) -> tuple[str, dict]:
+    """The page that a GET of ``url`` answers and the content of the PULL-DOC-REPLY (``{"doc": ...}``) of that
+    session, asked for as soon as the page has come (sooner than any browser asks)."""
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        page, reply = pool.submit(asyncio.run, _get_and_pull(url, timeout)).result()
+    return page, reply.content
+
+
+async def _get_and_pull(url: str, timeout: float):
+    """GET ``url`` and pull the session's document: (the page's text, the PULL-DOC-REPLY message)."""
     page = await AsyncHTTPClient().fetch(url, request_timeout=timeout)
     found = TOKEN.search(page.body.decode("utf-8", "replace"))
     if not found:
@@ -53,9 +67,9 @@ async def open_session(url: str, timeout: float = 300.0) -> float:
         request_doc = protocol.create("PULL-DOC-REQ")
         for part in (request_doc.header_json, request_doc.metadata_json, request_doc.content_json):
             await ws.write_message(part)
-        while (await next_message()).msgtype != "PULL-DOC-REPLY":
+        while (reply := await next_message()).msgtype != "PULL-DOC-REPLY":
             pass
-        return time.perf_counter() - t0
+        return page.body.decode("utf-8", "replace"), reply
     finally:
         ws.close()
 

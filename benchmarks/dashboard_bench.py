@@ -409,9 +409,13 @@ def _route_remote(page) -> None:
     page.route(REMOTE, handle)
 
 
-def _new_page(browser):
-    page = browser.new_page(viewport={"width": 1400, "height": 900})
-    _route_remote(page)
+def _new_page(browser, context=None):
+    """A new page in a context of its own (empty caches, remote requests routed), or in ``context`` (not
+    routed: playwright turns a page's HTTP cache off once any of its requests are routed; neither page asks
+    for a remote file: tests/browser/test_app.py)."""
+    page = (context or browser).new_page(**({} if context else {"viewport": {"width": 1400, "height": 900}}))
+    if context is None:
+        _route_remote(page)
     page.add_init_script(TIMELINE_INIT.replace("IDLE", IDLE_JS))
     return page
 
@@ -419,10 +423,11 @@ def _new_page(browser):
 DRAWN = "() => window.__hg && window.__hg.drawn !== null"
 
 
-def _one_load(browser, url: str, server) -> dict:
-    """One load of ``url`` in a new page: wall seconds to a drawn tetrahedron, the page's timeline, CPU
-    seconds of chromium and of the server (None for a page from disk) over the load."""
-    page = _new_page(browser)
+def _one_load(browser, url: str, server, context=None) -> dict:
+    """One load of ``url`` in a new page (in ``context``: sharing its HTTP cache): wall seconds to a drawn
+    tetrahedron, the page's timeline, CPU seconds of chromium and of the server (None for a page from disk)
+    over the load."""
+    page = _new_page(browser, context)
     procs = _chromium()
     c0, s0 = _cpu(procs), (_cpu([server]) if server else 0.0)
     t0 = time.perf_counter()
@@ -462,8 +467,10 @@ def _many_loads(browser, url: str, server, n: int) -> dict:
 def compare_pages(browser, root: Path, store: Path, tmp: Path, rounds: int, many_rounds: int, n_at_once: int = 20,
                   before: Path | None = None) -> dict:
     """The served profiles page against the same page exported self-contained and opened from disk (file://,
-    BokehJS inline: the page asks for nothing), interleaved: one warm load of each per round
-    (``rounds``), then ``n_at_once`` pages of each at once (``many_rounds``); medians, the ratios, and the
+    BokehJS inline: the page asks for nothing), interleaved: per round (``rounds``) one warm load of each in a
+    new browser context (empty caches: every script fetched) and one repeat view (in a context of each page's
+    own whose HTTP cache a first load filled: the served page's scripts, sent with a ten-year max-age, come
+    from it); then ``n_at_once`` pages of each at once (``many_rounds``); medians, the ratios, and the
     median timeline of one load of each. ``before``: a tree whose dashboard is served too ("served before"),
     timed in the same rounds."""
     import psutil
@@ -482,14 +489,17 @@ def compare_pages(browser, root: Path, store: Path, tmp: Path, rounds: int, many
         procs.append(proc)
         urls[label] = (served, psutil.Process(proc.pid))
     urls["disk"] = (disk, None)
-    res = {k: {"one": [], "many": []} for k in urls}
+    res = {k: {"one": [], "repeat": [], "many": []} for k in urls}
+    contexts = {k: browser.new_context(viewport={"width": 1400, "height": 900}) for k in urls}
     try:
-        for u, srv in urls.values():  # the first session pays the imports and the first rendering
-            _one_load(browser, u, srv)
+        for k, (u, srv) in urls.items():  # the first session pays the imports and the first rendering
+            _one_load(browser, u, srv, contexts[k])  # and fills the repeat views' cache
         for i in range(rounds):
             for k in (list(urls) if i % 2 == 0 else list(urls)[::-1]):
                 res[k]["one"].append(_one_load(browser, *urls[k]))
-            print(f"  round {i + 1}: " + ", ".join(f"{k} {res[k]['one'][-1]['wall']:.2f} s" for k in urls)
+                res[k]["repeat"].append(_one_load(browser, *urls[k], contexts[k]))
+            print(f"  round {i + 1}: " + ", ".join(f"{k} {res[k]['one'][-1]['wall']:.2f} s "
+                                                   f"(repeat {res[k]['repeat'][-1]['wall']:.2f} s)" for k in urls)
                   + f"; load average {os.getloadavg()[0]:.1f}", flush=True)
         for i in range(many_rounds):
             for k in (list(urls) if i % 2 == 0 else list(urls)[::-1]):
@@ -497,6 +507,8 @@ def compare_pages(browser, root: Path, store: Path, tmp: Path, rounds: int, many
             print(f"  {n_at_once} at once, round {i + 1}: "
                   + ", ".join(f"{k} {res[k]['many'][-1]['wall']:.1f} s" for k in urls), flush=True)
     finally:
+        for c in contexts.values():
+            c.close()
         for proc in procs:
             stop(proc)
     return res
@@ -522,11 +534,13 @@ def print_compare(res: dict, n_at_once: int = 20) -> None:
             ("  in-page time to drawn (performance.now), median (s)", "one", "drawn", True, ""),
             ("  chromium CPU per load, median (s)", "one", "chromium_cpu", False, ""),
             ("  server CPU per load, median (s)", "one", "server_cpu", False, ""),
+            ("repeat view (scripts from the browser's cache), wall, median (s)", "repeat", "wall", True, "<= 1.1"),
+            ("  in-page time to drawn (performance.now), median (s)", "repeat", "drawn", True, ""),
             (f"{n_at_once} loads at once, all drawn, wall, median (s)", "many", "wall", True, "<= 1.5"),
             (f"  chromium CPU for the {n_at_once}, median (s)", "many", "chromium_cpu", False, ""),
             (f"  server CPU for the {n_at_once}, median (s)", "many", "server_cpu", False, "")]
     for r in res.values():
-        for x in r["one"]:
+        for x in r["one"] + r["repeat"]:
             x["drawn"] = x["tl"]["drawn"] / 1000
     for name, part, key, with_ratio, target in rows:
         cells = "".join(f"{(f'{v:.2f}' if (v := m(c, part, key)) is not None else '-'):>15s}" for c in cols)
@@ -535,15 +549,16 @@ def print_compare(res: dict, n_at_once: int = 20) -> None:
         print(f"{name:62s}{cells}{ratios}   {target}")
     print("  (ratios: medians of the per-round ratios; the pages interleaved in each round)")
 
-    print()
-    print(f"{'one warm load, median time of each point (ms from navigation)':62s}" + "".join(f"{c:>15s}" for c in cols))
-    marks = {k: [_marks(r["tl"]) for r in res[k]["one"]] for k in cols}
-    for name in marks["disk"][0]:
-        cells = []
-        for k in cols:
-            vals = [mk[name] for mk in marks[k] if mk[name] is not None]
-            cells.append(f"{med(vals):.0f}" if vals else "-")
-        print(f"{name:62s}" + "".join(f"{c:>15s}" for c in cells))
+    for part, title in (("one", "one warm load"), ("repeat", "one repeat view")):
+        print()
+        print(f"{title + ', median time of each point (ms from navigation)':62s}" + "".join(f"{c:>15s}" for c in cols))
+        marks = {k: [_marks(r["tl"]) for r in res[k][part]] for k in cols}
+        for name in marks["disk"][0]:
+            cells = []
+            for k in cols:
+                vals = [mk[name] for mk in marks[k] if mk[name] is not None]
+                cells.append(f"{med(vals):.0f}" if vals else "-")
+            print(f"{name:62s}" + "".join(f"{c:>15s}" for c in cells))
     for k in cols:
         tl = res[k]["one"][len(res[k]["one"]) // 2]["tl"]
         kinds = ", ".join(f"{e}: {v['n']} ({v['bytes'] / 1e6:.2f} MB)" for e, v in tl["kinds"].items())

@@ -260,8 +260,32 @@ def page_template(doc) -> None:
     doc.template_variables["unused_scripts"] = list(UNUSED_SCRIPTS)
 
 
+def serve(store) -> pn.Column:
+    """Serve the page over ``store`` to the current session (``pn.state.curdoc``) in two steps: an empty root now,
+    so the GET that runs the app script answers at once, and the page (``build``) put in it by a next-tick
+    callback of the session's document, which runs right after that GET's reply is written, while the browser
+    loads BokehJS. The server builds the session (copying the rendered pages, Panel's and Bokeh's walks over
+    their ~500 models) in time the browser spends anyway, instead of before the page's HTML is sent.
+
+    The build cannot come after the browser's pull of the document: the callback is queued before the reply
+    that gives the browser the session's id, Tornado runs queued callbacks before newly arrived messages, and
+    the pull waits for the document's lock, which the callback holds while it builds. So the first pull sends
+    the whole page, and the deep-link restore it registers (``restore_on_ready``) runs when that document is
+    ready, as it did when the page was built in the GET. Returns the root."""
+    page = pn.Column(name="page")
+    # no Location root: nothing here reads pn.state.location (the pages keep the URL themselves)
+    page.servable(title=TITLE, location=False)
+    doc = pn.state.curdoc
+    page_template(doc)
+    args = url_args()  # read now: the request is the GET's
+
+    def fill() -> None:
+        page.objects = build(store, args=args).objects
+
+    doc.add_next_tick_callback(fill)
+    return page
+
+
 if __name__.startswith("bokeh"):  # run by `panel serve`: the store comes from argv after --args, never the URL
     serve_settings()
-    # no Location root: nothing here reads pn.state.location (the pages keep the URL themselves)
-    build(data.store_path(sys.argv[1:])).servable(title=TITLE, location=False)
-    page_template(pn.state.curdoc)
+    serve(data.store_path(sys.argv[1:]))

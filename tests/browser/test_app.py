@@ -9,6 +9,8 @@ store gives a message with the fixing command.
 
 from __future__ import annotations
 
+import re
+import sys
 from urllib.parse import parse_qsl, urlsplit
 
 import numpy as np
@@ -19,6 +21,7 @@ from tests.browser.conftest import (
     ABSOLUTE_MODEL,
     EMPTY_MODEL,
     FIND_JS,
+    REPO,
     ROPE_MODEL,
     assert_movie_plays_and_loops,
     console_errors,
@@ -38,6 +41,9 @@ from tests.browser.conftest import (
     stop,
     wait_for_bokeh,
 )
+
+sys.path.insert(0, str(REPO / "benchmarks"))
+from bokeh_session import pull_document  # noqa: E402 - the benchmarks' client of the Bokeh protocol
 
 pytestmark = pytest.mark.browser
 
@@ -153,6 +159,35 @@ def test_a_served_deep_link_round_trips(browser, served_app):
     wait_for_bokeh(page, "orbits_frame")  # the tab the link names is the one shown
     assert errors == [] and errors2 == []
     page.close()
+
+
+def _objects(value, found: dict) -> dict:
+    """Every model of a document's JSON, by id (its name, or None)."""
+    if isinstance(value, dict):
+        if value.get("type") == "object" and "id" in value:
+            found[value["id"]] = (value.get("attributes") or {}).get("name")
+        for v in value.values():
+            _objects(v, found)
+    elif isinstance(value, list):
+        for v in value:
+            _objects(v, found)
+    return found
+
+
+def test_the_first_pull_right_after_the_get_holds_the_whole_page(served_app):
+    """The GET answers with the page's one root before the session is built (``app.serve`` builds it in a
+    next-tick callback); a pull sent the moment the GET's reply has come, sooner than any browser sends it,
+    still gets every view and the deep-link restore registered for when the document is ready."""
+    for _ in range(3):
+        page, content = pull_document(served_app + f"?model={ROPE_MODEL}&heads=1.2")
+        roots = re.findall(r'data-root-id="([^"]+)"', page)
+        doc = content["doc"]
+        assert roots == [r["id"] for r in doc["roots"]]  # the root the page placed is the document's only root
+        models = _objects(doc["roots"], {})
+        names = set(models.values())
+        assert {"heads", "d_slider", "tetrahedron", "url_note"} <= names, sorted(map(str, names))
+        ready = dict(doc["callbacks"]["entries"])["document_ready"]
+        assert [models[c["id"]] for c in ready] == ["url_restore"]
 
 
 def test_bad_served_link_input_shows_the_defaults_and_says_why(browser, served_app):
