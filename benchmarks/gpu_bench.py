@@ -11,8 +11,9 @@ One rotary layer of Mistral-Small-24B's shape (by default: 32 query heads, 8 key
 
 (a) the numpy route as the pipeline runs it: ``eigvalsh="numpy"``, one head at a time, one thread;
 (b) the same numpy route on all of the machine's cores: the heads split over a process pool of ``--workers``
-    processes (default os.cpu_count()), one thread each. The fair CPU figure; the pool is started and warmed
-    up before the timing, and the weights reach the workers once, before it;
+    processes (default: the cores this process may run on, os.sched_getaffinity, else os.cpu_count()), one
+    thread each. The fair CPU figure; the pool is started and warmed up before the timing, and the weights
+    reach the workers once, before it;
 (c) the torch float64 route on ``--device``: the whole layer batched there (QR over heads, cores and one
     ``eigvalsh`` per chunk of (heads x offsets) matrices, pipeline.profile._layer_on_device), after one
     warm-up call, synchronised (``torch.cuda.synchronize``) around each timed call on CUDA.
@@ -20,8 +21,9 @@ One rotary layer of Mistral-Small-24B's shape (by default: 32 query heads, 8 key
 How to read it: "ratio (b) / (c)" is the GPU's speed-up over the whole CPU; the target is >= 5. "ratio (a) / (c)"
 is against one CPU thread. "max |profile difference| (c) against (a)" must be <= 1e-12 (float64 on both
 sides; the two routes round differently, so it is not 0), and (b) against (a) is exactly 0 (the same per-head
-computation). A last, untimed run of (c) splits its time into the eigensolver calls and the rest (QR, core
-products, transfers). Repeats stop early once a figure's repeats have taken --budget seconds.
+computation); beyond that the script exits with status 1. One more run of (c), not counted in its figure, splits
+its time into the eigensolver calls and the rest (QR, core products, transfers). Repeats stop early once a
+figure's repeats have taken --budget seconds.
 
 ``--device cpu`` runs (c) on CPU torch (for tests at small sizes; not a GPU figure). ``--device cuda`` where
 CUDA is not available: a one-line error and exit status 2.
@@ -136,6 +138,13 @@ def eig_split(layer, device: str, chunk_bytes, sync):
         prof_module._torch_eigvalsh = real
 
 
+def usable_cores() -> int:
+    """The cores this process may run on (a container's share), else os.cpu_count()."""
+    if hasattr(os, "sched_getaffinity"):
+        return len(os.sched_getaffinity(0))
+    return os.cpu_count() or 1
+
+
 def cpu_name() -> str:
     try:
         with open("/proc/cpuinfo") as fh:
@@ -158,8 +167,8 @@ def main(argv=None) -> int:
     ap.add_argument("--repeats", type=int, default=3, help="timed calls per figure, best kept (default 3)")
     ap.add_argument("--budget", type=float, default=60.0,
                     help="stop a figure's repeats once they have taken this many seconds (default 60)")
-    ap.add_argument("--workers", type=int, default=os.cpu_count() or 1,
-                    help=f"processes of (b), one thread each (default os.cpu_count() = {os.cpu_count()})")
+    ap.add_argument("--workers", type=int, default=usable_cores(),
+                    help=f"processes of (b), one thread each (default: the usable cores, here {usable_cores()})")
     ap.add_argument("--chunk-bytes", type=int, default=None,
                     help="chunk_bytes of (c) (default: the route's, DEVICE_CHUNK_BYTES off the CPU)")
     args = ap.parse_args(argv)
@@ -199,8 +208,8 @@ def main(argv=None) -> int:
     chunk = args.chunk_bytes or (CHUNK_BYTES if dev.type == "cpu" else DEVICE_CHUNK_BYTES)
     print(f"layer: {H} query heads, {kv} key heads, n = {n}, N = {N}, {D} offsets: {H * D} eigenproblems of "
           f"k = {k}; float32 weights, gain, statistics=True")
-    print(f"CPU: {cpu_name()}, os.cpu_count() = {os.cpu_count()}; (c) on {args.device}: {name}; chunk_bytes {chunk}",
-          flush=True)
+    print(f"CPU: {cpu_name()}, os.cpu_count() = {os.cpu_count()}, usable {usable_cores()}", flush=True)
+    print(f"(c) on {args.device}: {name}; chunk_bytes {chunk}", flush=True)
     layer = mistral_layer(H, kv, n, N, D)
 
     print("(a) numpy route, one process, one thread (one head first, untimed: imports and LAPACK set-up)", flush=True)
