@@ -177,6 +177,8 @@ def main(argv=None) -> int:
             ap.error(f"--{name.replace('_', '-')} must be at least 1")
     if args.heads % args.kv_heads:
         ap.error(f"--kv-heads ({args.kv_heads}) must divide --heads ({args.heads})")
+    # torch.cuda.is_available() through NVML: CUDA itself is first set up in (c), after (b) has forked its workers
+    os.environ.setdefault("PYTORCH_NVML_BASED_CUDA_CHECK", "1")
     try:
         import torch
     except ImportError:
@@ -197,19 +199,10 @@ def main(argv=None) -> int:
 
     H, kv, n, N, D = args.heads, args.kv_heads, args.n, args.N, args.offsets
     k = min(N, 2 * n)
-    if dev.type == "cuda":
-        name = f"{torch.cuda.get_device_name(dev)} (torch {torch.__version__}, CUDA {torch.version.cuda})"
-
-        def sync():
-            torch.cuda.synchronize(dev)
-    else:
-        name = f"CPU torch {torch.__version__}, {torch.get_num_threads()} threads: {cpu_name()} (not a GPU figure)"
-        sync = None
     chunk = args.chunk_bytes or (CHUNK_BYTES if dev.type == "cpu" else DEVICE_CHUNK_BYTES)
     print(f"layer: {H} query heads, {kv} key heads, n = {n}, N = {N}, {D} offsets: {H * D} eigenproblems of "
           f"k = {k}; float32 weights, gain, statistics=True")
     print(f"CPU: {cpu_name()}, os.cpu_count() = {os.cpu_count()}, usable {usable_cores()}", flush=True)
-    print(f"(c) on {args.device}: {name}; chunk_bytes {chunk}", flush=True)
     layer = mistral_layer(H, kv, n, N, D)
 
     print("(a) numpy route, one process, one thread (one head first, untimed: imports and LAPACK set-up)", flush=True)
@@ -224,8 +217,17 @@ def main(argv=None) -> int:
         pooled(pool, H)  # starts every worker and imports the pipeline in it
         t_b, out_b = timed("(b)", lambda: pooled(pool, H), args.repeats, args.budget)
 
+    if dev.type == "cuda":
+        name = f"{torch.cuda.get_device_name(dev)} (torch {torch.__version__}, CUDA {torch.version.cuda})"
+
+        def sync():
+            torch.cuda.synchronize(dev)
+    else:
+        name = f"CPU torch {torch.__version__}, {torch.get_num_threads()} threads: {cpu_name()} (not a GPU figure)"
+        sync = None
     route = {"eigvalsh": "torch", "device": args.device, "chunk_bytes": args.chunk_bytes}
-    print(f"(c) torch float64 route on {args.device}, layer-batched (one warm-up call first)", flush=True)
+    print(f"(c) torch float64 route on {args.device}: {name}; chunk_bytes {chunk}; layer-batched (one warm-up call "
+          "first)", flush=True)
     t0 = time.perf_counter()
     profile(layer, **route)
     if sync is not None:
