@@ -11,7 +11,11 @@ A rendered page is checked once with Bokeh's document validation (its warnings g
 served app switches off the same check on every session's document (``app.serve_settings``): a copy has the models
 and values of the page it copies. Before the first copy, the page's stateless selection policies and
 index filters (one per data source and one per renderer, all alike) are replaced by one shared
-instance of each: about 40 fewer models for every session to build, walk and send.
+instance of each: about 40 fewer models for every session to build, walk and send. Its figures are not
+synced back to the server (``syncable`` False: nothing on the server reads a figure's state, and their
+sizes as BokehJS measures them would otherwise come back as nine patches a page load, each handled by the
+server under the document's lock); the browser's changes to every other model (the slider, the
+selection) still reach it.
 
 Every session's document is walked over all its models several times (Bokeh's document bookkeeping,
 Panel's root handling and stylesheet patching) and serialised once, and Bokeh evaluates an unset
@@ -35,7 +39,7 @@ from pathlib import Path
 from bokeh.core.property.descriptors import PropertyDescriptor, UnsetValueError
 from bokeh.core.validation import check_integrity, process_validation_issues
 from bokeh.model import Model
-from bokeh.models import AllIndices, CDSView, ColumnDataSource, Title, Toolbar, UIElement, UnionRenderers
+from bokeh.models import AllIndices, CDSView, ColumnDataSource, Plot, Title, Toolbar, UIElement, UnionRenderers
 
 from dashboard import data, serialized
 from dashboard.bokeh_internals import is_set, set_value
@@ -86,6 +90,9 @@ def _prepared(layout: Model, **shown) -> tuple[Model, list[Model], Encoded]:
         elif isinstance(m, CDSView) and isinstance(m.filter, AllIndices):
             m.filter = everything
     models = list(layout.references())
+    for m in models:
+        if isinstance(m, Plot):
+            m.syncable = False
     if os.environ.get("HEADGEOMETRY_WRITE_DEFAULTS", "1") != "0":
         _materialise_defaults(models)
     process_validation_issues(check_integrity(models))

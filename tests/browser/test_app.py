@@ -241,6 +241,26 @@ def test_a_served_compare_link_sets_the_choosers_and_keeps_them_in_the_link(brow
     page.close()
 
 
+def test_a_served_load_sends_no_figure_sizes_back_and_a_selection_still_reaches_the_server(browser, served_app):
+    """The figures are not synced back (``rendered``: nothing on the server reads a figure's state): a load sends
+    no PATCH-DOC with the sizes BokehJS measured, while a selection in the browser still reaches the server."""
+    page = browser.new_page(viewport={"width": 1500, "height": 1100})
+    errors = console_errors(page)
+    route_offline(page)
+    sent: list[str] = []
+    page.on("websocket", lambda ws: ws.on("framesent", lambda p: sent.append(p if isinstance(p, str) else "")))
+    page.goto(served_app)
+    wait_for_bokeh(page, "heads")
+    page.wait_for_timeout(1500)  # BokehJS sends measured sizes right after the first layout
+    assert sent, "no websocket frames were recorded"
+    assert not [f for f in sent if '"inner_width"' in f or '"outer_height"' in f], [f[:200] for f in sent]
+    js(page, "find('heads').selected.indices = [13];")
+    page.wait_for_timeout(1000)
+    assert [f for f in sent if '"indices"' in f and "13" in f]
+    assert errors == []
+    page.close()
+
+
 def test_served_tap_fills_the_inspector_and_models_with_other_views_switch(browser, served_app):
     page, errors, _ = open_page(browser, served_app)
     wait_for_bokeh(page, "heads")
