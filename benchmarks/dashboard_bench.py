@@ -442,14 +442,18 @@ def _one_load(browser, url: str, server, context=None) -> dict:
 
 def _many_loads(browser, url: str, server, n: int) -> dict:
     """``n`` pages navigated at once (none waits for another); wall seconds until every one is drawn.
-    A file:// page is navigated to from an empty page of its folder (chromium refuses a script's navigation
-    from about:blank to a file)."""
+    Each page is first on an empty page of the same origin: a file:// page's folder (chromium refuses a script's
+    navigation from about:blank to a file), the server's /liveness for a served page. So both kinds of page start
+    in a renderer process of their own site, and neither pays a process swap in the timing."""
     pages = [_new_page(browser) for _ in range(n)]
     if url.startswith("file:"):
         blank = Path(urllib.request.url2pathname(url[len("file:"):])).with_name("blank.html")
         blank.write_text("<html></html>")
-        for p in pages:
-            p.goto(blank.as_uri())
+        blank_url = blank.as_uri()
+    else:
+        blank_url = url.rsplit("/", 1)[0] + "/liveness"  # panel serve --liveness (``serve``)
+    for p in pages:
+        p.goto(blank_url)
     procs = _chromium()
     c0, s0 = _cpu(procs), (_cpu([server]) if server else 0.0)
     t0 = time.perf_counter()
