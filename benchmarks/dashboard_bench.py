@@ -444,7 +444,7 @@ def _many_loads(browser, url: str, server, n: int) -> dict:
     """``n`` pages navigated at once (none waits for another); wall seconds until every one is drawn.
     Each page is first on an empty page of the same origin: a file:// page's folder (chromium refuses a script's
     navigation from about:blank to a file), the server's /liveness for a served page. So both kinds of page start
-    in a renderer process of their own site, and neither pays a process swap in the timing."""
+    on a page of their own origin, and neither makes its first navigation to that origin inside the timing."""
     pages = [_new_page(browser) for _ in range(n)]
     if url.startswith("file:"):
         blank = Path(urllib.request.url2pathname(url[len("file:"):])).with_name("blank.html")
