@@ -22,6 +22,7 @@ Synthetic checkpoints come from benchmarks/synthetic_checkpoints.py (cached in -
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import resource
 import subprocess
@@ -138,13 +139,35 @@ def eigen_section(naive: bool, repeats: int) -> None:
     pipeline_against_floors(W_Q, W_K, R, S, repeats)
 
 
+# the per-offset route's earlier settings, compared side by side with the current one (pipeline.profile's knobs)
+SPAN = "span factor (Gram + Cholesky, or QR)"
+ROUTES = (("QR span, LAPACK's blocking", False, dict(GRAM_RCOND=0, QR_BLOCK=None, SYTRD_BLOCK=None)),
+          ("QR span", False, dict(GRAM_RCOND=0)))
+
+
+@contextlib.contextmanager
+def settings(**knobs):
+    """pipeline.profile's module settings (GRAM_RCOND, QR_BLOCK, SYTRD_BLOCK) set for the block, then restored."""
+    import pipeline.profile as pm
+
+    saved = {name: getattr(pm, name) for name in knobs}
+    for name, value in knobs.items():
+        setattr(pm, name, value)
+    try:
+        yield
+    finally:
+        for name, value in saved.items():
+            setattr(pm, name, value)
+
+
 def pipeline_against_floors(W_Q, W_K, R, S, repeats: int = 7) -> None:
     """The profile core before and after against the eigensolver floors, interleaved in one run (1 thread).
 
     before: ``head_profiles(..., batched_offsets=True)``, the chunked route (offsets in chunks of CHUNK_BYTES,
     numpy's ``eigvalsh`` on each (chunk, k, k) stack); after: the default numpy route, offset by offset in cache;
-    between them, that route with LAPACK's default blocking at every size (``dgeqrf`` and ``dsytrd``'s default block,
-    what k <= EXACT_K always gets; the after route blocks its own way above EXACT_K, see ``_dsyevd_lwork``).
+    between them, that route with the span factored by Householder QR (``GRAM_RCOND = 0``) in place of the Gram
+    matrix's Cholesky (:func:`pipeline.profile._span_r`), and that with LAPACK's default blocking besides
+    (``dgeqrf`` and ``dsytrd``'s default block: ``QR_BLOCK = SYTRD_BLOCK = None``).
     Floors, on the same 129 matrices: numpy's ``eigvalsh`` on their (129, k, k) stack (the issue's floor), and
     LAPACK ``dsyevd`` (numpy's driver) through scipy, one matrix at a time, in place, as the pipeline calls it.
     Wall and CPU time (``time.thread_time``, one thread) of the same runs: on a loaded machine the wall ratios
@@ -153,7 +176,6 @@ def pipeline_against_floors(W_Q, W_K, R, S, repeats: int = 7) -> None:
     import numpy as np
     from threadpoolctl import threadpool_limits
 
-    import pipeline.profile as pm
     from pipeline.profile import _lapack_in_place, head_profiles
 
     eig, _ = _lapack_in_place(S.shape[-1])
@@ -164,17 +186,19 @@ def pipeline_against_floors(W_Q, W_K, R, S, repeats: int = 7) -> None:
             work[...] = Sd
             eig(work)
 
-    def default_blocking():  # every size on LAPACK's default dsytrd block and dgeqrf, as k <= EXACT_K runs
-        saved, pm.EXACT_K = pm.EXACT_K, sys.maxsize
-        try:
+    def qr_span():
+        with settings(GRAM_RCOND=0):
             return head_profiles(W_Q, W_K, R)
-        finally:
-            pm.EXACT_K = saved
+
+    def default_blocking():
+        with settings(GRAM_RCOND=0, QR_BLOCK=None, SYTRD_BLOCK=None):
+            return head_profiles(W_Q, W_K, R)
 
     runs = {"floor: numpy eigvalsh on the stack": lambda: np.linalg.eigvalsh(S),
             "floor: dsyevd per matrix, in place": per_matrix,
             "before: chunked route": lambda: head_profiles(W_Q, W_K, R, batched_offsets=True),
-            "offset by offset, LAPACK's blocking": default_blocking,
+            ROUTES[0][0]: default_blocking,
+            ROUTES[1][0]: qr_span,
             "after: offset by offset": lambda: head_profiles(W_Q, W_K, R)}
     before, after = runs["before: chunked route"](), runs["after: offset by offset"]()
     diff = max(float(np.nanmax(np.abs(a - b) / np.maximum(1.0, np.abs(b)))) for a, b in zip(after, before, strict=True))
@@ -198,7 +222,7 @@ def pipeline_against_floors(W_Q, W_K, R, S, repeats: int = 7) -> None:
     for name, v in t.items():
         print(f"{name:38} {1e3 * np.median(v):10.1f} {1e3 * v.min():8.1f} {1e3 * np.median(c[name]):14.1f}")
     floor, floor_pm = t["floor: numpy eigvalsh on the stack"], t["floor: dsyevd per matrix, in place"]
-    routes = ("before: chunked route", "offset by offset, LAPACK's blocking", "after: offset by offset")
+    routes = ("before: chunked route", ROUTES[0][0], ROUTES[1][0], "after: offset by offset")
     for name in routes:
         r1, r2 = t[name] / floor, t[name] / floor_pm
         print(f"RATIO {name} / numpy eigvalsh floor = median {np.median(r1):.2f}, min {r1.min():.2f}   |   "
@@ -209,17 +233,15 @@ def pipeline_against_floors(W_Q, W_K, R, S, repeats: int = 7) -> None:
     core_breakdown(W_Q, W_K, R, float(np.median(c["floor: numpy eigvalsh on the stack"])))
     r = floor_pm / floor
     print(f"(the per-matrix floor / the stack floor = median {np.median(r):.2f}: the same driver on matrices kept in "
-          "cache and not copied, with the pipeline's dsytrd block size for k > EXACT_K; the target, <= 1.1, is "
+          "cache and not copied, with the pipeline's dsytrd block size; the target, <= 1.1, is "
           "against numpy's eigvalsh on the stack)")
 
 
 def core_breakdown(W_Q, W_K, R, floor_s: float, repeats: int = 5) -> None:
     """Where a head's time goes in each route: the LAPACK calls timed by wrappers put around them for the run
-    (QR, eigensolver, the triangular core product), the rest (rotation, the other core products, norms, sym/antisym
-    parts, Python) as the remainder; CPU time of this thread, medians over ``repeats``, in ms and in % of
-    ``floor_s`` (the floor's CPU time)."""
-    import contextlib
-
+    (the span's factor: Gram + Cholesky, or QR; eigensolver; the triangular core product), the rest (rotation, the
+    other core products, norms, sym/antisym parts, Python) as the remainder; CPU time of this thread, medians over
+    ``repeats``, in ms and in % of ``floor_s`` (the floor's CPU time)."""
     import numpy as np
     from threadpoolctl import threadpool_limits
 
@@ -238,26 +260,22 @@ def core_breakdown(W_Q, W_K, R, floor_s: float, repeats: int = 5) -> None:
 
     @contextlib.contextmanager
     def wrapped():
-        saved = pm._qr_r_in_place, pm._lapack_in_place, pm._eigvalsh_fn, np.linalg.qr
-        pm._qr_r_in_place, np.linalg.qr = timed("QR", saved[0]), timed("QR", saved[3])
+        saved = pm._span_r, pm._lapack_in_place, pm._eigvalsh_fn, np.linalg.qr
+        pm._span_r, np.linalg.qr = timed(SPAN, saved[0]), timed(SPAN, saved[3])
         pm._lapack_in_place = lambda k: tuple(timed(n, f) if f else f for n, f in
                                               zip(("eigensolver", "core product (trmm)"), saved[1](k), strict=True))
         pm._eigvalsh_fn = lambda route, device: timed("eigensolver", saved[2](route, device))
         try:
             yield
         finally:
-            pm._qr_r_in_place, pm._lapack_in_place, pm._eigvalsh_fn, np.linalg.qr = saved
+            pm._span_r, pm._lapack_in_place, pm._eigvalsh_fn, np.linalg.qr = saved
 
     print("\nwhere the time goes (CPU time; LAPACK calls timed by wrappers; medians of "
           f"{repeats}; % of the numpy eigvalsh floor, {1e3 * floor_s:.0f} ms):")
-    parts = ("QR", "eigensolver", "core product (trmm)")
-    for label, batched, exact in (("before: chunked route", True, pm.EXACT_K),
-                                  ("offset by offset, LAPACK's blocking", False, sys.maxsize),
-                                  ("after: offset by offset", False, pm.EXACT_K)):
+    parts = (SPAN, "eigensolver", "core product (trmm)")
+    for label, batched, knobs in (("before: chunked route", True, {}), *ROUTES, ("after: offset by offset", False, {})):
         rows = {name: [] for name in ("total",) + parts}
-        saved_exact, pm.EXACT_K = pm.EXACT_K, exact
-        with threadpool_limits(1), wrapped(), contextlib.ExitStack() as stack:
-            stack.callback(setattr, pm, "EXACT_K", saved_exact)
+        with threadpool_limits(1), wrapped(), settings(**knobs):
             for _ in range(repeats):
                 spent.clear()
                 t0 = time.thread_time()
@@ -381,7 +399,11 @@ def throughput_section(folder: str, repeats: int = 5) -> None:
         def store() -> str:
             return os.path.join(tmp, f"s{time.perf_counter_ns()}.zarr")
 
-        reads, wides, runs = [], [], []
+        def before() -> None:  # the route with the previous settings at k = 128: QR span, LAPACK's blocking
+            with settings(**ROUTES[0][2]):
+                whole_run(folder, store())
+
+        reads, wides, runs, befores = [], [], [], []
         with threadpool_limits(1):  # like a dask worker (OMP_NUM_THREADS=1): no BLAS oversubscription
             read_qk(folder, names)
             whole_run(folder, store())
@@ -389,6 +411,7 @@ def throughput_section(folder: str, repeats: int = 5) -> None:
                 reads.append(clocked(lambda: read_qk(folder, names)))
                 runs.append(clocked(lambda: whole_run(folder, store())))
                 wides.append(clocked(lambda: read_qk(folder, names, widen=True)))
+                befores.append(clocked(before))
         t0 = time.perf_counter()
         client = make_client(workers=2)
         t_start = time.perf_counter() - t0
@@ -409,6 +432,9 @@ def throughput_section(folder: str, repeats: int = 5) -> None:
         ratio = median(b[k] / a[k] for a, b in zip(reads, runs, strict=True))
         print(f"  {unit:4}: reading Q/K only {r:.2f} s, pipeline 1 process {p:.2f} s -> RATIO pipeline / read = "
               f"{ratio:.2f} (median of per-round ratios; target <= 3)")
+        ratio_before = median(b[k] / a[k] for a, b in zip(reads, befores, strict=True))
+        print(f"        before ({ROUTES[0][0]}): pipeline {median(x[k] for x in befores):.2f} s -> RATIO "
+              f"pipeline / read = {ratio_before:.2f}")
         ratio_wide = median(b[k] / a[k] for a, b in zip(wides, runs, strict=True))
         print(f"        reading Q/K and widening it to float64 {median(x[k] for x in wides):.2f} s -> RATIO pipeline / "
               f"that = {ratio_wide:.2f}")
@@ -419,9 +445,9 @@ def throughput_section(folder: str, repeats: int = 5) -> None:
     print("  where one pass goes (1 thread; medians over the rounds; wall / CPU s, and CPU x the read's CPU):")
     for k, (w, c) in stages.items():
         print(f"    {k:58} {w:6.3f} / {c:6.3f} s  ({c / c_read:5.2f} x read)")
-    qr_cpu = stages["QR"][1]
-    print(f"  floor kept by design: the QR alone (LAPACK dgeqrf, bit-equal to the committed store for k <= 128) is "
-          f"{qr_cpu / c_read:.1f} x the read's CPU, so read + QR is {1 + qr_cpu / c_read:.1f} x before any other "
+    qr_cpu = stages[SPAN][1]
+    print(f"  the span's factor alone (Gram + Cholesky, float64, for the profiles' exactness) is "
+          f"{qr_cpu / c_read:.1f} x the read's CPU, so read + factor is {1 + qr_cpu / c_read:.1f} x before any other "
           "stage")
     print(f"pipeline, 2 dask workers: {t_two:.2f} s wall (+{t_start:.1f} s cluster start, not counted) -> RATIO "
           f"pipeline / read = {t_two / t_read:.2f}; speed-up over 1 process = {t_one / t_two:.2f}")
@@ -432,9 +458,9 @@ def pipeline_stages(folder: str, layers: int, repeats: int = 5) -> dict[str, tup
     ``repeats`` passes): planning (``plan_model``: config, headers, shapes), the NaN/Inf check of every Q/K tensor
     the run does before the store is touched, both as ``run.check_weights`` does it (``check_finite``: on the
     stored bits) and by reading every tensor compact (how it was done before), the registration of the model's
-    row, reading and converting Q/K (``layer_qk``), the QR of each head's span (timed around
-    ``profile._qr_r_in_place``), the rest of the profiles and statistics, the store's layer writes (values,
-    checksums, layer_done) and the completion. The compact-read check is shown for comparison, not summed."""
+    row, reading and converting Q/K (``layer_qk``), the factor of each head's span (timed around
+    ``profile._span_r``: Gram + Cholesky, or QR), the rest of the profiles and statistics, the store's layer writes
+    (values, checksums, layer_done) and the completion. The compact-read check is shown for comparison, not summed."""
     from statistics import median
 
     import numpy as np
@@ -445,11 +471,11 @@ def pipeline_stages(folder: str, layers: int, repeats: int = 5) -> dict[str, tup
     from pipeline.run import check_weights, open_store, plan_model
 
     keys = ("plan (plan_model)", "NaN/Inf check (check_weights: stored bits)",
-            "NaN/Inf check by compact reads (before; not summed)", "register", "read Q/K (layer_qk)", "QR",
-            "profiles and statistics (besides the QR)", "store writes (write_layer)", "mark_complete")
+            "NaN/Inf check by compact reads (before; not summed)", "register", "read Q/K (layer_qk)", SPAN,
+            "profiles and statistics (besides the span's factor)", "store writes (write_layer)", "mark_complete")
     wall: dict[str, list[float]] = {k: [] for k in keys}
     cpu: dict[str, list[float]] = {k: [] for k in keys}
-    qr = prof._qr_r_in_place
+    qr = prof._span_r
 
     def timed_qr(A: np.ndarray) -> np.ndarray:
         w, c = time.perf_counter(), time.thread_time()  # single-threaded LAPACK in this thread
@@ -494,12 +520,12 @@ def pipeline_stages(folder: str, layers: int, repeats: int = 5) -> dict[str, tup
 
     acc = [0.0, 0.0]
     with tempfile.TemporaryDirectory() as tmp, threadpool_limits(1):
-        prof._qr_r_in_place = timed_qr
+        prof._span_r = timed_qr
         try:
             for r in range(repeats):
                 one_pass(os.path.join(tmp, f"stages{r}.zarr"))
         finally:
-            prof._qr_r_in_place = qr
+            prof._span_r = qr
     out = {k: (median(wall[k]), median(cpu[k])) for k in keys}
     summed = [k for k in keys if "not summed" not in k]
     out["sum of the stages"] = (sum(out[k][0] for k in summed), sum(out[k][1] for k in summed))

@@ -67,9 +67,10 @@ CHUNK_BYTES = 24_000_000  # per (offsets x k x k) float64 work array of one head
 DEVICE_CHUNK_BYTES = 1 << 30  # per (heads x offsets x k x k) float64 work array on a torch device other than the CPU
 EIG_BATCH = 1 << 15  # at most this many matrices per torch eigvalsh call: under CUDA's grid limit of 65 535 blocks,
 # which batched cuSOLVER calls of one block per matrix reach
-SYTRD_BLOCK = 8  # dsytrd's block size on the per-offset route for k > EXACT_K (_dsyevd_lwork)
-EXACT_K = 128  # up to this k (and 2n) the per-offset eigensolver and the QR keep LAPACK's default blocking
-QR_BLOCK = 32  # dgeqrt's block size for QR factorisations of more than EXACT_K columns (_qr_r_in_place)
+SYTRD_BLOCK = 8  # dsytrd's block size on the per-offset route (_dsyevd_lwork); None: LAPACK's default
+QR_BLOCK = 32  # dgeqrt's block size for the QR of a span (_qr_r_in_place); None: dgeqrf, LAPACK's default
+GRAM_RCOND = 1e-4  # a head's span is factored through its Gram matrix when R's reciprocal condition is at least
+# this, else by Householder QR (_span_r); 0 always takes the QR
 
 
 def span_cores(W_Q: np.ndarray, W_K: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -334,13 +335,11 @@ def _dsyevd_lwork(k: int, lapack) -> tuple[int, int]:
     eigensolver's time; ``dsterf``, the tridiagonal's eigenvalues, most of the rest): LAPACK's own query
     (``dsyevd_lwork``) leaves room for its default block (32 columns in OpenBLAS), and
     ``2k + 1 + SYTRD_BLOCK * k`` makes it work in blocks of ``SYTRD_BLOCK`` columns
-    instead. On matrices of k = 128..512 that took 4-7 % less time than the default (CPU time, paired medians of
+    instead. On matrices of k = 64..512 that took 4-7 % less time than the default (CPU time, paired medians of
     5-15 interleaved repeats, 1 thread, scipy's OpenBLAS; benchmarks/scale_bench.py --sections c shows the
-    whole route). Sizes k <= EXACT_K keep LAPACK's default: every model in the committed store (d_head 64 and
-    32, so k = 128 and 64) is checked bit for bit against a fresh computation, and another block size rounds
-    differently. The eigenvalues are the same to rounding either way (dsyevd only checks lwork >= 2k + 1)."""
+    whole route). The eigenvalues are the same to rounding either way (dsyevd only checks lwork >= 2k + 1)."""
     lwork, liwork = (int(x) for x in lapack.dsyevd_lwork(k, compute_v=0, lower=1)[:2])
-    if k > EXACT_K:
+    if SYTRD_BLOCK:
         lwork = min(lwork, 2 * k + 1 + SYTRD_BLOCK * k)
     return lwork, liwork
 
@@ -461,16 +460,15 @@ def _qr_r_in_place(A: np.ndarray) -> np.ndarray:
     call) through scipy, on A in place (A is overwritten; numpy's ``qr`` works on a copy of it). Without scipy:
     numpy's ``qr``.
 
-    For c > EXACT_K, ``dgeqrt`` in blocks of QR_BLOCK columns instead: the same Householder reflections with
-    recursive panels (``dgeqrt3``); on (5120, 256) it took ~12 % less time than ``dgeqrf`` (CPU time, paired
-    medians, 1 thread). Up to EXACT_K columns (every model in the committed store) ``dgeqrf`` keeps its values
-    bit-equal to the store."""
+    With QR_BLOCK set, ``dgeqrt`` in blocks of QR_BLOCK columns instead: the same Householder reflections with
+    recursive panels (``dgeqrt3``); on (5120, 256) it took ~12 % less time than ``dgeqrf``, on (2048, 128) ~20 %
+    (CPU time, paired medians, 1 thread)."""
     try:
         from scipy.linalg import lapack
     except ImportError:
         return np.linalg.qr(A, mode="r")
     M, c = A.shape
-    if c > EXACT_K:
+    if QR_BLOCK:
         qr, _, info = lapack.dgeqrt(max(1, min(QR_BLOCK, M, c)), A, overwrite_a=1)
     else:
         qr, _, _, info = lapack.dgeqrf(A, lwork=int(lapack.dgeqrf_lwork(M, c)[0]), overwrite_a=1)
@@ -479,9 +477,42 @@ def _qr_r_in_place(A: np.ndarray) -> np.ndarray:
     return np.triu(qr[:min(M, c)])
 
 
+def _span_r(A: np.ndarray) -> np.ndarray:
+    """An upper triangular R (k, c) with R^T R = A^T A, for an F-ordered float64 A (M, c), M >= c: the factor
+    :func:`head_profiles` needs (any R with R^T R = A^T A gives the same cores up to an orthogonal similarity, so the
+    same profiles, norms and spectra).
+
+    The Cholesky factor of the Gram matrix (BLAS ``dsyrk``, LAPACK ``dpotrf``) when it is well conditioned: LAPACK
+    ``dtrcon``'s estimate of R's reciprocal condition number (1-norm) at least GRAM_RCOND. Otherwise, and when the
+    Cholesky breaks down (a rank-deficient span: a zero head, N < 2n, shared rows), or M < c, or without scipy:
+    the Householder QR of A (:func:`_qr_r_in_place`, which overwrites A; the Gram route leaves A as it is).
+
+    Why: the Gram matrix and its Cholesky factor cost about a third of the QR's time (CPU time, one thread, medians
+    of 11: 0.9 ms against 3.9 ms for dgeqrf on (2048, 128); 9.0 ms against 23 ms for dgeqrt on (5120, 256);
+    benchmarks/scale_bench.py prints the whole route). Accuracy: forming A^T A rounds relative to ||A||^2, which
+    moves R by about cond(A) eps ||A||, so the eigenvalues of sym(C) by about cond(A) eps relative to ||C||. The guard
+    keeps cond(A) near or below 1/GRAM_RCOND (the estimate is within a factor of about k of the 2-norm one).
+    ``tests/pipeline/test_profile.py`` holds the profiles, norms and spectra of spans of condition numbers 1 to 1e8
+    within 1e-13 of the QR's, and spans past the guard on the QR itself."""
+    M, c = A.shape
+    if M >= c and GRAM_RCOND > 0:
+        try:
+            from scipy.linalg import blas, lapack
+        except ImportError:
+            return _qr_r_in_place(A)
+        G = blas.dsyrk(1.0, A, trans=1, lower=0)  # A^T A, upper triangle (A F-ordered: no copy)
+        R, info = lapack.dpotrf(G, lower=0, clean=1, overwrite_a=1)
+        if info == 0:
+            rcond, info = lapack.dtrcon(R, norm="1", uplo="U")
+            if info == 0 and rcond >= GRAM_RCOND:
+                return R
+    return _qr_r_in_place(A)
+
+
 def _head_span(W_Q, W_K, h: int, kv: int, gain, in_place: bool = True) -> tuple[np.ndarray, np.ndarray]:
     """K, P (k, n) of head h: its query weights and key head ``kv``, in float64 (times the gain).
-    ``in_place``: the QR overwrites its float64 input (:func:`_qr_r_in_place`), else numpy's ``qr``."""
+    ``in_place``: the span's factor from :func:`_span_r` (which may overwrite the float64 input), else numpy's ``qr``
+    on a copy."""
     n, N = W_Q.shape[-2:]
     A = np.empty((N, 2 * n), order="F")  # LAPACK's layout
     A[:, :n] = W_K[kv].T
@@ -490,7 +521,7 @@ def _head_span(W_Q, W_K, h: int, kv: int, gain, in_place: bool = True) -> tuple[
         A *= np.asarray(gain, dtype=np.float64)[:, None]
     if not np.all(np.isfinite(A)):
         raise _nonfinite_head(h)
-    R = _qr_r_in_place(A) if in_place else np.linalg.qr(A, mode="r")
+    R = _span_r(A) if in_place else np.linalg.qr(A, mode="r")
     return R[:, :n], R[:, n:]
 
 

