@@ -15,7 +15,9 @@ The N x N matrix is never formed. The columns of W_K^T and W_Q^T span a subspace
 k <= 2n that holds all of L's action: with a QR factorisation ``[W_K^T | W_Q^T] = Q [K | P]`` we have
 ``L(d) = Q C(d) Q^T`` with the k x k *core* ``C(d) = K R(d) P^T``. Q has orthonormal columns, so C has
 the same Frobenius norm as L, sym(C) has the nonzero spectrum of S, and ||antisym(C)|| = ||T||.
-One factorisation per head serves every offset d.
+One factorisation per head serves every offset d. Only ``[K | P]`` is needed, and any upper triangular R with
+R^T R = A^T A gives the same cores up to an orthogonal similarity: the numpy route takes the Cholesky factor of
+the Gram matrix when the span is well conditioned, else the QR (:func:`_span_r`).
 
 Since ``[K | P]`` is upper triangular, only the first m = min(n, k) rows of K (and so of every core) are
 nonzero: a core is ``[[A, B], [0, 0]]`` with A (m, m), B (m, k - m), and only that top block is formed.
@@ -385,24 +387,24 @@ def _rotary_offsets(K1: np.ndarray, Pt: np.ndarray, rows, rotations: np.ndarray,
 
     Where the time goes (one (N, n) = (5120, 128) rotary head, 129 offsets, 1 thread; each part timed inside the
     routes in CPU time of the thread (``time.thread_time``, which a loaded machine's waits for a core do not
-    inflate), medians of 9-11 repeats on a 2-core machine at load average ~6, in % of the floor = numpy's
-    ``eigvalsh`` on the (129, 256, 256) stack; benchmarks/scale_bench.py --sections c prints the totals and the
-    LAPACK parts):
+    inflate), medians of 5-11 repeats on a 2-core machine, in % of the floor = numpy's ``eigvalsh`` on the
+    (129, 256, 256) stack; benchmarks/scale_bench.py --sections c prints the totals and the LAPACK parts):
 
     ====================================  ===============================  ==================================
     part                                  chunked route (batched_offsets)  this route
     ====================================  ===============================  ==================================
     eigensolver                           97-101 % (eigvalsh, copies)      89 % (dsyevd in place, dsytrd in
                                                                            blocks of 8: :func:`_dsyevd_lwork`)
-    QR of [W_K^T | W_Q^T] (5120 x 256)    11-16 % (numpy's qr, a copy)     10 % (dgeqrt in place, with the
-                                                                           float64 copy of the head)
+    factor of [W_K^T | W_Q^T] (5120 x     11-16 % (numpy's qr, a copy)     4 % (Gram + Cholesky:
+    256)                                                                   :func:`_span_r`; 10 % by dgeqrt)
     core products K R(d) P^T              9-12 % (dense, 1.1 GFLOP)        6 % (trmm, half the flops)
     norms, ||T||, sym(C), scaling         5-6 % (passes over 67 MB)        4 % (in cache, no scaling)
     rotation R(d)                         2-3 %                            2 %
     Python per call and head (pairs,      < 1 %                            ~3 %
     buffers, thread limits)
-    total / floor (paired medians)        1.37-1.38                        1.15 (1.24 with LAPACK's default
-                                                                           blocking, as k <= EXACT_K runs)
+    total / floor (paired medians)        1.37-1.46                        1.06 (1.11 with the span's QR,
+                                                                           1.22 with LAPACK's default
+                                                                           blocking besides)
     ====================================  ===============================  ==================================
 
     The eigensolver is two LAPACK steps of about equal cost here: ``dsytrd`` (the reduction to tridiagonal form,
@@ -410,12 +412,11 @@ def _rotary_offsets(K1: np.ndarray, Pt: np.ndarray, rows, rotations: np.ndarray,
     root-free QL iteration, bound by the latency of its divisions). Measured and not taken (CPU time, paired, 1
     thread, k = 256): a padded leading dimension (k + 4, 8, 16: the same time as k, no cache-set conflict shows),
     the two-stage driver ``dsyevd_2stage`` (1.5-1.6 x the floor), ``dsyevr`` (the same ``dsterf``), ``dstemr``'s dqds
-    for the tridiagonal (1.3-1.6 x ``dsterf``), the upper triangle in place of the lower (the same). So 1.1 x the
-    floor needs the rest (QR, products, norms: ~25 % of the floor) under ~20 % of it at one thread; the QR alone is
-    10 % (660 MFLOP of Householder QR; a Gram matrix's Cholesky would halve it but loses accuracy on rank-deficient
-    or ill-conditioned spans). Threads: threadpoolctl limits only the BLAS libraries loaded when its block
-    starts, so :func:`_thread_limit` loads scipy's first (left unlimited, its 2 threads on these 256 x 256
-    problems ran 20-30 x slower in one measurement on the loaded 2-core machine).
+    for the tridiagonal (1.3-1.6 x ``dsterf``), the upper triangle in place of the lower (the same). Everything
+    besides the eigensolver (span factor, products, norms, rotation, Python) is ~18 % of the floor. Threads:
+    threadpoolctl limits only the BLAS libraries loaded when its block starts, so :func:`_thread_limit` loads
+    scipy's first (left unlimited, its 2 threads on these 256 x 256 problems ran 20-30 x slower in one measurement
+    on the loaded 2-core machine).
     """
     eig, trmm = lapack_fns
     D, (m, n), k = len(rotations), K1.shape, Pt.shape[1]
