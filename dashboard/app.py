@@ -22,6 +22,7 @@ else the first computed model.
 
 from __future__ import annotations
 
+import asyncio
 import html
 import logging
 import sys
@@ -42,6 +43,7 @@ from dashboard.versions import check_versions
 
 TITLE = "Attention-head geometry"
 TABS = ("profiles", "compare", "orbits")  # the tabs' names in a deep link, in order
+SCRIPTS_FIRST_S = 0.15  # a session's build waits this long after its GET, for the page's scripts (``serve``)
 
 PAGE_CSS = page_css("text", "served", document=True)  # Panel's raw_css (dashboard/page.css)
 
@@ -263,25 +265,38 @@ def page_template(doc) -> None:
 def serve(store) -> pn.Column:
     """Serve the page over ``store`` to the current session (``pn.state.curdoc``) in two steps: an empty root now,
     so the GET that runs the app script answers at once, and the page (``build``) put in it by a next-tick
-    callback of the session's document, which runs right after that GET's reply is written, while the browser
-    loads BokehJS. The server builds the session (copying the rendered pages, Panel's and Bokeh's walks over
-    their ~500 models) in time the browser spends anyway, instead of before the page's HTML is sent.
+    callback of the session's document, while the browser loads BokehJS. The server builds the session (copying
+    the rendered pages, Panel's and Bokeh's walks over their ~500 models) in time the browser spends anyway,
+    instead of before the page's HTML is sent.
 
-    The build cannot come after the browser's pull of the document: the callback is queued before the reply
-    that gives the browser the session's id, Tornado runs queued callbacks before newly arrived messages, and
-    the pull waits for the document's lock, which the callback holds while it builds. So the first pull sends
-    the whole page, and the deep-link restore it registers (``restore_on_ready``) runs when that document is
-    ready, as it did when the page was built in the GET. Returns the root."""
+    The build waits SCRIPTS_FIRST_S first (``hold``, a next-tick callback that holds the document's lock while it
+    sleeps), so that the browser's requests for the BokehJS and Panel scripts, sent some tens of ms after the
+    HTML, find the event loop free: the build's ~100-200 ms of Python would otherwise hold them back, and the
+    browser cannot start the page before they arrive.
+
+    The build cannot come after the browser's pull of the document: both callbacks are queued before the reply
+    that gives the browser the session's id, and the pull waits for the document's lock, which ``hold`` takes
+    first and ``fill`` takes next (Tornado's lock serves its waiters in order). ``fill`` renders the page's parts
+    at once (``get_root``) into the root's Bokeh model: setting ``page.objects`` would leave Panel's update of
+    that model to another callback until the browser's websocket connects, and a pull already waiting for the
+    lock (a first session's build takes seconds) would come before it. So the first pull sends the whole page,
+    and the deep-link restore it registers (``restore_on_ready``) runs when that document is ready, as it did
+    when the page was built in the GET. Returns the Panel root (its Bokeh model holds the page)."""
     page = pn.Column(name="page")
     # no Location root: nothing here reads pn.state.location (the pages keep the URL themselves)
     page.servable(title=TITLE, location=False)
     doc = pn.state.curdoc
     page_template(doc)
+    root = next(r for r in doc.roots if r.name == page.name)  # the page's Bokeh model
     args = url_args()  # read now: the request is the GET's
 
-    def fill() -> None:
-        page.objects = build(store, args=args).objects
+    async def hold() -> None:  # a coroutine callback keeps the lock across its awaits
+        await asyncio.sleep(SCRIPTS_FIRST_S)
 
+    def fill() -> None:
+        root.children = [build(store, args=args).get_root(doc)]
+
+    doc.add_next_tick_callback(hold)
     doc.add_next_tick_callback(fill)
     return page
 
