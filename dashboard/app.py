@@ -23,6 +23,7 @@ else the first computed model.
 from __future__ import annotations
 
 import asyncio
+import gc
 import html
 import logging
 import sys
@@ -43,6 +44,7 @@ from dashboard.versions import check_versions
 
 TITLE = "Attention-head geometry"
 TABS = ("profiles", "compare", "orbits")  # the tabs' names in a deep link, in order
+GC_THRESHOLDS = (20_000, 20, 20)  # gc.set_threshold in a server of the app (serve_settings); Python's are 700, 10, 10
 SCRIPTS_FIRST_S = 0.15  # a session's build waits this long after its GET, for the page's scripts (``serve``)
 
 PAGE_CSS = page_css("text", "served", document=True)  # Panel's raw_css (dashboard/page.css)
@@ -68,11 +70,16 @@ def serve_settings() -> None:
     every page sends seven changes of it back to the server after loading), and Bokeh's per-session document
     validation switched off. Every session's
     document is a copy of pages validated once when rendered (``dashboard.rendered``); checking each copy
-    again would cost about 50 ms per session for the same result. First of all, the installed Bokeh and
-    Panel must be the tested releases (``dashboard.versions``)."""
+    again would cost about 50 ms per session for the same result. Python's cyclic garbage collector runs less
+    often (GC_THRESHOLDS): each session allocates tens of thousands of objects (its copies of the pages, Panel's
+    and Bokeh's bookkeeping), and at the default thresholds that set off full collections, each a walk over the
+    whole heap, which grows with every open session; with 20 sessions opening at once they took a large part of
+    the server's time (benchmarks/dashboard_bench.py prints the server's CPU per load and for 20 loads at once).
+    First of all, the installed Bokeh and Panel must be the tested releases (``dashboard.versions``)."""
     check_versions()
     pn.extension(raw_css=[PAGE_CSS], notifications=False, browser_info=False)
     settings.perform_document_validation.set_value(False)
+    gc.set_threshold(*GC_THRESHOLDS)
 
 
 class AppState(param.Parameterized):
