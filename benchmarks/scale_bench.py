@@ -186,19 +186,16 @@ def pipeline_against_floors(W_Q, W_K, R, S, repeats: int = 7) -> None:
             work[...] = Sd
             eig(work)
 
-    def qr_span():
-        with settings(GRAM_RCOND=0):
-            return head_profiles(W_Q, W_K, R)
-
-    def default_blocking():
-        with settings(GRAM_RCOND=0, QR_BLOCK=None, SYTRD_BLOCK=None):
-            return head_profiles(W_Q, W_K, R)
+    def with_knobs(knobs: dict):
+        def run():
+            with settings(**knobs):
+                return head_profiles(W_Q, W_K, R)
+        return run
 
     runs = {"floor: numpy eigvalsh on the stack": lambda: np.linalg.eigvalsh(S),
             "floor: dsyevd per matrix, in place": per_matrix,
             "before: chunked route": lambda: head_profiles(W_Q, W_K, R, batched_offsets=True),
-            ROUTES[0][0]: default_blocking,
-            ROUTES[1][0]: qr_span,
+            **{name: with_knobs(knobs) for name, _, knobs in ROUTES},
             "after: offset by offset": lambda: head_profiles(W_Q, W_K, R)}
     before, after = runs["before: chunked route"](), runs["after: offset by offset"]()
     diff = max(float(np.nanmax(np.abs(a - b) / np.maximum(1.0, np.abs(b)))) for a, b in zip(after, before, strict=True))
@@ -222,7 +219,7 @@ def pipeline_against_floors(W_Q, W_K, R, S, repeats: int = 7) -> None:
     for name, v in t.items():
         print(f"{name:38} {1e3 * np.median(v):10.1f} {1e3 * v.min():8.1f} {1e3 * np.median(c[name]):14.1f}")
     floor, floor_pm = t["floor: numpy eigvalsh on the stack"], t["floor: dsyevd per matrix, in place"]
-    routes = ("before: chunked route", ROUTES[0][0], ROUTES[1][0], "after: offset by offset")
+    routes = ("before: chunked route", *(name for name, _, _ in ROUTES), "after: offset by offset")
     for name in routes:
         r1, r2 = t[name] / floor, t[name] / floor_pm
         print(f"RATIO {name} / numpy eigvalsh floor = median {np.median(r1):.2f}, min {r1.min():.2f}   |   "
