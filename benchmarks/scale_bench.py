@@ -1,6 +1,7 @@
 """Scale: comparisons measured side by side in one run (ratios, not timed tests).
 
-    python benchmarks/scale_bench.py [--dir DIR] [--mistral-layers 2] [--opt-layers 8] [--sections 12345] [--rounds 5]
+    python benchmarks/scale_bench.py [--dir DIR] [--mistral-layers 2] [--opt-layers 24] [--sections 12345] [--rounds 5]
+                                     [--before REV]
 
 1. eigen routes per head at (N, n) = (5120, 128) over 129 offsets: the naive N x N route (one offset
    timed, times 129), the pipeline (pipeline.profile.head_profiles), and the bare batched 2n x 2n
@@ -11,7 +12,9 @@
    2-worker dask LocalCluster) vs only reading Q/K. "Reading Q/K" is opening the checkpoint and reading every
    Q/K tensor as the pipeline gets it (``read_compact``: fp16 -> float32 with its NaN/Inf check), nothing kept.
    Both from a warm page cache, on one thread, in interleaved rounds; the ratio in wall and in process CPU
-   time (medians of the per-round ratios), and each stage of one pass in both (``pipeline_stages``).
+   time (medians of the per-round ratios), and each stage of one pass in both (``pipeline_stages``). With
+   ``--before REV`` the whole run of git revision REV's pipeline package (a child process on the same
+   checkpoint, :data:`BEFORE_CHILD`) is timed in the same rounds. 24 layers by default, opt-1.3b's own depth.
 4. bytes fetched through the loopback Hub (tests/hub_server.py) by a whole run on the Mistral-shaped
    checkpoint, against its Q/K bytes.
 5. the same range reads through huggingface_hub's HfFileSystem and through pipeline.sources.hub, against
@@ -141,6 +144,7 @@ def eigen_section(naive: bool, repeats: int) -> None:
 
 # the per-offset route's earlier settings, compared side by side with the current one (pipeline.profile's knobs)
 SPAN = "span factor (Gram + Cholesky, or QR)"
+EIG = "eigenvalues of the cores (dsyevd, 2n x 2n per head)"
 ROUTES = (("QR span, LAPACK's blocking", False, dict(GRAM_RCOND=0, QR_BLOCK=None, SYTRD_BLOCK=None)),
           ("QR span", False, dict(GRAM_RCOND=0)))
 
@@ -377,7 +381,55 @@ def whole_run(folder: str, store: str) -> None:
     run(RunOptions(models=[folder], store=store, name="opt", quiet=True), log=lambda *a: None)
 
 
-def throughput_section(folder: str, repeats: int = 5) -> None:
+BEFORE_CHILD = r"""
+import os, resource, sys, tempfile, time
+from threadpoolctl import threadpool_limits
+from pipeline.run import RunOptions, run
+
+def cpu():
+    r = resource.getrusage(resource.RUSAGE_SELF)
+    return r.ru_utime + r.ru_stime
+
+with tempfile.TemporaryDirectory() as tmp, threadpool_limits(1):
+    for i, _ in enumerate(sys.stdin):
+        w, c = time.perf_counter(), cpu()
+        run(RunOptions(models=[sys.argv[1]], store=os.path.join(tmp, f"s{i}.zarr"), name="opt", quiet=True),
+            log=lambda *a: None)
+        print(time.perf_counter() - w, cpu() - c, flush=True)
+"""  # one whole run per line read, each timed inside the child: (wall s, CPU s) printed back
+
+
+@contextlib.contextmanager
+def run_at_revision(rev: str, folder: str):
+    """A function timing one whole run (:func:`whole_run`'s) of git revision ``rev``'s pipeline package on
+    ``folder``: (wall s, CPU s), measured in a child process that imports that package (``git archive``), warmed
+    by one untimed run. The child's start and imports are not counted."""
+    with tempfile.TemporaryDirectory() as tree:
+        archive = subprocess.run(["git", "archive", rev, "pipeline"], cwd=ROOT, capture_output=True,
+                                 check=True).stdout
+        subprocess.run(["tar", "-x", "-C", tree], input=archive, check=True)
+        env = dict(os.environ, PYTHONPATH=tree)
+        child = subprocess.Popen([sys.executable, "-c", BEFORE_CHILD, folder], cwd=tree, env=env, text=True,
+                                 stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+
+        def one() -> tuple[float, float]:
+            child.stdin.write("run\n")
+            child.stdin.flush()
+            line = child.stdout.readline()
+            if not line:
+                raise RuntimeError(f"the run of revision {rev} failed (its error is above)")
+            w, c = line.split()
+            return float(w), float(c)
+
+        try:
+            one()
+            yield one
+        finally:
+            child.stdin.close()
+            child.wait()
+
+
+def throughput_section(folder: str, repeats: int = 5, before_rev: str | None = None) -> None:
     """The pipeline against only reading Q/K (:func:`read_qk`), both from a warm page cache (one untimed pass of
     each first), on one BLAS/torch thread, paired and interleaved: ``repeats`` rounds of (read, pipeline), the
     ratio taken per round in wall time and in process CPU time, and their medians printed."""
@@ -400,8 +452,9 @@ def throughput_section(folder: str, repeats: int = 5) -> None:
             with settings(**ROUTES[0][2]):
                 whole_run(folder, store())
 
-        reads, wides, runs, befores = [], [], [], []
-        with threadpool_limits(1):  # like a dask worker (OMP_NUM_THREADS=1): no BLAS oversubscription
+        reads, wides, runs, befores, revs = [], [], [], [], []
+        with threadpool_limits(1), contextlib.ExitStack() as stack:  # like a dask worker (OMP_NUM_THREADS=1)
+            at_rev = stack.enter_context(run_at_revision(before_rev, folder)) if before_rev else None
             read_qk(folder, names)
             whole_run(folder, store())
             for _ in range(repeats):
@@ -409,6 +462,8 @@ def throughput_section(folder: str, repeats: int = 5) -> None:
                 runs.append(clocked(lambda: whole_run(folder, store())))
                 wides.append(clocked(lambda: read_qk(folder, names, widen=True)))
                 befores.append(clocked(before))
+                if at_rev is not None:
+                    revs.append(at_rev())
         t0 = time.perf_counter()
         client = make_client(workers=2)
         t_start = time.perf_counter() - t0
@@ -432,6 +487,10 @@ def throughput_section(folder: str, repeats: int = 5) -> None:
         ratio_before = median(b[k] / a[k] for a, b in zip(reads, befores, strict=True))
         print(f"        before ({ROUTES[0][0]}): pipeline {median(x[k] for x in befores):.2f} s -> RATIO "
               f"pipeline / read = {ratio_before:.2f}")
+        if revs:
+            ratio_rev = median(b[k] / a[k] for a, b in zip(reads, revs, strict=True))
+            print(f"        before (revision {before_rev}, a child process): pipeline {median(x[k] for x in revs):.2f} "
+                  f"s -> RATIO pipeline / read = {ratio_rev:.2f}")
         ratio_wide = median(b[k] / a[k] for a, b in zip(wides, runs, strict=True))
         print(f"        reading Q/K and widening it to float64 {median(x[k] for x in wides):.2f} s -> RATIO pipeline / "
               f"that = {ratio_wide:.2f}")
@@ -442,10 +501,11 @@ def throughput_section(folder: str, repeats: int = 5) -> None:
     print("  where one pass goes (1 thread; medians over the rounds; wall / CPU s, and CPU x the read's CPU):")
     for k, (w, c) in stages.items():
         print(f"    {k:58} {w:6.3f} / {c:6.3f} s  ({c / c_read:5.2f} x read)")
-    qr_cpu = stages[SPAN][1]
+    qr_cpu, eig_cpu = stages[SPAN][1], stages[EIG][1]
     print(f"  the span's factor alone (Gram + Cholesky, float64, for the profiles' exactness) is "
           f"{qr_cpu / c_read:.1f} x the read's CPU, so read + factor is {1 + qr_cpu / c_read:.1f} x before any other "
-          "stage")
+          f"stage; with the cores' eigenvalues, {1 + (qr_cpu + eig_cpu) / c_read:.1f} x: the floor of this route "
+          "(float64 BLAS/LAPACK at their own speed on one thread)")
     print(f"pipeline, 2 dask workers: {t_two:.2f} s wall (+{t_start:.1f} s cluster start, not counted) -> RATIO "
           f"pipeline / read = {t_two / t_read:.2f}; speed-up over 1 process = {t_one / t_two:.2f}")
 
@@ -456,11 +516,11 @@ def pipeline_stages(folder: str, layers: int, repeats: int = 5) -> dict[str, tup
     the run does before the store is touched, both as ``run.check_weights`` does it (``check_finite``: on the
     stored bits) and by reading every tensor compact (how it was done before), the registration of the model's
     row, reading and converting Q/K (``layer_qk``), the factor of each head's span (timed around
-    ``profile._span_r``: Gram + Cholesky, or QR), the rest of the profiles and statistics, the store's layer writes
+    ``profile._span_r``: Gram + Cholesky, or QR), the eigenvalues of each head's core (timed around the solver
+    ``profile._lapack_in_place`` makes), the rest of the profiles and statistics, the store's layer writes
     (values, checksums, layer_done) and the completion. The compact-read check is shown for comparison, not summed."""
     from statistics import median
 
-    import numpy as np
     from threadpoolctl import threadpool_limits
 
     from pipeline import profile as prof
@@ -468,19 +528,29 @@ def pipeline_stages(folder: str, layers: int, repeats: int = 5) -> dict[str, tup
     from pipeline.run import check_weights, open_store, plan_model
 
     keys = ("plan (plan_model)", "NaN/Inf check (check_weights: stored bits)",
-            "NaN/Inf check by compact reads (before; not summed)", "register", "read Q/K (layer_qk)", SPAN,
-            "profiles and statistics (besides the span's factor)", "store writes (write_layer)", "mark_complete")
+            "NaN/Inf check by compact reads (before; not summed)", "register", "read Q/K (layer_qk)", SPAN, EIG,
+            "profiles and statistics (besides the factor and eigenvalues)", "store writes (layer_writer, write)",
+            "mark_complete")
     wall: dict[str, list[float]] = {k: [] for k in keys}
     cpu: dict[str, list[float]] = {k: [] for k in keys}
-    qr = prof._span_r
+    qr, lapack_in_place = prof._span_r, prof._lapack_in_place
 
-    def timed_qr(A: np.ndarray) -> np.ndarray:
-        w, c = time.perf_counter(), time.thread_time()  # single-threaded LAPACK in this thread
-        try:
-            return qr(A)
-        finally:
-            acc[0] += time.perf_counter() - w
-            acc[1] += time.thread_time() - c
+    def timed(f, into: list[float]):
+        def g(*args, **kwargs):
+            w, c = time.perf_counter(), time.thread_time()  # single-threaded LAPACK in this thread
+            try:
+                return f(*args, **kwargs)
+            finally:
+                into[0] += time.perf_counter() - w
+                into[1] += time.thread_time() - c
+        return g
+
+    timed_qr = timed(qr, acc := [0.0, 0.0])
+    eig_acc = [0.0, 0.0]
+
+    def timed_lapack(k: int):
+        eig, trmm = lapack_in_place(k)
+        return timed(eig, eig_acc), trmm
 
     def clock(key, f, *args, **kwargs):
         w, c = time.perf_counter(), cpu_s()
@@ -498,31 +568,32 @@ def pipeline_stages(folder: str, layers: int, repeats: int = 5) -> dict[str, tup
         for k in keys:
             wall[k].append(0.0)
             cpu[k].append(0.0)
-        acc[:] = [0.0, 0.0]
+        acc[:] = eig_acc[:] = [0.0, 0.0]
         p = clock(keys[0], plan_model, folder, open_store(s), name="opt")
         clock(keys[1], check_weights, p, progress=False)
         clock(keys[2], compact_reads, p.ckpt)
         store = open_store(s)
         clock(keys[3], store.register, p.row)
         rot = rotations(p.layout)
+        writer = clock(keys[8], store.layer_writer, "opt")  # as run_inline: opened once per model
         for layer in range(layers):
             qk = clock(keys[4], layer_qk, p.ckpt, p.layout, layer, False)
-            values = clock(keys[6], prof.head_profiles, qk.W_Q, qk.W_K, rot, kv_of_head=qk.kv_of_head, gain=qk.gain,
+            values = clock(keys[7], prof.head_profiles, qk.W_Q, qk.W_K, rot, kv_of_head=qk.kv_of_head, gain=qk.gain,
                            statistics=True)
-            clock(keys[7], store.write_layer, "opt", layer, *values)
-        clock(keys[8], store.mark_complete, "opt")
-        wall[keys[5]][-1], cpu[keys[5]][-1] = acc
-        wall[keys[6]][-1] -= acc[0]
-        cpu[keys[6]][-1] -= acc[1]
+            clock(keys[8], writer.write, layer, *values)
+        clock(keys[9], store.mark_complete, "opt")
+        wall[SPAN][-1], cpu[SPAN][-1] = acc
+        wall[EIG][-1], cpu[EIG][-1] = eig_acc
+        wall[keys[7]][-1] -= acc[0] + eig_acc[0]
+        cpu[keys[7]][-1] -= acc[1] + eig_acc[1]
 
-    acc = [0.0, 0.0]
     with tempfile.TemporaryDirectory() as tmp, threadpool_limits(1):
-        prof._span_r = timed_qr
+        prof._span_r, prof._lapack_in_place = timed_qr, timed_lapack
         try:
             for r in range(repeats):
                 one_pass(os.path.join(tmp, f"stages{r}.zarr"))
         finally:
-            prof._span_r = qr
+            prof._span_r, prof._lapack_in_place = qr, lapack_in_place
     out = {k: (median(wall[k]), median(cpu[k])) for k in keys}
     summed = [k for k in keys if "not summed" not in k]
     out["sum of the stages"] = (sum(out[k][0] for k in summed), sum(out[k][1] for k in summed))
@@ -632,13 +703,16 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--dir", default=os.path.join(tempfile.gettempdir(), "headgeometry-bench"))
     ap.add_argument("--mistral-layers", type=int, default=2)
-    ap.add_argument("--opt-layers", type=int, default=8)
+    ap.add_argument("--opt-layers", type=int, default=24, help="layers of the opt-1.3b-shaped checkpoint (default 24, "
+                    "its own)")
     ap.add_argument("--no-naive", action="store_true", help="skip the ~30 s naive 5120 x 5120 eigvalsh")
     ap.add_argument("--sections", default="12345", help="which comparisons to run (default: all, 12345; c: only the "
                     "profile core against the eigensolver floors, a part of 1)")
     ap.add_argument("--repeats", type=int, default=7, help="interleaved repeats of the profile core comparison")
     ap.add_argument("--rounds", type=int, default=5, help="interleaved (read, pipeline) rounds of "
                     "section 3 (default 5)")
+    ap.add_argument("--before", metavar="REV", default=None, help="section 3 also times the whole run of this git "
+                    "revision's pipeline package (e.g. the last release), in the same rounds")
     ap.add_argument("--memory-child", nargs=2, help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.memory_child:
@@ -659,7 +733,7 @@ def main(argv=None) -> int:
     if "2" in args.sections:
         memory_section(mistral, args.mistral_layers)
     if "3" in args.sections:
-        throughput_section(opt, args.rounds)
+        throughput_section(opt, args.rounds, args.before)
     if "4" in args.sections:
         hub_section(mistral)
     if "5" in args.sections:

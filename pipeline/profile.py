@@ -174,6 +174,20 @@ def _torch_eigvalsh(route: str):
     return eig
 
 
+_CONTROLLER: list = [None, -1]  # threadpoolctl's controller and len(sys.modules) when it was made
+
+
+def _thread_controller():
+    """threadpoolctl's ThreadpoolController of the BLAS/OpenMP libraries loaded now, made again only when a module
+    was imported since (a new extension may have loaded a library). Making one scans the process's memory maps
+    (about 1-4 ms, once per layer before); limiting through a kept one takes microseconds."""
+    from threadpoolctl import ThreadpoolController
+
+    if _CONTROLLER[0] is None or _CONTROLLER[1] != len(sys.modules):
+        _CONTROLLER[:] = [ThreadpoolController(), len(sys.modules)]
+    return _CONTROLLER[0]
+
+
 @contextlib.contextmanager
 def _thread_limit(threads: int | None, route: str):
     """Limit BLAS/LAPACK (and torch) threads inside the block; ``None`` leaves them as they are."""
@@ -182,10 +196,8 @@ def _thread_limit(threads: int | None, route: str):
         return
     if threads < 1:
         raise ValueError(f"threads must be a positive number of threads; got {threads}")
-    try:
-        from threadpoolctl import threadpool_limits
-    except ImportError as exc:  # pragma: no cover - depends on the environment
-        raise ImportError("threads=... needs the threadpoolctl package: pip install threadpoolctl") from exc
+    if importlib.util.find_spec("threadpoolctl") is None:  # pragma: no cover - depends on the environment
+        raise ImportError("threads=... needs the threadpoolctl package: pip install threadpoolctl")
     torch = None
     if route == "numpy":  # threadpoolctl limits the BLAS libraries loaded when the block starts: scipy's one too
         with contextlib.suppress(ImportError):
@@ -195,7 +207,7 @@ def _thread_limit(threads: int | None, route: str):
         before = torch.get_num_threads()
         torch.set_num_threads(threads)
     try:
-        with threadpool_limits(threads):
+        with _thread_controller().limit(limits=threads):
             yield
     finally:
         if torch is not None:
@@ -520,9 +532,15 @@ def _head_span(W_Q, W_K, h: int, kv: int, gain, in_place: bool = True) -> tuple[
     A[:, n:] = W_Q[h].T
     if gain is not None:
         A *= np.asarray(gain, dtype=np.float64)[:, None]
-    if not np.all(np.isfinite(A)):
-        raise _nonfinite_head(h)
     R = _span_r(A) if in_place else np.linalg.qr(A, mode="r")
+    # NaN or Inf in A reaches R on every route (through the Gram matrix or the reflections), so R (k x k) is
+    # checked instead of A (N x 2n): a k / N of the reads. A finite head whose factor is not finite overflowed.
+    if not np.all(np.isfinite(R)):
+        weights = (W_K[kv], W_Q[h]) + (() if gain is None else (np.asarray(gain),))
+        if not all(np.all(np.isfinite(w)) for w in weights):
+            raise _nonfinite_head(h)
+        raise ValueError(f"head {h}: the factor of its weights overflowed float64 (entries near 1e154 or larger); "
+                         "check the checkpoint it was read from")
     return R[:, :n], R[:, n:]
 
 
@@ -753,6 +771,11 @@ def head_profiles(
             return finish(prof, norm, prof0, norm0, lam0)
         eig = _eigvalsh_fn(route, device)
         if rotations is None:
+            one = _lapack_in_place(k)[0]  # each core's eigenvalues in place (dsyevd in blocks of SYTRD_BLOCK)
+
+            def each(S: np.ndarray) -> np.ndarray:
+                return np.stack([one(s) for s in S]) if len(S) else np.empty((0, k))
+
             S = np.zeros((H, k, k))
             for h in range(H):
                 K, P = _head_span(W_Q, W_K, h, kv_of_head[h], gain, in_place=not batched_offsets)
@@ -760,7 +783,7 @@ def head_profiles(
                 keep_d0(h, S[h, :m])
                 if progress is not None:
                     progress(h)
-            prof, norm, lam = _profile_of_top(S, m, rtol, eig, np.empty((H, m, m)))
+            prof, norm, lam = _profile_of_top(S, m, rtol, each, np.empty((H, m, m)))
             return finish(prof, norm, prof, norm, lam)
         D = rotations.shape[0]
         prof, norm = np.empty((H, D, 4)), np.empty((H, D))

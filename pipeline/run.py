@@ -418,9 +418,10 @@ def run_inline(plans: list[ModelPlan], store, progress: bool = True) -> list[str
         with store.writer(plan.name):
             _begin(store, plan)
             R = rotations_of(plan.layout)
+            writer = store.layer_writer(plan.name)  # the model's row and arrays opened once for all its layers
             for layer in tqdm(plan.todo, desc=plan.name, unit="layer", disable=not progress):
                 values = compute_layer(plan.ckpt, plan.layout, layer, plan.row.layernorm_folded, R)
-                store.write_layer(plan.name, layer, *values)
+                writer.write(layer, *values)
             store.mark_complete(plan.name, revision=plan.ckpt.revision)
     return [p.name for p in plans]
 

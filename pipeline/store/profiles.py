@@ -129,9 +129,11 @@ class Profiles:
         if not created:
             _ensure_statistics(g, width)
             _grow(g, row.n_layers, row.n_heads, width)
-        n = _even_rows(g) if not created else 0
+        n = _even_rows(g) if not created else 1
         names = _names(g)
-        if row.name in names:
+        if created:
+            i = 0  # the new group's one row, every value its fill: nothing to clear or grow
+        elif row.name in names:
             i = names.index(row.name)
         elif "" in names:
             i = names.index("")  # a slot without a name: clear what a killed writer may have put there
@@ -150,19 +152,22 @@ class Profiles:
         return i
 
     def _create_profiles(self, n_layers: int, n_heads: int, width: int) -> None:
-        """An empty profiles group, built in staging and moved into place whole."""
+        """A profiles group with one row, unnamed, every value its fill, built in staging and moved into place
+        whole: the row the registration that creates the group fills (resizing some 30 arrays from 0 rows to 1
+        took about a third of a first registration). A kill before the row gets its name leaves an unnamed
+        row, which the journal's replay removes or the next registration reuses."""
         L, H = max(n_layers, 1), max(n_heads, 1)
         target, path = self.backend.new_group(PROFILES)
         g = zarr.open_group(target, path=path, mode="w", zarr_format=3)
-        _coordinate(g, "model", [])
+        _coordinate(g, "model", [], rows=1)
         _coordinate(g, "layer", np.arange(L))
         _coordinate(g, "head", np.arange(H))
         _coordinate(g, "d", np.arange(N_OFFSETS))
         _coordinate(g, "coordinate", COORDINATES)
-        _data_arrays(g, PROFILE_DATA, {"model": 0, "layer": L, "head": H, "d": N_OFFSETS,
+        _data_arrays(g, PROFILE_DATA, {"model": 1, "layer": L, "head": H, "d": N_OFFSETS,
                                        "coordinate": len(COORDINATES)})
         _ensure_statistics(g, width)
-        _data_arrays(g, MODEL_DATA, {"model": 0})
+        _data_arrays(g, MODEL_DATA, {"model": 1})
         g.update_attributes(PROFILE_ATTRS)  # one write of the group's zarr.json (attrs.update writes once per key)
         self.backend.place_group(target, PROFILES)
 
@@ -179,64 +184,24 @@ class Profiles:
         if keep < n:
             _resize_rows(g, keep)
 
+    def layer_writer(self, name: str) -> LayerWriter:
+        """A writer of the layers of ``name``: the group, the model's row and its arrays opened once (a run writes
+        every layer through one; :meth:`write_layer` opens one per layer).
+
+        What it keeps stays true while it is used: a named row never moves (rows are only appended, and only
+        unnamed trailing rows are ever removed), and its sizes are fixed while the run holds the model's writer
+        lock (a reset or re-registration of the model waits for it). Another model's registration may grow the
+        layer, head or eigen dimensions meanwhile: chunks never change shape, so the region this row writes maps
+        to the same chunks, and spectrum columns past the width seen at opening keep their fill (NaN), as a
+        writer opened afterwards pads them.
+        """
+        return LayerWriter(self, name)
+
     def write_layer(self, name: str, layer: int, profile: np.ndarray, norm: np.ndarray,
                     statistics: np.ndarray | None = None, spectrum: np.ndarray | None = None) -> None:
-        """Region write of one (model, layer) with its checksums: profile (H, 4) or (H, 129, 4), norm (H,) or
-        (H, 129), and the head statistics (H, 17) and spectrum (H, k <= 2 d_head) at d = 0.
-
-        Position-independent layers pass (H, 4) and are repeated at every d. Without ``statistics`` and
-        ``spectrum`` the layer's statistics read as not computed. Safe from several processes at once for
-        different layers (no lock: no two layers share a chunk).
-        """
-        g = self._profiles("a")
-        i = _index(g, name, self.location)
-        H, L = int(g["n_heads"][i]), int(g["n_layers"][i])
-        width = spectrum_width(int(g["d_head"][i]))
-        if (statistics is None) != (spectrum is None):
-            raise StoreError(f"layer {layer} of {name!r}: give both statistics and spectrum, or neither")
-        if statistics is not None:
-            statistics = np.asarray(statistics, dtype=np.float64)
-            spectrum = np.asarray(spectrum, dtype=np.float64)
-            if statistics.shape != (H, len(STATISTICS)) or spectrum.ndim != 2 or spectrum.shape[0] != H \
-                    or spectrum.shape[1] > width:
-                raise StoreError(f"layer {layer} of {name!r}: expected statistics ({H}, {len(STATISTICS)}) and "
-                                 f"spectrum ({H}, k) with k <= {width}; got {statistics.shape} and {spectrum.shape}")
-            spectrum = np.pad(spectrum, ((0, 0), (0, width - spectrum.shape[1])), constant_values=np.nan)
-        if not 0 <= layer < L:
-            raise StoreError(f"layer {layer} out of range for {name!r} with {L} layers")
-        profile = np.asarray(profile, dtype=np.float64)
-        norm = np.asarray(norm, dtype=np.float64)
-        if profile.ndim == 2:
-            profile = np.broadcast_to(profile[:, None, :], (profile.shape[0], N_OFFSETS, 4))
-            norm = np.broadcast_to(norm[:, None], (norm.shape[0], N_OFFSETS))
-        if profile.shape != (H, N_OFFSETS, 4) or norm.shape != (H, N_OFFSETS):
-            raise StoreError(f"layer {layer} of {name!r}: expected profile ({H}, {N_OFFSETS}, 4) and norm "
-                             f"({H}, {N_OFFSETS}); got {profile.shape} and {norm.shape}")
-        with self._writing(f"layer {layer} of {name!r}", "the other layers"):
-            # a store without the statistics variables (or with some: _ensure_statistics adds what is missing)
-            if statistics is not None and "statistics_checksum" not in g:
-                with self._store_lock():
-                    _ensure_statistics(g, width)
-                    self._consolidate()
-            has_statistics = "statistics_checksum" in g
-            # each array opened once (its metadata read once); order: values, checksums, then layer_done (a kill
-            # before the last leaves the layer to do)
-            g["profile"][i, layer, :H] = profile
-            g["norm"][i, layer, :H] = norm
-            if has_statistics:
-                stats_array, spectrum_array = g["head_statistics"], g["spectrum"]
-                if statistics is not None:
-                    E = spectrum_array.shape[-1]
-                    stats_array[i, layer, :H] = statistics
-                    spectrum_array[i, layer, :H] = np.pad(spectrum, ((0, 0), (0, E - width)), constant_values=np.nan)
-                else:
-                    stats_array[i, layer] = np.nan
-                    spectrum_array[i, layer] = np.nan
-            g["layer_checksum"][i, layer] = layer_checksum(profile, norm)
-            if has_statistics:
-                g["statistics_checksum"][i, layer] = ("" if statistics is None
-                                                      else statistics_checksum(statistics, spectrum))
-            g["layer_done"][i, layer] = True
+        """Region write of one (model, layer) with its checksums (:meth:`LayerWriter.write`), through a writer
+        opened for this one layer."""
+        self.layer_writer(name).write(layer, profile, norm, statistics, spectrum)
 
     def mark_complete(self, name: str, revision: str | None = None) -> None:
         """Set ``complete`` (and clear ``damaged``) once every layer is written; refuses otherwise."""
@@ -269,6 +234,81 @@ class Profiles:
             _clear_statistics(g, i)
             g["damaged"][i] = ""
 
+
+
+class LayerWriter:
+    """Writes layers of one model (:meth:`Profiles.layer_writer`)."""
+
+    def __init__(self, store: Profiles, name: str):
+        self.store, self.name = store, name
+        with store._writing(f"the layers of {name!r}", "the other layers"):
+            self._open()
+
+    def _open(self) -> None:
+        g = self.group = self.store._profiles("a")
+        self.row = _index(g, self.name, self.store.location)
+        self.n_heads, self.n_layers = int(g["n_heads"][self.row]), int(g["n_layers"][self.row])
+        self.width = spectrum_width(int(g["d_head"][self.row]))
+        names = ("profile", "norm", "layer_checksum", "layer_done")
+        if "statistics_checksum" in g:
+            names += ("head_statistics", "spectrum", "statistics_checksum")
+        self.arrays = {k: g[k] for k in names}  # each array's metadata read once
+
+    def write(self, layer: int, profile: np.ndarray, norm: np.ndarray, statistics: np.ndarray | None = None,
+              spectrum: np.ndarray | None = None) -> None:
+        """Region write of one layer with its checksums: profile (H, 4) or (H, 129, 4), norm (H,) or (H, 129), and
+        the head statistics (H, 17) and spectrum (H, k <= 2 d_head) at d = 0.
+
+        Position-independent layers pass (H, 4) and are repeated at every d. Without ``statistics`` and
+        ``spectrum`` the layer's statistics read as not computed. Safe from several processes at once for
+        different layers (no lock: no two layers share a chunk).
+        """
+        name, H, L, width = self.name, self.n_heads, self.n_layers, self.width
+        if (statistics is None) != (spectrum is None):
+            raise StoreError(f"layer {layer} of {name!r}: give both statistics and spectrum, or neither")
+        if statistics is not None:
+            statistics = np.asarray(statistics, dtype=np.float64)
+            spectrum = np.asarray(spectrum, dtype=np.float64)
+            if statistics.shape != (H, len(STATISTICS)) or spectrum.ndim != 2 or spectrum.shape[0] != H \
+                    or spectrum.shape[1] > width:
+                raise StoreError(f"layer {layer} of {name!r}: expected statistics ({H}, {len(STATISTICS)}) and "
+                                 f"spectrum ({H}, k) with k <= {width}; got {statistics.shape} and {spectrum.shape}")
+            spectrum = np.pad(spectrum, ((0, 0), (0, width - spectrum.shape[1])), constant_values=np.nan)
+        if not 0 <= layer < L:
+            raise StoreError(f"layer {layer} out of range for {name!r} with {L} layers")
+        profile = np.asarray(profile, dtype=np.float64)
+        norm = np.asarray(norm, dtype=np.float64)
+        if profile.ndim == 2:
+            profile = np.broadcast_to(profile[:, None, :], (profile.shape[0], N_OFFSETS, 4))
+            norm = np.broadcast_to(norm[:, None], (norm.shape[0], N_OFFSETS))
+        if profile.shape != (H, N_OFFSETS, 4) or norm.shape != (H, N_OFFSETS):
+            raise StoreError(f"layer {layer} of {name!r}: expected profile ({H}, {N_OFFSETS}, 4) and norm "
+                             f"({H}, {N_OFFSETS}); got {profile.shape} and {norm.shape}")
+        store, i = self.store, self.row
+        with store._writing(f"layer {layer} of {name!r}", "the other layers"):
+            # a store without the statistics variables (or with some: _ensure_statistics adds what is missing)
+            if statistics is not None and "statistics_checksum" not in self.arrays:
+                with store._store_lock():
+                    _ensure_statistics(self.group, width)
+                    store._consolidate()
+                self._open()
+            a = self.arrays
+            # order: values, checksums, then layer_done (a kill before the last leaves the layer to do)
+            a["profile"][i, layer, :H] = profile
+            a["norm"][i, layer, :H] = norm
+            if "statistics_checksum" in a:
+                if statistics is not None:
+                    E = a["spectrum"].shape[-1]
+                    a["head_statistics"][i, layer, :H] = statistics
+                    a["spectrum"][i, layer, :H] = np.pad(spectrum, ((0, 0), (0, E - width)), constant_values=np.nan)
+                else:
+                    a["head_statistics"][i, layer] = np.nan
+                    a["spectrum"][i, layer] = np.nan
+            a["layer_checksum"][i, layer] = layer_checksum(profile, norm)
+            if "statistics_checksum" in a:
+                a["statistics_checksum"][i, layer] = ("" if statistics is None
+                                                      else statistics_checksum(statistics, spectrum))
+            a["layer_done"][i, layer] = True
 
 
 def _names(g: zarr.Group) -> list[str]:
@@ -321,11 +361,12 @@ def _data_arrays(g: zarr.Group, variables: dict, sizes: dict[str, int]) -> None:
                        dtype=str if dtype == "str" else dtype, fill_value=fill, dimension_names=list(dims))
 
 
-def _coordinate(g: zarr.Group, name: str, values) -> None:
-    """Create the coordinate ``name`` holding ``values``, with the schema's dtype, fill and chunk length."""
+def _coordinate(g: zarr.Group, name: str, values, rows: int | None = None) -> None:
+    """Create the coordinate ``name`` holding ``values``, with the schema's dtype, fill and chunk length; ``rows``
+    entries long (the ones past ``values`` read as the fill), by default as long as ``values``."""
     dtype, fill, chunk = PROFILE_COORD_ARRAYS[name]
-    a = g.create_array(name, shape=(len(values),), chunks=(chunk,), dtype=str if dtype == "str" else dtype,
-                       fill_value=fill, dimension_names=[name])
+    a = g.create_array(name, shape=(len(values) if rows is None else rows,), chunks=(chunk,),
+                       dtype=str if dtype == "str" else dtype, fill_value=fill, dimension_names=[name])
     if len(values):
         a[:] = np.array(values, dtype=object) if dtype == "str" else np.asarray(values)
 

@@ -454,6 +454,36 @@ def test_bad_grouping_and_gain_are_refused_with_a_message():
         head_profiles(np.full_like(W_Q, np.nan), W_K, kv_of_head=kv_of_head)
 
 
+@pytest.mark.parametrize("rotary", [False, True])
+@pytest.mark.parametrize("where", ["query", "key", "gain"])
+@pytest.mark.parametrize("bad", [np.nan, np.inf, -np.inf])
+def test_one_nonfinite_weight_names_its_head_on_every_route(rotary, where, bad):
+    """The check reads the span's factor, not the weights: one NaN or Inf anywhere a head reads is still caught,
+    and named by the first head that reads it (a key head or the gain reaches every query head sharing it)."""
+    W_Q, W_K, kv_of_head = gqa_heads(2)
+    gain = np.ones(W_Q.shape[-1])
+    R = rotation_matrices(W_Q.shape[1], W_Q.shape[1], 10000.0, 9) if rotary else None
+    first = {"query": 3, "key": int(np.flatnonzero(kv_of_head == 1)[0]), "gain": 0}[where]
+    if where == "query":
+        W_Q = W_Q.copy()
+        W_Q[3, 2, 7] = bad
+    elif where == "key":
+        W_K = W_K.copy()
+        W_K[1, 0, 11] = bad
+    else:
+        gain[5] = bad
+    for batched in (False, True):
+        with pytest.raises(ValueError, match=f"^head {first} has NaN or Inf weights"):
+            head_profiles(W_Q, W_K, R, kv_of_head=kv_of_head, gain=gain, batched_offsets=batched)
+
+
+def test_finite_weights_whose_factor_overflows_are_told_apart_from_nonfinite_ones():
+    """Entries near float64's largest make the span's column norms overflow (R has Inf) from finite weights."""
+    W_Q, W_K, kv_of_head = gqa_heads(3)
+    with pytest.raises(ValueError, match="^head 0: the factor of its weights overflowed float64"):
+        head_profiles(np.full(W_Q.shape, 1e308), np.full(W_K.shape, 1e308), kv_of_head=kv_of_head)
+
+
 @pytest.mark.parametrize("dtype", ["bfloat16", "float16", "float32"])
 def test_compact_layer_route_equals_the_expanded_float64_layer(tmp_path, dtype):
     """A grouped-query checkpoint read compactly (float32, key heads once) profiles exactly like layer_weights."""

@@ -397,3 +397,43 @@ def test_an_old_store_gains_the_statistics_on_its_next_write(tmp_path):
     assert np.isnan(ds.head_statistics.sel(model="m").values[0]).all()
     m = st.Store.open(path, mode="r").row("m")
     assert (m.layers_done, m.statistics_layers, m.statistics_computed) == (2, 1, False)
+
+
+def test_a_writer_kept_open_while_other_models_grow_the_group_writes_what_write_layer_would(tmp_path):
+    """A run's writer opens the row and arrays once. Other models registered meanwhile (one more row, more layers,
+    more heads, a wider eigen dimension: the arrays' shapes change under it) neither move its row nor shift its
+    chunks: every value, checksum and padding reads back as a writer opened afresh for each layer writes it, and
+    ``verify`` finds nothing. Opened on a store without the statistics variables (a store written before them,
+    which another registration upgrades meanwhile), it writes them too."""
+    rng = np.random.default_rng(12)
+    values = [random_layer(rng, 3) + rand_statistics(rng, 3, 8) for _ in range(3)]
+    kept, fresh = tmp_path / "kept.zarr", tmp_path / "fresh.zarr"
+    for path in (kept, fresh):
+        st.Store.open(path).register(info("first", L=1, H=2))
+        st.Store.open(path).register(info("m", L=3, H=3))
+        drop_statistics(path)
+    writer = st.Store.open(kept).layer_writer("m")
+    growers = [info("more-layers", L=6, H=2), st.ModelRow("wide", 1, 5, 32, 12, "rope", rotary_dim=12), None]
+    for layer, grower in enumerate(growers):
+        for path in (kept, fresh):
+            if grower is not None:
+                st.Store.open(path).register(grower)
+        writer.write(layer, *values[layer])
+        st.Store.open(fresh).write_layer("m", layer, *values[layer])
+
+    a = st.Store.open(kept, mode="r").dataset("profiles")
+    b = st.Store.open(fresh, mode="r").dataset("profiles")
+    assert a.sizes == b.sizes and a.sizes["eigen"] == 24 and a.sizes["head"] == 5 and a.sizes["layer"] == 6
+    assert list(a.model.values) == ["first", "m", "more-layers", "wide"]
+    for var in ("profile", "norm", "layer_done", "layer_checksum", "head_statistics", "spectrum",
+                "statistics_checksum"):
+        np.testing.assert_array_equal(a[var].sel(model="m").values, b[var].sel(model="m").values, err_msg=var)
+    np.testing.assert_array_equal(a.spectrum.sel(model="m").values[2, :3, :8], values[2][3])
+    assert np.isnan(a.spectrum.sel(model="m").values[:, :, 8:]).all()
+    assert a.layer_done.sel(model="m").values[:3].all()
+    assert st.Store.open(kept).verify() == []
+    st.Store.open(kept).mark_complete("m")
+    with pytest.raises(st.StoreError, match="layer 3 out of range"):
+        writer.write(3, *values[0])
+    with pytest.raises(st.StoreError, match="not in the store"):
+        st.Store.open(kept).layer_writer("nobody")
