@@ -144,7 +144,7 @@ def eigen_section(naive: bool, repeats: int) -> None:
 
 # the per-offset route's earlier settings, compared side by side with the current one (pipeline.profile's knobs)
 SPAN = "span factor (Gram + Cholesky, or QR)"
-EIG = "eigenvalues of the cores (dsyevd, 2n x 2n per head)"
+EIG = "eigenvalues (dsyevd: cores 2n x 2n, statistics' Gram n x n)"
 ROUTES = (("QR span, LAPACK's blocking", False, dict(GRAM_RCOND=0, QR_BLOCK=None, SYTRD_BLOCK=None)),
           ("QR span", False, dict(GRAM_RCOND=0)))
 
@@ -504,7 +504,7 @@ def throughput_section(folder: str, repeats: int = 5, before_rev: str | None = N
     qr_cpu, eig_cpu = stages[SPAN][1], stages[EIG][1]
     print(f"  the span's factor alone (Gram + Cholesky, float64, for the profiles' exactness) is "
           f"{qr_cpu / c_read:.1f} x the read's CPU, so read + factor is {1 + qr_cpu / c_read:.1f} x before any other "
-          f"stage; with the cores' eigenvalues, {1 + (qr_cpu + eig_cpu) / c_read:.1f} x: the floor of this route "
+          f"stage; with the eigenvalues, {1 + (qr_cpu + eig_cpu) / c_read:.1f} x: the floor of this route "
           "(float64 BLAS/LAPACK at their own speed on one thread)")
     print(f"pipeline, 2 dask workers: {t_two:.2f} s wall (+{t_start:.1f} s cluster start, not counted) -> RATIO "
           f"pipeline / read = {t_two / t_read:.2f}; speed-up over 1 process = {t_one / t_two:.2f}")
@@ -516,13 +516,15 @@ def pipeline_stages(folder: str, layers: int, repeats: int = 5) -> dict[str, tup
     the run does before the store is touched, both as ``run.check_weights`` does it (``check_finite``: on the
     stored bits) and by reading every tensor compact (how it was done before), the registration of the model's
     row, reading and converting Q/K (``layer_qk``), the factor of each head's span (timed around
-    ``profile._span_r``: Gram + Cholesky, or QR), the eigenvalues of each head's core (timed around the solver
-    ``profile._lapack_in_place`` makes), the rest of the profiles and statistics, the store's layer writes
+    ``profile._span_r``: Gram + Cholesky, or QR), the eigenvalues of each head's core and of its statistics' Gram
+    matrix (timed around the solver ``profile._lapack_in_place`` makes and ``head_statistics.singular_energies``),
+    the rest of the profiles and statistics, the store's layer writes
     (values, checksums, layer_done) and the completion. The compact-read check is shown for comparison, not summed."""
     from statistics import median
 
     from threadpoolctl import threadpool_limits
 
+    from pipeline import head_statistics as hs
     from pipeline import profile as prof
     from pipeline.architectures import layer_qk, rotations
     from pipeline.run import check_weights, open_store, plan_model
@@ -533,7 +535,7 @@ def pipeline_stages(folder: str, layers: int, repeats: int = 5) -> dict[str, tup
             "mark_complete")
     wall: dict[str, list[float]] = {k: [] for k in keys}
     cpu: dict[str, list[float]] = {k: [] for k in keys}
-    qr, lapack_in_place = prof._span_r, prof._lapack_in_place
+    qr, lapack_in_place, singular_energies = prof._span_r, prof._lapack_in_place, hs.singular_energies
 
     def timed(f, into: list[float]):
         def g(*args, **kwargs):
@@ -589,11 +591,12 @@ def pipeline_stages(folder: str, layers: int, repeats: int = 5) -> dict[str, tup
 
     with tempfile.TemporaryDirectory() as tmp, threadpool_limits(1):
         prof._span_r, prof._lapack_in_place = timed_qr, timed_lapack
+        hs.singular_energies = timed(singular_energies, eig_acc)
         try:
             for r in range(repeats):
                 one_pass(os.path.join(tmp, f"stages{r}.zarr"))
         finally:
-            prof._span_r, prof._lapack_in_place = qr, lapack_in_place
+            prof._span_r, prof._lapack_in_place, hs.singular_energies = qr, lapack_in_place, singular_energies
     out = {k: (median(wall[k]), median(cpu[k])) for k in keys}
     summed = [k for k in keys if "not summed" not in k]
     out["sum of the stages"] = (sum(out[k][0] for k in summed), sum(out[k][1] for k in summed))
