@@ -39,9 +39,34 @@ def pull_document(url: str, timeout: float = 120.0) -> tuple[str, dict]:
     return page, reply.content
 
 
-async def _get_and_pull(url: str, timeout: float):
-    """GET ``url`` and pull the session's document: (the page's text, the PULL-DOC-REPLY message)."""
+def scripts_then_pull(url: str, timeout: float = 120.0) -> tuple[float, float]:
+    """One session of ``url`` as a browser opens it: the GET, then at once every script the page names (all
+    together), then the pull of the document. Seconds from the GET's reply to the last script's, and to the
+    document's."""
+    async def run():
+        times = {}
+
+        async def scripts(page: str) -> None:
+            t0 = time.perf_counter()
+            base = url.rsplit("/", 1)[0] + "/"
+            client = AsyncHTTPClient()
+            await asyncio.gather(*(client.fetch(base + src, request_timeout=timeout)
+                                   for src in re.findall(r'<script[^>]+src="([^"]+)"', page)))
+            times["scripts"], times["start"] = time.perf_counter() - t0, t0
+
+        await _get_and_pull(url, timeout, after_get=scripts)
+        return times["scripts"], time.perf_counter() - times["start"]
+
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        return pool.submit(asyncio.run, run()).result()
+
+
+async def _get_and_pull(url: str, timeout: float, after_get=None):
+    """GET ``url`` and pull the session's document: (the page's text, the PULL-DOC-REPLY message).
+    ``after_get``: a coroutine function awaited with the page's text between the two."""
     page = await AsyncHTTPClient().fetch(url, request_timeout=timeout)
+    if after_get is not None:
+        await after_get(page.body.decode("utf-8", "replace"))
     found = TOKEN.search(page.body.decode("utf-8", "replace"))
     if not found:
         raise RuntimeError(f"no session token in the page of {url}")

@@ -35,7 +35,7 @@ from bokeh.layouts import column
 from bokeh.settings import settings
 
 from dashboard import data, jscode, rendered
-from dashboard.bokeh_internals import PagePane
+from dashboard.bokeh_internals import PagePane, run_as_curdoc
 from dashboard.clone import Copy
 from dashboard.profiles_page import header, message, restore_on_ready, selector_groups, todo_html
 from dashboard.rendered import replace_in_place, same_structure
@@ -276,19 +276,22 @@ def serve(store) -> pn.Column:
     the rendered pages, Panel's and Bokeh's walks over their ~500 models) in time the browser spends anyway,
     instead of before the page's HTML is sent.
 
-    The build waits SCRIPTS_FIRST_S first (``hold``, a next-tick callback that holds the document's lock while it
-    sleeps), so that the browser's requests for the BokehJS and Panel scripts, sent some tens of ms after the
-    HTML, find the event loop free: the build's ~100-200 ms of Python would otherwise hold them back, and the
-    browser cannot start the page before they arrive.
+    The build waits SCRIPTS_FIRST_S first, in the same callback (``hold_then_fill``, a coroutine: Bokeh holds the
+    document's lock across its awaits), so that the browser's requests for the BokehJS and Panel scripts, sent
+    some tens of ms after the HTML, find the event loop free: the build's ~100-200 ms of Python would otherwise
+    hold them back, and the browser cannot start the page before they arrive. One callback, not a wait and a
+    build in two: Bokeh keeps a document's pending callbacks in a set, so two of them start in either order, and
+    about every other session built first and then waited with the lock held, its scripts and its pull both
+    held back (benchmarks/dashboard_bench.py; tests/browser/test_app.py times the scripts after a GET).
 
-    The build cannot come after the browser's pull of the document: both callbacks are queued before the reply
-    that gives the browser the session's id, and the pull waits for the document's lock, which ``hold`` takes
-    first and ``fill`` takes next (Tornado's lock serves its waiters in order). ``fill`` renders the page's parts
-    at once (``get_root``) into the root's Bokeh model: setting ``page.objects`` would leave Panel's update of
-    that model to another callback until the browser's websocket connects, and a pull already waiting for the
-    lock (a first session's build takes seconds) would come before it. So the first pull sends the whole page,
-    and the deep-link restore it registers (``restore_on_ready``) runs when that document is ready, as it did
-    when the page was built in the GET. Returns the Panel root (its Bokeh model holds the page)."""
+    The build cannot come after the browser's pull of the document: the callback is queued before the reply
+    that gives the browser the session's id, and the pull waits for the document's lock, which the callback
+    holds from its start to the page's end. ``fill`` renders the page's parts at once (``get_root``) into the
+    root's Bokeh model: setting ``page.objects`` would leave Panel's update of that model to another callback
+    until the browser's websocket connects, and a pull already waiting for the lock (a first session's build
+    takes seconds) would come before it. So the first pull sends the whole page, and the deep-link restore it
+    registers (``restore_on_ready``) runs when that document is ready, as it did when the page was built in the
+    GET. Returns the Panel root (its Bokeh model holds the page)."""
     page = pn.Column(name="page")
     # no Location root: nothing here reads pn.state.location (the pages keep the URL themselves)
     page.servable(title=TITLE, location=False)
@@ -297,14 +300,14 @@ def serve(store) -> pn.Column:
     root = next(r for r in doc.roots if r.name == page.name)  # the page's Bokeh model
     args = url_args()  # read now: the request is the GET's
 
-    async def hold() -> None:  # a coroutine callback keeps the lock across its awaits
-        await asyncio.sleep(SCRIPTS_FIRST_S)
-
     def fill() -> None:
         root.children = [build(store, args=args).get_root(doc)]
 
-    doc.add_next_tick_callback(hold)
-    doc.add_next_tick_callback(fill)
+    async def hold_then_fill() -> None:
+        await asyncio.sleep(SCRIPTS_FIRST_S)
+        run_as_curdoc(doc, fill)  # past its await, a coroutine callback runs without the session's curdoc
+
+    doc.add_next_tick_callback(hold_then_fill)
     return page
 
 

@@ -23,6 +23,7 @@ from bokeh.core.has_props import HasProps  # noqa: E402
 from bokeh.core.property.descriptors import PropertyDescriptor  # noqa: E402
 from bokeh.core.property.wrappers import PropertyValueContainer  # noqa: E402
 from bokeh.core.serialization import Serializer  # noqa: E402
+from bokeh.document.callbacks import invoke_with_curdoc  # noqa: E402
 from bokeh.model import Model  # noqa: E402
 from bokeh.resources import Resources  # noqa: E402
 
@@ -85,6 +86,13 @@ def on_any_change(m: Model, changed) -> None:
 def add_buffers(serializer: Serializer, buffers: list) -> None:
     """Append ``buffers`` (binary buffers a representation refers to) to those ``serializer`` sends."""
     serializer._buffers.extend(buffers)
+
+
+def run_as_curdoc(doc, f) -> None:
+    """Call ``f()`` with ``doc`` as the current document (Bokeh's ``curdoc()`` and Panel's ``state.curdoc``), as
+    Bokeh runs a session callback's synchronous part: the part of a coroutine callback after its first await
+    runs without it."""
+    invoke_with_curdoc(doc, f)
 
 
 def is_deferred(serializer: Serializer) -> bool:
