@@ -369,7 +369,14 @@ def _chromium():
     """The chromium processes below this one (the browser, its zygotes and the renderers they reap)."""
     import psutil
 
-    return [c for c in psutil.Process().children(recursive=True) if "chrom" in c.name()]
+    out = []
+    for c in psutil.Process().children(recursive=True):
+        try:
+            if "chrom" in c.name():
+                out.append(c)
+        except psutil.NoSuchProcess:  # a renderer gone between the listing and its name
+            continue
+    return out
 
 
 def _marks(tl: dict) -> dict:
