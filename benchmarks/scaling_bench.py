@@ -18,7 +18,8 @@ timed (the workers import the pipeline first), each worker's opening of the chec
 
 Printed: the three wall times; the ratios 1 worker / inline (dask's overhead per layer) and the speed-up of
 2 workers over 1 (target >= 1.8); then, from the inline run with ``Store`` instrumented, what a layer's
-store write costs and which part of it is serialised: ``write_layer``'s time per layer (region writes to
+store write costs and which part of it is serialised: a layer's write's time (``LayerWriter.write``, which the
+inline run calls through one writer per model and each dask task through ``write_layer``: region writes to
 chunks no other layer shares, taken without a lock, so workers do them in parallel) and the store lock's
 measured hold time per layer (``Store._store_lock``, a file lock every writer process shares), times the
 layers, against the compute each of 8 and 64 workers gets through in the same time. Last, a check that
@@ -75,18 +76,20 @@ def seconds_per_layer(folder) -> float:
 
 
 class StoreTimer:
-    """Wraps ``Store.write_layer`` and ``Store._store_lock`` in this process, recording their durations."""
+    """Wraps ``LayerWriter.write`` (every layer's write, inline or through ``Store.write_layer``) and
+    ``Store._store_lock`` in this process, recording their durations."""
 
     def __init__(self):
         from pipeline.store import Store
+        from pipeline.store.profiles import LayerWriter
 
-        self.cls, self.writes, self.holds, self.in_layer = Store, [], [], False
-        self.orig_write, self.orig_lock = Store.write_layer, Store._store_lock
+        self.cls, self.writer, self.writes, self.holds, self.in_layer = Store, LayerWriter, [], [], False
+        self.orig_write, self.orig_lock = LayerWriter.write, Store._store_lock
 
     def __enter__(self):
         timer = self
 
-        def write_layer(store, *args, **kwargs):
+        def write(store, *args, **kwargs):
             timer.in_layer = True
             t0 = time.perf_counter()
             try:
@@ -104,11 +107,11 @@ class StoreTimer:
                 finally:
                     timer.holds.append((timer.in_layer, time.perf_counter() - t0))
 
-        self.cls.write_layer, self.cls._store_lock = write_layer, store_lock
+        self.writer.write, self.cls._store_lock = write, store_lock
         return self
 
     def __exit__(self, *exc):
-        self.cls.write_layer, self.cls._store_lock = self.orig_write, self.orig_lock
+        self.writer.write, self.cls._store_lock = self.orig_write, self.orig_lock
 
 
 def plan(folder, location: str):
@@ -195,8 +198,9 @@ def main(argv=None) -> int:
         per_model = sum(d for inside, d in timer.holds if not inside)
         hold = in_layer / layers
         compute = t["inline"] / layers - write
-        print(f"store writes (inline run): write_layer {write * 1e3:.2f} ms per layer (median of {len(timer.writes)}; "
-              f"region writes, no lock, in parallel on the workers); store lock held during layer writes "
+        print(f"store writes (inline run): a layer's write {write * 1e3:.2f} ms per layer (median of "
+              f"{len(timer.writes)}; region writes, no lock, in parallel on the workers); store lock held during "
+              f"layer writes "
               f"{n_in} times, {hold * 1e3:.3f} ms per layer x {layers} layers = {in_layer * 1e3:.2f} ms serialised; "
               f"outside them {len(timer.holds) - n_in} times, {per_model * 1e3:.1f} ms once per model "
               f"(register, mark complete)")

@@ -45,7 +45,7 @@ def test_printed_ratios_follow_from_the_printed_times(quick):
     assert verdict == ("met" if float(speedup) >= 1.8 else "MISSED")
     for workers in (8, 64):
         assert re.search(rf"lock at {workers} workers: 4 layers x {NUM} ms = {NUM} ms of store lock", text), text
-    assert re.search(rf"write_layer {NUM} ms per layer", text), text
+    assert re.search(rf"a layer's write {NUM} ms per layer", text), text
 
 
 @pytest.mark.slow
