@@ -7,7 +7,8 @@ per-process rendering and with a one-figure Panel app (the floor of any Panel pa
 
 ``--only pages``: the served profiles page against the same page exported self-contained and opened
 from disk, interleaved served/disk: warm loads to a drawn tetrahedron and 20 loads at once, with the
-ratios (medians of per-round ratios), chromium's and the server's CPU seconds, and the median timeline
+ratios (medians of per-round ratios), chromium's (for 20 at once by process kind), the server's and
+playwright's driver's CPU seconds, and the median timeline
 of one load of each from chromium's performance timeline (navigation and resource entries, paints) and
 the page's own marks (the websocket's creation, opening and messages, the first Bokeh document, the
 drawn tetrahedron). Only remote requests are routed there, so the pages' own requests do not wait for
@@ -24,8 +25,8 @@ check it out) and ``floor``: a Panel page holding one 2-point figure named ``tet
   the session's document over its websocket, as a browser does them, without a browser; median of 7
   after a first session, and 20 sessions opened at once (until every document has arrived);
 - page load in chromium: median time from navigation to a drawn tetrahedron after a first session, and
-  20 pages opened at once (until every one is drawn). Chromium's own work is in these: compare with the
-  floor;
+  20 pages opened at once (until every one is drawn, each checked every MANY_POLL_MS). Chromium's own work is
+  in these: compare with the floor;
 - resident memory of the server after N sequential sessions (each closed; sessions expire after 1 s);
 - the document's model count in the browser after 10 switches of the model selector, against the first;
 - on the exported pages: page size; a d-slider step and a movie frame, each as its JavaScript alone (the
@@ -104,9 +105,14 @@ async (ms) => {
 }
 """
 
-IDLE_JS = ("() => { if (!window.Bokeh) { return false; } for (const d of Bokeh.documents) { for (const r of d.roots())"
-           " { for (const m of r.references()) { if (m.name === 'tetrahedron') { const v = Bokeh.index.find_one(m);"
-           " return v != null && v.has_finished(); } } } } return false; }")
+# Whether the tetrahedron is drawn (its view has finished). The model is looked up once, by a walk over the
+# documents' models, and kept on the window: each later check is one view lookup, so a check costs the page
+# nearly nothing however often it runs.
+IDLE_JS = ("() => { const w = window; if (!w.__tetra) { if (!w.Bokeh) { return false; }"
+           " for (const d of Bokeh.documents) { for (const r of d.roots()) { for (const m of r.references()) {"
+           " if (m.name === 'tetrahedron') { w.__tetra = m; } } } } if (!w.__tetra) { return false; } }"
+           " const v = Bokeh.index.find_one(w.__tetra); return v != null && v.has_finished(); }")
+MANY_POLL_MS = 200  # how often each of the pages loaded at once is checked for a drawn tetrahedron
 
 
 # Installed before any page script: timestamps (performance.now(), ms from navigation start) of the
@@ -275,7 +281,7 @@ def measure_server(browser, root: Path, store: Path, port: int, sessions: int, m
         for p in pages:  # navigations start without waiting for each other
             p.evaluate("(u) => { window.location.href = u; }", url)
         for p in pages:
-            p.wait_for_function(IDLE_JS, timeout=300_000)
+            p.wait_for_function(IDLE_JS, timeout=300_000, polling=MANY_POLL_MS)
         out["twenty"] = time.perf_counter() - t0
         print(f"  20 pages at once, all drawn: {out['twenty']:.1f} s", flush=True)
         for p in pages:
@@ -355,24 +361,46 @@ def measure_pages(browser, root: Path, store: Path, out_dir: Path, steps: int) -
 
 def _cpu(procs) -> float:
     """CPU seconds (user + system, with reaped children's) of ``procs`` (psutil processes) still alive."""
-    total = 0.0
+    return sum(_cpu_by_kind(procs).values())
+
+
+def _cpu_by_kind(procs) -> dict[str, float]:
+    """``_cpu`` of ``procs`` by the kind of each (``_kind``)."""
+    out: dict[str, float] = {}
     for pr in procs:
         try:
-            t = pr.cpu_times()
+            t, kind = pr.cpu_times(), _kind(pr)
         except Exception:  # noqa: BLE001 - a process gone since listed
             continue
-        total += t.user + t.system + t.children_user + t.children_system
-    return total
+        out[kind] = out.get(kind, 0.0) + t.user + t.system + t.children_user + t.children_system
+    return out
+
+
+def _kind(proc) -> str:
+    """What a process below this one is: chromium's ``browser``, ``renderer``, ``gpu-process``, ``utility`` (the
+    network service among them) or ``zygote`` (by its ``--type``), ``playwright`` (the node driver that this
+    process talks to, which chromium sends every event of the pages it drives: requests, websocket frames), or
+    ``server`` (anything else)."""
+    if proc.name().startswith("node"):
+        return "playwright"
+    line = " ".join(proc.cmdline())
+    if "chrom" not in proc.name():
+        return "server"
+    for kind in ("renderer", "gpu-process", "utility", "zygote"):
+        if f"--type={kind}" in line:
+            return kind
+    return "browser"
 
 
 def _chromium():
-    """The chromium processes below this one (the browser, its zygotes and the renderers they reap)."""
+    """The chromium processes below this one (the browser, its zygotes and the renderers they reap) and
+    playwright's driver."""
     import psutil
 
     out = []
     for c in psutil.Process().children(recursive=True):
         try:
-            if "chrom" in c.name():
+            if "chrom" in c.name() or c.name().startswith("node"):
                 out.append(c)
         except psutil.NoSuchProcess:  # a renderer gone between the listing and its name
             continue
@@ -416,15 +444,26 @@ def _route_remote(page) -> None:
     page.route(REMOTE, handle)
 
 
-def _new_page(browser, context=None):
+def _new_page(browser, context=None, timeline: bool = True):
     """A new page in a context of its own (empty caches, remote requests routed), or in ``context`` (not
     routed: playwright turns a page's HTTP cache off once any of its requests are routed; neither page asks
-    for a remote file: tests/browser/test_app.py)."""
+    for a remote file: tests/browser/test_app.py). ``timeline``: with TIMELINE_INIT (a check in every
+    animation frame until the tetrahedron is drawn)."""
     page = (context or browser).new_page(**({} if context else {"viewport": {"width": 1400, "height": 900}}))
     if context is None:
         _route_remote(page)
-    page.add_init_script(TIMELINE_INIT.replace("IDLE", IDLE_JS))
+    if timeline:
+        page.add_init_script(TIMELINE_INIT.replace("IDLE", IDLE_JS))
     return page
+
+
+def _cpu_spent(procs, before: dict[str, float]) -> dict[str, float]:
+    """CPU seconds of ``procs`` by kind since ``before`` (``_cpu_by_kind``)."""
+    return {k: v - before.get(k, 0.0) for k, v in _cpu_by_kind(procs).items()}
+
+
+def _chromium_cpu(by_kind: dict[str, float]) -> float:
+    return sum(v for k, v in by_kind.items() if k != "playwright")
 
 
 DRAWN = "() => window.__hg && window.__hg.drawn !== null"
@@ -436,23 +475,27 @@ def _one_load(browser, url: str, server, context=None) -> dict:
     over the load."""
     page = _new_page(browser, context)
     procs = _chromium()
-    c0, s0 = _cpu(procs), (_cpu([server]) if server else 0.0)
+    c0, s0 = _cpu_by_kind(procs), (_cpu([server]) if server else 0.0)
     t0 = time.perf_counter()
     page.goto(url)
     page.wait_for_function(DRAWN, timeout=120_000)
     wall = time.perf_counter() - t0
-    c1, s1 = _cpu(procs), (_cpu([server]) if server else 0.0)
+    spent, s1 = _cpu_spent(procs, c0), (_cpu([server]) if server else 0.0)
     tl = page.evaluate(TIMELINE_JS)
     page.close()
-    return {"wall": wall, "tl": tl, "chromium_cpu": c1 - c0, "server_cpu": (s1 - s0) if server else None}
+    return {"wall": wall, "tl": tl, "chromium_cpu": _chromium_cpu(spent), "server_cpu": (s1 - s0) if server else None}
 
 
 def _many_loads(browser, url: str, server, n: int) -> dict:
     """``n`` pages navigated at once (none waits for another); wall seconds until every one is drawn.
     Each page is first on an empty page of the same origin: a file:// page's folder (chromium refuses a script's
     navigation from about:blank to a file), the server's /liveness for a served page. So both kinds of page start
-    on a page of their own origin, and neither makes its first navigation to that origin inside the timing."""
-    pages = [_new_page(browser) for _ in range(n)]
+    on a page of their own origin, and neither makes its first navigation to that origin inside the timing.
+
+    The pages have no timeline and are checked every MANY_POLL_MS, not in every animation frame: a check in every
+    frame of 20 pages costs chromium CPU for as long as they wait, so the slower kind of page would pay more of
+    it, a cost of the measurement rather than of the page. CPU seconds are kept by process kind (``_kind``)."""
+    pages = [_new_page(browser, timeline=False) for _ in range(n)]
     if url.startswith("file:"):
         blank = Path(urllib.request.url2pathname(url[len("file:"):])).with_name("blank.html")
         blank.write_text("<html></html>")
@@ -462,17 +505,18 @@ def _many_loads(browser, url: str, server, n: int) -> dict:
     for p in pages:
         p.goto(blank_url)
     procs = _chromium()
-    c0, s0 = _cpu(procs), (_cpu([server]) if server else 0.0)
+    c0, s0 = _cpu_by_kind(procs), (_cpu([server]) if server else 0.0)
     t0 = time.perf_counter()
     for p in pages:
         p.evaluate("(u) => { window.location.href = u; }", url)
     for p in pages:
-        p.wait_for_function(DRAWN, timeout=300_000)
+        p.wait_for_function(IDLE_JS, timeout=300_000, polling=MANY_POLL_MS)
     wall = time.perf_counter() - t0
-    c1, s1 = _cpu(procs), (_cpu([server]) if server else 0.0)
+    spent, s1 = _cpu_spent(procs, c0), (_cpu([server]) if server else 0.0)
     for p in pages:
         p.close()
-    return {"wall": wall, "chromium_cpu": c1 - c0, "server_cpu": (s1 - s0) if server else None}
+    return {"wall": wall, "chromium_cpu": _chromium_cpu(spent), "server_cpu": (s1 - s0) if server else None,
+            "by_kind": spent}
 
 
 def compare_pages(browser, root: Path, store: Path, tmp: Path, rounds: int, many_rounds: int, n_at_once: int = 20,
@@ -550,9 +594,16 @@ def print_compare(res: dict, n_at_once: int = 20) -> None:
             (f"{n_at_once} loads at once, all drawn, wall, median (s)", "many", "wall", True, "<= 1.5"),
             (f"  chromium CPU for the {n_at_once}, median (s)", "many", "chromium_cpu", False, ""),
             (f"  server CPU for the {n_at_once}, median (s)", "many", "server_cpu", False, "")]
+    kinds = sorted({kind for r in res.values() for x in r["many"] for kind in x.get("by_kind", {})})
+    at = next(i for i, row in enumerate(rows) if row[1:3] == ("many", "chromium_cpu")) + 1
+    rows[at:at] = [(f"    of which {kind}", "many", f"cpu:{kind}", False, "") for kind in kinds if kind != "playwright"]
+    rows += [(f"  playwright's driver CPU for the {n_at_once}, median (s)", "many", "cpu:playwright", False, "")
+             ] if "playwright" in kinds else []
     for r in res.values():
         for x in r["one"] + r["repeat"]:
             x["drawn"] = x["tl"]["drawn"] / 1000
+        for x in r["many"]:
+            x.update({f"cpu:{kind}": x.get("by_kind", {}).get(kind, 0.0) for kind in kinds})
     for name, part, key, with_ratio, target in rows:
         cells = "".join(f"{(f'{v:.2f}' if (v := m(c, part, key)) is not None else '-'):>15s}" for c in cols)
         ratios = "".join(f"{(f'{ratio(a, part, lambda x, key=key: x[key]):.2f}' if with_ratio else ''):>20s}"
