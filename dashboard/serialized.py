@@ -4,9 +4,15 @@ A served session's document is serialised when its browser pulls it: Bokeh reads
 model (about 490 on a profiles page) and encodes the values, 0.2-0.3 s of the server per session on the
 page alone. A copy (``dashboard.clone``) has the values of the page it copies, so its form is the
 page's form with the page's ids replaced by the copy's (``tests/dashboard/test_dashboard_clone.py``).
-``encode(layout)`` makes that form once, when the page is rendered (``dashboard.rendered``), with the
-page's arrays as binary buffers (as Bokeh sends a document); ``attach`` makes a copy give it, renamed,
-whenever Bokeh's serializer asks the copy's root for its representation.
+``encode(layout)`` makes that form once, when the page is rendered (``dashboard.rendered``); ``attach``
+makes a copy give it, renamed, whenever Bokeh's serializer asks the copy's root for its representation.
+
+In that form the page's large arrays are binary buffers, as Bokeh sends a document, and its small ones
+(under INLINE_BELOW bytes) are written into the JSON as Bokeh writes arrays inline (gzip, base64). Bokeh
+sends each buffer as two websocket messages of its own, and a profiles page has about 110 small arrays
+(colours, ticks, markers): as buffers they made about 240 messages of one pull, each a task for the
+browser (and an event for any tool that watches the page's traffic), for less than 0.5 MB between them.
+Inline, a pull is a handful of messages; the one or two large arrays stay binary, undecoded.
 
 It holds only while the copy is as it was made, and only when the serializer meets the copy's models
 first through its root: after any change to a property of a copied model (a set value or a container
@@ -19,10 +25,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from bokeh.core.serialization import Serializer
+from bokeh.core.serialization import Buffer, Serializer
 from bokeh.model import Model
 
 from dashboard.bokeh_internals import add_buffers, encode_as, is_deferred, on_any_change
+
+INLINE_BELOW = 64 * 1024  # bytes: a page's array smaller than this is sent inline in the JSON, not as a buffer
 
 
 @dataclass(frozen=True)
@@ -36,10 +44,28 @@ class Encoded:
 
 
 def encode(layout: Model, models: list[Model]) -> Encoded:
-    """The representation of ``layout`` (whose models are ``models``) with its arrays as deferred buffers."""
+    """The representation of ``layout`` (whose models are ``models``) with its arrays of INLINE_BELOW bytes and
+    more as deferred buffers, the rest inline."""
     serializer = Serializer(deferred=True)
-    rep = serializer.encode(layout)
-    return Encoded(rep, serializer.buffers, frozenset(m.id for m in models if serializer.has_ref(m)))
+    rep = inline_small(serializer.encode(layout))
+    buffers = [b for b in serializer.buffers if _nbytes(b) >= INLINE_BELOW]
+    return Encoded(rep, buffers, frozenset(m.id for m in models if serializer.has_ref(m)))
+
+
+def inline_small(value):
+    """``value`` (a representation) with the data of every bytes value held in a buffer of fewer than
+    INLINE_BELOW bytes written inline, as a serializer that does not defer writes it (``Buffer.to_base64``)."""
+    kind = type(value)
+    if kind is dict:
+        data = value.get("data")
+        if value.get("type") == "bytes" and isinstance(data, Buffer) and _nbytes(data) < INLINE_BELOW:
+            return {**value, "data": data.to_base64()}
+        return {k: inline_small(v) for k, v in value.items()}
+    if kind is list:
+        return [inline_small(v) for v in value]
+    if kind is tuple:
+        return tuple(inline_small(v) for v in value)
+    return value
 
 
 def renamed(value, ids: dict[str, str]):
@@ -57,6 +83,11 @@ def renamed(value, ids: dict[str, str]):
     if kind is tuple:
         return tuple(renamed(v, ids) for v in value)
     return value
+
+
+def _nbytes(buffer: Buffer) -> int:
+    data = buffer.data
+    return data.nbytes if isinstance(data, memoryview) else len(data)
 
 
 def attach(root: Model, copies: dict[str, Model], encoded: Encoded) -> None:
