@@ -43,7 +43,7 @@ from bokeh.models import AllIndices, CDSView, ColumnDataSource, Plot, Title, Too
 
 from dashboard import data, serialized
 from dashboard.bokeh_internals import is_set, set_value
-from dashboard.clone import Copy, copy_layout
+from dashboard.clone import Copy, Plan, copy_layout, copy_plan
 from dashboard.serialized import Encoded
 from pipeline.schema import ORBITS, ORBITS_SEARCH
 
@@ -76,9 +76,10 @@ def _materialise_defaults(models: list[Model]) -> None:
             set_value(m, descriptor, value)
 
 
-def _prepared(layout: Model, **shown) -> tuple[Model, list[Model], Encoded]:
+def _prepared(layout: Model, **shown) -> tuple[Model, list[Model], Encoded, Plan]:
     """``layout`` with its stateless models shared, its defaults written as values, validated once; the
-    list of its models; and its serialised form (``dashboard.serialized``).
+    list of its models; its serialised form (``dashboard.serialized``); and the plan of copying it
+    (``clone.copy_plan``).
 
     ``shown``: the values the app's pane sets on the page's root (``PagePane(sizing_mode="fixed")`` in
     ``app.profiles_panel``), set after the validation (which warns on a fixed sizing mode without a width
@@ -97,18 +98,18 @@ def _prepared(layout: Model, **shown) -> tuple[Model, list[Model], Encoded]:
         _materialise_defaults(models)
     process_validation_issues(check_integrity(models))
     layout.update(**shown)
-    return layout, models, serialized.encode(layout, models)
+    return layout, models, serialized.encode(layout, models), copy_plan(layout, models)
 
 
-def _copy(layout: Model, models: list[Model], encoded: Encoded) -> Copy:
+def _copy(layout: Model, models: list[Model], encoded: Encoded, plan: Plan) -> Copy:
     """A new copy of a prepared page that serialises as ``encoded`` (renamed) until it changes."""
-    page = copy_layout(layout, models)
+    page = copy_layout(layout, models, plan)
     serialized.attach(page.root, page.by_original, encoded)
     return page
 
 
 @functools.lru_cache(maxsize=8)
-def _profiles(path: str, key: tuple, name: str) -> tuple[Model, list[Model], Encoded]:
+def _profiles(path: str, key: tuple, name: str) -> tuple[Model, list[Model], Encoded, Plan]:
     from dashboard.profiles_page import profiles_view
 
     return _prepared(profiles_view(data.model_data(path, name), data.profiles(path).sel(model=name)),
@@ -116,14 +117,14 @@ def _profiles(path: str, key: tuple, name: str) -> tuple[Model, list[Model], Enc
 
 
 @functools.lru_cache(maxsize=2)
-def _orbits(path: str, key: tuple) -> tuple[Model, list[Model], Encoded]:
+def _orbits(path: str, key: tuple) -> tuple[Model, list[Model], Encoded, Plan]:
     from dashboard.orbits_page import orbits_content
 
     return _prepared(orbits_content(Path(path)))
 
 
 @functools.lru_cache(maxsize=2)
-def _compare(path: str, key: tuple) -> tuple[Model, list[Model], Encoded]:
+def _compare(path: str, key: tuple) -> tuple[Model, list[Model], Encoded, Plan]:
     from dashboard.compare_page import compare_view
 
     return _prepared(compare_view(data.profiles(path), damaged={r.name for r in data.rows(path) if r.damaged}))

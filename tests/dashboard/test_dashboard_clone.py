@@ -19,7 +19,7 @@ from bokeh.model import Model
 from bokeh.models import Title, Toolbar, UIElement
 
 from dashboard import data, rendered
-from dashboard.clone import copy_layout
+from dashboard.clone import copy_layout, copy_plan
 from dashboard.profiles_page import profiles_view
 from pipeline import store as st
 from tests.browser.conftest import ABSOLUTE_MODEL, ROPE_MODEL, write_synthetic_store
@@ -58,6 +58,22 @@ def test_a_copy_serialises_as_the_original(store):
     for layout in _pages(store):
         copy = copy_layout(layout)
         assert serialised(copy.root) == serialised(layout)
+
+
+def test_copies_from_one_plan_serialise_as_the_original_and_share_no_container(store):
+    """The served pages copy from a plan made once per page (rendered._prepared): every copy from it is the page,
+    and no two copies share a model or a container."""
+    layout = _pages(store)[0]
+    plan = copy_plan(layout)
+    a, b = copy_layout(layout, plan=plan), copy_layout(layout, plan=plan)
+    assert serialised(a.root) == serialised(layout) == serialised(b.root)
+
+    def containers(root):
+        return {id(v) for m in root.references() for store in ("_property_values", "_unstable_default_values")
+                for v in getattr(m, store).values() if isinstance(v, PropertyValueContainer)}
+
+    assert containers(a.root) and not containers(a.root) & containers(b.root)
+    assert not {id(m) for m in a.root.references()} & {id(m) for m in b.root.references()}
 
 
 @pytest.mark.slow
@@ -221,7 +237,7 @@ def test_walks_of_a_rendered_page_evaluate_no_default_and_it_shows_the_same(stor
     canvas = {m for m in page if not isinstance(m, (UIElement, Title, Toolbar))}
     assert len(canvas) > 100 and not canvas & set(evaluated_models)
     monkeypatch.setattr(rendered, "_materialise_defaults", lambda models: None)
-    plain, _, _ = rendered._prepared(profiles_view(data.model_data(store, ROPE_MODEL),
+    plain, *_ = rendered._prepared(profiles_view(data.model_data(store, ROPE_MODEL),
                                                    data.profiles(store).sel(model=ROPE_MODEL)), sizing_mode="fixed")
     other = copy_layout(plain)
     page = set(other.root.references())
