@@ -490,10 +490,11 @@ def _qr_r_in_place(A: np.ndarray) -> np.ndarray:
     return np.triu(qr[:min(M, c)])
 
 
-def _span_r(A: np.ndarray) -> np.ndarray:
+def _span_r(A: np.ndarray, G: np.ndarray | None = None) -> np.ndarray:
     """An upper triangular R (k, c) with R^T R = A^T A, for an F-ordered float64 A (M, c), M >= c: the factor
     :func:`head_profiles` needs (any R with R^T R = A^T A gives the same cores up to an orthogonal similarity, so the
-    same profiles, norms and spectra).
+    same profiles, norms and spectra). ``G``: an F-ordered float64 (c, c) work array the Gram matrix and its
+    Cholesky factor are written into (then R is G); None: a new one.
 
     The Cholesky factor of the Gram matrix (BLAS ``dsyrk``, LAPACK ``dpotrf``) when it is well conditioned: LAPACK
     ``dtrcon``'s estimate of R's reciprocal condition number (1-norm) at least GRAM_RCOND. Otherwise, and when the
@@ -513,7 +514,9 @@ def _span_r(A: np.ndarray) -> np.ndarray:
             from scipy.linalg import blas, lapack
         except ImportError:
             return _qr_r_in_place(A)
-        G = blas.dsyrk(1.0, A, trans=1, lower=0)  # A^T A, upper triangle (A F-ordered: no copy)
+        # A^T A, upper triangle (A F-ordered: no copy); with beta = 0, BLAS does not read G's old values
+        G = blas.dsyrk(1.0, A, trans=1, lower=0) if G is None else blas.dsyrk(1.0, A, c=G, trans=1, lower=0,
+                                                                               overwrite_c=1)
         R, info = lapack.dpotrf(G, lower=0, clean=1, overwrite_a=1)
         if info == 0:
             rcond, info = lapack.dtrcon(R, norm="1", uplo="U")
@@ -522,17 +525,31 @@ def _span_r(A: np.ndarray) -> np.ndarray:
     return _qr_r_in_place(A)
 
 
-def _head_span(W_Q, W_K, h: int, kv: int, gain, in_place: bool = True) -> tuple[np.ndarray, np.ndarray]:
+def span_work(n: int, N: int) -> tuple[np.ndarray, np.ndarray]:
+    """The float64 work arrays :func:`_head_span` fills for every head of a layer: the span's input (N, 2n) and its
+    Gram matrix (2n, 2n), both F-ordered (LAPACK's layout).
+
+    Made once per layer, not per head. A process whose ``malloc`` returns large blocks to the system at once
+    (dask's workers set ``MALLOC_TRIM_THRESHOLD_``, which fixes glibc's threshold for serving a block by ``mmap``
+    at 128 KiB) otherwise maps, faults in and unmaps the N x 2n array for every head: on the opt-1.3b shape
+    that was 1.3 s of system time in 24 layers, 45 % of a worker's wall time
+    (benchmarks/scaling_bench.py prints a worker's page faults)."""
+    return np.empty((N, 2 * n), order="F"), np.empty((2 * n, 2 * n), order="F")
+
+
+def _head_span(W_Q, W_K, h: int, kv: int, gain, in_place: bool = True,
+               work: tuple[np.ndarray, np.ndarray] | None = None) -> tuple[np.ndarray, np.ndarray]:
     """K, P (k, n) of head h: its query weights and key head ``kv``, in float64 (times the gain).
     ``in_place``: the span's factor from :func:`_span_r` (which may overwrite the float64 input), else numpy's ``qr``
-    on a copy."""
+    on a copy. ``work``: :func:`span_work`'s arrays, overwritten (K and P may be views of them: used before the
+    next head's call); None: new ones."""
     n, N = W_Q.shape[-2:]
-    A = np.empty((N, 2 * n), order="F")  # LAPACK's layout
+    A, G = work if work is not None else span_work(n, N)
     A[:, :n] = W_K[kv].T
     A[:, n:] = W_Q[h].T
     if gain is not None:
         A *= np.asarray(gain, dtype=np.float64)[:, None]
-    R = _span_r(A) if in_place else np.linalg.qr(A, mode="r")
+    R = _span_r(A, G) if in_place else np.linalg.qr(A, mode="r")
     # NaN or Inf in A reaches R on every route (through the Gram matrix or the reflections), so R (k x k) is
     # checked instead of A (N x 2n): a k / N of the reads. A finite head whose factor is not finite overflowed.
     if not np.all(np.isfinite(R)):
@@ -776,9 +793,9 @@ def head_profiles(
             def each(S: np.ndarray) -> np.ndarray:
                 return np.stack([one(s) for s in S]) if len(S) else np.empty((0, k))
 
-            S = np.zeros((H, k, k))
+            S, span = np.zeros((H, k, k)), span_work(n, N)
             for h in range(H):
-                K, P = _head_span(W_Q, W_K, h, kv_of_head[h], gain, in_place=not batched_offsets)
+                K, P = _head_span(W_Q, W_K, h, kv_of_head[h], gain, in_place=not batched_offsets, work=span)
                 np.matmul(K[:m], P.T, out=S[h, :m])
                 keep_d0(h, S[h, :m])
                 if progress is not None:
@@ -792,8 +809,9 @@ def head_profiles(
             rows = rotation_pairs(np.swapaxes(rotations, -1, -2))
             fns = _lapack_in_place(k)
             work, bufs = np.zeros((k, k)), (np.empty((n, k)), np.empty((n, k)), np.empty((m, m)))
+            span = span_work(n, N)
             for h in range(H):
-                K, P = _head_span(W_Q, W_K, h, kv_of_head[h], gain)
+                K, P = _head_span(W_Q, W_K, h, kv_of_head[h], gain, work=span)
                 prof[h], norm[h], lam = _rotary_offsets(np.ascontiguousarray(K[:m]), np.ascontiguousarray(P.T), rows,
                                                         rotations, rtol, fns, work, bufs,
                                                         functools.partial(keep_d0, h))
@@ -806,8 +824,9 @@ def head_profiles(
         step = max(1, -(-D // max(1, n_chunks)))
         S, scratch = np.zeros((step, k, k)), np.empty((step, m, m))
         KR_buf, tmp_buf = np.empty((step, m, n)), np.empty((step, m, n))
+        span = span_work(n, N)
         for h in range(H):
-            K, P = _head_span(W_Q, W_K, h, kv_of_head[h], gain, in_place=False)
+            K, P = _head_span(W_Q, W_K, h, kv_of_head[h], gain, in_place=False, work=span)
             Km, Pt = K[:m], np.ascontiguousarray(P.T)
             Kp = Km[:, pairs[1]] if pairs is not None else None
             for start in range(0, D, step):

@@ -74,9 +74,10 @@ class SafetensorsFile:
                     out[...] = fh.get_slice(name)[...].to(torch_dtype).numpy()
                 return out
             rows = max(1, _BLOCK // max(1, int(np.prod(shape[1:]))))
+            into = torch.from_numpy(out)
             for i in range(0, shape[0], rows):
                 with self._open() as fh:  # reopened per block: the pages mapped for one block are let go
-                    out[i:i + rows] = fh.get_slice(name)[i:i + rows].to(torch_dtype).numpy()
+                    into[i:i + rows].copy_(fh.get_slice(name)[i:i + rows])  # converted into out: no temporary
         except CheckpointError:
             raise
         except Exception as exc:  # noqa: BLE001
