@@ -1,6 +1,6 @@
 """Per-layer tasks on dask workers: one checkpoint profiled three ways, measured side by side in one run.
 
-    python benchmarks/scaling_bench.py [--seconds 60] [--layers N] [--dir DIR] [--quick]
+    python benchmarks/scaling_bench.py [--seconds 60] [--layers N] [--dir DIR] [--quick] [--before REV]
 
 One synthetic rotary checkpoint (``rotary-1024`` of benchmarks/synthetic_checkpoints.py: Llama-shaped bf16,
 1024 wide, 16 query heads over 4 key heads of 64, every offset d = 0..128) with at least ``--seconds`` of
@@ -17,13 +17,21 @@ submission of the tasks to the last layer written; the cluster's start-up and th
 timed (the workers import the pipeline first), each worker's opening of the checkpoint (its first task) is.
 
 Printed: the three wall times; the ratios 1 worker / inline (dask's overhead per layer) and the speed-up of
-2 workers over 1 (target >= 1.8); then, from the inline run with ``Store`` instrumented, what a layer's
+2 workers over 1 (target >= 1.8); the CPU time (user, system) and minor page faults of the processes that did
+the work (this one inline, the workers on dask: ``resource.getrusage`` before and after), which show what a
+worker's process does differently (dask starts workers with ``MALLOC_TRIM_THRESHOLD_`` set, so every block
+``malloc`` serves by ``mmap`` is faulted in afresh: ``pipeline.profile.span_work``); then, from the inline run
+with ``Store`` instrumented, what a layer's
 store write costs and which part of it is serialised: a layer's write's time (``LayerWriter.write``, which the
 inline run calls through one writer per model and each dask task through ``write_layer``: region writes to
 chunks no other layer shares, taken without a lock, so workers do them in parallel) and the store lock's
 measured hold time per layer (``Store._store_lock``, a file lock every writer process shares), times the
 layers, against the compute each of 8 and 64 workers gets through in the same time. Last, a check that
 every store holds every layer, marked complete, with profiles bit-equal across the three ways.
+
+``--before REV``: the two dask ways also run with git revision REV's ``pipeline`` package on the workers
+(``git archive``; the spawned workers get its folder first on ``sys.path``, and each reports the file it imported),
+in the same run, for before and after side by side.
 
 The 2-worker figure needs two otherwise idle cores: on a loaded machine it measures the load.
 ``--quick``: a 4-layer ``rotary-256`` checkpoint (seconds): checks the script and the stores, not the scaling.
@@ -39,6 +47,8 @@ for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
 import argparse  # noqa: E402
 import contextlib  # noqa: E402
 import math  # noqa: E402
+import resource  # noqa: E402
+import subprocess  # noqa: E402
 import sys  # noqa: E402
 import tempfile  # noqa: E402
 import time  # noqa: E402
@@ -46,18 +56,57 @@ import time  # noqa: E402
 import numpy as np  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, ROOT)
-sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
+for _folder in (ROOT, os.path.join(ROOT, "benchmarks")):
+    if _folder not in sys.path:  # a spawned worker runs this again with its parent's sys.path (first_on_path)
+        sys.path.insert(0, _folder)
 NAME = "scaling"
 TARGET = 1.8
 
 
 def _warm() -> None:
     """Run on each worker before the clock starts: the imports a layer task needs."""
+    import safetensors.torch  # noqa: F401 - the reads: torch
+
     import pipeline.checkpoints  # noqa: F401
     import pipeline.profile  # noqa: F401
     import pipeline.run  # noqa: F401
     import pipeline.store  # noqa: F401 - xarray, zarr
+
+
+def _usage() -> tuple[float, float, int]:
+    """(user s, system s, minor page faults) of this process so far."""
+    r = resource.getrusage(resource.RUSAGE_SELF)
+    return r.ru_utime, r.ru_stime, r.ru_minflt
+
+
+def _pipeline_file() -> str:
+    import pipeline
+
+    return pipeline.__file__
+
+
+@contextlib.contextmanager
+def revision_tree(rev: str):
+    """A temporary folder holding git revision ``rev``'s ``pipeline`` package."""
+    with tempfile.TemporaryDirectory(prefix="scaling-before-") as tree:
+        archive = subprocess.run(["git", "archive", rev, "pipeline"], cwd=ROOT, capture_output=True,
+                                 check=True).stdout
+        subprocess.run(["tar", "-x", "-C", tree], input=archive, check=True)
+        yield tree
+
+
+@contextlib.contextmanager
+def first_on_path(tree: str | None):
+    """``tree`` first on ``sys.path`` while workers are spawned: multiprocessing gives a spawned process its parent's
+    ``sys.path``, so the workers import ``tree``'s pipeline (this process keeps the one it has imported)."""
+    if tree is None:
+        yield
+        return
+    sys.path.insert(0, tree)
+    try:
+        yield
+    finally:
+        sys.path.remove(tree)
 
 
 def seconds_per_layer(folder) -> float:
@@ -122,22 +171,31 @@ def plan(folder, location: str):
     return store, [plan_model(str(folder), store, name=NAME)]
 
 
-def run_way(way: str, folder, location: str) -> float:
-    """Profile the checkpoint into ``location`` one way ("inline", "1", "2" workers); the timed seconds."""
+def run_way(way: str, folder, location: str, tree: str | None = None) -> tuple[float, tuple[float, float, int]]:
+    """Profile the checkpoint into ``location`` one way ("inline", "1", "2" workers; on the workers, ``tree``'s
+    pipeline package when given): the timed seconds, and the (user s, system s, minor page faults) of the
+    processes that did the work in that time (summed over the workers)."""
     from pipeline.run import close_client, make_client, run_dask, run_inline
 
     store, plans = plan(folder, location)
     if way == "inline":
-        t0 = time.perf_counter()
+        u0, t0 = _usage(), time.perf_counter()
         run_inline(plans, store, progress=False)
-        return time.perf_counter() - t0
-    client = make_client(workers=int(way))
+        seconds, u1 = time.perf_counter() - t0, _usage()
+        return seconds, tuple(b - a for a, b in zip(u0, u1, strict=True))
+    with first_on_path(tree):
+        client = make_client(workers=int(way))
     try:
         client.wait_for_workers(int(way))
         client.run(_warm)
-        t0 = time.perf_counter()
+        imported = set(client.run(_pipeline_file).values())
+        expected = os.path.join(tree or ROOT, "pipeline", "__init__.py")
+        if imported != {expected}:
+            raise RuntimeError(f"the workers imported {sorted(imported)}, not {expected}")
+        u0, t0 = client.run(_usage), time.perf_counter()
         run_dask(plans, store, client, progress=False)
-        return time.perf_counter() - t0
+        seconds, u1 = time.perf_counter() - t0, client.run(_usage)
+        return seconds, tuple(sum(u1[w][i] - u0[w][i] for w in u0) for i in range(3))
     finally:
         close_client(client)
 
@@ -166,6 +224,8 @@ def main(argv=None) -> int:
     ap.add_argument("--dir", help="folder for the checkpoint and the three stores (default: a temporary folder)")
     ap.add_argument("--quick", action="store_true",
                     help="a 4-layer rotary-256 checkpoint: checks the script in seconds, measures no scaling")
+    ap.add_argument("--before", metavar="REV", help="also run the two dask ways with git revision REV's pipeline "
+                    "package on the workers, in the same run")
     args = ap.parse_args(argv)
     from synthetic_checkpoints import write_synthetic
 
@@ -179,18 +239,32 @@ def main(argv=None) -> int:
         print(f"checkpoint: {family}, {layers} layers, {per_layer:.3f} s per layer single-thread "
               f"(~{layers * per_layer:.1f} s of work); load average before: {os.getloadavg()[0]:.2f}")
         stamp = time.strftime("%H%M%S")
-        locations = {way: os.path.join(root, f"{way}-{stamp}.zarr") for way in ("inline", "1", "2")}
+        ways = ("inline", "1", "2") + (("1 before", "2 before") if args.before else ())
+        locations = {way: os.path.join(root, f"{way.replace(' ', '-')}-{stamp}.zarr") for way in ways}
         with StoreTimer() as timer:
-            t = {"inline": run_way("inline", folder, locations["inline"])}
-        for way in ("1", "2"):
-            t[way] = run_way(way, folder, locations[way])
+            t, usage = {}, {}
+            t["inline"], usage["inline"] = run_way("inline", folder, locations["inline"])
+        with revision_tree(args.before) if args.before else contextlib.nullcontext() as tree:
+            for way in ways[1:]:
+                t[way], usage[way] = run_way(way.split()[0], folder, locations[way],
+                                             tree if way.endswith("before") else None)
         print(f"times: inline 1 thread {t['inline']:.2f} s; 1 worker x 1 thread {t['1']:.2f} s; "
               f"2 workers x 1 thread {t['2']:.2f} s")
+        for way in ways:
+            user, system, faults = usage[way]
+            label = {"inline": "inline"}.get(way, f"{way.split()[0]} worker(s)") + (
+                f", revision {args.before}" if way.endswith("before") else "")
+            print(f"  {label:32} wall {t[way]:7.2f} s   CPU user {user:7.2f} s, system {system:6.2f} s, "
+                  f"minor page faults {faults:9d}")
         speedup = t["1"] / t["2"]
         print(f"ratios: 1 worker / inline {t['1'] / t['inline']:.3f} (dask's overhead: "
               f"{(t['1'] - t['inline']) / layers * 1e3:+.1f} ms per layer); 2 workers speed-up over 1 worker "
               f"{speedup:.3f} (target >= {TARGET}: {'met' if speedup >= TARGET else 'MISSED'}); "
               f"inline / 2 workers {t['inline'] / t['2']:.3f}; load average after: {os.getloadavg()[0]:.2f}")
+        if args.before:
+            print(f"  revision {args.before} on the workers: 1 worker / inline {t['1 before'] / t['inline']:.3f} "
+                  f"({(t['1 before'] - t['inline']) / layers * 1e3:+.1f} ms per layer); 2 workers speed-up over 1 "
+                  f"{t['1 before'] / t['2 before']:.3f}")
 
         write = float(np.median(timer.writes))
         in_layer = sum(d for inside, d in timer.holds if inside)
@@ -211,7 +285,8 @@ def main(argv=None) -> int:
                   f"store lock, serialised, against {share:.2f} s of compute per worker ({busy:.2%}); "
                   f"{per_model * 1e3:.1f} ms once per model")
         ok = check_stores(list(locations.values()), layers)
-        print(f"stores: every layer of {layers} written and complete in each of the 3 stores, profiles bit-equal "
+        print(f"stores: every layer of {layers} written and complete in each of the {len(ways)} stores, profiles "
+              "bit-equal "
               f"across them: {'yes' if ok else 'NO'}")
         return 0 if ok else 1
 

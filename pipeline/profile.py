@@ -71,6 +71,7 @@ EIG_BATCH = 1 << 15  # at most this many matrices per torch eigvalsh call: under
 # which batched cuSOLVER calls of one block per matrix reach
 SYTRD_BLOCK = 8  # dsytrd's block size on the per-offset route (_dsyevd_lwork); None: LAPACK's default
 QR_BLOCK = 32  # dgeqrt's block size for the QR of a span (_qr_r_in_place); None: dgeqrf, LAPACK's default
+SPECTRA_BLOCK_BYTES = 1 << 16  # per temporary of _profile_of_spectra: under glibc's 128 KiB mmap threshold
 GRAM_RCOND = 1e-4  # a head's span is factored through its Gram matrix when R's reciprocal condition is at least
 # this, else by Householder QR (_span_r); 0 always takes the QR
 
@@ -245,7 +246,22 @@ def _profile_of_top(S: np.ndarray, m: int, rtol: float, eig,
 def _profile_of_spectra(a: np.ndarray, lam: np.ndarray, norm: np.ndarray,
                         rtol: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Profiles (batch, 4), norms and thresholded eigenvalues from a = ||T||^2 (already thresholded), the
-    eigenvalues ``lam`` (batch, k) of sym(C) / ||C|| and the norms ||C|| (0 where L = 0)."""
+    eigenvalues ``lam`` (batch, k) of sym(C) / ||C|| and the norms ||C|| (0 where L = 0).
+
+    Worked in blocks of rows whose temporaries stay under SPECTRA_BLOCK_BYTES: every step is row by row, so the
+    values are those of one pass, and ``malloc`` serves the temporaries from its heap (see :func:`span_work`: a
+    rotary head's (129, k) temporaries were each faulted in afresh on a dask worker)."""
+    rows = max(1, SPECTRA_BLOCK_BYTES // (8 * max(1, lam.shape[-1])))
+    if lam.ndim != 2 or len(lam) <= rows:
+        return _profile_of_spectra_block(a, lam, norm, rtol)
+    parts = [_profile_of_spectra_block(a[i:i + rows], lam[i:i + rows], norm[i:i + rows], rtol)
+             for i in range(0, len(lam), rows)]
+    prof, _, lam_out = (np.concatenate(x) for x in zip(*parts, strict=True))
+    return prof, norm, lam_out
+
+
+def _profile_of_spectra_block(a: np.ndarray, lam: np.ndarray, norm: np.ndarray,
+                              rtol: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     alive = norm > 0
     lam = np.where(np.abs(lam) <= rtol, 0.0, lam)
     pos = -np.sort(-np.maximum(lam, 0.0), axis=-1)  # decreasing

@@ -26,6 +26,7 @@ import os
 import shutil
 import socket
 import stat
+import uuid
 from dataclasses import dataclass, field
 from functools import lru_cache
 
@@ -169,6 +170,15 @@ def _worker_store(location: str):
     return open_store(location)
 
 
+@lru_cache(maxsize=8)
+def _worker_writer(location: str, name: str, run: str):
+    """One layer writer per (store, model, run) per worker process: the model's row and arrays are opened by its
+    first task of a run, not by every task (about 20 ms a layer). A writer stays valid while the run holds the
+    model's writer lock (``Profiles.layer_writer``); ``run`` (one token per planned run) keeps a later run on a
+    long-lived worker from reusing it."""
+    return _worker_store(location).layer_writer(name)
+
+
 # ------------------------------------------------------------------------------------------ task
 
 
@@ -199,6 +209,7 @@ class LayerTask:
     layer: int
     fold_ln: bool
     delay: float = 0.0  # seconds the task waits before it starts (tests kill a worker inside a task with it)
+    run: str = ""  # the run's token (ModelPlan.tasks): a worker writes a run's layers through one writer
 
 
 @lru_cache(maxsize=4)
@@ -226,7 +237,10 @@ def run_task(task: LayerTask, ckpt=None) -> int:
                                   f"planned for {task.revision}: the checkpoint changed (or differs between "
                                   "machines). Rerun the command to plan it again.")
     values = compute_layer(ckpt, layout_from_config(ckpt.config), task.layer, task.fold_ln)
-    _worker_store(task.store).write_layer(task.name, task.layer, *values)
+    if task.run:
+        _worker_writer(task.store, task.name, task.run).write(task.layer, *values)
+    else:
+        _worker_store(task.store).write_layer(task.name, task.layer, *values)
     return task.layer
 
 
@@ -249,8 +263,10 @@ class ModelPlan:
         return self.row.name
 
     def tasks(self, store: str, delay: float = 0.0) -> list[LayerTask]:
-        return [LayerTask(store, self.name, self.ref.text, self.ckpt.revision, layer, self.row.layernorm_folded, delay)
-                for layer in self.todo]
+        """The tasks of the layers to do, with one new run token."""
+        run = uuid.uuid4().hex
+        return [LayerTask(store, self.name, self.ref.text, self.ckpt.revision, layer, self.row.layernorm_folded, delay,
+                          run) for layer in self.todo]
 
 
 class _ShapesOnly:

@@ -160,6 +160,41 @@ def test_failed_tasks_leave_the_model_incomplete_and_a_rerun_resumes(mistral_dir
     np.testing.assert_array_equal(stored(store, "r")[0], single_process(mistral_dir)[0])
 
 
+def test_a_worker_writes_a_runs_layers_through_one_writer(mistral_dir, tmp_path):
+    """run_task as a worker runs it: the tasks of one run share one run token and so one layer writer (the model's
+    row and arrays opened once); a second run's tasks open their own. The layers stored equal the in-process run."""
+    from pipeline.run import _begin, _worker_writer, run_task
+    from pipeline.store.profiles import LayerWriter
+
+    store = str(tmp_path / "store.zarr")
+    opened = []
+    original = LayerWriter._open
+
+    def counting_open(self):
+        opened.append(self.name)
+        return original(self)
+
+    _worker_writer.cache_clear()
+    for attempt in range(2):
+        job_store = open_store(store_location(store))
+        job = plan_model(mistral_dir, job_store, name="w", force=attempt > 0)  # the second run recomputes
+        _begin(job_store, job)
+        tasks = job.tasks(store)
+        assert len({t.run for t in tasks}) == 1 and tasks[0].run
+        LayerWriter._open = counting_open
+        try:
+            for t in tasks:
+                run_task(t, ckpt=job.ckpt)
+        finally:
+            LayerWriter._open = original
+        assert opened == ["w"] * (attempt + 1)
+        job_store.mark_complete("w", revision=job.ckpt.revision)
+    prof, norm = stored(store, "w")
+    want_prof, want_norm = single_process(mistral_dir)
+    np.testing.assert_array_equal(prof, want_prof)
+    np.testing.assert_array_equal(norm, want_norm)
+
+
 def test_unreachable_scheduler_is_a_clear_error():
     import socket
 

@@ -365,6 +365,43 @@ def test_the_gram_guard_leaves_ill_conditioned_and_rank_deficient_spans_to_the_q
         np.testing.assert_array_equal(F, prof_module._qr_r_in_place(A0.copy(order="F")))
 
 
+def test_the_gram_factor_written_into_a_used_work_array_is_the_one_made_afresh():
+    """The span's work arrays (``span_work``) serve every head of a layer: a Gram matrix written over another head's
+    factor, or over NaN, gives the factor of a new array bit for bit (dsyrk with beta = 0 reads nothing of it)."""
+    pytest.importorskip("scipy.linalg.lapack", reason="the Gram route is scipy's BLAS and LAPACK")
+    W_Q, W_K = conditioned_heads(10.0)
+    n, N = W_Q.shape[-2:]
+    A = np.asfortranarray(np.concatenate([W_K[0].T, W_Q[0].T], axis=1))
+    fresh = prof_module._span_r(A.copy(order="F"))
+    work_A, work_G = prof_module.span_work(n, N)
+    for old in (np.full_like(work_G, np.nan), prof_module._span_r(np.asfortranarray(A[::-1]))):
+        work_G[...] = old
+        work_A[...] = A
+        R = prof_module._span_r(work_A, work_G)
+        assert np.shares_memory(R, work_G)
+        np.testing.assert_array_equal(R, fresh)
+
+
+def test_spectra_in_blocks_of_rows_are_those_of_one_pass(monkeypatch):
+    """_profile_of_spectra works in row blocks under SPECTRA_BLOCK_BYTES: 700 spectra (with zeros, ties, a dead
+    row) give bit for bit what one pass over all of them gives."""
+    rng = np.random.default_rng(5)
+    lam = rng.standard_normal((700, 64))
+    lam[::7, :6] = 0.0
+    lam[3] = lam[3, ::-1]
+    lam[11, :] = -lam[11, :]
+    norm = rng.uniform(0.5, 2.0, 700)
+    norm[40] = 0.0
+    a = rng.uniform(0.0, 0.3, 700)
+    blocked = prof_module._profile_of_spectra(a, lam, norm, 1e-10)
+    assert 700 > 2 * (prof_module.SPECTRA_BLOCK_BYTES // (8 * 64))  # the blocked path is the one taken
+    monkeypatch.setattr(prof_module, "SPECTRA_BLOCK_BYTES", 1 << 40)
+    whole = prof_module._profile_of_spectra(a, lam, norm, 1e-10)
+    for x, y in zip(blocked, whole, strict=True):
+        np.testing.assert_array_equal(x, y)
+    assert np.isnan(blocked[0][40]).all() and np.isfinite(blocked[0][41]).all()
+
+
 def test_numpy_route_runs_blas_on_one_thread_unless_told_otherwise():
     """threads=None on the numpy route: every BLAS/LAPACK pool (numpy's and scipy's) at one thread during the call,
     the process setting back after it; an explicit count is used as given."""
