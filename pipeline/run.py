@@ -182,20 +182,60 @@ def _worker_writer(location: str, name: str, run: str):
 # ------------------------------------------------------------------------------------------ task
 
 
-def compute_layer(ckpt, layout, layer: int, fold_ln: bool, rotations=None) -> tuple[np.ndarray, ...]:
+def compute_layer(ckpt, layout, layer: int, fold_ln: bool, rotations=None, qk=None) -> tuple[np.ndarray, ...]:
     """Profiles and statistics of one layer, in the order ``Store.write_layer`` takes them: profile (H, 4) or
     (H, 129, 4) for rotary models, norm (H,) or (H, 129), head statistics (H, 17) and spectrum (H, k) at d = 0.
 
-    The layer's Q/K are read compact (float32 where exact, grouped key heads once) and each head is
-    converted to float64 only while it is profiled (``pipeline.profile.head_profiles``)."""
+    The layer's Q/K are read compact (float32 where exact, grouped key heads once), or given as ``qk``
+    (``pipeline.architectures.LayerQK``, read already: :func:`read_ahead`), and each head is converted to float64
+    only while it is profiled (``pipeline.profile.head_profiles``)."""
     from pipeline.architectures import layer_qk
     from pipeline.architectures import rotations as rotations_of
     from pipeline.profile import head_profiles
 
-    qk = layer_qk(ckpt, layout, layer, fold_ln)
+    if qk is None:
+        qk = layer_qk(ckpt, layout, layer, fold_ln)
     if rotations is None:
         rotations = rotations_of(layout)
     return head_profiles(qk.W_Q, qk.W_K, rotations, kv_of_head=qk.kv_of_head, gain=qk.gain, statistics=True)
+
+
+READ_AHEAD_BYTES = 64 << 20  # run_inline reads the next layer while it profiles one whose Q/K take at most this
+
+
+@contextlib.contextmanager
+def read_ahead(plan: ModelPlan):
+    """``take(i)``: the Q/K (``pipeline.architectures.LayerQK``) of ``plan.todo[i]``, taken in order. While the caller
+    profiles one layer, a thread reads the next, when a layer's compact Q/K take at most READ_AHEAD_BYTES: memory
+    then holds the layer in use and the one being read, at most one layer and READ_AHEAD_BYTES (the caller keeps
+    no reference to a layer past its use).
+
+    Why: on the opt-1.3b shape reading is about a tenth of a layer's time, and the read (file pages, conversion)
+    and the profile (one BLAS/LAPACK thread) use different cores (benchmarks/scale_bench.py --sections 3 times
+    the whole run). A read's error is raised when its layer is taken, after the layers before it are written."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from pipeline.architectures import layer_qk
+
+    todo = list(plan.todo)
+    ahead: dict[int, object] = {}
+
+    def read(i: int):
+        return layer_qk(plan.ckpt, plan.layout, todo[i], plan.row.layernorm_folded)
+
+    with ThreadPoolExecutor(1, thread_name_prefix="read-ahead") as pool:
+        def take(i: int):
+            qk = ahead.pop(i).result() if i in ahead else read(i)
+            ahead.clear()  # a layer read ahead and not taken (the caller skipped it) is not kept
+            if i + 1 < len(todo) and qk.W_Q.nbytes + qk.W_K.nbytes <= READ_AHEAD_BYTES:
+                ahead[i + 1] = pool.submit(read, i + 1)
+            return qk
+
+        try:
+            yield take
+        finally:
+            for future in ahead.values():
+                future.cancel()
 
 
 @dataclass(frozen=True)
@@ -435,9 +475,10 @@ def run_inline(plans: list[ModelPlan], store, progress: bool = True) -> list[str
             _begin(store, plan)
             R = rotations_of(plan.layout)
             writer = store.layer_writer(plan.name)  # the model's row and arrays opened once for all its layers
-            for layer in tqdm(plan.todo, desc=plan.name, unit="layer", disable=not progress):
-                values = compute_layer(plan.ckpt, plan.layout, layer, plan.row.layernorm_folded, R)
-                writer.write(layer, *values)
+            with read_ahead(plan) as take:
+                for i, layer in enumerate(tqdm(plan.todo, desc=plan.name, unit="layer", disable=not progress)):
+                    values = compute_layer(plan.ckpt, plan.layout, layer, plan.row.layernorm_folded, R, qk=take(i))
+                    writer.write(layer, *values)
             store.mark_complete(plan.name, revision=plan.ckpt.revision)
     return [p.name for p in plans]
 

@@ -414,3 +414,51 @@ def test_provenance_and_the_checkpoints_own_name_go_into_the_row(tiny_model, tmp
     row = Store.open(store, "r").row("its-own-name")
     assert row.note == "a note for the dashboard" and row.command == f"python -m pipeline profiles {folder}"
     assert bool(row.complete)
+
+
+def test_read_ahead_gives_each_layer_as_read_and_reads_the_next_only_when_small(tiny_model, tmp_path, monkeypatch):
+    """run_inline's read-ahead: take(i) is exactly layer_qk of layer i; the next layer is read in the read-ahead
+    thread only while a layer's Q/K take at most READ_AHEAD_BYTES; a failing read is raised by the take of its own
+    layer, not earlier."""
+    import threading
+
+    from pipeline import architectures
+
+    _, folder = tiny_model("opt-postnorm")  # 3 layers
+    plan = run_module.plan_model(folder, run_module.open_store(str(tmp_path / "s.zarr")), name="m")
+    assert plan.todo == [0, 1, 2]
+    real = architectures.layer_qk
+    reads = []
+
+    def spy(ckpt, layout, layer, fold_ln=False):
+        reads.append((layer, threading.current_thread().name.startswith("read-ahead")))
+        if layer == broken:
+            raise OSError(f"layer {layer} unreadable")
+        return real(ckpt, layout, layer, fold_ln)
+
+    monkeypatch.setattr(architectures, "layer_qk", spy)
+    broken = None
+    with run_module.read_ahead(plan) as take:
+        for i in plan.todo:
+            qk, want = take(i), real(plan.ckpt, plan.layout, i, False)
+            np.testing.assert_array_equal(qk.W_Q, want.W_Q)
+            np.testing.assert_array_equal(qk.W_K, want.W_K)
+            np.testing.assert_array_equal(qk.kv_of_head, want.kv_of_head)
+    assert reads == [(0, False), (1, True), (2, True)]
+
+    reads.clear()
+    monkeypatch.setattr(run_module, "READ_AHEAD_BYTES", 0)
+    with run_module.read_ahead(plan) as take:
+        for i in plan.todo:
+            take(i)
+    assert reads == [(0, False), (1, False), (2, False)]
+
+    monkeypatch.setattr(run_module, "READ_AHEAD_BYTES", 64 << 20)
+    reads.clear()
+    broken = 2
+    with run_module.read_ahead(plan) as take:
+        take(0)
+        take(1)  # layer 2's read has failed in the thread by now or soon: not raised here
+        with pytest.raises(OSError, match="layer 2 unreadable"):
+            take(2)
+    assert reads == [(0, False), (1, True), (2, True)]
