@@ -34,8 +34,9 @@ import tempfile
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, ROOT)
-sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
+for _folder in (ROOT, os.path.join(ROOT, "benchmarks")):
+    if _folder not in sys.path:  # a spawned dask worker runs this again with its parent's sys.path (first_on_path)
+        sys.path.insert(0, _folder)
 MB = 1e6
 
 
@@ -404,10 +405,9 @@ def run_at_revision(rev: str, folder: str):
     """A function timing one whole run (:func:`whole_run`'s) of git revision ``rev``'s pipeline package on
     ``folder``: (wall s, CPU s), measured in a child process that imports that package (``git archive``), warmed
     by one untimed run. The child's start and imports are not counted."""
-    with tempfile.TemporaryDirectory() as tree:
-        archive = subprocess.run(["git", "archive", rev, "pipeline"], cwd=ROOT, capture_output=True,
-                                 check=True).stdout
-        subprocess.run(["tar", "-x", "-C", tree], input=archive, check=True)
+    from revisions import revision_tree
+
+    with revision_tree(rev) as tree:
         env = dict(os.environ, PYTHONPATH=tree)
         child = subprocess.Popen([sys.executable, "-c", BEFORE_CHILD, folder], cwd=tree, env=env, text=True,
                                  stdin=subprocess.PIPE, stdout=subprocess.PIPE)
@@ -464,19 +464,34 @@ def throughput_section(folder: str, repeats: int = 5, before_rev: str | None = N
                 befores.append(clocked(before))
                 if at_rev is not None:
                     revs.append(at_rev())
-        t0 = time.perf_counter()
-        client = make_client(workers=2)
-        t_start = time.perf_counter() - t0
-        try:
-            client.run(lambda: __import__("pipeline.run"))  # warm imports, not counted
+        def two_workers(tree: str | None) -> tuple[float, float]:
+            """(best wall s of 2 runs, cluster start s) on a new cluster of 2 workers importing ``tree``'s pipeline
+            (None: this checkout's)."""
+            from revisions import expected_file, first_on_path, pipeline_file
 
-            def two():
-                s = store()
-                run_dask([plan_model(folder, open_store(s), name="opt")], open_store(s), client, progress=False)
+            t0 = time.perf_counter()
+            with first_on_path(tree):
+                client = make_client(workers=2)
+            started = time.perf_counter() - t0
+            try:
+                client.run(lambda: __import__("pipeline.run"))  # warm imports, not counted
+                if set(client.run(pipeline_file).values()) != {expected_file(tree)}:
+                    raise RuntimeError(f"the workers did not import {expected_file(tree)}")
 
-            t_two, _ = best(two, repeats=2)
-        finally:
-            close_client(client)
+                def two():
+                    s = store()
+                    run_dask([plan_model(folder, open_store(s), name="opt")], open_store(s), client, progress=False)
+
+                return best(two, repeats=2)[0], started
+            finally:
+                close_client(client)
+
+        t_two, t_start = two_workers(None)
+        if before_rev:
+            from revisions import revision_tree
+
+            with revision_tree(before_rev) as tree:
+                t_two_before, _ = two_workers(tree)
     print(f"{layers} layers x 32 heads (n = 64, N = 2048, learned positions: one offset); {repeats} interleaved "
           "rounds, medians")
     for k, unit in ((0, "wall"), (1, "CPU")):
@@ -508,6 +523,9 @@ def throughput_section(folder: str, repeats: int = 5, before_rev: str | None = N
           "(float64 BLAS/LAPACK at their own speed on one thread)")
     print(f"pipeline, 2 dask workers: {t_two:.2f} s wall (+{t_start:.1f} s cluster start, not counted) -> RATIO "
           f"pipeline / read = {t_two / t_read:.2f}; speed-up over 1 process = {t_one / t_two:.2f}")
+    if before_rev:
+        print(f"        before (revision {before_rev} on the workers): {t_two_before:.2f} s wall -> RATIO pipeline / "
+              f"read = {t_two_before / t_read:.2f}")
 
 
 def pipeline_stages(folder: str, layers: int, repeats: int = 5) -> dict[str, tuple[float, float]]:

@@ -48,7 +48,6 @@ import argparse  # noqa: E402
 import contextlib  # noqa: E402
 import math  # noqa: E402
 import resource  # noqa: E402
-import subprocess  # noqa: E402
 import sys  # noqa: E402
 import tempfile  # noqa: E402
 import time  # noqa: E402
@@ -59,6 +58,8 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 for _folder in (ROOT, os.path.join(ROOT, "benchmarks")):
     if _folder not in sys.path:  # a spawned worker runs this again with its parent's sys.path (first_on_path)
         sys.path.insert(0, _folder)
+from revisions import expected_file, first_on_path, pipeline_file, revision_tree  # noqa: E402
+
 NAME = "scaling"
 TARGET = 1.8
 
@@ -77,36 +78,6 @@ def _usage() -> tuple[float, float, int]:
     """(user s, system s, minor page faults) of this process so far."""
     r = resource.getrusage(resource.RUSAGE_SELF)
     return r.ru_utime, r.ru_stime, r.ru_minflt
-
-
-def _pipeline_file() -> str:
-    import pipeline
-
-    return pipeline.__file__
-
-
-@contextlib.contextmanager
-def revision_tree(rev: str):
-    """A temporary folder holding git revision ``rev``'s ``pipeline`` package."""
-    with tempfile.TemporaryDirectory(prefix="scaling-before-") as tree:
-        archive = subprocess.run(["git", "archive", rev, "pipeline"], cwd=ROOT, capture_output=True,
-                                 check=True).stdout
-        subprocess.run(["tar", "-x", "-C", tree], input=archive, check=True)
-        yield tree
-
-
-@contextlib.contextmanager
-def first_on_path(tree: str | None):
-    """``tree`` first on ``sys.path`` while workers are spawned: multiprocessing gives a spawned process its parent's
-    ``sys.path``, so the workers import ``tree``'s pipeline (this process keeps the one it has imported)."""
-    if tree is None:
-        yield
-        return
-    sys.path.insert(0, tree)
-    try:
-        yield
-    finally:
-        sys.path.remove(tree)
 
 
 def seconds_per_layer(folder) -> float:
@@ -188,8 +159,8 @@ def run_way(way: str, folder, location: str, tree: str | None = None) -> tuple[f
     try:
         client.wait_for_workers(int(way))
         client.run(_warm)
-        imported = set(client.run(_pipeline_file).values())
-        expected = os.path.join(tree or ROOT, "pipeline", "__init__.py")
+        imported = set(client.run(pipeline_file).values())
+        expected = expected_file(tree)
         if imported != {expected}:
             raise RuntimeError(f"the workers imported {sorted(imported)}, not {expected}")
         u0, t0 = client.run(_usage), time.perf_counter()

@@ -547,9 +547,10 @@ def span_work(n: int, N: int) -> tuple[np.ndarray, np.ndarray]:
 
     Made once per layer, not per head. A process whose ``malloc`` returns large blocks to the system at once
     (dask's workers set ``MALLOC_TRIM_THRESHOLD_``, which fixes glibc's threshold for serving a block by ``mmap``
-    at 128 KiB) otherwise maps, faults in and unmaps the N x 2n array for every head: on the opt-1.3b shape
-    that was 1.3 s of system time in 24 layers, 45 % of a worker's wall time
-    (benchmarks/scaling_bench.py prints a worker's page faults)."""
+    at 128 KiB) otherwise maps, faults in and unmaps the N x 2n array for every head. On the opt-1.3b shape (24
+    layers in one process with that setting) the layers took 675-689 thousand page faults and 1.4-1.6 s of system
+    time, against 16-41 thousand and 0.2-0.4 s without it; these arrays were about 380 thousand of those faults,
+    the reads' temporaries most of the rest (benchmarks/scaling_bench.py prints the workers' page faults)."""
     return np.empty((N, 2 * n), order="F"), np.empty((2 * n, 2 * n), order="F")
 
 
