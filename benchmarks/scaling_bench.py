@@ -1,6 +1,6 @@
 """Per-layer tasks on dask workers: one checkpoint profiled three ways, measured side by side in one run.
 
-    python benchmarks/scaling_bench.py [--seconds 60] [--layers N] [--dir DIR] [--quick] [--before REV]
+    python benchmarks/scaling_bench.py [--seconds 60] [--layers N] [--dir DIR] [--quick] [--rounds R] [--before REV]
 
 One synthetic rotary checkpoint (``rotary-1024`` of benchmarks/synthetic_checkpoints.py: Llama-shaped bf16,
 1024 wide, 16 query heads over 4 key heads of 64, every offset d = 0..128) with at least ``--seconds`` of
@@ -28,6 +28,10 @@ chunks no other layer shares, taken without a lock, so workers do them in parall
 measured hold time per layer (``Store._store_lock``, a file lock every writer process shares), times the
 layers, against the compute each of 8 and 64 workers gets through in the same time. Last, a check that
 every store holds every layer, marked complete, with profiles bit-equal across the three ways.
+
+``--rounds R``: every way R times (the dask ways in an order rotated each round), the medians and the median of
+the per-round ratios printed: on a machine whose speed drifts by 10-20 % over minutes, one round's ratio moves
+with it.
 
 ``--before REV``: the two dask ways also run with git revision REV's ``pipeline`` package on the workers
 (``git archive``; the spawned workers get its folder first on ``sys.path``, and each reports the file it imported),
@@ -195,6 +199,8 @@ def main(argv=None) -> int:
     ap.add_argument("--dir", help="folder for the checkpoint and the three stores (default: a temporary folder)")
     ap.add_argument("--quick", action="store_true",
                     help="a 4-layer rotary-256 checkpoint: checks the script in seconds, measures no scaling")
+    ap.add_argument("--rounds", type=int, default=1, help="run every way this many times, the dask ways in rotated "
+                    "order; medians and the median of per-round ratios are printed (default 1)")
     ap.add_argument("--before", metavar="REV", help="also run the two dask ways with git revision REV's pipeline "
                     "package on the workers, in the same run")
     args = ap.parse_args(argv)
@@ -211,38 +217,52 @@ def main(argv=None) -> int:
               f"(~{layers * per_layer:.1f} s of work); load average before: {os.getloadavg()[0]:.2f}")
         stamp = time.strftime("%H%M%S")
         ways = ("inline", "1", "2") + (("1 before", "2 before") if args.before else ())
-        locations = {way: os.path.join(root, f"{way.replace(' ', '-')}-{stamp}.zarr") for way in ways}
-        with StoreTimer() as timer:
-            t, usage = {}, {}
-            t["inline"], usage["inline"] = run_way("inline", folder, locations["inline"])
+        locations = {(r, way): os.path.join(root, f"{way.replace(' ', '-')}-{stamp}-{r}.zarr")
+                     for r in range(args.rounds) for way in ways}
+        t: dict[str, list[float]] = {way: [] for way in ways}
+        usage: dict[str, list[tuple]] = {way: [] for way in ways}
+        timer = StoreTimer()  # wraps the store in the first round's inline run
         with revision_tree(args.before) if args.before else contextlib.nullcontext() as tree:
-            for way in ways[1:]:
-                t[way], usage[way] = run_way(way.split()[0], folder, locations[way],
-                                             tree if way.endswith("before") else None)
-        print(f"times: inline 1 thread {t['inline']:.2f} s; 1 worker x 1 thread {t['1']:.2f} s; "
-              f"2 workers x 1 thread {t['2']:.2f} s")
+            for r in range(args.rounds):
+                dask_ways = ways[1:][r % (len(ways) - 1):] + ways[1:][:r % (len(ways) - 1)]  # rotated per round
+                for way in ("inline",) + dask_ways:
+                    with timer if way == "inline" and r == 0 else contextlib.nullcontext():
+                        seconds, used = run_way(way.split()[0], folder, locations[r, way],
+                                                tree if way.endswith("before") else None)
+                    t[way].append(seconds)
+                    usage[way].append(used)
+
+        def med(way: str) -> float:
+            return float(np.median(t[way]))
+
+        def ratio(a: str, b: str) -> float:  # the median over rounds of t[a] / t[b]
+            return float(np.median([x / y for x, y in zip(t[a], t[b], strict=True)]))
+
+        rounds = f" (medians of {args.rounds} rounds)" if args.rounds > 1 else ""
+        print(f"times{rounds}: inline 1 thread {med('inline'):.2f} s; 1 worker x 1 thread {med('1'):.2f} s; "
+              f"2 workers x 1 thread {med('2'):.2f} s")
         for way in ways:
-            user, system, faults = usage[way]
             label = {"inline": "inline"}.get(way, f"{way.split()[0]} worker(s)") + (
                 f", revision {args.before}" if way.endswith("before") else "")
-            print(f"  {label:32} wall {t[way]:7.2f} s   CPU user {user:7.2f} s, system {system:6.2f} s, "
-                  f"minor page faults {faults:9d}")
-        speedup = t["1"] / t["2"]
-        print(f"ratios: 1 worker / inline {t['1'] / t['inline']:.3f} (dask's overhead: "
-              f"{(t['1'] - t['inline']) / layers * 1e3:+.1f} ms per layer); 2 workers speed-up over 1 worker "
+            for seconds, (user, system, faults) in zip(t[way], usage[way], strict=True):
+                print(f"  {label:32} wall {seconds:7.2f} s   CPU user {user:7.2f} s, system {system:6.2f} s, "
+                      f"minor page faults {faults:9d}")
+        speedup = ratio("1", "2")
+        print(f"ratios{rounds}: 1 worker / inline {ratio('1', 'inline'):.3f} (dask's overhead: "
+              f"{(med('1') - med('inline')) / layers * 1e3:+.1f} ms per layer); 2 workers speed-up over 1 worker "
               f"{speedup:.3f} (target >= {TARGET}: {'met' if speedup >= TARGET else 'MISSED'}); "
-              f"inline / 2 workers {t['inline'] / t['2']:.3f}; load average after: {os.getloadavg()[0]:.2f}")
+              f"inline / 2 workers {ratio('inline', '2'):.3f}; load average after: {os.getloadavg()[0]:.2f}")
         if args.before:
-            print(f"  revision {args.before} on the workers: 1 worker / inline {t['1 before'] / t['inline']:.3f} "
-                  f"({(t['1 before'] - t['inline']) / layers * 1e3:+.1f} ms per layer); 2 workers speed-up over 1 "
-                  f"{t['1 before'] / t['2 before']:.3f}")
+            print(f"  revision {args.before} on the workers: 1 worker / inline {ratio('1 before', 'inline'):.3f} "
+                  f"({(med('1 before') - med('inline')) / layers * 1e3:+.1f} ms per layer); 2 workers speed-up "
+                  f"over 1 {ratio('1 before', '2 before'):.3f}")
 
         write = float(np.median(timer.writes))
         in_layer = sum(d for inside, d in timer.holds if inside)
         n_in = sum(1 for inside, _ in timer.holds if inside)
         per_model = sum(d for inside, d in timer.holds if not inside)
         hold = in_layer / layers
-        compute = t["inline"] / layers - write
+        compute = med("inline") / layers - write
         print(f"store writes (inline run): a layer's write {write * 1e3:.2f} ms per layer (median of "
               f"{len(timer.writes)}; region writes, no lock, in parallel on the workers); store lock held during "
               f"layer writes "
@@ -256,7 +276,7 @@ def main(argv=None) -> int:
                   f"store lock, serialised, against {share:.2f} s of compute per worker ({busy:.2%}); "
                   f"{per_model * 1e3:.1f} ms once per model")
         ok = check_stores(list(locations.values()), layers)
-        print(f"stores: every layer of {layers} written and complete in each of the {len(ways)} stores, profiles "
+        print(f"stores: every layer of {layers} written and complete in each of the {len(locations)} stores, profiles "
               "bit-equal "
               f"across them: {'yes' if ok else 'NO'}")
         return 0 if ok else 1
