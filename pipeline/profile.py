@@ -550,7 +550,9 @@ def span_work(n: int, N: int) -> tuple[np.ndarray, np.ndarray]:
     at 128 KiB) otherwise maps, faults in and unmaps the N x 2n array for every head. On the opt-1.3b shape (24
     layers in one process with that setting) the layers took 675-689 thousand page faults and 1.4-1.6 s of system
     time, against 16-41 thousand and 0.2-0.4 s without it; these arrays were about 380 thousand of those faults,
-    the reads' temporaries most of the rest (benchmarks/scaling_bench.py prints the workers' page faults)."""
+    the reads' temporaries most of the rest (benchmarks/scaling_bench.py prints the workers' page faults). The
+    orbit trainer changes its process's ``malloc`` instead (``pipeline.orbits.train.keep_freed_memory``): it owns
+    its processes, while a profile task may run in a user's dask worker, whose memory policy is dask's."""
     return np.empty((N, 2 * n), order="F"), np.empty((2 * n, 2 * n), order="F")
 
 
