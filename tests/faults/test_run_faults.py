@@ -171,7 +171,9 @@ def test_a_tasks_delay_is_a_parameter_not_the_environment(tiny_model, tmp_path, 
     store = tmp_path / "s.zarr"
     plan = plan_model(folder, open_store(str(store)))
     task = plan.tasks(str(store), delay=0.4)[0]
-    assert task.delay == 0.4 and dataclasses.replace(task, delay=0.0) == plan.tasks(str(store))[0]
+    plain = plan.tasks(str(store))[0]
+    assert task.delay == 0.4 and dataclasses.replace(task, delay=0.0, run=plain.run) == plain
+    assert task.run != plain.run  # each call of tasks() is a run of its own
     open_store(str(store)).register(plan.row)
     start = time.perf_counter()
     assert run_task(task) == task.layer
