@@ -41,12 +41,16 @@ def first_on_path(tree: str | None):
 
 
 def pipeline_file() -> str:
-    """The file of the ``pipeline`` package this process imports (run it on workers to check which they have)."""
+    """The file of the ``pipeline`` package this process imports (run on workers by :func:`check_workers`)."""
     import pipeline
 
     return pipeline.__file__
 
 
-def expected_file(tree: str | None) -> str:
-    """The ``pipeline/__init__.py`` that :func:`pipeline_file` should give for ``tree`` (None: this checkout)."""
-    return os.path.join(tree or ROOT, "pipeline", "__init__.py")
+def check_workers(client, tree: str | None) -> None:
+    """Raise RuntimeError unless every worker of the dask ``client`` imports ``tree``'s ``pipeline`` (None: this
+    checkout's)."""
+    imported = set(client.run(pipeline_file).values())
+    expected = os.path.join(tree or ROOT, "pipeline", "__init__.py")
+    if imported != {expected}:
+        raise RuntimeError(f"the workers imported {sorted(imported)}, not {expected}")

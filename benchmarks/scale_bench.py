@@ -467,7 +467,7 @@ def throughput_section(folder: str, repeats: int = 5, before_rev: str | None = N
         def two_workers(tree: str | None) -> tuple[float, float]:
             """(best wall s of 2 runs, cluster start s) on a new cluster of 2 workers importing ``tree``'s pipeline
             (None: this checkout's)."""
-            from revisions import expected_file, first_on_path, pipeline_file
+            from revisions import check_workers, first_on_path
 
             t0 = time.perf_counter()
             with first_on_path(tree):
@@ -475,8 +475,7 @@ def throughput_section(folder: str, repeats: int = 5, before_rev: str | None = N
             started = time.perf_counter() - t0
             try:
                 client.run(lambda: __import__("pipeline.run"))  # warm imports, not counted
-                if set(client.run(pipeline_file).values()) != {expected_file(tree)}:
-                    raise RuntimeError(f"the workers did not import {expected_file(tree)}")
+                check_workers(client, tree)
 
                 def two():
                     s = store()

@@ -62,7 +62,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 for _folder in (ROOT, os.path.join(ROOT, "benchmarks")):
     if _folder not in sys.path:  # a spawned worker runs this again with its parent's sys.path (first_on_path)
         sys.path.insert(0, _folder)
-from revisions import expected_file, first_on_path, pipeline_file, revision_tree  # noqa: E402
+from revisions import check_workers, first_on_path, revision_tree  # noqa: E402
 
 NAME = "scaling"
 TARGET = 1.8
@@ -163,10 +163,7 @@ def run_way(way: str, folder, location: str, tree: str | None = None) -> tuple[f
     try:
         client.wait_for_workers(int(way))
         client.run(_warm)
-        imported = set(client.run(pipeline_file).values())
-        expected = expected_file(tree)
-        if imported != {expected}:
-            raise RuntimeError(f"the workers imported {sorted(imported)}, not {expected}")
+        check_workers(client, tree)
         u0, t0 = client.run(_usage), time.perf_counter()
         run_dask(plans, store, client, progress=False)
         seconds, u1 = time.perf_counter() - t0, client.run(_usage)

@@ -218,24 +218,25 @@ def read_ahead(plan: ModelPlan):
     from pipeline.architectures import layer_qk
 
     todo = list(plan.todo)
-    ahead: dict[int, object] = {}
+    ahead = None  # (index, future) of the layer being read ahead, or None
 
     def read(i: int):
         return layer_qk(plan.ckpt, plan.layout, todo[i], plan.row.layernorm_folded)
 
     with ThreadPoolExecutor(1, thread_name_prefix="read-ahead") as pool:
         def take(i: int):
-            qk = ahead.pop(i).result() if i in ahead else read(i)
-            ahead.clear()  # a layer read ahead and not taken (the caller skipped it) is not kept
-            if i + 1 < len(todo) and qk.W_Q.nbytes + qk.W_K.nbytes <= READ_AHEAD_BYTES:
-                ahead[i + 1] = pool.submit(read, i + 1)
+            nonlocal ahead
+            index, future = ahead or (None, None)
+            qk = future.result() if index == i else read(i)  # a layer read ahead and not taken is dropped
+            small = qk.W_Q.nbytes + qk.W_K.nbytes <= READ_AHEAD_BYTES
+            ahead = (i + 1, pool.submit(read, i + 1)) if i + 1 < len(todo) and small else None
             return qk
 
         try:
             yield take
         finally:
-            for future in ahead.values():
-                future.cancel()
+            if ahead is not None:
+                ahead[1].cancel()
 
 
 @dataclass(frozen=True)
