@@ -5,8 +5,9 @@ transformers model class's own ``_init_weights`` for that config. The model is b
 no values), so a 24B config costs nothing; for each layer only its attention module is materialised: a copy of the
 meta module is given real (uninitialised) memory in the dtype ``AutoModel.from_config`` would use (the config's
 ``dtype``, else torch's default), and the class's ``_init_weights`` is applied to it and to its submodules in the
-order transformers' own initialisation walks them (children first, then the module: ``torch.nn.Module.apply``). The
-layer's W_Q, W_K are then read from the module by :func:`pipeline.architectures.layer_qk`, the reader of trained
+order transformers' own initialisation walks them (children first, then the module: ``torch.nn.Module.apply``), with
+the ``_init_weights`` of the innermost transformers model holding the module, as that walk does. The layer's W_Q, W_K
+are then read from the module by :func:`pipeline.architectures.layer_qk`, the reader of trained
 checkpoints.
 
 **The seeding rule.** A whole model's initialisation draws every module from one random stream, so layer l's heads
@@ -119,14 +120,26 @@ class InitHeads:
         import torch
 
         path = self.attention_path(layer)
+        owner = self._owner(path)
         module = copy.deepcopy(self._model.get_submodule(path)).to_empty(device="cpu")
         with torch.no_grad(), torch.random.fork_rng(devices=[]):
             for p in module.parameters():
                 if p.is_floating_point():
                     p.fill_(float("nan"))  # what _init_weights leaves unwritten shows as NaN
             torch.manual_seed(layer_seed(self.seed, layer))
-            module.apply(self._model._init_weights)
+            module.apply(owner._init_weights)
         return module
+
+    def _owner(self, path: str):
+        """The innermost transformers model that holds the module at ``path``: transformers initialises each
+        module with the ``_init_weights`` of that model (a decoder inside a model may be a model of its own)."""
+        PreTrainedModel = _transformers().PreTrainedModel
+        owner, parts = self._model, path.split(".")
+        for i in range(1, len(parts)):
+            sub = self._model.get_submodule(".".join(parts[:i]))
+            if isinstance(sub, PreTrainedModel):
+                owner = sub
+        return owner
 
     def layer(self, layer: int) -> LayerQK:
         """Layer ``layer``'s heads as :func:`pipeline.architectures.layer_qk` reads them (W_Q, W_K in float32 for

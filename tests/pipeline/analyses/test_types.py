@@ -78,3 +78,13 @@ def test_sensitivity_counts_each_threshold():
         assert counts == [int(np.sum(~inside & (c_sym[1:] > d_sym[1:]))), int(inside.sum()),
                           int(np.sum(~inside & (c_sym[1:] <= d_sym[1:])))]
     assert got["default"] == got["counts"][types.IMBALANCE_CUTS.index(0.2)][types.CD_FLOORS.index(0.01)]
+
+
+def test_the_rules_home_imports_numpy_only():
+    """The dashboard takes the rule from here: importing it pulls in neither scipy nor torch."""
+    import subprocess
+    import sys
+
+    code = "import sys, pipeline.analyses.types\nprint([m for m in ('scipy', 'torch', 'transformers') if m in sys.modules])"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip()
+    assert out == "[]"
