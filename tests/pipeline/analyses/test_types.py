@@ -85,6 +85,7 @@ def test_the_rules_home_imports_numpy_only():
     import subprocess
     import sys
 
-    code = "import sys, pipeline.analyses.types\nprint([m for m in ('scipy', 'torch', 'transformers') if m in sys.modules])"
+    code = ("import sys, pipeline.analyses.types\n"
+            "print([m for m in ('scipy', 'torch', 'transformers') if m in sys.modules])")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip()
     assert out == "[]"
