@@ -67,8 +67,8 @@ def main(argv=None) -> int:
                                                           eigvalsh="numpy", threads=1, statistics=True))
         t_prof = t_part * H / k
         rows.append((t_init, t_iid, t_prof))
-        print(f"{layer:>5} {t_init:>8.2f} {t_iid:>8.2f} {t_prof:>9.2f} {t_init / t_prof:>13.3f} {t_iid / t_prof:>12.3f}",
-              flush=True)
+        print(f"{layer:>5} {t_init:>8.2f} {t_iid:>8.2f} {t_prof:>9.2f} {t_init / t_prof:>13.3f} "
+              f"{t_iid / t_prof:>12.3f}", flush=True)
     t_init, t_iid, t_prof = np.mean(rows, axis=0)
     L = init.layout.n_layers
     print(f"whole model (mean layer x {L}): init {t_meta + L * t_init:.0f} s, iid {L * t_iid:.0f} s, "

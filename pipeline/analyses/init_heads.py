@@ -152,9 +152,3 @@ class InitHeads:
                 raise InitBaselineError(f"{type(self._model).__name__}._init_weights left part of layer {layer}'s "
                                         f"{name} unwritten; this family's initialisation is not reproduced here")
         return qk
-
-
-def init_layer(config: dict, layer: int, seed: int) -> LayerQK:
-    """Layer ``layer`` of the library-initialisation baseline of ``config`` and ``seed`` (builds the meta model each
-    call: for many layers keep one :class:`InitHeads`)."""
-    return InitHeads(config, seed).layer(layer)
