@@ -243,5 +243,5 @@ def write_profiles_model(path, params: dict, name: str = "orbits-c24",
         if name in st.names():
             st.reset(name)
         st.register(row)
-        st.write_layer(name, 0, *head_profiles(W_Q, W_K, statistics=True))
+        st.write_layer(name, 0, *head_profiles(W_Q, W_K, at_zero=True).layer_values())
         st.mark_complete(name, revision=row.revision)
