@@ -302,7 +302,7 @@ def core_breakdown(W_Q, W_K, R, floor_s: float, repeats: int = 5) -> None:
     the remainder; CPU time of this thread, medians over ``repeats``, in ms and in % of ``floor_s`` (the floor's CPU
     time)."""
     import numpy as np
-    from chunked_route import chunked_profiles
+    from chunked_route import chunked_profiles, numpy_qr
     from threadpoolctl import threadpool_limits
 
     from pipeline.profile import head_profiles
@@ -317,7 +317,7 @@ def core_breakdown(W_Q, W_K, R, floor_s: float, repeats: int = 5) -> None:
             with threadpool_limits(1):
                 t0 = time.thread_time()
                 if knobs is None:
-                    chunked_profiles(W_Q, W_K, R, factor=kernels.timed(SPAN, np.linalg.qr),
+                    chunked_profiles(W_Q, W_K, R, factor=kernels.timed(SPAN, numpy_qr),
                                      eigvalsh=kernels.timed(EIG, np.linalg.eigvalsh))
                 else:
                     head_profiles(W_Q, W_K, R, kernels=kernels)
