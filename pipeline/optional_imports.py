@@ -46,6 +46,13 @@ def scipy_linalg():
     return blas, lapack
 
 
+def threadpoolctl():
+    """The ``threadpoolctl`` module (ImportError where it is not installed)."""
+    import threadpoolctl
+
+    return threadpoolctl
+
+
 def installed(name: str) -> bool:
     """The package ``name`` can be imported (without importing it)."""
     return name in sys.modules or importlib.util.find_spec(name) is not None

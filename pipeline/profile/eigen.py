@@ -77,10 +77,8 @@ def _thread_controller():
     """threadpoolctl's ThreadpoolController of the BLAS/OpenMP libraries loaded now, made again only when a module
     was imported since (a new extension may have loaded a library). Making one scans the process's memory maps
     (about 1-4 ms); limiting through a kept one takes microseconds."""
-    from threadpoolctl import ThreadpoolController
-
     if _CONTROLLER[0] is None or _CONTROLLER[1] != len(sys.modules):
-        _CONTROLLER[:] = [ThreadpoolController(), len(sys.modules)]
+        _CONTROLLER[:] = [optional_imports.threadpoolctl().ThreadpoolController(), len(sys.modules)]
     return _CONTROLLER[0]
 
 

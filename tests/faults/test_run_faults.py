@@ -36,10 +36,14 @@ def reshape_tensor(folder, name, shape):
     save_file(tensors, str(path), metadata={"format": "pt"})
 
 
-@pytest.fixture
-def complete_store(tiny_model, tmp_path):
-    _, folder = tiny_model("opt-postnorm", name="m")  # 3 layers x 4 heads, width 24
-    store = tmp_path / "s.zarr"
+@pytest.fixture(scope="module")
+def complete_store(tmp_path_factory):
+    """A store holding one complete model "m", made once: the tests only read it (and check it is unchanged)."""
+    from tests.conftest import build_tiny, save
+
+    root = tmp_path_factory.mktemp("complete")
+    folder = save(build_tiny("opt-postnorm"), root / "m")  # 3 layers x 4 heads, width 24
+    store = root / "s.zarr"
     run([folder], store)
     return store, folder
 
@@ -68,7 +72,7 @@ def test_shape_mismatch_without_force_leaves_no_row_behind(complete_store, tiny_
     assert list(xr.open_zarr(str(store), group="profiles").model.values) == ["m"]
 
 
-def test_every_model_is_validated_before_the_first_is_written(complete_store, tiny_model, tmp_path):
+def test_every_model_is_validated_before_the_first_is_written(tiny_model, tmp_path):
     _, good = tiny_model("bert", name="fine")
     _, bad = tiny_model("bert", name="broken")
     reshape_tensor(bad, "encoder.layer.1.attention.self.key.weight", (24, 20))

@@ -45,13 +45,12 @@ def mistral_dir(tmp_path_factory):
     return str(folder)
 
 
-def single_process(folder) -> tuple[np.ndarray, np.ndarray]:
-    """The reference: the in-process run into a store of its own."""
-    import tempfile
-
-    with tempfile.TemporaryDirectory() as tmp:
-        run_profiles([folder], f"{tmp}/single.zarr", name="single", progress=False, log=lambda *_: None)
-        return stored(f"{tmp}/single.zarr", "single")
+@pytest.fixture(scope="module")
+def reference(mistral_dir, tmp_path_factory) -> tuple[np.ndarray, np.ndarray]:
+    """The reference: the in-process run of ``mistral_dir`` into a store of its own (profiles, norms)."""
+    store = str(tmp_path_factory.mktemp("single") / "single.zarr")
+    run_profiles([mistral_dir], store, name="single", progress=False, log=lambda *_: None)
+    return stored(store, "single")
 
 
 def stored(store, name) -> tuple[np.ndarray, np.ndarray]:
@@ -69,7 +68,7 @@ def run_jobs(client, plans, store, retries=2, progress=False):
 
 
 @pytest.mark.slow
-def test_two_worker_processes_equal_single_process(mistral_dir, tmp_path):
+def test_two_worker_processes_equal_single_process(mistral_dir, tmp_path, reference):
     store = str(tmp_path / "store.zarr")
     job = plan_job(mistral_dir, store, name="tiny-mistral")
     with open_cluster(workers=2) as cluster:
@@ -78,7 +77,7 @@ def test_two_worker_processes_equal_single_process(mistral_dir, tmp_path):
     assert done == ["tiny-mistral"]
     assert Store.open(store, mode="r").is_complete("tiny-mistral")
     prof, norm = stored(store, "tiny-mistral")
-    want_prof, want_norm = single_process(mistral_dir)
+    want_prof, want_norm = reference
     assert prof.shape == (LAYERS, 4, 129, 4)
     np.testing.assert_array_equal(prof, want_prof)
     np.testing.assert_array_equal(norm, want_norm)
@@ -86,13 +85,13 @@ def test_two_worker_processes_equal_single_process(mistral_dir, tmp_path):
     assert str(row.revision.values) == job.row.revision
 
 
-def test_fsspec_url_store_with_thread_workers(mistral_dir):
+def test_fsspec_url_store_with_thread_workers(mistral_dir, reference):
     """An fsspec URL store (memory://, shared by threads of this process) written region by region."""
     store = f"memory://headgeometry-test-{os.getpid()}/store.zarr"
     with open_cluster(workers=2, processes=False) as cluster:
         run_jobs(cluster.client, [plan_job(mistral_dir, store, name="m")], store, progress=False)
     prof, norm = stored(store, "m")
-    want_prof, want_norm = single_process(mistral_dir)
+    want_prof, want_norm = reference
     np.testing.assert_array_equal(prof, want_prof)
     np.testing.assert_array_equal(norm, want_norm)
 
@@ -120,7 +119,7 @@ def started_pids(gate: Path) -> set[int]:
 
 
 @pytest.mark.slow
-def test_killing_a_worker_mid_run_still_completes_correctly(mistral_dir, tmp_path):
+def test_killing_a_worker_mid_run_still_completes_correctly(mistral_dir, tmp_path, reference):
     store = str(tmp_path / "store.zarr")
     gate = tmp_path / "gate"
     gate.mkdir()
@@ -153,14 +152,14 @@ def test_killing_a_worker_mid_run_still_completes_correctly(mistral_dir, tmp_pat
     if outcome == "complete":
         assert Store.open(store, mode="r").is_complete("k")
         prof, norm = stored(store, "k")
-        want_prof, want_norm = single_process(mistral_dir)
+        want_prof, want_norm = reference
         np.testing.assert_array_equal(prof, want_prof)
         np.testing.assert_array_equal(norm, want_norm)
     else:  # allowed by the contract: a clear failure, nothing partial marked complete
         assert not Store.open(store, mode="r").is_complete("k")
 
 
-def test_failed_tasks_leave_the_model_incomplete_and_a_rerun_resumes(mistral_dir, tmp_path):
+def test_failed_tasks_leave_the_model_incomplete_and_a_rerun_resumes(mistral_dir, tmp_path, reference):
     store = str(tmp_path / "store.zarr")
     job = plan_job(mistral_dir, store, name="r")
     with open_cluster(workers=1, processes=False) as cluster:
@@ -173,10 +172,10 @@ def test_failed_tasks_leave_the_model_incomplete_and_a_rerun_resumes(mistral_dir
         assert not Store.open(store, mode="r").layers_done("r").any()
         run_jobs(cluster.client, [job], store, progress=False)
     assert Store.open(store, mode="r").is_complete("r")
-    np.testing.assert_array_equal(stored(store, "r")[0], single_process(mistral_dir)[0])
+    np.testing.assert_array_equal(stored(store, "r")[0], reference[0])
 
 
-def test_a_worker_writes_a_runs_layers_through_one_writer(mistral_dir, tmp_path):
+def test_a_worker_writes_a_runs_layers_through_one_writer(mistral_dir, tmp_path, reference):
     """run_task as a worker runs it: the tasks of one run share one run token and so one layer writer (the model's
     row and arrays opened once); a second run's tasks open their own. The layers stored equal the in-process run."""
     from pipeline.run import begin_model, run_task
@@ -207,7 +206,7 @@ def test_a_worker_writes_a_runs_layers_through_one_writer(mistral_dir, tmp_path)
         assert opened == ["w"] * (attempt + 1)
         job_store.mark_complete("w", revision=job.ckpt.revision)
     prof, norm = stored(store, "w")
-    want_prof, want_norm = single_process(mistral_dir)
+    want_prof, want_norm = reference
     np.testing.assert_array_equal(prof, want_prof)
     np.testing.assert_array_equal(norm, want_norm)
 
@@ -223,10 +222,10 @@ def test_unreachable_scheduler_is_a_clear_error():
 
 
 @pytest.mark.slow
-def test_process_pool_equals_single_process(mistral_dir, tmp_path):
+def test_process_pool_equals_single_process(mistral_dir, tmp_path, reference):
     store = str(tmp_path / "store.zarr")
     assert run_profiles([mistral_dir], store, name="pool", workers=2, progress=False, log=lambda *_: None) == ["pool"]
     prof, norm = stored(store, "pool")
-    want_prof, want_norm = single_process(mistral_dir)
+    want_prof, want_norm = reference
     np.testing.assert_array_equal(prof, want_prof)
     np.testing.assert_array_equal(norm, want_norm)

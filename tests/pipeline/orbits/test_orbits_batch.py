@@ -103,27 +103,20 @@ def test_freed_memory_is_kept_once_per_process():
         assert first == "kept"
 
 
-def test_the_trainers_leave_malloc_alone():
-    """train() and train_batch() change no process-wide setting: run in a fresh process, they load no C library
-    through ctypes (which is how malloc's settings are changed)."""
-    import subprocess
-    import sys
+def test_the_trainers_leave_malloc_alone(monkeypatch):
+    """train() and train_batch() change no process-wide setting: they neither call keep_freed_memory nor load a C
+    library through ctypes (which is how malloc's settings are changed)."""
+    import ctypes
 
-    code = (
-        "import ctypes, torch\n"
-        "from dataclasses import replace\n"
-        "from pipeline.orbits.batch import train_batch\n"
-        "from pipeline.orbits.train import train\n"
-        "from tests.pipeline.orbits.test_orbits_batch import TINY\n"
-        "loaded, real = [], ctypes.CDLL\n"
-        "ctypes.CDLL = lambda *a, **k: loaded.append(a) or real(*a, **k)\n"
-        "train(replace(TINY, epochs=2), progress=False)\n"
-        "train_batch(replace(TINY, epochs=2), [0, 1])\n"
-        "print(loaded)\n"
-    )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
-    assert out.returncode == 0, out.stderr
-    assert out.stdout.strip() == "[]"
+    from pipeline.orbits import malloc
+
+    torch.set_num_threads(1)
+    calls, real = [], ctypes.CDLL
+    monkeypatch.setattr(ctypes, "CDLL", lambda *a, **k: calls.append(("CDLL", a)) or real(*a, **k))
+    monkeypatch.setattr(malloc, "keep_freed_memory", lambda: calls.append("keep_freed_memory") or "kept")
+    train(replace(TINY, epochs=2), progress=False)
+    train_batch(replace(TINY, epochs=2), [0, 1])
+    assert calls == []
 
 
 def test_the_entry_points_keep_freed_memory(monkeypatch, tmp_path):
