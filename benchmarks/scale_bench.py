@@ -179,20 +179,22 @@ with threadpool_limits(1):
 
 
 @contextlib.contextmanager
-def core_at_revision(rev: str):
-    """``(one, profile)``: ``one()`` times one ``head_profiles`` call of git revision ``rev``'s pipeline on
-    :func:`eigen_case`'s head in a child process (wall s, CPU s of its thread, one BLAS thread); ``profile`` is that
-    revision's profile of the head. The child's start, imports and first call are not counted."""
+def core_at_revision(rev: str | None):
+    """``(one, profile)``: ``one()`` times one ``head_profiles`` call of git revision ``rev``'s pipeline (None: this
+    checkout's) on :func:`eigen_case`'s head in a child process (wall s, CPU s of its thread, one BLAS thread);
+    ``profile`` is that revision's profile of the head. The child's start, imports and first call are not counted.
+    Both sides of a before/after comparison run in such a child, so that neither carries this process's state."""
     import numpy as np
     from revisions import revision_tree
 
-    with revision_tree(rev) as tree:
+    with revision_tree(rev) if rev else contextlib.nullcontext(ROOT) as tree, \
+            tempfile.TemporaryDirectory() as tmp:
         env = dict(os.environ, PYTHONPATH=tree)
-        values = os.path.join(tree, "profile.npy")
+        values = os.path.join(tmp, "profile.npy")
         child = subprocess.Popen([sys.executable, "-c", CORE_CHILD, values], cwd=tree, env=env, text=True,
                                  stdin=subprocess.PIPE, stdout=subprocess.PIPE)
         if child.stdout.readline().strip() != "ready":
-            raise RuntimeError(f"the profile core of revision {rev} failed (its error is above)")
+            raise RuntimeError(f"the profile core of {rev or 'this checkout'} failed (its error is above)")
 
         def one() -> tuple[float, float]:
             child.stdin.write("run\n")
@@ -214,11 +216,11 @@ def pipeline_against_floors(W_Q, W_K, R, S, repeats: int = 7, before_rev: str | 
     ``eigvalsh`` on each (chunk, k, k) stack, numpy's ``qr``); the pipeline's numpy route with earlier settings
     (``Kernels(gram_rcond=0)``: the span factored by Householder QR in place of the Gram matrix's Cholesky, and that
     with LAPACK's default blocking besides: ``qr_block=None, sytrd_block=None``); the pipeline's numpy route as it
-    is ("after"); with ``before_rev``, revision REV's ``head_profiles`` in a child process (:func:`core_at_revision`,
-    timed inside the child). Floors, on the same 129 matrices: numpy's ``eigvalsh`` on their (129, k, k) stack (the
-    issue's floor), and LAPACK ``dsyevd`` (numpy's driver) through scipy, one matrix at a time, in place, as the
-    pipeline calls it. Wall and CPU time (``time.thread_time``, one thread) of the same runs: on a loaded machine the
-    wall ratios carry the waits for a core, the CPU ratios do not.
+    is ("after"); with ``before_rev``, this checkout's and revision REV's ``head_profiles``, each in a child process
+    (:func:`core_at_revision`, timed inside the child). Floors, on the same 129 matrices: numpy's ``eigvalsh`` on
+    their (129, k, k) stack (the issue's floor), and LAPACK ``dsyevd`` (numpy's driver) through scipy, one matrix at
+    a time, in place, as the pipeline calls it. Wall and CPU time (``time.thread_time``, one thread) of the same
+    runs: on a loaded machine the wall ratios carry the waits for a core, the CPU ratios do not.
     """
     import numpy as np
     from chunked_route import chunked_profiles
@@ -248,9 +250,9 @@ def pipeline_against_floors(W_Q, W_K, R, S, repeats: int = 7, before_rev: str | 
     after = head_profiles(W_Q, W_K, R)
     diffs = {"chunked route": chunked_profiles(W_Q, W_K, R).profile}
     with contextlib.ExitStack() as stack:
-        if before_rev:
-            one, diffs[f"before: revision {before_rev}"] = stack.enter_context(core_at_revision(before_rev))
-            runs[f"before: revision {before_rev}"] = one
+        if before_rev:  # this checkout and revision REV, each in a child process of its own
+            for rev, name in ((None, "after, a child process"), (before_rev, f"before: revision {before_rev}")):
+                runs[name], diffs[name] = stack.enter_context(core_at_revision(rev))
         t, c = interleaved(runs, repeats)
     with open("/proc/loadavg") as fh:
         load = fh.read().split()[:3]
