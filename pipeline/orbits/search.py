@@ -240,7 +240,8 @@ def batch_rows(cfg: Config, label: str, seeds: Sequence[int], device: str, polis
 
 def batch_on_worker(cfg: Config, label: str, seeds: Sequence[int], device: str, polish_top: int) -> list[dict]:
     """:func:`batch_rows` as a dask worker of the search runs it: the worker's process keeps freed memory for reuse
-    first (``pipeline.orbits.malloc``; a search's workers are processes started for it)."""
+    first (``pipeline.orbits.malloc``): the search is an entry point of the workers it is given (``--scheduler``,
+    whose workers ``docs/orbits_search.md`` starts for the search), as the CLI is of its own process."""
     from .malloc import keep_freed_memory
 
     keep_freed_memory()
