@@ -13,9 +13,9 @@
    of every head's 2n x 2n symmetric core at every offset (built beforehand from the same weights, untimed).
    The three are interleaved layer by layer, in rotated order, so that the machine's load falls on each
    alike; the reads of Q/K alone and the opening of the file are printed beside them, and the two readers'
-   tensors are checked bit-equal. The current task's time is split into its eigensolves (numpy.linalg.eigvalsh and
-   pipeline.profile's in-place LAPACK eigensolver, timed by wrappers while it runs), the rest of the profile core
-   and the reads.
+   tensors are checked bit-equal. The current task's time is split into its eigensolves (the cores' and the
+   statistics' Gram matrices', timed by benchmarks/timed_kernels.py, the kernels the task's profile is given), the
+   rest of the profile core and the reads.
 3. The Q4_1 noise figure: a random model of SmolLM2-135M's attention shape (576 wide, 9 query heads over
    3 key heads of 64, rope theta 1e5), its Q/K weights quantised with gguf.quants to Q4_1, Q8_0 and F16;
    |profile(Q4_1) - profile(F16)| over heads, offsets and coordinates (Q8_0 against F16 for scale). The
@@ -124,10 +124,11 @@ def child(layers: int) -> None:
     change of machine load falls on all alike: the task with the old reader, the task with the current reader,
     the eigensolver floor; and each reader's read of the layer's Q/K alone."""
     import gguf  # noqa: F401 - the imports the run path needs, before the baseline
+    from timed_kernels import EIG, TimedKernels
 
-    import pipeline.profile as pm
-    from pipeline.architectures import layout_from_config
+    from pipeline.architectures import layer_qk, layout_from_config
     from pipeline.architectures import rotations as rotations_of
+    from pipeline.profile import head_profiles
     from pipeline.real_models import REAL_MODELS, weight_file
     from pipeline.run import compute_layer
     from pipeline.sources.gguf import open_gguf
@@ -148,36 +149,21 @@ def child(layers: int) -> None:
     names = [n for n in new.tensor_names() if n.endswith(("q_proj.weight", "k_proj.weight"))]
     per_layer = {layer: [n for n in names if n.startswith(f"model.layers.{layer}.")] for layer in range(layers)}
     t = dict(old=0.0, new=0.0, floor=0.0, read_old=0.0, read_new=0.0, eig_new=0.0)
-    eigvalsh = np.linalg.eigvalsh
-    lapack_in_place = pm._lapack_in_place
-
-    def timed(eig):  # the current task's eigensolves, numpy's or LAPACK's in place
-        def call(*args, **kwargs):
-            t0 = time.perf_counter()
-            try:
-                return eig(*args, **kwargs)
-            finally:
-                t["eig_new"] += time.perf_counter() - t0
-        return call
-
-    def timed_lapack_in_place(k):
-        eig, trmm = lapack_in_place(k)
-        return timed(eig), trmm
+    kernels = TimedKernels()  # the current task's eigensolves: the cores' and the statistics' Gram matrices'
 
     def run(kind, layer):
         if kind == "floor":
             stack = floor_stack(new, layout, layer, R)
             t0 = time.perf_counter()
-            eigvalsh(stack)
-        else:
-            ckpt = new if kind == "new" else old
-            if kind == "new":
-                np.linalg.eigvalsh, pm._lapack_in_place = timed(eigvalsh), timed_lapack_in_place
+            np.linalg.eigvalsh(stack)
+        elif kind == "new":  # compute_layer's two steps, with the timed kernels
             t0 = time.perf_counter()
-            try:
-                compute_layer(ckpt, layout, layer, False, R)
-            finally:
-                np.linalg.eigvalsh, pm._lapack_in_place = eigvalsh, lapack_in_place
+            qk = layer_qk(new, layout, layer, False)
+            head_profiles(qk.W_Q, qk.W_K, R, kv_of_head=qk.kv_of_head, gain=qk.gain, at_zero=True,
+                          kernels=kernels).layer_values()
+        else:
+            t0 = time.perf_counter()
+            compute_layer(old, layout, layer, False, R)
         t[kind] += time.perf_counter() - t0
 
     for layer in range(layers):
@@ -192,6 +178,7 @@ def child(layers: int) -> None:
     for layer in range(layers):  # the two readers give the same bits
         for name in per_layer[layer]:
             assert np.array_equal(old.read_compact(name).view(np.uint32), new.read_compact(name).view(np.uint32))
+    t["eig_new"] = kernels.seconds(EIG, cpu=False)
     qk_bytes = (layout.n_heads + layout.n_kv_heads) * layout.d_head * layout.d_model * 4
     print(json.dumps(dict(base_kb=base, peak_kb=peak, open_old=t_open_old, open_new=t_open_new, layers=layers,
                           n_layers=layout.n_layers, qk_bytes=qk_bytes, quant=new.provenance["quantization"],
@@ -226,7 +213,7 @@ def noise(n_layers: int, tied: bool, seed: int = 0) -> dict:
         prof = {}
         for qtype in ("F16", "Q8_0", "Q4_1"):
             q, k = requant(wq, qtype).reshape(H, n, N), requant(wk, qtype).reshape(KV, n, N)
-            prof[qtype] = head_profiles(q, k, R, kv_of_head=kv)[0]
+            prof[qtype] = head_profiles(q, k, R, kv_of_head=kv).profile
         for qtype in diffs:
             diffs[qtype].append(np.abs(prof[qtype] - prof["F16"]).ravel())
     out = {}

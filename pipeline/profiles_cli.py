@@ -1,17 +1,24 @@
 """``python -m pipeline profiles ...`` and ``python -m pipeline list``.
 
-The ``profiles`` options are generated from :class:`pipeline.run.RunOptions` by
+The ``profiles`` options are generated from :class:`pipeline.run_options.RunOptions` by
 ``pipeline.cli_args.add_dataclass_arguments`` (one argparse option per field, its help from the field's
 metadata). Errors a user can cause end with one line on stderr saying what to do, exit status 2, and the
 store as it was: everything is checked before the first write (``pipeline.run``).
+
+Every ``python -m pipeline`` command imports this module to build its parser, so it imports only the light
+options module at the top; the run path, the store and the registry are imported when a command runs.
 """
 
 from __future__ import annotations
 
 import argparse
 import errno
+import os
 import sys
 from dataclasses import fields
+
+from pipeline.cli_args import add_dataclass_arguments
+from pipeline.run_options import ClusterError, RunOptions, UsageError
 
 EXIT_USER_ERROR = 2
 USER_OS_ERRORS = (errno.ENOSPC, errno.EROFS, errno.EACCES, errno.EPERM, errno.EDQUOT)
@@ -47,9 +54,6 @@ STORE_HELP = "Zarr store (default: $HEADGEOMETRY_STORE, else the repository's st
 
 
 def register(subparsers) -> None:
-    from pipeline.cli_args import add_dataclass_arguments
-    from pipeline.run import RunOptions
-
     p = subparsers.add_parser(
         "profiles", help="profiles of every attention head of models into the store",
         description=PROFILES_HELP, epilog=PROFILES_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -69,7 +73,6 @@ def register(subparsers) -> None:
 
 def user_errors() -> tuple[type[Exception], ...]:
     from pipeline.architectures import ArchitectureError
-    from pipeline.run import ClusterError, UsageError
     from pipeline.sources.base import CheckpointError
     from pipeline.store import StoreError
 
@@ -94,18 +97,18 @@ def _is_user_os_error(exc: OSError) -> bool:
 
 
 def profiles_command(args) -> int:
-    from pipeline import run
     from pipeline.models import SEED_MODELS
+    from pipeline.run_entry import register_only, run
 
-    opts = run.RunOptions(**{f.name: getattr(args, f.name) for f in fields(run.RunOptions)})
+    opts = RunOptions(**{f.name: getattr(args, f.name) for f in fields(RunOptions)})
     try:
         if opts.register_only:
             models = list(opts.models) + (list(SEED_MODELS) if opts.seed_models else [])
             if not models:
-                raise run.UsageError("--register-only needs registry names or --seed-models")
-            run.register_only(models, opts.store)
+                raise UsageError("--register-only needs registry names or --seed-models")
+            register_only(models, opts.store)
         else:
-            run.run(opts)
+            run(opts)
     except user_errors() as exc:
         return fail(exc)
     return 0
@@ -118,10 +121,8 @@ def _table(rows: list[list[str]], header: list[str]) -> str:
 
 
 def list_command(args) -> int:
-    import os
-
     from pipeline.models import MODELS, SEED_MODELS
-    from pipeline.run import store_location
+    from pipeline.run_store import store_location
     from pipeline.store import Store
 
     rows = [[s.name + (" *" if s.name in SEED_MODELS else ""), s.family, s.n_layers, s.n_heads, s.d_model, s.d_head,

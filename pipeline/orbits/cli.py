@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import os
 
+from .malloc import keep_freed_memory
 from .runs import FINDER, MODEL_NAME, NEAR_TOL, RANK_ORDER, store_run, train_run
 
 DESCRIPTION = """\
@@ -233,6 +234,7 @@ def run_search(args) -> int:
         torch.set_num_threads(args.threads)
     command = search_command(args)
     budget = None if args.time_budget is None else 60 * args.time_budget
+    keep_freed_memory()  # this process trains (and its dask workers set it themselves: search.batch_on_worker)
     try:
         rows = search(store_path, recipes, seeds, device=args.device, batch_size=args.batch_size,
                       time_budget=budget, polish_top=args.polish_top, scheduler=args.scheduler,
@@ -300,6 +302,7 @@ def run(args) -> int:
                               "or by the sweep")
         run_ = load_run(args.from_run)
     else:
+        keep_freed_memory()  # this process trains: its malloc keeps freed memory (pipeline.orbits.malloc)
         run_ = train_run(config_from_args(args, args.parser), args.save_run)
     finder = {"tol": args.tol, "dead_tol": args.dead_tol, "merge_tol": args.merge_tol}
     for line in store_run(run_, None if args.no_store else _store_path(args.store), finder, args.near_tol,

@@ -199,13 +199,11 @@ def _main(argv, capsys) -> tuple[int, str]:
 
 def test_no_space_left_before_writing(store_and_model, tmp_path, monkeypatch, capsys):
     """The run estimates what it writes and refuses when the disk has less free."""
-    from pipeline import run
-
     store, folder = store_and_model
     before = snapshot(store)
     other = copy_of(folder, tmp_path / "other")
     real = shutil.disk_usage
-    monkeypatch.setattr(run.shutil, "disk_usage", lambda p: real(p)._replace(free=1000))
+    monkeypatch.setattr(shutil, "disk_usage", lambda p: real(p)._replace(free=1000))
     code, err = _main(["profiles", other, "--store", store, "--quiet"], capsys)
     assert code == 2 and err.count("\n") == 1 and "Traceback" not in err
     assert re.search(r"not enough disk space for the store .* MB are free", err), err

@@ -66,7 +66,7 @@ def profiles(ckpt, fold_ln=False):
     out = []
     for layer in range(layout.n_layers):
         qk = layer_qk(ckpt, layout, layer, fold_ln)
-        out.append(head_profiles(qk.W_Q, qk.W_K, None, kv_of_head=qk.kv_of_head, gain=qk.gain)[0])
+        out.append(head_profiles(qk.W_Q, qk.W_K, None, kv_of_head=qk.kv_of_head, gain=qk.gain).profile)
     return np.stack(out)
 
 

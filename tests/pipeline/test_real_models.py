@@ -67,7 +67,7 @@ def test_committed_values_agree_with_a_fresh_computation(name):
         stored_norm = ds.norm.isel(heads).values
         # Within 1e-12, the bound, not bit for bit: the store was written with each span factored by
         # Householder QR, the pipeline now factors a well-conditioned span through its Gram matrix
-        # (profile._span_r), which rounds differently (by about 1e-15 on these heads).
+        # (pipeline.profile.span.span_r), which rounds differently (by about 1e-15 on these heads).
         np.testing.assert_allclose(stored, np.broadcast_to(profile, stored.shape), rtol=0, atol=1e-12)
         np.testing.assert_allclose(stored_norm, np.broadcast_to(norm, stored_norm.shape), rtol=1e-12, atol=0)
         np.testing.assert_allclose(ds.head_statistics.isel(heads).values, stats, rtol=0, atol=1e-12)
