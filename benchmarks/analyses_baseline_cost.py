@@ -64,7 +64,7 @@ def main(argv=None) -> int:
         _, t_iid = cpu(lambda layer=layer: iid.layer(layer))
         k = min(args.heads, H)
         _, t_part = cpu(lambda qk=qk, k=k: head_profiles(qk.W_Q[:k], qk.W_K, R, kv_of_head=qk.kv_of_head[:k],
-                                                          eigvalsh="numpy", threads=1, statistics=True))
+                                                          eigvalsh="numpy", threads=1, at_zero=True))
         t_prof = t_part * H / k
         rows.append((t_init, t_iid, t_prof))
         print(f"{layer:>5} {t_init:>8.2f} {t_iid:>8.2f} {t_prof:>9.2f} {t_init / t_prof:>13.3f} "

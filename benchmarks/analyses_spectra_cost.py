@@ -4,7 +4,7 @@
 
 For each (N, n) and each positional kind (rotary: the profile at the 129 offsets d = 0..128; position-free: d = 0
 alone) it times, per head and in CPU time on one BLAS thread, (1) the profile with its statistics, as a profiles
-run computes it (``pipeline.profile.head_profiles(..., statistics=True)``), and (2) ``core_spectra`` on the same
+run computes it (``pipeline.profile.head_profiles(..., at_zero=True)``), and (2) ``core_spectra`` on the same
 heads' d = 0 top core rows ([A | B], which the profile route already holds), and prints the ratio (2) / (1). The
 spectra's own three parts (svd of T, eigenvalues of A, svd of [A | B]) are timed apart as well. Best of
 ``--repeats``.
@@ -68,7 +68,7 @@ def main(argv=None) -> int:
         for offsets in (129, 1):
             R = rotation_matrices(n, n, 10000.0, offsets) if offsets > 1 else None
             t_prof = best(lambda R=R, W_Q=W_Q, W_K=W_K: head_profiles(W_Q, W_K, R, eigvalsh="numpy", threads=1,
-                                                                    statistics=True), args.repeats) / args.heads
+                                                                    at_zero=True), args.repeats) / args.heads
             print(f"{N:>6} {n:>5} {offsets:>8} {t_prof:>9.4f} {t_spec:>9.4f} {t_spec / t_prof:>7.3f}   "
                   f"{parts[0]:>7.4f} {parts[1]:>7.4f} {parts[2]:>9.4f}", flush=True)
     if args.run:

@@ -72,7 +72,7 @@ def head_data(heads, name: str, progress=None) -> HeadData:
     for layer in range(layout.n_layers):
         qk = heads.layer(layer)
         profile, _, statistics, spectrum = head_profiles(qk.W_Q, qk.W_K, kv_of_head=qk.kv_of_head, gain=qk.gain,
-                                                         eigvalsh="numpy", statistics=True)
+                                                         eigvalsh="numpy", at_zero=True).layer_values()
         spectra = head_spectra(qk.W_Q, qk.W_K, kv_of_head=qk.kv_of_head, gain=qk.gain)
         layers.append({"profile": profile, "statistics": statistics, "spectrum": spectrum} | spectra.as_dict())
         if progress is not None:

@@ -44,7 +44,8 @@ def test_iid_symmetric_energy_has_the_closed_form_mean():
                        positional="learned absolute")
     heads = IidHeads(shape, 0)
     energy = np.concatenate([
-        head_profiles(qk.W_Q, qk.W_K, eigvalsh="numpy", statistics=True)[2][:, STATISTICS.index("symmetric_energy")]
+        head_profiles(qk.W_Q, qk.W_K, eigvalsh="numpy", at_zero=True).layer_values()[2][
+            :, STATISTICS.index("symmetric_energy")]
         for qk in map(heads.layer, range(8))])
     assert np.mean(energy) == pytest.approx(65 / 128, abs=4 * np.std(energy) / np.sqrt(len(energy)))
 
@@ -74,7 +75,7 @@ def test_head_data_at_d0_is_the_profile_routes(kind):
     assert done == [0, 1, 2, 3] and data.heads == 32
     qk = heads.layer(2)
     profile, _, statistics, spectrum = head_profiles(qk.W_Q, qk.W_K, kv_of_head=qk.kv_of_head, eigvalsh="numpy",
-                                                     statistics=True)
+                                                     at_zero=True).layer_values()
     rows = data.layer == 2
     np.testing.assert_array_equal(data.head[rows], np.arange(8))
     np.testing.assert_array_equal(data.profile[rows], profile)

@@ -41,7 +41,7 @@ def test_rank_one_forms_pair_exactly():
     s = head_spectra(v, u)  # W_Q = v^T, W_K = u^T
     from pipeline.profile import head_profiles
 
-    spectrum = head_profiles(v, u, eigvalsh="numpy", statistics=True)[3]
+    spectrum = head_profiles(v, u, eigvalsh="numpy", at_zero=True).at_zero.spectrum()
     got = sg.paired_spectra(spectrum, s.antisym_spectrum)
     np.testing.assert_allclose(got["geometric_error"], 0.0, atol=1e-12)
     np.testing.assert_allclose(got["sigma"][:, 0], got["geometric"][:, 0], rtol=1e-12)
