@@ -35,15 +35,9 @@ from functools import lru_cache
 
 import numpy as np
 
-from pipeline.families.layout import (  # noqa: F401 - the public names of the family readers
-    ADDING_A_FAMILY,
-    ArchitectureError,
-    Layout,
-    Positional,
-    layout_from_config,
-    supported,
-    towers,
-)
+from pipeline.families.errors import ADDING_A_FAMILY, ArchitectureError  # noqa: F401 - the public names
+from pipeline.families.layout import Layout, layout_from_config, supported, towers  # noqa: F401
+from pipeline.families.spec import Positional
 from pipeline.families.table import FAMILIES  # noqa: F401
 from pipeline.families.tensors import (  # noqa: F401
     LayerQK,

@@ -196,7 +196,7 @@ def compute_layer(ckpt, layout, layer: int, fold_ln: bool, rotations=None, qk=No
     if qk is None:
         qk = layer_qk(ckpt, layout, layer, fold_ln)
     if rotations is None:
-        rotations = rotations_of(layout)
+        rotations = rotations_of(layout, layer=layer)  # per layer: some models' layers differ (SmolLM3, Gemma 3)
     return head_profiles(qk.W_Q, qk.W_K, rotations, kv_of_head=qk.kv_of_head, gain=qk.gain, statistics=True)
 
 
@@ -469,16 +469,13 @@ def run_inline(plans: list[ModelPlan], store, progress: bool = True) -> list[str
     """Every task in this process, with the checkpoints already open."""
     from tqdm.auto import tqdm
 
-    from pipeline.architectures import rotations as rotations_of
-
     for plan in plans:
         with store.writer(plan.name):
             _begin(store, plan)
-            R = rotations_of(plan.layout)
             writer = store.layer_writer(plan.name)  # the model's row and arrays opened once for all its layers
             with read_ahead(plan) as take:
                 for i, layer in enumerate(tqdm(plan.todo, desc=plan.name, unit="layer", disable=not progress)):
-                    values = compute_layer(plan.ckpt, plan.layout, layer, plan.row.layernorm_folded, R, qk=take(i))
+                    values = compute_layer(plan.ckpt, plan.layout, layer, plan.row.layernorm_folded, qk=take(i))
                     writer.write(layer, *values)
             store.mark_complete(plan.name, revision=plan.ckpt.revision)
     return [p.name for p in plans]

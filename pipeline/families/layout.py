@@ -9,27 +9,11 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field, replace
 
-from pipeline.families.spec import Family
+from pipeline.families.errors import ADDING_A_FAMILY, ArchitectureError
+from pipeline.families.positions import layer_positionals
+from pipeline.families.spec import Family, Positional
 from pipeline.families.table import FAMILIES
 from pipeline.schema import ModelShape
-
-ADDING_A_FAMILY = "docs/architecture.md, section \"Adding a family\""
-
-
-class ArchitectureError(ValueError):
-    """The checkpoint's config or tensors do not fit a supported family; the message says what to do."""
-
-
-@dataclass(frozen=True)
-class Positional:
-    """The positional kind of one layer: ``kind`` (learned absolute, alibi, rope, none) and, for rope, the
-    rotated dimensions of a head, the base, the style (``half`` or ``interleaved``) and the scaling pairs."""
-
-    kind: str
-    rotary_dim: int = 0
-    rope_theta: float = 0.0
-    style: str = ""
-    scaling: tuple = ()
 
 
 @dataclass(frozen=True)
@@ -131,8 +115,6 @@ def layout_from_config(config: dict, tower: str | None = None) -> Layout:
     Raises ArchitectureError for an unsupported ``model_type`` (listing the supported ones), a multi-tower
     model without a tower, or an inconsistent config.
     """
-    from pipeline.families.positions import layer_positionals
-
     entry, cfg = _entry(config, tower)
     what = repr(config.get("model_type"))
     N, H, L = (int(_get(cfg, keys, what)) for keys in (entry.hidden, entry.heads, entry.layers))

@@ -10,14 +10,13 @@ refused.
 
 from __future__ import annotations
 
-from pipeline.families.spec import Family
+from pipeline.families.errors import ArchitectureError
+from pipeline.families.spec import Family, Positional
 
 _SCALING_KEYS = ("factor", "low_freq_factor", "high_freq_factor", "original_max_position_embeddings")
 
 
-def _error(message: str):
-    from pipeline.families.layout import ArchitectureError
-
+def _error(message: str) -> ArchitectureError:
     return ArchitectureError(message)
 
 
@@ -96,9 +95,7 @@ def _uses_rope(config: dict, n_layers: int) -> list[bool]:
 
 
 def layer_positionals(entry: Family, config: dict, n: int, n_layers: int) -> list:
-    """The :class:`~pipeline.families.layout.Positional` of each layer."""
-    from pipeline.families.layout import Positional
-
+    """The :class:`~pipeline.families.spec.Positional` of each layer."""
     def rope(layer_type: str | None) -> Positional:
         theta, rotary, pairs = _rope_of(entry, config, n, layer_type)
         return Positional("rope", rotary, theta, entry.rotary_style, pairs)

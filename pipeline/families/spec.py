@@ -37,6 +37,18 @@ SCALES = ("1/sqrt(head_dim)", "1", "1/sqrt(query_pre_attn_scalar)", "attention_m
 
 
 @dataclass(frozen=True)
+class Positional:
+    """The positional kind of one layer: ``kind`` (learned absolute, alibi, rope, none) and, for rope, the
+    rotated dimensions of a head, the base, the style (``half`` or ``interleaved``) and the scaling pairs."""
+
+    kind: str
+    rotary_dim: int = 0
+    rope_theta: float = 0.0
+    style: str = ""
+    scaling: tuple = ()
+
+
+@dataclass(frozen=True)
 class QKNorm:
     """A norm on the queries and keys, applied before the rotation.
 

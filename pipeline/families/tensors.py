@@ -17,10 +17,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from pipeline.families.errors import ArchitectureError
 
-def _error(message: str):
-    from pipeline.families.layout import ArchitectureError
 
+def _error(message: str) -> ArchitectureError:
     return ArchitectureError(message)
 
 

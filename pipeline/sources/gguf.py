@@ -39,16 +39,29 @@ import numpy as np
 
 from pipeline.sources.base import Checkpoint, CheckpointError
 
-# GGUF architecture -> (model_type, whether the converter permuted the Q/K rows)
-ARCHITECTURES = {"llama": ("llama", True), "qwen2": ("qwen2", False)}
+# GGUF architecture -> (model_type, whether the converter permuted the Q/K rows): llama.cpp's converter permutes
+# the rows of the families it rotates as interleaved pairs ("norm" RoPE in llama.cpp) while transformers rotates
+# halves; the families llama.cpp rotates by halves ("neox" RoPE) keep the Hugging Face row order.
+ARCHITECTURES = {
+    "llama": ("llama", True), "qwen2": ("qwen2", False), "qwen3": ("qwen3", False), "qwen3moe": ("qwen3_moe", False),
+    "gemma": ("gemma", False), "gemma2": ("gemma2", False), "gemma3": ("gemma3_text", False), "phi3": ("phi3", False),
+    "olmo2": ("olmo2", False), "starcoder2": ("starcoder2", False), "stablelm": ("stablelm", False),
+    "command-r": ("cohere", False), "granite": ("granite", True), "smollm3": ("smollm3", True),
+}
+# The converter stores Gemma's norm gains as 1 + weight (what GemmaRMSNorm multiplies by): the reader gives the
+# weight back, in float64 (exact), so that the family's own convention (``gain_offset``) applies to every format.
+NORM_SHIFTS = {"gemma": 1.0, "gemma2": 1.0, "gemma3": 1.0}
 _ROLES = {"attn_q.weight": "self_attn.q_proj.weight", "attn_k.weight": "self_attn.k_proj.weight",
-          "attn_norm.weight": "input_layernorm.weight"}
+          "attn_qkv.weight": "self_attn.qkv_proj.weight", "attn_norm.weight": "input_layernorm.weight",
+          "attn_q_norm.weight": "self_attn.q_norm.weight", "attn_k_norm.weight": "self_attn.k_norm.weight"}
 _FLOAT = ("F32", "F16", "BF16", "F64")
 CHUNK_BYTES = 16 << 20  # float32 output dequantised per call (whole heads; at least one head)
+ARRAY_KEYS = (".attention.sliding_window_pattern",)  # the one array read (per layer); the others are skipped
 
 
 def hf_name(gguf_name: str) -> str | None:
-    """The Hugging Face name of a GGUF tensor this reader exposes (Q, K, attention norm), else None."""
+    """The Hugging Face name of a GGUF tensor this reader exposes (Q, K, fused QKV, attention and QK norms), else
+    None."""
     m = re.fullmatch(r"blk\.(\d+)\.(.+)", gguf_name)
     if m is None or m.group(2) not in _ROLES:
         return None
@@ -117,7 +130,8 @@ def _scan(path) -> _Header:
     """The header of a little-endian GGUF v2/v3 file, parsed directly; raises on anything else (big-endian,
     other versions, nested arrays, unknown types, duplicate names, tensors past the end of the file).
 
-    Array values (a tokenizer's vocabulary and merges: ~100 000 strings in SmolLM2) are skipped, not decoded:
+    Array values (a tokenizer's vocabulary and merges: ~100 000 strings in SmolLM2) are skipped, not decoded
+    (but the per-layer numbers of ``ARRAY_KEYS``):
     ``GGUFReader`` builds a numpy view per string, seconds of a small model's open. The tensor views follow
     ``GGUFReader``'s rules (float types by their dtype, quantised ones as rows of bytes) so that
     ``gguf.quants.dequantize`` reads them alike."""
@@ -154,7 +168,10 @@ def _scan(path) -> _Header:
                 for _ in range(count):
                     pos += 8 + unpack("<Q", buf, pos)[0]
             else:
-                pos += count * struct.calcsize(_SCALARS[itype])  # KeyError for nested arrays: not read here
+                size = struct.calcsize(_SCALARS[itype])  # KeyError for nested arrays: not read here
+                if key.endswith(ARRAY_KEYS):
+                    fields[key] = list(struct.unpack_from(f"<{count}{_SCALARS[itype][1]}", buf, pos))
+                pos += count * size
         else:
             fmt = _SCALARS[vtype]
             fields[key] = unpack(fmt, buf, pos)[0]
@@ -202,7 +219,7 @@ def _header(path) -> _Header:
         pass
     reader = gguf.GGUFReader(str(path), "r")
     fields = {k: f.contents() for k, f in reader.fields.items()
-              if f.types and f.types[0] != gguf.GGUFValueType.ARRAY}
+              if f.types and (f.types[0] != gguf.GGUFValueType.ARRAY or k.endswith(ARRAY_KEYS))}
     return _Header(fields, list(reader.tensors))
 
 
@@ -211,11 +228,13 @@ class GGUFFile:
 
     format = "gguf"
 
-    def __init__(self, path, tensors: dict[str, tuple], heads: dict[str, int], permuted: bool):
+    def __init__(self, path, tensors: dict[str, tuple], heads: dict[str, int], permuted: bool,
+                 norm_shift: float = 0.0):
         self.path = Path(path)
         self._tensors = tensors  # HF name -> (GGMLQuantizationType, HF shape, memory-mapped data)
         self._heads = heads  # HF name -> number of heads whose rows to un-permute (Q: heads, K: kv heads)
         self._permuted = permuted
+        self._norm_shift = norm_shift  # what the converter added to every norm gain (1-d tensors)
         self._fingerprint = b""
 
     def keys(self) -> list[str]:
@@ -236,8 +255,9 @@ class GGUFFile:
         from gguf.quants import dequantize
 
         qtype, shape, data = self._tensors[name]
-        if len(shape) == 1:
-            return np.array(dequantize(data, qtype), dtype=np.float32).reshape(shape)
+        if len(shape) == 1 or name.endswith("_norm.weight"):  # a gain: the converter's shift taken off (float64)
+            gain = np.array(dequantize(data, qtype), dtype=np.float32).reshape(shape)
+            return gain - np.float64(self._norm_shift) if self._norm_shift else gain
         rows, cols = shape
         heads = self._heads.get(name, 1)
         per = rows // heads
@@ -302,7 +322,37 @@ def _config(reader, path, arch: str) -> dict:
                               "(1 for short wavelengths, a factor for long ones, a smooth blend between)")
         if scaling:
             config["rope_scaling"] = scaling
-    return config
+    return config | _family_config(reader, arch, config)
+
+
+def _family_config(reader, arch: str, config: dict) -> dict:
+    """The keys a family's entry reads beyond the shape, from llama.cpp's metadata and its fixed conventions."""
+    names = {t.name for t in reader.tensors}
+    qk_norm = "blk.0.attn_q_norm.weight" in names
+    head_dim = config["head_dim"]
+    if arch == "gemma2":  # the stored scale does not change a profile; llama.cpp scales by the head size
+        return {"query_pre_attn_scalar": head_dim,
+                "attn_logit_softcapping": _field(reader, "gemma2.attn_logit_softcapping")}
+    if arch == "gemma3":
+        # llama.cpp: every sliding_window_pattern-th layer global (6 unless the file says), the sliding ones with
+        # the base freq_base_swa (10000 unless the file says) and no scaling
+        pattern = _field(reader, "gemma3.attention.sliding_window_pattern", 6)
+        n = config["num_hidden_layers"]
+        types = (["sliding_attention" if s else "full_attention" for s in pattern] if isinstance(pattern, list)
+                 else ["full_attention" if (i + 1) % int(pattern) == 0 else "sliding_attention" for i in range(n)])
+        full = {"rope_type": "default", "rope_theta": config["rope_theta"]} | config.get("rope_scaling", {})
+        local = {"rope_type": "default", "rope_theta": float(_field(reader, "gemma3.rope.freq_base_swa", 10000.0))}
+        return {"query_pre_attn_scalar": head_dim, "layer_types": types,
+                "rope_parameters": {"full_attention": full, "sliding_attention": local}}
+    if arch == "granite":
+        return {"attention_multiplier": float(_field(reader, "granite.attention.scale", 1.0))}
+    if arch == "stablelm":
+        return {"qk_layernorm": qk_norm}
+    if arch == "command-r":
+        return {"use_qk_norm": qk_norm}
+    if arch == "smollm3":  # llama.cpp leaves out the rotary of every fourth layer (n_no_rope_layer_step = 4)
+        return {"no_rope_layer_interval": 4}
+    return {}
 
 
 def llama3_from_factors(factors: np.ndarray, rotary_dim: int, theta: float) -> dict | None:
@@ -368,9 +418,7 @@ def open_gguf(path) -> Checkpoint:
                           f"{', '.join(ARCHITECTURES)}")
     config = _config(reader, path, arch)
     sha = sha256_of(path)
-    tensors = {hf: (t.tensor_type, tuple(int(x) for x in reversed(t.shape.tolist())), t.data)
-               for t in reader.tensors if (hf := hf_name(t.name)) is not None}
-    gguf_names = {hf_name(t.name): t.name for t in reader.tensors if hf_name(t.name) is not None}
+    tensors, gguf_names = _hf_tensors(reader, arch)
     name = _field(reader, "general.name") or path.stem
     del reader  # the views in ``tensors`` keep the memory map; the rest of the header goes
     heads = {}
@@ -381,21 +429,41 @@ def open_gguf(path) -> Checkpoint:
             heads[hf] = config["num_key_value_heads"]
     from gguf.quants import dequantize
 
-    qtypes = sorted({tensors[hf][0].name for hf in heads})
-    for hf in heads:  # every Q/K type must be one gguf can dequantise: try one row of each
+    weights = [hf for hf in tensors if hf.endswith(("q_proj.weight", "k_proj.weight", "qkv_proj.weight"))]
+    qtypes = sorted({tensors[hf][0].name for hf in weights})
+    for hf in weights:  # every Q/K type must be one gguf can dequantise: try one row of each
         qtype, _, data = tensors[hf]
         try:
             dequantize(data[:1], qtype)
         except NotImplementedError as exc:
             raise _fail(path, f"quantisation type {qtype.name} of {gguf_names[hf]} cannot be dequantised by gguf "
                               f"{_version()}; re-quantise the file (e.g. Q8_0, Q4_K)") from exc
-    src = GGUFFile(path, tensors, heads, permuted=ARCHITECTURES[arch][1])
+    src = GGUFFile(path, tensors, heads, permuted=ARCHITECTURES[arch][1], norm_shift=NORM_SHIFTS.get(arch, 0.0))
     src._fingerprint = bytes.fromhex(sha)
     quant = "+".join(q for q in qtypes if q not in _FLOAT)  # "" for float weights (F32, F16, BF16)
     provenance = {"name": str(name), "format": "gguf", "quantization": quant, "file": path.name,
                   "sha256": sha, "package": owning_package(path)}
     return Checkpoint(config=config, source=str(path), revision=f"local-{sha[:12]}",
                       sources={hf: src for hf in tensors}, provenance=provenance)
+
+
+def _hf_tensors(reader, arch: str) -> tuple[dict[str, tuple], dict[str, str]]:
+    """HF name -> (type, HF shape, memory-mapped data) of the tensors this reader exposes, and HF name -> GGUF name.
+    StableLM's per-head QK LayerNorm gains, stacked (heads, n) by the converter, are given back one tensor per head
+    (``q_layernorm.norms.h.weight``) as transformers stores them."""
+    tensors, gguf_names = {}, {}
+    for t in reader.tensors:
+        if (hf := hf_name(t.name)) is None:
+            continue
+        entry = (t.tensor_type, tuple(int(x) for x in reversed(t.shape.tolist())), t.data)
+        side = next((s for s in ("q", "k") if hf.endswith(f"self_attn.{s}_norm.weight")), None)
+        if arch == "stablelm" and side is not None and len(entry[1]) == 2:
+            for h in range(entry[1][0]):
+                per_head = hf.replace(f"{side}_norm.weight", f"{side}_layernorm.norms.{h}.weight")
+                tensors[per_head], gguf_names[per_head] = (entry[0], entry[1][1:], entry[2][h]), t.name
+            continue
+        tensors[hf], gguf_names[hf] = entry, t.name
+    return tensors, gguf_names
 
 
 def _version() -> str:

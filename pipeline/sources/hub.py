@@ -8,7 +8,8 @@ are validated (``pipeline.sources.names``) online and offline before any of them
 
 :class:`RangeFile` reads each needed shard's header (8 bytes, then the JSON header, capped at 100 MB as
 the safetensors library caps it) and each requested tensor's bytes with one ``Range: bytes=a-b``
-request each, through huggingface_hub's HTTP session (HF_ENDPOINT, HF_TOKEN, proxies as it has them).
+request each (a fused QKV tensor: its q and k rows alone, :meth:`HubSnapshot.read_rows`), through
+huggingface_hub's HTTP session (HF_ENDPOINT, HF_TOKEN, proxies as it has them).
 The body is streamed into a buffer of exactly the asked length: a server that answers without honouring
 the range (status 200) is refused before its body is read, and one that sends more than asked is
 refused as soon as the extra bytes arrive. Connections and reads time out (connect 10 s; a read
@@ -390,9 +391,73 @@ class HubSnapshot:
             raise explain(exc, self.repo_id, self.commit, f"tensor {name} in {filename}") from exc
         return decode(buf, entry.dtype, entry.shape, compact)
 
+    def read_rows(self, name: str, ranges: list[tuple[int, int]], compact: bool = False) -> np.ndarray:
+        """Rows [a, b) of a tensor for each (a, b) of ``ranges``, stacked in that order, fetching those rows'
+        bytes alone (a fused QKV tensor's q and k rows, not its v rows). Ranges adjacent in the file are fetched
+        together; requests hold at most ``ROW_REQUEST_BYTES`` and ``ROW_REQUESTS_AT_ONCE`` run at once, so memory
+        holds the result and at most that many requests' bytes."""
+        entry = self.entry(name)
+        filename = self.weight_map[name]
+        if entry.dtype not in DTYPES:
+            raise HubError(f"tensor dtype {entry.dtype} is not supported (supported: {', '.join(DTYPES)}).")
+        tail = entry.shape[1:]
+        row_bytes = int(np.prod(tail)) * ITEMSIZE[entry.dtype]
+        out = np.empty((sum(b - a for a, b in ranges), *tail),
+                       dtype=np.float32 if compact and entry.dtype != "F64" else np.float64)
+        requests = _row_requests(ranges, max(1, ROW_REQUEST_BYTES // max(1, row_bytes)))
+        source = self.source(filename)
+
+        def fetch(request):
+            first, count, places = request
+            try:
+                buf = source.read(entry.start + first * row_bytes, count * row_bytes)
+            except Exception as exc:  # noqa: BLE001
+                raise explain(exc, self.repo_id, self.commit, f"tensor {name} in {filename}") from exc
+            rows = decode(buf, entry.dtype, (count, *tail), compact)
+            for src, n, dst in places:
+                out[dst:dst + n] = rows[src - first:src - first + n]
+
+        if len(requests) == 1:
+            fetch(requests[0])
+        else:
+            from concurrent.futures import ThreadPoolExecutor
+
+            with ThreadPoolExecutor(min(ROW_REQUESTS_AT_ONCE, len(requests)), thread_name_prefix="hub-rows") as pool:
+                for done in [pool.submit(fetch, r) for r in requests]:
+                    done.result()
+        return out
+
     @property
     def bytes_fetched(self) -> int:
         return sum(s.bytes_fetched for s in self._sources.values())
+
+
+ROW_REQUEST_BYTES = 8 << 20  # at most this many bytes per row request (whole rows; at least one row)
+ROW_REQUESTS_AT_ONCE = 4
+
+
+def _row_requests(ranges: list[tuple[int, int]], max_rows: int) -> list[tuple[int, int, list]]:
+    """Requests (first row, row count, [(file row, rows, output row), ...]) covering ``ranges``: ranges adjacent
+    in the file merged, then cut into requests of at most ``max_rows`` rows."""
+    at, pieces = 0, []
+    for a, b in ranges:
+        pieces.append((a, b - a, at))
+        at += b - a
+    spans: list[list] = []  # [first, end, pieces]
+    for a, n, dst in sorted(pieces):
+        if spans and spans[-1][1] == a:
+            spans[-1][1] += n
+            spans[-1][2].append((a, n, dst))
+        else:
+            spans.append([a, a + n, [(a, n, dst)]])
+    out = []
+    for first, end, parts in spans:
+        for lo in range(first, end, max_rows):
+            hi = min(end, lo + max_rows)
+            cut = [(max(a, lo), min(a + n, hi) - max(a, lo), dst + max(a, lo) - a) for a, n, dst in parts
+                   if a < hi and a + n > lo]
+            out.append((lo, hi - lo, cut))
+    return out
 
 
 def _download(repo_id: str, filename: str, revision: str, endpoint: str, token, offline: bool) -> str:
@@ -520,6 +585,9 @@ class HubShardSource:
 
     def read_compact(self, name: str) -> np.ndarray:
         return self.snapshot.read(name, compact=True)
+
+    def read_rows(self, name: str, ranges: list[tuple[int, int]]) -> np.ndarray:
+        return self.snapshot.read_rows(name, ranges, compact=True)
 
     def fingerprint(self) -> bytes:
         return f"{self.snapshot.repo_id}@{self.snapshot.commit}/{self.filename}".encode()

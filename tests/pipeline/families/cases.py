@@ -114,8 +114,8 @@ CASES: dict[str, Case] = {
     "cohere": Case("CohereConfig", _GQA, "CohereForCausalLM", **_DEC),
     "cohere-qk_norm": Case("CohereConfig", _GQA | dict(use_qk_norm=True), "CohereForCausalLM", **_DEC, **_QK),
     "granite": Case("GraniteConfig", _GQA | dict(attention_multiplier=0.3), "GraniteForCausalLM", **_DEC),
-    "smollm3": Case("SmolLM3Config", _GQA | dict(num_hidden_layers=3, no_rope_layers=[1, 0, 1], pad_token_id=0,
-                                                 bos_token_id=1, eos_token_id=2), "SmolLM3ForCausalLM", **_DEC),
+    "smollm3": Case("SmolLM3Config", _GQA | dict(num_hidden_layers=4, pad_token_id=0, bos_token_id=1,
+                                                 eos_token_id=2), "SmolLM3ForCausalLM", **_DEC),  # layer 3: no rotary
     "roberta": Case("RobertaConfig", _BERT | dict(pad_token_id=1), "RobertaModel", **_BERT_PROBE, rtol=1e-10),
     "xlm-roberta": Case("XLMRobertaConfig", _BERT | dict(pad_token_id=1), "XLMRobertaModel", **_BERT_PROBE,
                         rtol=1e-10),
