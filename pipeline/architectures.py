@@ -41,6 +41,7 @@ from pipeline.families.spec import Positional
 from pipeline.families.table import FAMILIES  # noqa: F401
 from pipeline.families.tensors import (  # noqa: F401
     LayerQK,
+    check_layer,
     fold_qk_norm,
     fused_rows,
     layer_qk,

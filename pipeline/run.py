@@ -311,7 +311,7 @@ class ModelPlan:
 
 
 class _ShapesOnly:
-    """A checkpoint view whose tensors are zero-stride arrays of the stored shapes: ``layer_qk`` on it checks
+    """A checkpoint view whose tensors are zero-stride arrays of the stored shapes: ``check_layer`` on it checks
     every name and shape against the config without reading tensor data."""
 
     def __init__(self, ckpt):
@@ -334,14 +334,14 @@ class _ShapesOnly:
 
 def validate_checkpoint(ckpt, layout, fold_ln: bool) -> None:
     """Every layer's Q/K tensors exist and have the shapes the config gives (ArchitectureError otherwise)."""
-    from pipeline.architectures import ArchitectureError, layer_qk
+    from pipeline.architectures import ArchitectureError, check_layer
 
     if layout.n_layers < 1:
         raise ArchitectureError(f"{ckpt.source}: the config gives {layout.n_layers} layers; a model needs at least "
                                 "one attention layer to profile.")
     view = _ShapesOnly(ckpt)
     for layer in range(layout.n_layers):
-        layer_qk(view, layout, layer, fold_ln)
+        check_layer(view, layout, layer, fold_ln)
 
 
 def _conflict(store, row) -> tuple[bool, str | None]:

@@ -57,11 +57,13 @@ class Layout(ModelShape):
         return Positional(self.positional, self.rotary_dim, self.rope_theta, self.rotary_style, self.rope_scaling)
 
 
-def supported() -> str:
-    """The supported model types and towers, for messages and --help."""
+def supported(towered: bool | None = None) -> str:
+    """The supported model types, for messages and --help: all of them (``towered`` None, multi-tower ones with
+    their towers), or only those of one tower (False) or of several (True)."""
     names = []
     for name, f in FAMILIES.items():
-        names.append(name if not f.towers else f"{name} ({' + '.join(t for t, _ in f.towers)})")
+        if towered is None or towered == bool(f.towers):
+            names.append(name if not f.towers else f"{name} ({' + '.join(t for t, _ in f.towers)})")
     return ", ".join(names)
 
 
@@ -91,9 +93,9 @@ def _entry(config: dict, tower: str | None) -> tuple[Family, dict]:
     if entry.towers:
         names = [t for t, _ in entry.towers]
         if tower not in names:
-            raise ArchitectureError(f"{family} is a model of {len(names)} towers ({', '.join(names)}), each profiled "
-                                    f"as a model of its own (NAME/{names[0]}, ...); name one of them"
-                                    + (f", not {tower!r}" if tower else ""))
+            raise ArchitectureError(f"{family} is a model of {len(names)} towers ({', '.join(names)}): name one of "
+                                    f"them{f', not {tower!r}' if tower else ''} (layout_from_config(config, tower=...)"
+                                    "); the profiles command reads models of one tower")
         entry = entry.tower(tower)
         if entry.sub_config:
             sub = config.get(entry.sub_config)

@@ -83,6 +83,31 @@ def _expect(name: str, shape: tuple, want: tuple[int, ...]) -> None:
                      "not describe these weights")
 
 
+def _wanted_shape(layout, role: str) -> tuple[int, ...]:
+    H, kv, n, N = layout.n_heads, layout.n_kv_heads, layout.d_head, layout.d_model
+    if role in ("q", "k"):
+        return ((H if role == "q" else kv) * n, N)
+    if role == "qkv":
+        return (N, 3 * N) if layout.spec.split == "columns" else ((H + 2 * kv) * n, N)
+    if role == "ln":
+        return (N,)
+    heads = H if role.startswith("q") else kv
+    return {"shared": (n,), "per_head": (heads, n), "projection": (heads * n,), "each_head": (n,)}[
+        layout.spec.qk_norm.gain]
+
+
+def check_layer(checkpoint, layout, layer: int, fold_ln: bool = False) -> dict[str, str]:
+    """The names of what :func:`layer_qk` reads for ``layer`` (:func:`qk_tensor_names`), each checked to have the
+    shape the config gives, from the files' headers (``checkpoint.shape``) without reading values where the
+    checkpoint can tell. Raises ArchitectureError naming the tensor."""
+    names = qk_tensor_names(layout, checkpoint.tensor_names(), layer, fold_ln)
+    shape = getattr(checkpoint, "shape", None)
+    for role, name in names.items():
+        _expect(name, shape(name) if shape is not None else np.shape(_read_compact(checkpoint, name)),
+                _wanted_shape(layout, role))
+    return names
+
+
 @dataclass(frozen=True)
 class LayerQK:
     """The Q/K weights of one layer in their compact form (what :func:`pipeline.profile.head_profiles` takes).
@@ -123,19 +148,15 @@ def _fused(checkpoint, layout, name: str) -> tuple[np.ndarray, np.ndarray]:
     split = layout.spec.split
     if split == "columns":  # Conv1D: (in, out), out = [q | k | v]; every row holds all three
         w = _read_compact(checkpoint, name)
-        _expect(name, w.shape, (N, 3 * N))
         return (np.ascontiguousarray(w[:, :N].T).reshape(H, n, N),
                 np.ascontiguousarray(w[:, N: 2 * N].T).reshape(H, n, N))
-    rows = (H + 2 * kv) * n
-    reader, shape = getattr(checkpoint, "read_rows", None), getattr(checkpoint, "shape", None)
-    if reader is None or shape is None:  # a source that reads whole tensors: views of it, as far as the split allows
+    reader = getattr(checkpoint, "read_rows", None)
+    if reader is None:  # a checkpoint that reads whole tensors: views of it, as far as the split allows
         w = _read_compact(checkpoint, name)
-        _expect(name, w.shape, (rows, N))
         if split == "rows":
             return w[:H * n].reshape(H, n, N), w[H * n:(H + kv) * n].reshape(kv, n, N)
         g = w.reshape(kv, H // kv + 2, n, N)
         return g[:, :H // kv].reshape(H, n, N), g[:, H // kv]
-    _expect(name, shape(name), (rows, N))
     w = reader(name, fused_rows(layout))
     return w[:H * n].reshape(H, n, N), w[H * n:].reshape(kv, n, N)
 
@@ -145,18 +166,9 @@ def _norm_gains(checkpoint, layout, names: dict[str, str], side: str) -> np.ndar
     norm, n = layout.spec.qk_norm, layout.d_head
     heads = layout.n_heads if side == "q" else layout.n_kv_heads
     if norm.gain == "each_head":
-        parts = []
-        for h in range(heads):
-            name = names[f"{side}_norm.{h}"]
-            g = np.asarray(checkpoint.read(name), dtype=np.float64)
-            _expect(name, g.shape, (n,))
-            parts.append(g)
-        g = np.stack(parts)
+        g = np.stack([np.asarray(checkpoint.read(names[f"{side}_norm.{h}"]), dtype=np.float64) for h in range(heads)])
     else:
-        name = names[f"{side}_norm"]
-        g = np.asarray(checkpoint.read(name), dtype=np.float64)
-        want = {"shared": (n,), "per_head": (heads, n), "projection": (heads * n,)}[norm.gain]
-        _expect(name, g.shape, want)
+        g = np.asarray(checkpoint.read(names[f"{side}_norm"]), dtype=np.float64)
         g = np.broadcast_to(g.reshape(-1, n), (heads, n))
     return layout.spec.gain_offset + g
 
@@ -185,15 +197,12 @@ def layer_qk(checkpoint, layout, layer: int, fold_ln: bool = False) -> LayerQK:
     float64, so that W_K^T W_Q becomes diag(g) W_K^T W_Q diag(g) exactly as :func:`layer_weights` gives it.
     """
     H, kv, n, N = layout.n_heads, layout.n_kv_heads, layout.d_head, layout.d_model
-    names = qk_tensor_names(layout, checkpoint.tensor_names(), layer, fold_ln)
+    names = check_layer(checkpoint, layout, layer, fold_ln)
     if "qkv" in names:
         W_Q, W_K = _fused(checkpoint, layout, names["qkv"])
     else:
-        W_Q = _read_compact(checkpoint, names["q"])
-        _expect(names["q"], W_Q.shape, (H * n, N))
-        W_K = _read_compact(checkpoint, names["k"])
-        _expect(names["k"], W_K.shape, (kv * n, N))
-        W_Q, W_K = W_Q.reshape(H, n, N), W_K.reshape(kv, n, N)
+        W_Q = _read_compact(checkpoint, names["q"]).reshape(H, n, N)
+        W_K = _read_compact(checkpoint, names["k"]).reshape(kv, n, N)
     if (norm := layout.spec.qk_norm) is not None:
         centre = norm.kind == "layernorm"
         W_Q = fold_qk_norm(W_Q, _norm_gains(checkpoint, layout, names, "q"), centre)
@@ -201,7 +210,6 @@ def layer_qk(checkpoint, layout, layer: int, fold_ln: bool = False) -> LayerQK:
     gain = None
     if "ln" in names:
         gain = layout.spec.gain_offset + np.asarray(checkpoint.read(names["ln"]), dtype=np.float64)
-        _expect(names["ln"], gain.shape, (N,))
     return LayerQK(W_Q, W_K, np.arange(H) // (H // kv), gain)
 
 

@@ -66,3 +66,13 @@ def test_every_single_tower_family_goes_through_the_command_line():
     families = {CASES[name].config for name in SINGLE}
     towers = {case.config for case in CASES.values() if case.tower}
     assert families | towers == {case.config for case in CASES.values()}, "a family without a command-line case"
+
+
+def test_a_checkpoint_of_several_towers_is_one_line_that_names_them(family_model, tmp_path, capsys):
+    _, folder, _ = family_model("clip/text")
+    capsys.readouterr()  # what building the model printed
+    store = tmp_path / "s.zarr"
+    assert cli("profiles", folder, "--store", store, "--quiet") == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "clip is a model of 2 towers (text, vision)" in err
+    assert not store.exists()

@@ -89,7 +89,7 @@ def permute(w: np.ndarray, heads: int) -> np.ndarray:
     return w.reshape(heads, 2, w.shape[0] // heads // 2, *w.shape[1:]).swapaxes(1, 2).reshape(w.shape)
 
 
-def _metadata(w, arch: str, cfg) -> None:
+def _metadata(w, arch: str, cfg, per_layer_pattern: bool = False) -> None:
     """The shape and rotary keys the converter writes, and each architecture's own."""
     import gguf
 
@@ -107,7 +107,8 @@ def _metadata(w, arch: str, cfg) -> None:
         w.add_rope_freq_base_swa(local["rope_theta"])
         w.add_rope_scaling_type(gguf.RopeScalingType.LINEAR)
         w.add_rope_scaling_factor(full["factor"])
-        w.add_sliding_window_pattern(int(cfg.sliding_window_pattern))
+        w.add_sliding_window_pattern([t == "sliding_attention" for t in cfg.layer_types] if per_layer_pattern
+                                     else int(cfg.sliding_window_pattern))
     else:
         w.add_rope_freq_base(rope["rope_theta"])
         w.add_rope_dimension_count(int(head_dim * rope.get("partial_rotary_factor", 1.0)))
@@ -117,7 +118,7 @@ def _metadata(w, arch: str, cfg) -> None:
         w.add_attention_scale(cfg.attention_multiplier)
 
 
-def write_gguf(case_name: str, folder: str, path: Path) -> Path:
+def write_gguf(case_name: str, folder: str, path: Path, per_layer_pattern: bool = False) -> Path:
     """A GGUF file of the case's saved weights, with the converter's conventions for its architecture: Q/K rows
     permuted where llama.cpp rotates pairs, every Gemma norm gain stored as 1 + weight, StableLM's per-head QK norm
     gains stacked, a fused QKV kept fused."""
@@ -131,7 +132,7 @@ def write_gguf(case_name: str, folder: str, path: Path) -> Path:
     cfg = getattr(transformers_module(), CASES[case_name].config).from_pretrained(folder)
     w = gguf.GGUFWriter(str(path), arch)
     w.add_name(f"tiny {arch}")
-    _metadata(w, arch, cfg)
+    _metadata(w, arch, cfg, per_layer_pattern)
     shift = 1.0 if arch.startswith("gemma") else 0.0
     roles = {"q_proj": "attn_q", "k_proj": "attn_k", "qkv_proj": "attn_qkv", "q_norm": "attn_q_norm",
              "k_norm": "attn_k_norm"}
@@ -180,3 +181,13 @@ def test_gguf_of_each_architecture_reads_back_the_hf_weights(family_model, tmp_p
             (gq, gk), (wq, wk) = layer_weights(ggml, got, layer, fold), layer_weights(local, want, layer, fold)
             np.testing.assert_allclose(gq, wq, rtol=1e-6, atol=1e-7)
             np.testing.assert_allclose(gk, wk, rtol=1e-6, atol=1e-7)
+
+
+def test_gemma3_gguf_with_its_sliding_pattern_per_layer(family_model, tmp_path):
+    """Newer converters write Gemma 3's pattern as one flag per layer (true = sliding): the same layout."""
+    from pipeline.sources.gguf import open_gguf
+
+    _, folder, _ = family_model("gemma3_text")
+    per_layer = layout_from_config(open_gguf(write_gguf("gemma3_text", folder, tmp_path / "p.gguf", True)).config)
+    assert per_layer.layers == layout_from_config(open_checkpoint(folder).config).layers
+    assert [p.rope_theta for p in per_layer.layers] == [100.0, 1000.0, 100.0]
