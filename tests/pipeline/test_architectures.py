@@ -13,6 +13,8 @@ Rotary models: transformers computes the rotation angles in float32, so they com
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 
@@ -383,3 +385,15 @@ def test_a_fused_tensor_of_the_wrong_shape_is_named():
 
     with pytest.raises(ArchitectureError, match=r"qkv_proj.weight' has shape \(48, 16\), expected \(32, 16\)"):
         check_layer(Shapes(), layout, 0)
+
+
+def test_the_docs_table_lists_every_family_of_the_table():
+    from pathlib import Path
+
+    from pipeline.architectures import FAMILIES
+
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "architecture.md").read_text()
+    section = doc[doc.index("### Families"):doc.index("### Adding a family")]
+    rows = [line.split("|")[1] for line in section.splitlines() if line.startswith("| `")]
+    named = {n for cell in rows for n in re.findall(r"`([^`]+)`", cell)}
+    assert set(FAMILIES) <= named, set(FAMILIES) - named
