@@ -43,6 +43,7 @@ class Case:
     other: str = ""  # regex of other attention projections whose softmax is not this tower's (cross-attention)
     rtol: float = 1e-5
     save: dict = field(default_factory=dict)  # dtype / max_shard_size of save_pretrained
+    alibi: str = ""  # the modelling module whose build_alibi_tensor gives the ALiBi bias (Falcon: over sqrt(n))
 
 
 _GQA = dict(hidden_size=32, num_attention_heads=4, num_key_value_heads=2, num_hidden_layers=2, intermediate_size=48,
@@ -100,6 +101,10 @@ CASES: dict[str, Case] = {
                                                  vocab_size=VOCAB, multi_query=False, parallel_attn=False),
                             "FalconForCausalLM", proj=r"h\.(\d+)\.self_attention\.query_key_value",
                             ln="h.{l}.input_layernorm"),
+    "falcon-alibi": Case("FalconConfig", dict(hidden_size=32, num_attention_heads=4, num_hidden_layers=2,
+                                              vocab_size=VOCAB, multi_query=False, parallel_attn=False, alibi=True),
+                         "FalconForCausalLM", proj=r"h\.(\d+)\.self_attention\.query_key_value",
+                         ln="h.{l}.input_layernorm", alibi="falcon", rtol=1e-10),
     "stablelm": Case("StableLmConfig", _GQA, "StableLmForCausalLM", **_DEC),
     "stablelm-qk_layernorm": Case("StableLmConfig", _GQA | dict(qk_layernorm=True), "StableLmForCausalLM", **_DEC,
                                   q_norm=_ATTN + "q_layernorm", k_norm=_ATTN + "k_layernorm"),

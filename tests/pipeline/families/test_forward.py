@@ -39,6 +39,19 @@ def form_scores(layout, layer: int, W_Q, W_K, xq, xk) -> np.ndarray:
     return layout.scale * out
 
 
+def alibi_bias(case, layout, T: int) -> np.ndarray:
+    """(H, 1, T): the ALiBi bias the model adds to every query's scores, from its own build_alibi_tensor."""
+    import importlib
+    import math
+
+    from tests.conftest import torch
+
+    module = importlib.import_module(f"transformers.models.{case.alibi}.modeling_{case.alibi}")
+    bias = module.build_alibi_tensor(torch.ones(1, T, dtype=torch.long), layout.n_heads, torch.float64)
+    assert layout.positional == "alibi" and case.alibi == "falcon"
+    return bias.numpy().reshape(layout.n_heads, 1, T) / math.sqrt(layout.d_head)
+
+
 def checked(name: str, family_model):
     case = CASES[name]
     model, folder, probed = family_model(name)
@@ -70,6 +83,8 @@ def test_scores_equal_the_forward_pass(family_model, name):
             r = divisors(p["q"], H).T[:, :, None] * divisors(p["k"], kv)[:, np.arange(H) // (H // kv)].T[:, None, :]
             got = np.where(allowed, got * np.where(allowed, r, 1.0), got)
         W_Q, W_K = layer_weights(ckpt, layout, layer)
+        if case.alibi:  # the position bias, as the model's own code builds it (Falcon: over sqrt(n))
+            got = got - alibi_bias(case, layout, T)
         want = form_scores(layout, layer, W_Q, W_K, p["x"], p["x"])
         err = relative(got, want, allowed)
         assert err < case.rtol, f"{name} layer {layer}: relative error {err:.2e}"
