@@ -56,7 +56,8 @@ STORE_HELP = "Zarr store (default: $HEADGEOMETRY_STORE, else the repository's st
 def register(subparsers) -> None:
     p = subparsers.add_parser(
         "profiles", help="profiles of every attention head of models into the store",
-        description=PROFILES_HELP, epilog=PROFILES_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter,
+        description=PROFILES_HELP + families_help(), epilog=PROFILES_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     add_dataclass_arguments(p, RunOptions)
     p.set_defaults(func=profiles_command)
@@ -69,6 +70,18 @@ def register(subparsers) -> None:
     )
     q.add_argument("--store", default=None, help=STORE_HELP)
     q.set_defaults(func=list_command)
+
+
+def families_help() -> str:
+    """The supported families (config.json ``model_type``), from the family table, as a paragraph of --help."""
+    import textwrap
+
+    from pipeline.architectures import ADDING_A_FAMILY, supported
+
+    text = (f"Supported families (config.json model_type): {supported(towered=False)}. Models of several towers "
+            f"({supported(towered=True)}) are read per tower by pipeline.architectures, not by this command. "
+            f"Adding a family: {ADDING_A_FAMILY}.")
+    return "\n" + textwrap.fill(text, width=104) + "\n"
 
 
 def user_errors() -> tuple[type[Exception], ...]:

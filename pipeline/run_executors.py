@@ -13,7 +13,6 @@ from concurrent.futures import ProcessPoolExecutor, as_completed
 from tqdm.auto import tqdm
 
 from pipeline import optional_imports
-from pipeline.architectures import rotations as rotations_of
 from pipeline.run_cluster import open_cluster
 from pipeline.run_options import ClusterError, RunOptions
 from pipeline.run_plan import ModelPlan
@@ -42,11 +41,10 @@ def run_inline(plans: list[ModelPlan], store, progress: bool = True) -> list[str
     for plan in plans:
         with store.writer(plan.name):
             begin_model(store, plan)
-            R = rotations_of(plan.layout)
             writer = store.layer_writer(plan.name)  # the model's row and arrays opened once for all its layers
             with read_ahead(plan) as take:
                 for i, layer in enumerate(tqdm(plan.todo, desc=plan.name, unit="layer", disable=not progress)):
-                    values = compute_layer(plan.ckpt, plan.layout, layer, plan.row.layernorm_folded, R, qk=take(i))
+                    values = compute_layer(plan.ckpt, plan.layout, layer, plan.row.layernorm_folded, qk=take(i))
                     writer.write(layer, *values)
             store.mark_complete(plan.name, revision=plan.ckpt.revision)
     return [p.name for p in plans]

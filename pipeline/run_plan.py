@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 from tqdm.auto import tqdm
 
-from pipeline.architectures import ArchitectureError, layer_qk, layout_from_config, qk_tensor_names
+from pipeline.architectures import ArchitectureError, check_layer, layout_from_config, qk_tensor_names
 from pipeline.checkpoints import open_checkpoint, resolve
 from pipeline.models import SEED_MODELS, compute_command, spec_for
 from pipeline.run_options import RunOptions, UsageError, check_options
@@ -47,7 +47,7 @@ class ModelPlan:
 
 
 class _ShapesOnly:
-    """A checkpoint view whose tensors are zero-stride arrays of the stored shapes: ``layer_qk`` on it checks
+    """A checkpoint view whose tensors are zero-stride arrays of the stored shapes: ``check_layer`` on it checks
     every name and shape against the config without reading tensor data."""
 
     def __init__(self, ckpt):
@@ -75,7 +75,7 @@ def validate_checkpoint(ckpt, layout, fold_ln: bool) -> None:
                                 "one attention layer to profile.")
     view = _ShapesOnly(ckpt)
     for layer in range(layout.n_layers):
-        layer_qk(view, layout, layer, fold_ln)
+        check_layer(view, layout, layer, fold_ln)
 
 
 def _conflict(store, row) -> tuple[bool, str | None]:

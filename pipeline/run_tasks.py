@@ -30,7 +30,7 @@ def compute_layer(ckpt, layout, layer: int, fold_ln: bool, rotations=None, qk=No
     if qk is None:
         qk = layer_qk(ckpt, layout, layer, fold_ln)
     if rotations is None:
-        rotations = rotations_of(layout)
+        rotations = rotations_of(layout, layer=layer)  # per layer: some models' layers differ (SmolLM3, Gemma 3)
     return head_profiles(qk.W_Q, qk.W_K, rotations, kv_of_head=qk.kv_of_head, gain=qk.gain,
                          at_zero=True).layer_values()
 

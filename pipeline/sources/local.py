@@ -40,6 +40,13 @@ class IndexedSource:
     def read_compact(self, name: str) -> np.ndarray:
         return self.inner.read_compact(name)
 
+    def read_rows(self, name: str, ranges: list[tuple[int, int]]) -> np.ndarray:
+        reader = getattr(self.inner, "read_rows", None)
+        if reader is not None:
+            return reader(name, ranges)
+        whole = self.inner.read_compact(name)  # a .bin shard: torch.load reads the tensor whole anyway
+        return np.concatenate([whole[a:b] for a, b in ranges])
+
     def finite(self, name: str) -> bool | None:
         test = getattr(self.inner, "finite", None)
         return None if test is None else test(name)
