@@ -18,13 +18,13 @@ import pytest
 from pipeline import store as st
 from tests.factories import random_layers
 from tests.faults import tree_digest
+from tests.faults.figures import record
 
 pytestmark = pytest.mark.timeout(300)  # a hung child fails the test instead of the run
 
 CTX = multiprocessing.get_context("fork")
 TRIALS = int(os.environ.get("HEADGEOMETRY_CONCURRENT_TRIALS", 10))
 WRITERS = 3
-HELD: dict[str, int] = {}
 
 
 def row(k: int) -> st.ModelRow:
@@ -96,7 +96,8 @@ def test_concurrent_runs_of_different_models_keep_every_registration(tmp_path, p
                 np.testing.assert_array_equal(ds.norm.sel(model=r.name).values[layer, : r.n_heads, 7], n)
         assert st.Store.open(path).verify() == []
         held += 1
-    HELD[f"different models, {'store with a model' if preexisting else 'empty store'}"] = held
+    record("concurrent trials held", f"different models, {'store with a model' if preexisting else 'empty store'}",
+           held)
     print(f"\n{held} of {TRIALS} trials of {WRITERS} concurrent writers held every registration and value")
 
 
@@ -117,7 +118,7 @@ def test_same_model_twice_the_second_is_refused_and_the_first_kept(tmp_path, cap
         assert bool(ds.complete.sel(model="model-1"))
         np.testing.assert_array_equal(ds.profile.sel(model="model-1").values[0, :3, 0], values(1, trial)[0][0])
         st.Store.open(path).reset("model-1")
-    HELD["same model twice, refused"] = refused
+    record("concurrent trials held", "same model twice, refused", refused)
 
 
 def test_same_model_refused_while_a_run_holds_it_and_the_store_unchanged(tmp_path):
