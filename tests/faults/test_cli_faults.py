@@ -215,7 +215,7 @@ def test_no_space_left_before_writing(store_and_model, tmp_path, monkeypatch, ca
 def test_no_space_left_while_writing(store_and_model, tmp_path, monkeypatch, capsys):
     """ENOSPC inside the store's write of layer 1: one line, exit 2, layer 0 kept, a rerun resumes."""
     from pipeline import run
-    from pipeline.store import profiles as zstore  # where write_layer computes its checksum
+    from pipeline.store import layer_writer as zstore  # where a layer's write computes its checksum
 
     store, folder = store_and_model
     other = copy_of(folder, tmp_path / "other")
