@@ -32,7 +32,7 @@ one row per sweep run (dimension ``run``); ``orbits_search`` (see ORBITS_SEARCH 
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields, make_dataclass
 
 import numpy as np
 import xarray as xr
@@ -42,7 +42,6 @@ PROFILES = "profiles"
 ORBITS = "orbits"
 ORBITS_SWEEP = "orbits_sweep"
 ORBITS_SEARCH = "orbits_search"
-GROUPS = (PROFILES, ORBITS, ORBITS_SWEEP, ORBITS_SEARCH)
 
 N_OFFSETS = 129
 COORDINATES = ("a", "b", "c", "d")
@@ -104,27 +103,15 @@ class Provenance:
     sha256: str = ""
     note: str = ""
 
-    @classmethod
-    def of(cls, mapping) -> Provenance:
-        """The stored fields of a checkpoint's provenance mapping (other keys, such as ``name``, are not stored)."""
-        return cls(**{f: str(mapping.get(f, "")) for f in PROVENANCE_FIELDS})
-
     def fields(self) -> dict[str, str]:
         return {f: getattr(self, f) for f in PROVENANCE_FIELDS}
 
 
 SHAPE_FIELDS = tuple(f.name for f in fields(ModelShape))
 PROVENANCE_FIELDS = tuple(f.name for f in fields(Provenance))
-# The sizes a model needs at least one of (and that a stored model's rerun must match).
-COUNT_FIELDS = ("n_layers", "n_heads", "n_kv_heads", "d_model", "d_head")
-
-# Per-model variables (dimension ``model``, chunk 1), by dtype.
-INT_FIELDS = tuple(f.name for f in fields(ModelShape) if f.type == "int")
-STR_FIELDS = ("positional", "source", "revision", "family", "command", "damaged") + PROVENANCE_FIELDS
-BOOL_FIELDS = ("complete", "layernorm_folded")
-# The same as variables: name -> (dims, dtype, fill value), one chunk per model.
-MODEL_DATA = ({f: (("model",), "int32", 0) for f in INT_FIELDS} | {f: (("model",), "str", "") for f in STR_FIELDS}
-              | {f: (("model",), "bool", False) for f in BOOL_FIELDS})
+# The sizes a model needs at least one of (and that a stored model's rerun must match): every count of ModelShape
+# but rotary_dim (0 for a model without rotary embeddings).
+COUNT_FIELDS = tuple(f.name for f in fields(ModelShape) if f.type == "int" and f.name != "rotary_dim")
 
 # Data variables of the profiles group: name -> (dims, dtype, fill value).
 PROFILE_DATA = {
@@ -147,7 +134,6 @@ STATISTICS_DATA = {
     "spectrum": (("model", "layer", "head", "eigen"), "float64", np.nan),
     "statistics_checksum": (("model", "layer"), "str", ""),
 }
-STATISTICS_COORDS = ("statistic", "eigen")
 # The profiles group's coordinates: name -> (dtype, fill value, chunk length). ``model`` holds the names (one chunk
 # per model, like every per-model variable); ``layer``, ``head`` and ``eigen`` are 0..size-1 and grow in place.
 PROFILE_COORD_ARRAYS = {
@@ -240,47 +226,15 @@ def statistics_checksum(statistics: np.ndarray, spectrum: np.ndarray) -> str:
     return layer_checksum(statistics, spectrum)
 
 
-@dataclass(frozen=True)
-class ModelRow:
-    """One model of the ``profiles`` group: its shape, where it came from, and its state.
-
-    ``layers_done`` and ``statistics_layers`` are read from the store (the layers written so far, and those of
-    them whose head statistics are written); they are not stored fields.
-    """
-
-    # the fields of ModelShape and Provenance (in this order for the positional form ModelRow(name, n_layers,
-    # n_heads, d_model, d_head, positional)); tests/pipeline/test_store.py checks they are the same
-    name: str
-    n_layers: int
-    n_heads: int
-    d_model: int
-    d_head: int
-    positional: str
-    source: str = ""
-    revision: str = ""
-    family: str = ""
-    command: str = ""
-    n_kv_heads: int = 0
-    rotary_dim: int = 0
-    layernorm_folded: bool = False
-    complete: bool = False
-    damaged: str = ""
-    format: str = ""
-    quantization: str = ""
-    package: str = ""
-    file: str = ""
-    sha256: str = ""
-    note: str = ""
-    layers_done: int = 0
-    statistics_layers: int = 0
+class _RowMethods:
+    """What a :class:`ModelRow` knows beyond its fields."""
 
     def __post_init__(self):
-        if self.positional not in POSITIONAL_KINDS:
-            raise ValueError(f"positional must be one of {POSITIONAL_KINDS}; got {self.positional!r}")
         if not str(self.name).strip():
             raise ValueError("a model needs a non-empty name")
         if self.n_kv_heads == 0:
             object.__setattr__(self, "n_kv_heads", self.n_heads)
+        self.shape  # noqa: B018 - building the ModelShape checks the positional kind
 
     @classmethod
     def of(cls, name: str, shape: ModelShape, provenance: Provenance = Provenance(), **state) -> ModelRow:
@@ -341,7 +295,44 @@ class ModelRow:
         return out
 
 
-ROW_FIELDS = tuple(f.name for f in fields(ModelRow) if f.name not in ("layers_done", "statistics_layers"))
+# ModelRow's positional form, ModelRow(name, n_layers, n_heads, d_model, d_head, positional): these shape fields
+# come first and are required; ModelShape's others default to 0 / "" (n_kv_heads 0 reads as n_heads).
+ROW_POSITIONAL = ("n_layers", "n_heads", "d_model", "d_head", "positional")
+# What a run records with a model beside its shape and provenance: name -> (type, default).
+RUN_STATE = {"source": ("str", ""), "revision": ("str", ""), "command": ("str", ""),
+             "layernorm_folded": ("bool", False), "complete": ("bool", False), "damaged": ("str", "")}
+# Read from the store, not stored fields: the layers written so far, and those of them with their statistics.
+READ_COUNTS = ("layers_done", "statistics_layers")
+
+
+def _row_fields() -> list[tuple]:
+    """ModelRow's fields: the name; ModelShape's (the positional form first); the run's state; Provenance's; the
+    read counts."""
+    shape = {f.name: f for f in fields(ModelShape)}
+    zero = {"int": 0, "str": ""}
+    out = [("name", "str")] + [(f, shape[f].type) for f in ROW_POSITIONAL]
+    out += [(f.name, f.type, field(default=zero[f.type])) for f in shape.values() if f.name not in ROW_POSITIONAL]
+    out += [(name, kind, field(default=default)) for name, (kind, default) in RUN_STATE.items()]
+    out += [(f.name, f.type, field(default=f.default)) for f in fields(Provenance)]
+    return out + [(f, "int", field(default=0)) for f in READ_COUNTS]
+
+
+ModelRow = make_dataclass("ModelRow", _row_fields(), bases=(_RowMethods,), frozen=True, namespace={"__doc__": (
+    "One model of the ``profiles`` group: its name, its shape (:class:`ModelShape`'s fields), the run's state "
+    "(``RUN_STATE``: source, revision, command, layernorm_folded, complete, damaged), where its weights came from "
+    "(:class:`Provenance`'s fields) and what readers count (``READ_COUNTS``: ``layers_done`` and "
+    "``statistics_layers``, read from the store, not stored).\n\nPositional form: ``ModelRow(name, n_layers, n_heads, "
+    "d_model, d_head, positional)``; every other field by keyword.")})
+ModelRow.__module__ = __name__
+
+ROW_FIELDS = tuple(f.name for f in fields(ModelRow) if f.name not in READ_COUNTS)
+# Per-model variables (dimension ``model``, chunk 1), by dtype: the stored fields of a row.
+INT_FIELDS = tuple(f.name for f in fields(ModelShape) if f.type == "int")
+STR_FIELDS = tuple(f.name for f in fields(ModelRow) if f.type == "str" and f.name in ROW_FIELDS and f.name != "name")
+BOOL_FIELDS = tuple(f.name for f in fields(ModelRow) if f.type == "bool")
+# The same as variables: name -> (dims, dtype, fill value), one chunk per model.
+MODEL_DATA = ({f: (("model",), "int32", 0) for f in INT_FIELDS} | {f: (("model",), "str", "") for f in STR_FIELDS}
+              | {f: (("model",), "bool", False) for f in BOOL_FIELDS})
 
 
 def model_rows(ds: xr.Dataset) -> list[ModelRow]:

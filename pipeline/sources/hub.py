@@ -41,6 +41,7 @@ from pathlib import Path
 import numpy as np
 
 from pipeline.hub_env import hub_cache, hub_endpoint, hub_offline, hub_token
+from pipeline.schema import Provenance
 from pipeline.sources.base import Checkpoint, CheckpointError
 from pipeline.sources.names import repo_relative
 from pipeline.sources.names import weight_map as validated_weight_map
@@ -542,6 +543,6 @@ def hub_checkpoint(repo_id: str, revision: str | None = None) -> Checkpoint:
         sources.update(dict.fromkeys(names, src))
     file = INDEX_FILE if snap.files != [SINGLE_FILE] else SINGLE_FILE
     ck = Checkpoint(config=snap.config, source=repo_id, revision=snap.commit, sources=sources,
-                    provenance={"format": "hub", "file": file})
+                    provenance=Provenance(format="hub", file=file))
     ck.hub_snapshot = snap
     return ck

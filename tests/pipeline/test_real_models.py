@@ -14,16 +14,18 @@ import pytest
 
 from pipeline.architectures import layout_from_config
 from pipeline.checkpoints import open_checkpoint
-from pipeline.real_models import Q4_1_NOTE, REAL_MODELS, RealModelError, weight_file
+from pipeline.models import MODELS, PINNED_MODELS, Q4_1_NOTE, PinnedFile
+from pipeline.real_models import weight_file
 from pipeline.run import compute_layer
+from pipeline.sources.pinned import PinnedFileError
 from pipeline.store import Store, default_store_path
 from tests.conftest import torch, transformers
 
 
 def installed(name: str):
     try:
-        return weight_file(REAL_MODELS[name])
-    except RealModelError as exc:
+        return weight_file(MODELS[name])
+    except PinnedFileError as exc:
         pytest.skip(str(exc))
 
 
@@ -42,18 +44,18 @@ EXPECTED = {  # what each row must record, besides the file's own sha256
 }
 
 
-@pytest.mark.parametrize("name", list(REAL_MODELS))
+@pytest.mark.parametrize("name", PINNED_MODELS)
 @pytest.mark.slow
 def test_committed_values_agree_with_a_fresh_computation(name):
     path = installed(name)
     store = Store.open(default_store_path(), "r")
-    assert name in store.names(), f"{name} is not in the committed store; run: {REAL_MODELS[name].command}"
+    assert name in store.names(), f"{name} is not in the committed store; run: {MODELS[name].command}"
     row = store.row(name)
     assert row.complete and not row.damaged
     for field, value in EXPECTED[name].items():
         assert getattr(row, field) == value, field
     assert row.sha256 == hashlib.sha256(path.read_bytes()).hexdigest()
-    assert (row.source, row.command) == (REAL_MODELS[name].source, REAL_MODELS[name].command)
+    assert (row.source, row.command) == (MODELS[name].pinned.source, MODELS[name].command)
     ckpt = open_checkpoint(str(path))
     layout = layout_from_config(ckpt.config)
     ds = store.dataset("profiles").sel(model=name)
@@ -77,7 +79,7 @@ def test_committed_values_agree_with_a_fresh_computation(name):
         assert float(np.abs(ds.profile.isel(layer=0, d=64) - ds.profile.isel(layer=0, d=0)).max()) > 1e-3
 
 
-@pytest.mark.parametrize("name", list(REAL_MODELS))
+@pytest.mark.parametrize("name", PINNED_MODELS)
 def test_stored_statistics_of_a_real_head_equal_the_dense_computation(name):
     """One real head per model: its Q/K read through the project's own reader (GGUF, ONNX), the dense N x N
     form built, and every statistic and the spectrum taken from numpy's eigh and svd of it."""
@@ -166,10 +168,13 @@ def test_the_command_refuses_bad_input_in_one_line(tmp_path, capsys, monkeypatch
     with pytest.raises(SystemExit) as e:
         main(["real", "--model", "gpt-5", "--store", str(store)])
     assert e.value.code == 2
-    import pipeline.real_models as rm
+    import dataclasses
 
-    monkeypatch.setitem(rm.REAL_MODELS, "paraphrase-MiniLM-L3-v2",
-                        rm.RealModel("paraphrase-MiniLM-L3-v2", "no-such-distribution-xyz", "1.0", "x.onnx"))
+    from pipeline import models
+
+    missing = dataclasses.replace(models.MODELS["paraphrase-MiniLM-L3-v2"],
+                                  pinned=PinnedFile("no-such-distribution-xyz", "1.0", "x.onnx"))
+    monkeypatch.setitem(models.MODELS, "paraphrase-MiniLM-L3-v2", missing)
     capsys.readouterr()
     assert main(["real", "--model", "paraphrase-MiniLM-L3-v2", "--store", str(store)]) == 2
     err = capsys.readouterr().err
