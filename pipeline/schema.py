@@ -5,28 +5,14 @@ Light on purpose (numpy and xarray only): the dashboard imports it. Writers (``p
 restates it. ``docs/architecture.md`` describes the same contract in prose.
 
 Groups of a store (Zarr v3, strings variable-length, one ``schema_version`` attribute per group):
-
-``profiles``  one row per model (dimension ``model``), written layer by layer::
-
-    profile        (model, layer, head, d, coordinate) float64  [1, 1, H0, 129, 4]  NaN = no such head / not written
-    norm           (model, layer, head, d)             float64  [1, 1, H0, 129]
-    layer_done     (model, layer)                      bool     [1, 1]  set after the layer's values and checksum
-    layer_checksum (model, layer)                      str      [1, 1]  sha256 of the layer's values (see below)
-    head_statistics (model, layer, head, statistic)    float64  [1, 1, H0, 17]  at d = 0 (STATISTICS)
-    spectrum       (model, layer, head, eigen)         float64  [1, 1, H0, E0]  eigenvalues of S at d = 0
-    statistics_checksum (model, layer)                 str      [1, 1]  sha256 of the layer's statistics
-    n_layers, n_heads, n_kv_heads, d_model, d_head, rotary_dim    (model) int32
-    positional, source, revision, family, command, damaged,
-    format, quantization, package, file, sha256, note             (model) str
-    complete, layernorm_folded                                    (model) bool
-
-The last three (STATISTICS_DATA) are optional: in a store without them the models read as "statistics not
-computed" (``ModelRow.statistics_computed``); a registration adds them, empty. ``eigen`` grows, like
-``layer`` and ``head``, when a model is registered: to at least its 2n = 2 * d_head, so every written
-model's spectrum fits.
-
-``orbits``  one run of the orbit experiment (frames, panels, heads, verified orbits); ``orbits_sweep``
-one row per sweep run (dimension ``run``); ``orbits_search`` (see ORBITS_SEARCH below when present).
+``profiles``, one row per model (dimension ``model``) written layer by layer: its data variables
+``PROFILE_DATA``, the optional ``STATISTICS_DATA`` (a store without them reads "statistics not computed"; a
+registration adds them, empty), the per-model ``MODEL_DATA`` (the stored fields of :class:`ModelRow`), the
+coordinates ``PROFILE_COORD_ARRAYS`` (``eigen`` grows, like ``layer`` and ``head``, to every registered model's
+2n = 2 * d_head) and the chunks ``profile_chunks``; ``orbits``, one run of the orbit experiment
+(``ORBITS_VARIABLES``); ``orbits_sweep``, one row per sweep run (dimension ``run``); ``orbits_search``
+(``ORBITS_SEARCH_VARIABLES``). docs/architecture.md's table of the profiles group is checked against them
+(tests/test_docs_schema.py).
 """
 
 from __future__ import annotations
@@ -261,11 +247,9 @@ class _RowMethods:
 
     @property
     def statistics_command(self) -> str:
-        """The command that adds the statistics to a model written without them: the model's own command.
-
-        The statistics need the Q/K weights, read exactly as for the profile, so the one run path writes both:
-        ``python -m pipeline profiles`` (and ``real``) recompute the layers of a complete model that lack their
-        statistics, without --force; the orbit experiment's command rewrites its model whole."""
+        """The command that adds the statistics to a model written without them: the model's own command (the one
+        run path writes both: ``profiles`` and ``real`` recompute a complete model's layers that lack them, without
+        --force; the orbit experiment's command rewrites its model whole)."""
         return self.fix_command
 
     @property
@@ -306,8 +290,7 @@ READ_COUNTS = ("layers_done", "statistics_layers")
 
 
 def _row_fields() -> list[tuple]:
-    """ModelRow's fields: the name; ModelShape's (the positional form first); the run's state; Provenance's; the
-    read counts."""
+    """ModelRow's fields: name; ModelShape's (the positional form first); RUN_STATE; Provenance's; READ_COUNTS."""
     shape = {f.name: f for f in fields(ModelShape)}
     zero = {"int": 0, "str": ""}
     out = [("name", "str")] + [(f, shape[f].type) for f in ROW_POSITIONAL]
@@ -318,11 +301,9 @@ def _row_fields() -> list[tuple]:
 
 
 ModelRow = make_dataclass("ModelRow", _row_fields(), bases=(_RowMethods,), frozen=True, namespace={"__doc__": (
-    "One model of the ``profiles`` group: its name, its shape (:class:`ModelShape`'s fields), the run's state "
-    "(``RUN_STATE``: source, revision, command, layernorm_folded, complete, damaged), where its weights came from "
-    "(:class:`Provenance`'s fields) and what readers count (``READ_COUNTS``: ``layers_done`` and "
-    "``statistics_layers``, read from the store, not stored).\n\nPositional form: ``ModelRow(name, n_layers, n_heads, "
-    "d_model, d_head, positional)``; every other field by keyword.")})
+    "One model of the ``profiles`` group: its name, ModelShape's fields, RUN_STATE, Provenance's fields and "
+    "READ_COUNTS (read from the store, not stored). Positional form: ModelRow(name, "
+    + ", ".join(ROW_POSITIONAL) + ")")})
 ModelRow.__module__ = __name__
 
 ROW_FIELDS = tuple(f.name for f in fields(ModelRow) if f.name not in READ_COUNTS)
