@@ -26,7 +26,7 @@ from pipeline import store as st
 from pipeline.schema import STR_FIELDS, model_rows
 from pipeline.store import groups
 from tests.factories import random_layers, write_model
-from tests.faults import kill_points
+from tests.faults import kill_points, tree_digest
 from tests.faults.figures import record
 
 # a hung child fails the test instead of the run; every kill point (HEADGEOMETRY_KILL_STRIDE=1) takes longer
@@ -61,20 +61,26 @@ OLD_SWEEP, NEW_SWEEP = sweep_ds(5, 3), sweep_ds(8, 4)
 
 @pytest.fixture(scope="module")
 def template(tmp_path_factory) -> Path:
-    """A store with model A complete, an orbits and an orbits_sweep group."""
+    """A store with model A complete, an orbits and an orbits_sweep group; byte-identical at the end (the copies
+    share its files)."""
     path = tmp_path_factory.mktemp("template") / "s.zarr"
     write_model(path, A, A_LAYERS, revision="r1")
     st.Store.open(path).replace_group("orbits", OLD_ORBITS)
     st.Store.open(path).replace_group("orbits_sweep", OLD_SWEEP)
-    return path
+    digest = tree_digest(path)
+    yield path
+    assert tree_digest(path) == digest, "a write changed a file of the template in place through a copy's link"
 
 
 def copier(template: Path, path: Path):
+    """A fresh copy of ``template`` at ``path`` (none: no store), its files hard links to the template's: every
+    write of the store and of zarr replaces a file whole (a new file renamed over the old), so a copy's writes
+    never reach the template (the template fixture checks it)."""
     def prepare():
         shutil.rmtree(path, ignore_errors=True)
         shutil.rmtree(path.parent / f".{path.name}.writer", ignore_errors=True)
         if template is not None:
-            shutil.copytree(template, path)
+            shutil.copytree(template, path, copy_function=os.link)
     return prepare
 
 

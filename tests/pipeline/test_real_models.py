@@ -115,14 +115,20 @@ _ROLES = {"attn_v.weight": "self_attn.v_proj.weight", "attn_output.weight": "sel
 def test_smollm2_loss_needs_the_unpermuted_rows():
     """All SmolLM2 tensors dequantised into transformers' LlamaForCausalLM: with the reader's Q/K (rows put back
     in rotate-half order) the next-token loss on an English paragraph is that of a working model (llama.cpp
-    itself gives about 2.4 nats/token on such text); with the rows as stored in the file it is far worse."""
+    itself gives about 2.4 nats/token on such text); with the rows as stored in the file it is far worse.
+
+    The file's tensors and fields are taken from the reader's direct header parse, which
+    tests/pipeline/test_gguf.py checks against gguf's own GGUFReader on this file, field for field and byte for
+    byte (GGUFReader's parse of the tokenizer's strings takes seconds)."""
     gguf = pytest.importorskip("gguf")
+    from pipeline.sources.gguf import scan_header
+
     path = installed("SmolLM2-135M-Instruct")
     ckpt = open_checkpoint(str(path))
     c = ckpt.config
-    reader = gguf.GGUFReader(str(path))
+    header = scan_header(path)
     state, stored_qk = {}, {}
-    for t in reader.tensors:
+    for t in header.tensors:
         w = gguf.quants.dequantize(t.data, t.tensor_type).reshape(tuple(int(x) for x in reversed(t.shape.tolist())))
         if t.name == "token_embd.weight":
             state["model.embed_tokens.weight"] = w
@@ -139,8 +145,7 @@ def test_smollm2_loss_needs_the_unpermuted_rows():
         vocab_size=vocab, hidden_size=c["hidden_size"], num_hidden_layers=c["num_hidden_layers"],
         num_attention_heads=c["num_attention_heads"], num_key_value_heads=c["num_key_value_heads"],
         head_dim=c["head_dim"], rope_theta=c["rope_theta"], tie_word_embeddings="output.weight" not in
-        {t.name for t in reader.tensors}, rms_norm_eps=float(reader.fields["llama.attention.layer_norm_rms_epsilon"]
-                                                           .contents()),
+        {t.name for t in header.tensors}, rms_norm_eps=float(header.fields["llama.attention.layer_norm_rms_epsilon"]),
         intermediate_size=state["model.layers.0.mlp.up_proj.weight"].shape[0])
     torch.manual_seed(0)
     model = transformers.LlamaForCausalLM(config).eval()
