@@ -186,7 +186,7 @@ def child(layers: int) -> None:
             assert np.array_equal(old.read_compact(name).view(np.uint32), new.read_compact(name).view(np.uint32))
     qk_bytes = (layout.n_heads + layout.n_kv_heads) * layout.d_head * layout.d_model * 4
     print(json.dumps(dict(base_kb=base, peak_kb=peak, open_old=t_open_old, open_new=t_open_new, layers=layers,
-                          n_layers=layout.n_layers, qk_bytes=qk_bytes, quant=new.provenance["quantization"],
+                          n_layers=layout.n_layers, qk_bytes=qk_bytes, quant=new.provenance.quantization,
                           load=os.getloadavg()[0], **t)))
 
 
