@@ -41,7 +41,7 @@ def _hub(repo_id: str, revision: str | None) -> Checkpoint:
     cache = hub_cache()
     try:
         folder = snapshot_download(repo_id, revision=revision, cache_dir=cache, local_files_only=True)
-        return open_folder(Path(folder), source=repo_id, revision=Path(folder).name, provenance={"format": "hub"})
+        return open_folder(Path(folder), source=repo_id, revision=Path(folder).name, format="hub")
     except (LocalEntryNotFoundError, CheckpointError) as exc:
         partial = exc if isinstance(exc, CheckpointError) else None  # e.g. config + index left by range reads
     if hub_offline() and partial is None:
@@ -64,7 +64,7 @@ def _hub(repo_id: str, revision: str | None) -> Checkpoint:
             f"cannot fetch {repo_id!r} from the Hugging Face Hub ({type(exc).__name__}: {exc}). Check the id "
             "and your network (or log in for gated models), or pass a local checkpoint folder."
         ) from exc
-    return open_folder(Path(folder), source=repo_id, revision=commit, provenance={"format": "hub"})
+    return open_folder(Path(folder), source=repo_id, revision=commit, format="hub")
 
 
 def _package_folder(package: str, name: str) -> Path:
@@ -169,5 +169,5 @@ def open_checkpoint(model_or_path: str | ModelRef, revision: str | None = None) 
     if ref.kind == "package":
         spec = ref.spec
         return open_folder(_package_folder(spec.package_module, spec.name), source=spec.hub_id,
-                           provenance={"package": _package_version(spec.package_module)})
+                           package=_package_version(spec.package_module))
     return _hub(ref.hub_id, revision)

@@ -100,8 +100,7 @@ def local_revision(sources: dict[str, TensorSource]) -> str:
     return "local-" + h.hexdigest()[:12]
 
 
-def open_folder(folder, source: str | None = None, revision: str | None = None,
-                provenance: dict[str, str] | None = None) -> Checkpoint:
+def open_folder(folder, source: str | None = None, revision: str | None = None, **provenance: str) -> Checkpoint:
     """A checkpoint from a local folder holding config.json and the weights; ``provenance``: fields of
     :class:`~pipeline.schema.Provenance` that override what the weight files give (``format="hub"``, a
     ``package``)."""
@@ -116,4 +115,4 @@ def open_folder(folder, source: str | None = None, revision: str | None = None,
     sources, prov = _weight_sources(folder)
     return Checkpoint(config=config, source=source or str(folder.resolve()),
                       revision=revision or local_revision(sources), sources=sources,
-                      provenance=dataclasses.replace(prov, **(provenance or {})))
+                      provenance=dataclasses.replace(prov, **provenance))
