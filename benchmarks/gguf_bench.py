@@ -19,7 +19,7 @@
 3. The Q4_1 noise figure: a random model of SmolLM2-135M's attention shape (576 wide, 9 query heads over
    3 key heads of 64, rope theta 1e5), its Q/K weights quantised with gguf.quants to Q4_1, Q8_0 and F16;
    |profile(Q4_1) - profile(F16)| over heads, offsets and coordinates (Q8_0 against F16 for scale). The
-   "note:" line is the sentence stored with the model (pipeline/real_models.py, Q4_1_NOTE).
+   "note:" line is the sentence stored with the model (pipeline/models.py, Q4_1_NOTE).
 """
 
 from __future__ import annotations
@@ -59,16 +59,16 @@ class OldGGUFFile:
     def read_compact(self, name: str) -> np.ndarray:
         from gguf.quants import dequantize
 
-        qtype, shape, data = self.src._tensors[name]
+        qtype, shape, data = self.src.tensors[name]
         if len(shape) == 1:
             return np.array(dequantize(data, qtype), dtype=np.float32).reshape(shape)
         rows, cols = shape
-        heads = self.src._heads.get(name, 1)
+        heads = self.src.heads.get(name, 1)
         per = rows // heads
         out = np.empty((rows, cols), dtype=np.float32)
         for h in range(heads):
             w = np.asarray(dequantize(data[h * per:(h + 1) * per], qtype), dtype=np.float32).reshape(per, cols)
-            if self.src._permuted and name in self.src._heads:
+            if self.src.permuted and name in self.src.heads:
                 w = w.reshape(per // 2, 2, cols).swapaxes(0, 1).reshape(per, cols)
             out[h * per:(h + 1) * per] = w
         return out
@@ -83,18 +83,9 @@ class OldGGUFFile:
 def open_old(path):
     """``open_gguf`` as it was: the header through ``gguf.GGUFReader`` (every tokenizer string parsed), the
     per-head reads of :class:`OldGGUFFile`."""
-    from pipeline.sources import gguf as reader
+    from pipeline.sources.gguf import library_header, open_gguf
 
-    scan = reader._scan
-
-    def refuse(path):
-        raise ValueError("the old path parses every header with GGUFReader")
-
-    reader._scan = refuse
-    try:
-        ckpt = reader.open_gguf(path)
-    finally:
-        reader._scan = scan
+    ckpt = open_gguf(path, header=library_header)
     old = {id(src): OldGGUFFile(src) for src in ckpt.sources.values()}
     ckpt.sources = {name: old[id(src)] for name, src in ckpt.sources.items()}
     return ckpt
@@ -128,13 +119,14 @@ def child(layers: int) -> None:
 
     from pipeline.architectures import layer_qk, layout_from_config
     from pipeline.architectures import rotations as rotations_of
+    from pipeline.models import MODELS
     from pipeline.profile import head_profiles
-    from pipeline.real_models import REAL_MODELS, weight_file
+    from pipeline.real_models import weight_file
     from pipeline.run import compute_layer
     from pipeline.sources.gguf import open_gguf
 
     base = status_kb("VmHWM")
-    path = weight_file(REAL_MODELS["SmolLM2-135M-Instruct"])
+    path = weight_file(MODELS["SmolLM2-135M-Instruct"])
     t0 = time.perf_counter()
     new = open_gguf(path)
     t_open_new = time.perf_counter() - t0
@@ -181,7 +173,7 @@ def child(layers: int) -> None:
     t["eig_new"] = kernels.seconds(EIG, cpu=False)
     qk_bytes = (layout.n_heads + layout.n_kv_heads) * layout.d_head * layout.d_model * 4
     print(json.dumps(dict(base_kb=base, peak_kb=peak, open_old=t_open_old, open_new=t_open_new, layers=layers,
-                          n_layers=layout.n_layers, qk_bytes=qk_bytes, quant=new.provenance["quantization"],
+                          n_layers=layout.n_layers, qk_bytes=qk_bytes, quant=new.provenance.quantization,
                           load=os.getloadavg()[0], **t)))
 
 

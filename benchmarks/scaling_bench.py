@@ -28,7 +28,7 @@ with ``Store`` instrumented, what a layer's
 store write costs and which part of it is serialised: a layer's write's time (``LayerWriter.write``, which the
 inline run calls through one writer per model and each dask task through ``write_layer``: region writes to
 chunks no other layer shares, taken without a lock, so workers do them in parallel) and the store lock's
-measured hold time per layer (``Store._store_lock``, a file lock every writer process shares), times the
+measured hold time per layer (``Locks.store_lock``, a file lock every writer process shares), times the
 layers, against the compute each of 8 and 64 workers gets through in the same time. Last, a check that
 every store holds every layer, marked complete, with profiles bit-equal across the three ways.
 
@@ -87,14 +87,15 @@ def seconds_per_layer(folder) -> float:
 
 class StoreTimer:
     """Wraps ``LayerWriter.write`` (every layer's write, inline or through ``Store.write_layer``) and
-    ``Store._store_lock`` in this process, recording their durations."""
+    ``Locks.store_lock`` (the store lock of every handle: ``Store.locks``) in this process, recording their
+    durations."""
 
     def __init__(self):
-        from pipeline.store import Store
-        from pipeline.store.profiles import LayerWriter
+        from pipeline.store.layer_writer import LayerWriter
+        from pipeline.store.locks import Locks
 
-        self.cls, self.writer, self.writes, self.holds, self.in_layer = Store, LayerWriter, [], [], False
-        self.orig_write, self.orig_lock = LayerWriter.write, Store._store_lock
+        self.cls, self.writer, self.writes, self.holds, self.in_layer = Locks, LayerWriter, [], [], False
+        self.orig_write, self.orig_lock = LayerWriter.write, Locks.store_lock
 
     def __enter__(self):
         timer = self
@@ -109,19 +110,19 @@ class StoreTimer:
                 timer.in_layer = False
 
         @contextlib.contextmanager
-        def store_lock(store):
-            with timer.orig_lock(store):
+        def store_lock(locks):
+            with timer.orig_lock(locks):
                 t0 = time.perf_counter()
                 try:
                     yield
                 finally:
                     timer.holds.append((timer.in_layer, time.perf_counter() - t0))
 
-        self.writer.write, self.cls._store_lock = write, store_lock
+        self.writer.write, self.cls.store_lock = write, store_lock
         return self
 
     def __exit__(self, *exc):
-        self.writer.write, self.cls._store_lock = self.orig_write, self.orig_lock
+        self.writer.write, self.cls.store_lock = self.orig_write, self.orig_lock
 
 
 def plan(folder, location: str):

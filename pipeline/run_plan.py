@@ -20,7 +20,7 @@ from pipeline.models import SEED_MODELS, compute_command, spec_for
 from pipeline.run_options import RunOptions, UsageError, check_options
 from pipeline.run_store import check_store, open_store, store_location
 from pipeline.run_tasks import LayerTask
-from pipeline.schema import COUNT_FIELDS, ModelRow, Provenance, bytes_per_head
+from pipeline.schema import COUNT_FIELDS, ModelRow, bytes_per_head
 from pipeline.store import StoreError
 
 
@@ -120,7 +120,7 @@ def plan_model(model_or_path: str, store, fold_ln: bool = False, name: str | Non
         raise ArchitectureError(f"{ref.text!r} does not have the shape the registry gives {spec.name!r} ({diff}). "
                                 "The checkpoint is not that model, or the registry in pipeline/models.py is wrong.")
     validate_checkpoint(ckpt, layout, fold_ln)
-    default = ref.default_name(ckpt.provenance.get("name"))
+    default = ref.default_name(ckpt.own_name)
     name = name or default
     if hold is not None:
         hold(name)
@@ -129,7 +129,7 @@ def plan_model(model_or_path: str, store, fold_ln: bool = False, name: str | Non
         raise UsageError(f"{name!r} is the registry's name for {other.hub_id}, and {ref.text!r} has "
                          f"another shape ({', '.join(bad)} differ). Store it under another name with --name NEW.")
     command = compute_command(ref.text, None if name == default else name, fold_ln)
-    row = ModelRow.of(name, layout.shape, Provenance.of(ckpt.provenance), source=ckpt.source,
+    row = ModelRow.of(name, layout.shape, ckpt.provenance, source=ckpt.source,
                       revision=ckpt.revision, command=command, layernorm_folded=fold_ln)
     todo, reset = list(range(layout.n_layers)), False
     if name in (stored if stored is not None else store.names()):

@@ -16,6 +16,8 @@ from typing import Protocol
 
 import numpy as np
 
+from pipeline.schema import Provenance
+
 
 class CheckpointError(RuntimeError):
     """A checkpoint that cannot be opened or read as asked; the message says what to do."""
@@ -44,16 +46,17 @@ class Checkpoint:
     """A checkpoint's config and lazily readable tensors.
 
     config : the parsed config.json;  source : Hub id or local folder;  revision : Hub commit sha, or
-    ``local-<12 hex>`` hashed from the weight files' sizes, headers and first and last MiB of data.
+    ``local-<12 hex>`` hashed from the weight files' sizes, headers and first and last MiB of data;
+    provenance : where the weights came from (stored in the model's row);  own_name : the name the checkpoint
+    gives itself (GGUF ``general.name``, an ONNX file's stem; "" for none), the default store name.
     """
 
     config: dict
     source: str
     revision: str
     sources: dict[str, TensorSource] = field(repr=False)  # tensor name -> the file holding it
-    # Where the weights came from: the fields of pipeline.schema.Provenance (all optional, str; stored per model
-    # through Provenance.of), and ``name``, the model's own name (e.g. GGUF general.name: the default store name).
-    provenance: dict[str, str] = field(default_factory=dict)
+    provenance: Provenance = field(default_factory=Provenance)
+    own_name: str = ""
 
     def tensor_names(self) -> list[str]:
         return list(self.sources)

@@ -2,7 +2,8 @@
 
 Read with the ``gguf`` package (llama.cpp's own Python library): the header (scalar metadata and tensor
 records) is parsed directly from the memory-mapped file, array values such as the tokenizer's skipped
-(:func:`_scan`; any file it does not parse goes through ``gguf.GGUFReader``, whose errors are explained),
+(:func:`scan_header`; any file it does not parse goes through ``gguf.GGUFReader``, :func:`library_header`, whose
+errors are explained),
 and only memory-mapped views of the query and key weights (and the attention-norm gains, for
 ``--fold-ln``) are kept. Each is dequantised with ``gguf.quants.dequantize`` in chunks of whole heads (blocks
 of rows, ``CHUNK_BYTES`` of output), so a read costs the float32 copy of one tensor and nothing of the rest of
@@ -42,6 +43,7 @@ from pathlib import Path
 
 import numpy as np
 
+from pipeline.schema import Provenance
 from pipeline.sources.base import Checkpoint, CheckpointError
 from pipeline.sources.gguf_families import (  # noqa: F401 - ARCHITECTURES, hf_name: the reader's names
     ARCHITECTURES,
@@ -111,7 +113,7 @@ class _Header:
 _SCALARS = {0: "<B", 1: "<b", 2: "<H", 3: "<h", 4: "<I", 5: "<i", 6: "<f", 7: "<?", 10: "<Q", 11: "<q", 12: "<d"}
 
 
-def _scan(path) -> _Header:
+def scan_header(path) -> _Header:
     """The header of a little-endian GGUF v2/v3 file, parsed directly; raises on anything else (big-endian,
     other versions, nested arrays, unknown types, duplicate names, tensors past the end of the file).
 
@@ -193,15 +195,20 @@ def _scan(path) -> _Header:
     return _Header(fields, tensors)
 
 
-def _header(path) -> _Header:
-    """The file's header: :func:`_scan`, else (any file it does not parse) through ``gguf.GGUFReader``, whose
+def read_header(path) -> _Header:
+    """The file's header: :func:`scan_header`, else (any file it does not parse) :func:`library_header`, whose
     errors are the ones :func:`open_gguf` explains."""
-    import gguf
-
     try:
-        return _scan(path)
+        return scan_header(path)
     except Exception:  # noqa: BLE001 - the reader below reads (or explains) every file this does not
         pass
+    return library_header(path)
+
+
+def library_header(path) -> _Header:
+    """The file's header through ``gguf.GGUFReader`` (every field parsed, the tokenizer's strings included)."""
+    import gguf
+
     reader = gguf.GGUFReader(str(path), "r")
     fields = {k: f.contents() for k, f in reader.fields.items()
               if f.types and (f.types[0] != gguf.GGUFValueType.ARRAY or k.endswith(ARRAY_KEYS))}
@@ -214,22 +221,22 @@ class GGUFFile:
     format = "gguf"
 
     def __init__(self, path, tensors: dict[str, tuple], heads: dict[str, int], permuted: bool,
-                 norm_shift: float = 0.0):
+                 norm_shift: float = 0.0, fingerprint: bytes = b""):
         self.path = Path(path)
-        self._tensors = tensors  # HF name -> (GGMLQuantizationType, HF shape, memory-mapped data)
-        self._heads = heads  # HF name -> number of heads whose rows to un-permute (Q: heads, K: kv heads)
-        self._permuted = permuted
-        self._norm_shift = norm_shift  # what the converter added to every norm gain (1-d tensors)
-        self._fingerprint = b""
+        self.tensors = tensors  # HF name -> (GGMLQuantizationType, HF shape, memory-mapped data)
+        self.heads = heads  # HF name -> number of heads whose rows to un-permute (Q: heads, K: kv heads)
+        self.permuted = permuted  # the converter permuted the Q/K rows within each head (llama files)
+        self.norm_shift = norm_shift  # what the converter added to every norm gain (1-d tensors)
+        self._fingerprint = fingerprint
 
     def keys(self) -> list[str]:
-        return list(self._tensors)
+        return list(self.tensors)
 
     def quantization(self, name: str) -> str:
-        return self._tensors[name][0].name
+        return self.tensors[name][0].name
 
     def shape(self, name: str) -> tuple[int, ...]:
-        return self._tensors[name][1]
+        return self.tensors[name][1]
 
     def read_compact(self, name: str) -> np.ndarray:
         """The dequantised tensor in float32 (exact for every GGUF type this reads), HF row order.
@@ -239,15 +246,15 @@ class GGUFFile:
         the Q/K row permutation, so the extra memory is one chunk and gguf's own 16-row temporaries."""
         from gguf.quants import dequantize
 
-        qtype, shape, data = self._tensors[name]
+        qtype, shape, data = self.tensors[name]
         if len(shape) == 1 or name.endswith("_norm.weight"):  # a gain: the converter's shift taken off (float64)
             gain = np.array(dequantize(data, qtype), dtype=np.float32).reshape(shape)
-            return gain - np.float64(self._norm_shift) if self._norm_shift else gain
+            return gain - np.float64(self.norm_shift) if self.norm_shift else gain
         rows, cols = shape
-        heads = self._heads.get(name, 1)
+        heads = self.heads.get(name, 1)
         per = rows // heads
         out = np.empty((rows, cols), dtype=np.float32)
-        if self._permuted and name in self._heads:
+        if self.permuted and name in self.heads:
             # GGUF row (h, i, j) = HF row (h, j, i): a strided view of ``out`` in the file's row order
             dst = out.reshape(heads, 2, per // 2, cols).swapaxes(1, 2)
         else:
@@ -264,8 +271,8 @@ class GGUFFile:
         QKV tensor's q and k rows; every GGUF type quantises within a row)."""
         from gguf.quants import dequantize
 
-        qtype, shape, data = self._tensors[name]
-        if self._permuted and name in self._heads:  # rows to un-permute: the whole tensor, then its rows
+        qtype, shape, data = self.tensors[name]
+        if self.permuted and name in self.heads:  # rows to un-permute: the whole tensor, then its rows
             whole = self.read_compact(name)
             return np.concatenate([whole[a:b] for a, b in ranges])
         data = np.asarray(data)
@@ -362,8 +369,11 @@ def llama3_from_factors(factors: np.ndarray, rotary_dim: int, theta: float) -> d
     return scaling
 
 
-def open_gguf(path) -> Checkpoint:
-    """Open a ``.gguf`` file as a Checkpoint (see the module docstring). Raises CheckpointError, one line."""
+def open_gguf(path, header=read_header) -> Checkpoint:
+    """Open a ``.gguf`` file as a Checkpoint (see the module docstring). Raises CheckpointError, one line.
+
+    ``header(path)`` reads the file's header: :func:`read_header` (the direct parse, GGUFReader for what it
+    refuses), or :func:`library_header` (GGUFReader for every file: ``benchmarks/gguf_bench.py`` times both)."""
     try:
         import gguf
     except ImportError as exc:
@@ -372,7 +382,7 @@ def open_gguf(path) -> Checkpoint:
     if not path.is_file():
         raise CheckpointError(f"no such GGUF file: {path}")
     try:
-        reader = _header(path)
+        reader = header(path)
     except ValueError as exc:
         m = re.search(r"(\d+)\)? is not a valid GGMLQuantizationType", str(exc))
         if m:
@@ -412,13 +422,13 @@ def open_gguf(path) -> Checkpoint:
         except NotImplementedError as exc:
             raise _fail(path, f"quantisation type {qtype.name} of {gguf_names[hf]} cannot be dequantised by gguf "
                               f"{_version()}; re-quantise the file (e.g. Q8_0, Q4_K)") from exc
-    src = GGUFFile(path, tensors, heads, permuted=ARCHITECTURES[arch][1], norm_shift=NORM_SHIFTS.get(arch, 0.0))
-    src._fingerprint = bytes.fromhex(sha)
+    src = GGUFFile(path, tensors, heads, permuted=ARCHITECTURES[arch][1], norm_shift=NORM_SHIFTS.get(arch, 0.0),
+                   fingerprint=bytes.fromhex(sha))
     quant = "+".join(q for q in qtypes if q not in _FLOAT)  # "" for float weights (F32, F16, BF16)
-    provenance = {"name": str(name), "format": "gguf", "quantization": quant, "file": path.name,
-                  "sha256": sha, "package": owning_package(path)}
+    provenance = Provenance(format="gguf", quantization=quant, file=path.name, sha256=sha,
+                            package=owning_package(path))
     return Checkpoint(config=config, source=str(path), revision=f"local-{sha[:12]}",
-                      sources={hf: src for hf in tensors}, provenance=provenance)
+                      sources={hf: src for hf in tensors}, provenance=provenance, own_name=str(name))
 
 
 def _version() -> str:

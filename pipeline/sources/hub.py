@@ -35,20 +35,21 @@ from pathlib import Path
 import numpy as np
 
 from pipeline.hub_env import hub_cache, hub_endpoint, hub_offline, hub_token
+from pipeline.schema import Provenance
 from pipeline.sources.base import Checkpoint, CheckpointError
-from pipeline.sources.hub_http import (  # noqa: F401 - HubError, HubStalled: raised to this module's callers
+from pipeline.sources.hub_errors import (  # noqa: F401 - HubError, HubStalled: raised to this module's callers
     CONNECT_TIMEOUT,
     RETRIES_VAR,
     TIMEOUT_VAR,
     HubError,
     HubStalled,
-    LocalFile,
-    RangeFile,
+    NoSafetensorsError,
     explain,
     read_retries,
     read_timeout,
     stall_budget,
 )
+from pipeline.sources.hub_http import LocalFile, RangeFile
 from pipeline.sources.names import repo_relative
 from pipeline.sources.names import weight_map as validated_weight_map
 
@@ -58,16 +59,6 @@ MAX_HEADER_BYTES = 100_000_000  # the safetensors library's cap
 DTYPES = {"F64": "<f8", "F32": "<f4", "F16": "<f2", "BF16": "bf16"}
 ITEMSIZE = {"F64": 8, "F32": 4, "F16": 2, "BF16": 2}
 CHUNK = 1 << 22  # elements converted at a time (bounds the temporary memory of a decode)
-
-
-class NoSafetensorsError(HubError):
-    """The repo has no safetensors weights, so nothing can be range-read (the caller may download .bin)."""
-
-    def __init__(self, message: str, commit: str):
-        super().__init__(message)
-        self.commit = commit
-
-
 # ------------------------------------------------------------------------------------ files
 
 
@@ -409,6 +400,6 @@ def hub_checkpoint(repo_id: str, revision: str | None = None) -> Checkpoint:
         sources.update(dict.fromkeys(names, src))
     file = INDEX_FILE if snap.files != [SINGLE_FILE] else SINGLE_FILE
     ck = Checkpoint(config=snap.config, source=repo_id, revision=snap.commit, sources=sources,
-                    provenance={"format": "hub", "file": file})
+                    provenance=Provenance(format="hub", file=file))
     ck.hub_snapshot = snap
     return ck

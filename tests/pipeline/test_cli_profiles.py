@@ -392,6 +392,8 @@ def test_profile_layer_task_writes_what_the_local_run_writes(tiny_model, tmp_pat
 
 
 def test_provenance_and_the_checkpoints_own_name_go_into_the_row(tiny_model, tmp_path, monkeypatch):
+    from dataclasses import replace
+
     from pipeline import checkpoints
     from pipeline.store import Store
 
@@ -406,7 +408,7 @@ def test_provenance_and_the_checkpoints_own_name_go_into_the_row(tiny_model, tmp
 
     def self_named(*args, **kwargs):  # as a GGUF file names itself (general.name)
         ck = real(*args, **kwargs)
-        ck.provenance.update(name="its-own-name", note="a note for the dashboard")
+        ck.own_name, ck.provenance = "its-own-name", replace(ck.provenance, note="a note for the dashboard")
         return ck
 
     monkeypatch.setattr(run_plan, "open_checkpoint", self_named)  # where planning opens it

@@ -140,7 +140,7 @@ def test_open_errors_say_what_to_do(tmp_path):
     meta = json.loads(meta_path.read_text())
     meta["attributes"]["schema_version"] = 0
     meta_path.write_text(json.dumps(meta))
-    st.Store.open(path)._consolidate()  # refresh the root's consolidated copy, as the old writer would have left it
+    st.Store.open(path).journal.consolidate()  # the root's consolidated copy, as an old writer left it
     with pytest.raises(st.StoreError, match="schema version 0"):
         st.Store.open(path, mode="r").dataset("profiles")
 
@@ -221,8 +221,7 @@ def test_one_shape_and_one_provenance_type_serve_every_model_type():
     assert schema.STR_FIELDS[-6:] == schema.PROVENANCE_FIELDS == ("format", "quantization", "package", "file",
                                                                   "sha256", "note")
     spec = MODELS["pythia-70m-deduped"]
-    row = schema.ModelRow.of("p", spec.shape, schema.Provenance.of({"format": "hub", "name": "not stored"}),
-                             source=spec.hub_id)
+    row = schema.ModelRow.of("p", spec.shape, schema.Provenance(format="hub"), source=spec.hub_id)
     assert row.shape == spec.shape and row.provenance == schema.Provenance(format="hub")
     assert (row.n_layers, row.n_heads, row.n_kv_heads, row.rotary_dim, row.family) == (6, 8, 8, 16, "gpt_neox")
     assert spec.mismatches(dataclasses.replace(spec, n_heads=4, rope_theta=1.0)) == {"n_heads": (8, 4),
@@ -335,7 +334,7 @@ def drop_statistics(path: Path) -> None:
     """Make ``path`` a store as written before the statistics existed: no statistics variables, no coordinates."""
     for name in ("head_statistics", "spectrum", "statistics_checksum", "statistic", "eigen"):
         shutil.rmtree(path / "profiles" / name)
-    st.Store(str(path), "a")._consolidate()
+    st.Store(str(path), "a").journal.consolidate()
 
 
 def test_a_store_written_before_the_statistics_opens_and_says_so(tmp_path, capsys):

@@ -127,14 +127,15 @@ def real_checkpoint(name: str):
     where they are not."""
     from pipeline.checkpoints import open_checkpoint
     from pipeline.models import MODELS
-    from pipeline.real_models import REAL_MODELS, RealModelError, weight_file
+    from pipeline.real_models import RealModelError, weight_file
 
-    if name in REAL_MODELS:
+    spec = MODELS.get(name)
+    if spec is not None and spec.pinned is not None:
         try:
-            return open_checkpoint(str(weight_file(REAL_MODELS[name])))
+            return open_checkpoint(str(weight_file(spec)))
         except RealModelError as exc:
             pytest.skip(str(exc))
-    if name in MODELS and MODELS[name].real:
+    if spec is not None and spec.package_module is not None:
         return open_checkpoint(name)
     pytest.skip(f"{name}'s weights are not installed with the project (its W_Q, W_K are not stored)")
 

@@ -175,7 +175,7 @@ def test_gguf_of_each_architecture_reads_back_the_hf_weights(family_model, tmp_p
     want, got = layout_from_config(local.config), layout_from_config(ggml.config)
     assert got.shape == want.shape
     assert (got.layers, got.qk_norm, got.rope_scaling) == (want.layers, want.qk_norm, want.rope_scaling)
-    assert ggml.config["model_type"] == want.family and ggml.provenance["format"] == "gguf"
+    assert ggml.config["model_type"] == want.family and ggml.provenance.format == "gguf"
     for layer in range(want.n_layers):
         for fold in (False, True):
             (gq, gk), (wq, wk) = layer_weights(ggml, got, layer, fold), layer_weights(local, want, layer, fold)
