@@ -70,9 +70,6 @@ class _ShapesOnly:
 
 def validate_checkpoint(ckpt, layout, fold_ln: bool) -> None:
     """Every layer's Q/K tensors exist and have the shapes the config gives (ArchitectureError otherwise)."""
-    if layout.n_layers < 1:
-        raise ArchitectureError(f"{ckpt.source}: the config gives {layout.n_layers} layers; a model needs at least "
-                                "one attention layer to profile.")
     view = _ShapesOnly(ckpt)
     for layer in range(layout.n_layers):
         check_layer(view, layout, layer, fold_ln)

@@ -120,6 +120,8 @@ def layout_from_config(config: dict, tower: str | None = None) -> Layout:
     entry, cfg = _entry(config, tower)
     what = repr(config.get("model_type"))
     N, H, L = (int(_get(cfg, keys, what)) for keys in (entry.hidden, entry.heads, entry.layers))
+    if L < 1:
+        raise ArchitectureError(f"the config gives {L} layers; a model needs at least one attention layer to profile.")
     if entry.grouping == "grouped":
         kv = int(_get(cfg, entry.kv_keys, what, default=H))
     else:
