@@ -20,6 +20,8 @@ import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
 
+from pipeline.location import DEFAULT_HELP
+
 # Printed by benchmarks/gguf_bench.py (the "note:" line): the Q4_1 noise on a random model of this shape.
 Q4_1_NOTE = ("Q4_1-quantised weights carry quantisation noise into the profiles: on random models of this shape each "
              "coordinate moves by at most 0.0006 (Gaussian weights) to 0.011 (keys near queries) against F16, 99% of "
@@ -116,8 +118,7 @@ def register(subparsers) -> None:
     )
     p.add_argument("--model", action="append", choices=list(REAL_MODELS), metavar="NAME",
                    help=f"only this model (repeatable; default: all of {', '.join(REAL_MODELS)})")
-    p.add_argument("--store", default=None, help="Zarr store (default: $HEADGEOMETRY_STORE, else the repository's "
-                                                 "store.zarr)")
+    p.add_argument("--store", default=None, help=f"Zarr store (default: {DEFAULT_HELP})")
     p.add_argument("--force", action="store_true", help="recompute models the store already holds complete")
     p.add_argument("--quiet", action="store_true", help="no progress bars")
     p.set_defaults(func=real_command)

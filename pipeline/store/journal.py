@@ -10,6 +10,7 @@ from pipeline.schema import (
     SCHEMA_VERSION,
     ModelRow,
 )
+from pipeline.store import written_by
 from pipeline.store.errors import StoreError
 from pipeline.store.quiet import quiet_consolidate
 
@@ -77,4 +78,5 @@ class Journal:
 
     def _consolidate(self) -> None:
         if self.exists():
+            written_by.record(self.location)  # every structural change ends here: the last writer's version
             quiet_consolidate(self.location)
