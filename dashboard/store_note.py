@@ -8,10 +8,18 @@ a default store that is missing or holds no computed model, or a store named wit
 
 from __future__ import annotations
 
+import functools
 import html
 from pathlib import Path
 
-from pipeline.store.demo import describe
+from pipeline.store.demo import Shown, describe
+
+
+@functools.lru_cache(maxsize=4)
+def _described(store: str) -> Shown:
+    """``describe(store)``, once per process: the served store is chosen at start-up, and the note says what the
+    default store held then (reading it again for every session would cost each one a store open)."""
+    return describe(store)
 
 
 def _shown_path(store) -> str:
@@ -26,7 +34,7 @@ def _shown_path(store) -> str:
 
 def store_line_html(store) -> str:
     """``Store: PATH (why)``: the line at the foot of the page."""
-    shown = describe(store)
+    shown = _described(str(store))
     why = "the demo, read-only" if shown.demo else shown.chosen.reason
     return f"<p class='meta'>Store: <code>{html.escape(_shown_path(store))}</code> ({html.escape(why)})</p>"
 
@@ -34,5 +42,5 @@ def store_line_html(store) -> str:
 def demo_note_html(store) -> str:
     """A visible note under the title when ``store`` is the demo, with the command that computes a model; ''
     otherwise."""
-    shown = describe(store)
+    shown = _described(str(store))
     return f"<div class='warn' id='demo_note'>{html.escape(shown.note())}</div>" if shown.demo else ""

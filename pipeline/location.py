@@ -61,6 +61,13 @@ def user_store() -> Path:
     return platformdirs.user_data_path(APP_NAME) / STORE_NAME
 
 
+def make_user_folder(location: str) -> None:
+    """Create the user data folder when ``location`` is the user store, before its first write (a store given
+    with --store in a folder that does not exist is refused instead: a typo there should not make folders)."""
+    if not is_url(location) and Path(location).expanduser().absolute() == user_store().absolute():
+        user_store().parent.mkdir(parents=True, exist_ok=True)
+
+
 def inside_package(location: str) -> bool:
     """Whether ``location`` (a local path) lies inside the installed ``pipeline`` package."""
     if is_url(location):

@@ -32,7 +32,7 @@ from functools import lru_cache
 
 import numpy as np
 
-from pipeline.location import DEFAULT_HELP
+from pipeline.location import DEFAULT_HELP, make_user_folder
 
 
 class UsageError(ValueError):
@@ -137,6 +137,7 @@ def check_store(location: str, bytes_needed: int = 0) -> None:
 
     if "://" in location:
         return
+    make_user_folder(location)  # the default user store's folder is made on its first write
     if os.path.isdir(location):
         folders = [location] + [e.path for e in os.scandir(location) if e.is_dir()]
         for folder in folders:

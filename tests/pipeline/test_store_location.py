@@ -198,3 +198,15 @@ def test_list_names_the_store_its_reason_and_writer_then_the_demo(outside, tmp_p
 
     assert pipeline_main(["list", "--store", str(REPO / "store.zarr")]) == 0  # written before versions were kept
     assert "(from --store), writer's version not recorded:" in capsys.readouterr().out
+
+
+def test_the_user_stores_folder_is_made_on_its_first_write_and_no_other(outside, tmp_path):
+    from pipeline.run import check_store
+
+    user = Path(location.default_store().location)
+    check_store(str(user))
+    assert user.parent.is_dir() and not user.exists()  # the folder; the store itself comes with the first write
+    typo = tmp_path / "no-such-folder" / "s.zarr"
+    with pytest.raises(st.StoreError, match="the folder .* does not exist"):
+        check_store(str(typo))
+    assert not typo.parent.exists()
