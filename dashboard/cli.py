@@ -32,8 +32,10 @@ examples:
   {PROG} export site/                    static pages: site/index.html, one page per model, orbits
   {PROG} export site/ --self-contained   pages that work offline (BokehJS inlined)
   {PROG} serve --help                    every option of a command
+  {PROG} --version                       the installed version of headgeometry
 
-The store is --store, else {DEFAULT_HELP}; the demo when that is missing or holds no computed model.
+The store is --store, else {DEFAULT_HELP};
+the demo in place of a user or current-folder store with no computed model.
 Module forms: {'; '.join(f"{name} = `{form}`" for name, (_m, form, _h) in COMMANDS.items())}.
 Compute profiles with `headgeometry profiles MODEL` (= `python -m pipeline profiles MODEL`)."""
 

@@ -2,8 +2,8 @@
 
 The store path comes from the ``--store PATH`` argument (``panel serve dashboard/app.py --args --store
 PATH`` or ``python -m dashboard.export OUT --store PATH``), else the default store (``pipeline.location``), or
-the demo in its place when that is missing or holds no computed model. Nothing else (in particular no URL parameter)
-chooses the path.
+the demo in the place of a user or current-folder store that is missing or holds no computed model. Nothing
+else (in particular no URL parameter) chooses the path.
 
 Every read is cached per process, keyed on the store's path and its modification state (the times of
 its groups' metadata files), so the sessions of a served app share one load of each model and see a
@@ -42,7 +42,7 @@ __all__ = ["ENV_VAR", "ModelData", "ModelRow", "ModelStatistics", "StoreError", 
 
 def store_path(argv: list[str] | None = None) -> Path:
     """The store to read: ``--store`` in ``argv``, else the default store, or the demo in its place when that is
-    missing or holds no computed model (``pipeline.store.demo.shown_store``)."""
+    missing or holds no computed model and $HEADGEOMETRY_STORE did not name it (``pipeline.store.demo.shown_store``)."""
     parser = argparse.ArgumentParser(add_help=False)
     parser.add_argument("--store", default=None)
     args, _ = parser.parse_known_args(argv or [])

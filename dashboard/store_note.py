@@ -3,7 +3,7 @@
 The served app is handed its store as a path (``python -m dashboard`` runs ``panel serve dashboard/app.py --args
 --store PATH`` with the store it chose), so the reason is found again here from the path
 (``pipeline.store.demo.describe``): the default store and the rule that chose it, the demo shown in the place of
-a default store that is missing or holds no computed model, or a store named with ``--store``.
+an unnamed default store that is missing or holds no computed model, or a store named with ``--store``.
 """
 
 from __future__ import annotations

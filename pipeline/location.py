@@ -14,9 +14,9 @@ package folder may be read-only, is replaced by the next upgrade, and holds the 
 
 The demo is the committed store's content. A wheel carries it as package data (``setup.py`` copies the
 repository's ``store.zarr`` to ``pipeline/store/demo.zarr`` at build time, so the repository holds one copy); a
-checkout has no bundled copy and its demo is the checkout's own ``store.zarr``. Readers show the demo when the
-default store is missing or holds no computed model (:mod:`pipeline.store.demo`); nothing ever writes into a
-store inside the installed package (:func:`refuse_write`).
+checkout has no bundled copy and its demo is the checkout's own ``store.zarr``. Readers show the demo in the place
+of a user store or current-folder store that is missing or holds no computed model (:mod:`pipeline.store.demo`);
+nothing ever writes into a store inside the installed package (:func:`refuse_write`).
 """
 
 from __future__ import annotations

@@ -1,9 +1,10 @@
 """The demo store: what readers show when the default store has nothing to show, and its copy as a writable store.
 
 The demo (``pipeline.location.demo_store``: the committed store's content, bundled with the package) is
-read-only. ``list`` and the dashboard show it when the default store is missing or holds no computed model, and
-say so with the command that computes a model; a store named with ``--store`` is shown as it is (a missing one is
-an error saying how to create it). ``headgeometry demo PATH`` copies it out (:func:`copy_demo`).
+read-only. ``list`` and the dashboard show it when the default store found without being named (the user store,
+or the current folder's ``store.zarr``) is missing or holds no computed model, and say so with the command that
+computes a model; a store named with ``--store`` or ``$HEADGEOMETRY_STORE`` is shown as it is (a missing one is an
+error saying how to create it, not the demo in its place). ``headgeometry demo PATH`` copies it out (:func:`copy_demo`).
 """
 
 from __future__ import annotations
@@ -15,6 +16,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from pipeline.location import (
+    FROM_ENV,
+    FROM_OPTION,
     StoreChoice,
     chosen_store,
     default_store,
@@ -28,6 +31,7 @@ from pipeline.version import version
 
 COMPUTE = "headgeometry profiles gpt2"  # the command a note gives to compute a first model
 COPY = "headgeometry demo PATH"
+NAMED = (FROM_ENV, FROM_OPTION)  # stores the user named: shown as they are (a typo is an error, not the demo)
 MISSING = "does not exist yet"
 EMPTY = "holds no computed model yet"
 
@@ -35,7 +39,8 @@ EMPTY = "holds no computed model yet"
 @dataclass(frozen=True)
 class Shown:
     """The store a reader shows: ``chosen`` (``--store`` or the default rule), or the demo in its place
-    (``demo``: the chosen store is the default one and is missing or holds no computed model). ``state`` says
+    (``demo``: the chosen store is the user store or the current folder's and is missing or holds no computed
+    model). ``state`` says
     what the chosen store lacks ('' when it is shown)."""
 
     chosen: StoreChoice
@@ -76,10 +81,11 @@ def store_state(location: str) -> str:
 
 
 def shown_store(option: str | None = None) -> Shown:
-    """The store to show for ``--store`` ``option`` (None: the default store, or the demo in its place)."""
+    """The store to show for ``--store`` ``option`` (None: the default store, or the demo in the place of an
+    unnamed one that has nothing to show)."""
     chosen = chosen_store(option)
     demo = demo_store()
-    if option or demo is None or is_demo(chosen.location):
+    if chosen.reason in NAMED or demo is None or is_demo(chosen.location):
         return Shown(chosen, chosen.location, demo=inside_package(chosen.location))
     state = store_state(chosen.location)
     return Shown(chosen, str(demo), demo=True, state=state) if state else Shown(chosen, chosen.location)

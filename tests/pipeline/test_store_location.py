@@ -117,10 +117,15 @@ def test_the_demo_takes_the_place_of_a_missing_or_empty_default_store(outside, t
     assert demo.shown_store().note() == f"Store: {user} (user store)"
 
 
-def test_a_store_named_with_the_option_is_shown_as_it_is(outside, tmp_path):
+def test_a_store_named_by_the_option_or_the_environment_is_shown_as_it_is(outside, tmp_path, monkeypatch):
+    """A named store that is missing is an error saying how to create it: the demo in its place would hide a typo."""
     missing = tmp_path / "missing.zarr"
     shown = demo.shown_store(str(missing))
     assert (shown.location, shown.demo, shown.chosen.reason) == (str(missing), False, "from --store")
+    monkeypatch.setenv(location.ENV_VAR, str(missing))
+    shown = demo.shown_store()
+    assert (shown.location, shown.demo, shown.chosen.reason) == (str(missing), False, "from $HEADGEOMETRY_STORE")
+    monkeypatch.delenv(location.ENV_VAR)
     bundled = location.PACKAGE / "store" / "demo.zarr"  # the option may name the demo itself: it is said so
     assert demo.shown_store(str(bundled)).demo
 
