@@ -25,6 +25,7 @@ from pipeline.location import (
     inside_package,
     is_demo,
     is_url,
+    refuse_write,
 )
 from pipeline.store.errors import StoreError
 from pipeline.version import version
@@ -144,6 +145,7 @@ def copy_demo(dest) -> Path:
         raise StoreError("this installation has no demo store (it ships with the wheel, and a checkout has its "
                          "committed store.zarr).")
     dest = Path(dest).expanduser()
+    refuse_write(str(dest))
     if dest.exists() and not (dest.is_dir() and not any(dest.iterdir())):
         raise StoreError(f"{str(dest)!r} already exists; choose a new folder for the copy of the demo.")
     dest.parent.mkdir(parents=True, exist_ok=True)
