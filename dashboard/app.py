@@ -10,8 +10,8 @@ view runs in the browser and is mirrored into the state.
 The store is chosen only at start-up: ``--store PATH`` after ``--args``, else the default store
 (``pipeline.location``), or the demo in the place of an unnamed one with no computed model; no URL
 parameter can choose it. The page names the store and why at its foot, and the demo in a note under the title
-(``dashboard.store_note``). Bind to localhost (``python -m dashboard``
-does; with ``panel serve`` pass ``--address 127.0.0.1``).
+(``dashboard.store_note``). Bind to localhost (``python -m dashboard`` does; with ``panel serve`` pass
+``--address 127.0.0.1``).
 
 Deep links: ``?model=NAME&tab=profiles&d=17&color=type&heads=3.5,3.7``, and for the Compare tab
 ``?tab=compare&models=A,B&quantity=rho``. The server reads ``model`` and ``tab`` from the session's request

@@ -12,7 +12,7 @@ import importlib
 import sys
 
 from pipeline.location import DEFAULT_HELP
-from pipeline.version import version_line
+from pipeline.version import PrintVersion
 
 # (module, subcommand names it registers), in the order shown by --help
 COMMANDS = (
@@ -39,7 +39,7 @@ def build_parser() -> argparse.ArgumentParser:
         f"Results go to a Zarr store (default: {DEFAULT_HELP}) that the dashboard reads.",
         epilog="Run `python -m pipeline COMMAND --help` for each command's options.",
     )
-    parser.add_argument("--version", action="version", version=version_line(parser.prog))
+    parser.add_argument("--version", action=PrintVersion)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for module, _names in COMMANDS:
         importlib.import_module(module).register(sub)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 from importlib import metadata
 
 DISTRIBUTION = "headgeometry"
@@ -19,3 +20,16 @@ def version() -> str:
 def version_line(prog: str) -> str:
     """What ``--version`` prints: ``PROG (headgeometry VERSION)``."""
     return f"{prog} ({DISTRIBUTION} {version()})"
+
+
+class PrintVersion(argparse.Action):
+    """``--version``: print :func:`version_line` and exit; the metadata is read only when asked, not when the parser
+    is built (``--help`` stays fast)."""
+
+    def __init__(self, option_strings, dest=argparse.SUPPRESS, default=argparse.SUPPRESS,
+                 help="print the version of headgeometry and exit"):
+        super().__init__(option_strings, dest, default=default, nargs=0, help=help)
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        print(version_line(parser.prog))
+        parser.exit()
