@@ -7,9 +7,11 @@ both keyed on the store's path and modification state; a session takes its own c
 models. Choosing another model replaces the profiles view's data in place. Every interaction inside a
 view runs in the browser and is mirrored into the state.
 
-The store is chosen only at start-up: ``--store PATH`` after ``--args``, else $HEADGEOMETRY_STORE, else
-the committed store.zarr; no URL parameter can choose it. Bind to localhost (``python -m dashboard``
-does; with ``panel serve`` pass ``--address 127.0.0.1``).
+The store is chosen only at start-up: ``--store PATH`` after ``--args``, else the default store
+(``pipeline.location``), or the demo in the place of an unnamed one with no computed model; no URL
+parameter can choose it. The page names the store and why at its foot, and the demo in a note under the title
+(``dashboard.store_note``). Bind to localhost (``python -m dashboard`` does; with ``panel serve`` pass
+``--address 127.0.0.1``).
 
 Deep links: ``?model=NAME&tab=profiles&d=17&color=type&heads=3.5,3.7``, and for the Compare tab
 ``?tab=compare&models=A,B&quantity=rho``. The server reads ``model`` and ``tab`` from the session's request
@@ -27,7 +29,6 @@ import gc
 import html
 import logging
 import sys
-from pathlib import Path
 
 import panel as pn
 import param
@@ -39,6 +40,7 @@ from dashboard.bokeh_internals import PagePane, run_as_curdoc
 from dashboard.clone import Copy
 from dashboard.profiles_page import header, message, restore_on_ready, selector_groups, todo_html
 from dashboard.rendered import replace_in_place, same_structure
+from dashboard.store_note import demo_note_html, store_line_html
 from dashboard.stylesheet import page_css
 from dashboard.versions import check_versions
 
@@ -253,14 +255,9 @@ def build(store, state: AppState | None = None, args: dict[str, str] | None = No
     tabs = pn.Tabs(("Profiles", profiles), ("Compare", compare), ("Orbits", orbits), dynamic=True, name="tabs",
                    active=TABS.index(tab))
     tabs.jscallback(args={"names": list(TABS)}, active=jscode.code("url_tab"))
-    shown = Path(store)
-    try:
-        shown = shown.resolve().relative_to(Path.cwd().resolve())  # the folder the app was started from
-    except ValueError:
-        pass
-    store_line = pn.pane.HTML(f"<p class='meta'>Store: <code>{html.escape(str(shown))}</code></p>",
-                              name="store_path")
-    return pn.Column(pn.pane.HTML(f"<div class='title'>{TITLE}</div>", name="title"), tabs, store_line)
+    store_line = pn.pane.HTML(store_line_html(store), name="store_path")
+    title = pn.pane.HTML(f"<div class='title'>{TITLE}</div>{demo_note_html(store)}", name="title")
+    return pn.Column(title, tabs, store_line)
 
 
 def page_template(doc) -> None:

@@ -41,6 +41,7 @@ from dashboard.profiles_page import (
     todo_html,
 )
 from dashboard.stylesheet import page_css
+from pipeline.location import DEFAULT_HELP
 
 SLUG_MAX = 60
 
@@ -205,8 +206,8 @@ def export(out, store=None, self_contained: bool = False) -> list[Path]:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m dashboard.export", description=__doc__.split("\n\n")[0])
     parser.add_argument("out", type=Path, help="folder to write the pages into (created if needed)")
-    parser.add_argument("--store", default=None, help=f"store to read (default: ${data.ENV_VAR}, else the "
-                        "committed store.zarr)")
+    parser.add_argument("--store", default=None, help=f"store to read (default: {DEFAULT_HELP}; the demo in "
+                        "place of a user or current-folder store with no computed model)")
     parser.add_argument("--self-contained", action="store_true",
                         help="inline all JS and CSS (offline pages, ~+2 MB each) instead of loading them from the CDN")
     args = parser.parse_args(argv)

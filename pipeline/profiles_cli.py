@@ -18,6 +18,7 @@ import sys
 from dataclasses import fields
 
 from pipeline.cli_args import add_dataclass_arguments
+from pipeline.location import DEFAULT_HELP
 from pipeline.run_options import ClusterError, RunOptions, UsageError
 
 EXIT_USER_ERROR = 2
@@ -50,7 +51,7 @@ examples:
   python -m pipeline profiles opt-1.3b --workers 2             # a pool of 2 local worker processes
 """
 
-STORE_HELP = "Zarr store (default: $HEADGEOMETRY_STORE, else the repository's store.zarr)"
+STORE_HELP = f"Zarr store (default: {DEFAULT_HELP})"
 
 
 def register(subparsers) -> None:
@@ -137,6 +138,7 @@ def list_command(args) -> int:
     from pipeline.models import MODELS, SEED_MODELS
     from pipeline.run_store import store_location
     from pipeline.store import Store
+    from pipeline.store.demo import listed_stores
 
     rows = [[s.name + (" *" if s.name in SEED_MODELS else ""), s.family, s.n_layers, s.n_heads, s.d_model, s.d_head,
              s.positional + (f" {s.rotary_dim}/{s.d_head}" if s.rotary_dim and s.rotary_dim != s.d_head else ""),
@@ -144,26 +146,38 @@ def list_command(args) -> int:
     print("Registry (* = seed model; compute with `python -m pipeline profiles NAME`):")
     print(_table(rows, ["name", "family", "layers", "heads", "N", "n", "positional", "hub id"]))
     print()
-    location = store_location(args.store)
     try:
-        exists = "://" in location or os.path.exists(location)
-        models = Store.open(location, "r").checked_models() if exists else []
+        listed = listed_stores(args.store)  # the chosen store, then the demo when it is shown in its place
     except user_errors() as exc:
         return fail(exc)
+    for n, store in enumerate(listed):
+        if n:
+            print()
+        location = store_location(store.location)
+        try:
+            exists = "://" in location or os.path.exists(location)
+            models = Store.open(location, "r").checked_models() if exists else []
+        except user_errors() as exc:
+            return fail(exc)
+        print_models(store, models)
+    return 0
+
+
+def print_models(store, models) -> None:
+    """The table of ``models`` under ``store.heading`` (``pipeline.store.demo.Listed``), or its empty line."""
+    if not models:
+        print(store.empty)
+        return
     rows = []
     for m in models:
         status = ("damaged" if m.damaged else "complete" if m.complete
                   else "not computed" if m.layers_done == 0 else f"{m.layers_done}/{m.n_layers} layers")
         rows.append([m.name, status, m.n_layers, m.n_heads, "yes" if m.layernorm_folded else "no",
                      m.format or "-", m.source, m.revision or "-"])
-    if not models:
-        print(f"The store {location} holds no profiles yet.")
-    else:
-        print(f"The store {location}:")
-        print(_table(rows, ["model", "status", "layers", "heads", "fold-ln", "format", "source", "revision"]))
-        for m in models:
-            if m.damaged:
-                print(f"{m.name}: {m.damaged}")
-            elif m.statistics_note:
-                print(f"{m.name}: {m.statistics_note}")
-    return 0
+    print(store.heading)
+    print(_table(rows, ["model", "status", "layers", "heads", "fold-ln", "format", "source", "revision"]))
+    for m in models:
+        if m.damaged:
+            print(f"{m.name}: {m.damaged}")
+        elif m.statistics_note:
+            print(f"{m.name}: {m.statistics_note}")

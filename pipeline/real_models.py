@@ -21,6 +21,7 @@ import argparse
 import dataclasses
 from pathlib import Path
 
+from pipeline.location import DEFAULT_HELP
 from pipeline.models import MODELS, PINNED_INSTALL, PINNED_MODELS, ModelSpec
 from pipeline.sources.pinned import pinned_path
 
@@ -71,8 +72,7 @@ def register(subparsers) -> None:
     )
     p.add_argument("--model", action="append", choices=list(PINNED_MODELS), metavar="NAME",
                    help=f"only this model (repeatable; default: all of {', '.join(PINNED_MODELS)})")
-    p.add_argument("--store", default=None, help="Zarr store (default: $HEADGEOMETRY_STORE, else the repository's "
-                                                 "store.zarr)")
+    p.add_argument("--store", default=None, help=f"Zarr store (default: {DEFAULT_HELP})")
     p.add_argument("--force", action="store_true", help="recompute models the store already holds complete")
     p.add_argument("--quiet", action="store_true", help="no progress bars")
     p.set_defaults(func=real_command)

@@ -8,6 +8,8 @@ import socket
 from dataclasses import dataclass, field
 from urllib.parse import urlsplit
 
+from pipeline.location import DEFAULT_HELP
+
 
 class UsageError(ValueError):
     """Options that do not go together; the message says how to call it."""
@@ -31,8 +33,7 @@ class RunOptions:
     models: list[str] = _opt([], "checkpoint folder, .gguf/.onnx file, registry name or Hub id",
                              positional=True, metavar="MODEL_OR_PATH")
     seed_models: bool = _opt(False, "add the seed models of the registry")
-    store: str | None = _opt(None, "Zarr store to write (default: $HEADGEOMETRY_STORE, else the repository's "
-                                   "store.zarr); a path or an fsspec URL")
+    store: str | None = _opt(None, f"Zarr store to write (default: {DEFAULT_HELP}); a path or an fsspec URL")
     fold_ln: bool = _opt(False, "fold the gain g of the layer norm whose output enters attention: L -> diag(g) L "
                                 "diag(g) (pre-norm: the norm in front of attention; post-norm OPT/BERT: the previous "
                                 "layer's output norm, or BERT's embedding norm for layer 0). Default: raw weights")

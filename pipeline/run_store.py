@@ -6,6 +6,7 @@ import os
 import shutil
 import stat
 
+from pipeline.location import make_user_folder
 from pipeline.store import Store, StoreError, default_store_path
 
 
@@ -25,6 +26,7 @@ def check_store(location: str, bytes_needed: int = 0) -> None:
     with room for ``bytes_needed``; StoreError otherwise. What kind of store it is, Store.open checks."""
     if "://" in location:
         return
+    make_user_folder(location)  # the default user store's folder is made on its first write
     if os.path.isdir(location):
         folders = [location] + [e.path for e in os.scandir(location) if e.is_dir()]
         for folder in folders:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import os
 
+from ..location import DEFAULT_HELP
 from .malloc import keep_freed_memory
 from .runs import FINDER, MODEL_NAME, NEAR_TOL, RANK_ORDER, store_run, train_run
 
@@ -100,7 +101,7 @@ def register(subparsers) -> None:
     p = subparsers.add_parser("orbits", help="train the 32-head layer on addition mod 24 and find its C_24 orbits",
                               description=DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--store", default=None,
-                   help="Zarr store to write (default: $HEADGEOMETRY_STORE, else the repository's store.zarr)")
+                   help=f"Zarr store to write (default: {DEFAULT_HELP})")
     p.add_argument("--from-run", default=None, metavar="NPZ",
                    help="write this saved run (from --save-run or the sweep) instead of training")
     p.add_argument("--save-run", default=None, metavar="NPZ", help="also save the run's frames and weights here")
@@ -125,7 +126,7 @@ def register(subparsers) -> None:
     s = sub.add_parser("search", help="train many seeds in batches, rank their orbits, write the orbits_search table",
                        description=SEARCH_DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter)
     s.add_argument("--store", default=argparse.SUPPRESS,
-                   help="Zarr store for the table (default: $HEADGEOMETRY_STORE, else the repository's store.zarr)")
+                   help=f"Zarr store for the table (default: {DEFAULT_HELP})")
     s.add_argument("--seeds", default=None, metavar="A-B|A,B,...",
                    help="the seeds: a range 0-255 (inclusive) or a comma list (required unless --merge)")
     s.add_argument("--merge", action="append", default=[], metavar="STORE",

@@ -52,7 +52,7 @@ from pipeline.schema import (
     STATISTICS,
     ModelRow,
 )
-from pipeline.store.backend import ENV_VAR, REPO_STORE, backend_for, default_store_path, is_url
+from pipeline.store.backend import ENV_VAR, backend_for, default_store_path, is_url
 from pipeline.store.errors import Damage, StoreError
 from pipeline.store.groups import Hierarchy, exchange
 from pipeline.store.journal import Journal
@@ -64,7 +64,7 @@ from pipeline.store.verify import Verification
 
 __all__ = [
     "COORDINATES", "Damage", "ENV_VAR", "ModelRow", "N_OFFSETS", "ORBITS", "ORBITS_SEARCH", "ORBITS_SWEEP",
-    "POSITIONAL_KINDS", "PROFILES", "REPO_STORE", "SCHEMA_VERSION", "STATISTICS", "Store", "StoreError",
+    "POSITIONAL_KINDS", "PROFILES", "SCHEMA_VERSION", "STATISTICS", "Store", "StoreError",
     "default_store_path", "exchange",
 ]
 

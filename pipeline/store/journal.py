@@ -6,6 +6,7 @@ import contextlib
 import json
 from collections.abc import Callable, Iterator
 
+from pipeline.store import written_by
 from pipeline.store.errors import StoreError
 from pipeline.store.quiet import quiet_consolidate
 
@@ -65,6 +66,7 @@ class Journal:
     def consolidate(self) -> None:
         """Write the root's consolidated metadata again (when the store exists)."""
         if self.backend.exists():
+            written_by.record(self.location)  # every structural change ends here: the last writer's version
             quiet_consolidate(self.location)
 
     def recover_if_needed(self) -> None:

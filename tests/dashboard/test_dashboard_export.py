@@ -51,7 +51,8 @@ def broken_stores(tmp: Path) -> dict[str, tuple[Path, str]]:
 def test_store_path_precedence(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     monkeypatch.delenv(data.ENV_VAR, raising=False)
-    assert data.store_path([]) == REPO / "store.zarr"  # next to the package, not the working directory
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data"))
+    assert data.store_path([]) == REPO / "store.zarr"  # no user store yet: the demo, a checkout's committed store
     monkeypatch.setenv(data.ENV_VAR, str(tmp_path / "env.zarr"))
     assert data.store_path([]) == tmp_path / "env.zarr"
     assert data.store_path(["--store", "arg.zarr"]) == tmp_path / "arg.zarr"

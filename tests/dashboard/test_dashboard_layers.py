@@ -34,7 +34,7 @@ LAYERS: dict[str, tuple[str, ...]] = {
     # exporter, the entry points, the version check and the one module of Bokeh/Panel internals
     "serve": ("dashboard.app", "dashboard.rendered", "dashboard.clone", "dashboard.serialized",
               "dashboard.bokeh_internals", "dashboard.export", "dashboard.versions", "dashboard.cli",
-              "dashboard.__main__"),
+              "dashboard.__main__", "dashboard.store_note"),
 }
 ORDER = ("views", "pages", "serve")
 

@@ -187,20 +187,6 @@ def test_side_groups_of_a_writer_without_journal_are_finished_by_upgrade_not_on_
 # ------------------------------------------------------------------------------------ the Store handle
 
 
-def test_default_store_rule(monkeypatch):
-    monkeypatch.delenv(st.ENV_VAR, raising=False)
-    import pipeline
-
-    repo = Path(pipeline.__file__).resolve().parents[1]  # the folder holding the pipeline package
-    assert st.default_store_path() == str(repo / "store.zarr")  # next to the package, not the working directory
-    monkeypatch.setenv(st.ENV_VAR, "~/elsewhere.zarr")
-    assert st.default_store_path() == str(Path("~/elsewhere.zarr").expanduser())
-    monkeypatch.setenv(st.ENV_VAR, "s3://bucket/s.zarr")
-    assert st.default_store_path() == "s3://bucket/s.zarr"
-    monkeypatch.setenv(st.ENV_VAR, "/x/y.zarr")
-    assert st.Store.open(None).location == "/x/y.zarr"  # opening creates nothing until the first write
-
-
 def test_one_shape_and_one_provenance_type_serve_every_model_type():
     """ModelRow holds ModelShape's and Provenance's fields (same names, types and defaults); Layout and ModelSpec are
     ModelShapes; the store's per-model int and provenance variables are those fields."""
