@@ -134,7 +134,7 @@ def test_the_scan_finds_the_reads_it_must():
     reads = environment_reads()
     assert {"HEADGEOMETRY_STORE", "HEADGEOMETRY_HUB_TIMEOUT", "HEADGEOMETRY_HUB_RETRIES", "HF_HUB_OFFLINE",
             "HF_TOKEN"} <= set(reads), sorted(reads)
-    assert any(p.startswith("pipeline/store/backend.py:") for p in reads["HEADGEOMETRY_STORE"])
+    assert any(p.startswith("pipeline/location.py:") for p in reads["HEADGEOMETRY_STORE"])
 
 
 def test_no_production_module_reads_a_variable_only_tests_set():
