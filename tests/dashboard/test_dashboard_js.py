@@ -1,4 +1,4 @@
-"""The browser code in dashboard/js/, run by node outside any page, against the numpy twins.
+"""The browser code in dashboard/*/js/, run by node outside any page, against the numpy twins.
 
 The same files are exercised inside real pages by tests/browser/. Here each function is called on plain
 objects shaped like the Bokeh sources it edits, so a wrong index or formula shows as a wrong number.
@@ -15,8 +15,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from dashboard import geometry as g
-from dashboard import jscode
+from dashboard.common import geometry as g
+from dashboard.common import jscode
 
 NODE = shutil.which("node")
 needs_node = pytest.mark.skipif(NODE is None, reason="node is not installed: the JS files are still run in the "
@@ -40,7 +40,7 @@ def test_every_file_is_valid_javascript():
 
 
 def test_the_python_holds_no_javascript():
-    """Browser code lives in dashboard/js/*.js only."""
+    """Browser code lives in dashboard/*/js/*.js only."""
     pattern = re.compile(r"cb_obj|\.change\.emit|=>|\bfunction\s*\(|\bconst\s+\w+\s*=|\blet\s+\w+\s*=")
     for path in PACKAGE.rglob("*.py"):
         hits = pattern.findall(path.read_text(encoding="utf-8"))

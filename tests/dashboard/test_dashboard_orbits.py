@@ -19,9 +19,9 @@ import xarray as xr
 from bokeh.embed import json_item
 from bokeh.models import ColumnDataSource, Div, GridPlot, Slider
 
-from dashboard import orbits_frames as of
 from dashboard import views
-from dashboard.orbits_page import frame_state, orbits_view
+from dashboard.orbits import frames as of
+from dashboard.orbits.page import frame_state, orbits_view
 from pipeline import store
 from tests.browser.conftest import synthetic_orbits_dataset
 

@@ -8,8 +8,8 @@ import re
 import pytest
 from bokeh.models import ColumnDataSource, CustomJS
 
-from dashboard import jscode
-from dashboard.page_models import PageModels, names
+from dashboard.common import jscode
+from dashboard.common.page_models import PageModels, names
 
 CTX_NAME = re.compile(r"\bctx\.([A-Za-z_$][A-Za-z0-9_$]*)")
 
@@ -55,8 +55,8 @@ def pages(tmp_path_factory):
     """The profiles pages of a rotary and an absolute-position model (static, with their tabs and
     navigation) and the compare page, over the browser tests' synthetic store."""
     from dashboard import data
-    from dashboard.compare_page import compare_view
-    from dashboard.profiles_page import profiles_view
+    from dashboard.compare.page import compare_view
+    from dashboard.profiles.page import profiles_view
     from tests.browser.conftest import ABSOLUTE_MODEL, ROPE_MODEL, write_synthetic_store
 
     store = write_synthetic_store(tmp_path_factory.mktemp("page_models") / "store.zarr")

@@ -12,8 +12,9 @@ import pytest
 from bokeh.models import Div, GlyphRenderer, Slider
 
 from dashboard import data
-from dashboard.geometry import N_BINS, VERTICES, dequantise, histogram_counts, project, quantise, to_3d
-from dashboard.profiles_page import profiles_view, selector_groups, todo_html
+from dashboard.common.geometry import N_BINS, VERTICES, dequantise, histogram_counts, project, quantise, to_3d
+from dashboard.profiles.page import profiles_view
+from dashboard.profiles.page_texts import selector_groups, todo_html
 from tests.browser.conftest import ABSOLUTE_MODEL, EMPTY_MODEL, ROPE_MODEL, rope_profiles, write_synthetic_store
 
 

@@ -12,8 +12,8 @@ import xarray as xr
 from bokeh.models import ColorBar, LogScale, Span
 
 import dashboard.views as v
-from dashboard import geometry as g
-from dashboard.geometry import VERTICES, project
+from dashboard.common import geometry as g
+from dashboard.common.geometry import VERTICES, project
 from pipeline import store as st
 from pipeline.schema import STATISTICS, model_rows
 from tests.browser.conftest import ROPE_MODEL, rope_profiles, synthetic_orbits_dataset, write_synthetic_store
@@ -519,7 +519,7 @@ def test_the_baseline_script_and_the_pipeline_compute_the_statistics_of_the_naiv
 
 
 def test_gaussian_baselines_closed_form_and_table():
-    from dashboard import baselines
+    from dashboard.common import baselines
 
     for N in (16, 384, 576):
         value, how = baselines.gaussian("symmetric_energy", N, 8)

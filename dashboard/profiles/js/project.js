@@ -1,4 +1,4 @@
-// The orthographic camera of dashboard/geometry.py's project(): turn by the azimuth about z, then
+// The orthographic camera of dashboard/common/geometry.py's project(): turn by the azimuth about z, then
 // look from the elevation. Rewrites the screen positions of the heads, the vertices and the edges
 // from their 3D coordinates and the camera (ctx.camera.data.az[0], .el[0], in degrees).
 function project_all(ctx) {

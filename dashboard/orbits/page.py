@@ -1,8 +1,8 @@
 """The orbits page: a client-side movie of every head's dot in each Fourier plane over training, and of
 every head's profile in the tetrahedron beside them.
 
-``orbits_view(ds)`` returns a Bokeh layout built from ``dashboard.views`` (``orbit_polygons``,
-``orbit_tetrahedron``, ``training_metrics``, the search's views, rendered with ``views.render``); all
+``orbits_view(ds)`` returns a Bokeh layout built from ``dashboard.orbits``' views (``orbit_polygons``,
+``orbit_tetrahedron``, ``training_metrics``, the search's views, rendered with ``common.render.render``); all
 interaction runs in the browser (CustomJS over shared ColumnDataSources, arguments in one ``ctx``,
 ``page_models.PageModels``), so it works served by Panel and in a static HTML file opened with file://.
 All frames' positions ship once as float32 columns (binary, base64 in a static file); each frame the
@@ -42,12 +42,21 @@ from bokeh.models import (
     Toggle,
 )
 
-from dashboard import data, jscode, views
-from dashboard import orbits_frames as of
-from dashboard.page_models import PageModels
-from dashboard.profiles_page import header, message
-from dashboard.profiles_views import lean
-from dashboard.stylesheet import style
+from dashboard import data
+from dashboard.common import jscode
+from dashboard.common.page_models import PageModels
+from dashboard.common.page_style import style
+from dashboard.common.page_widgets import header, lean, message
+from dashboard.common.render import render
+from dashboard.orbits import frames as of
+from dashboard.orbits.search import NO_SEARCH, family_heads, hypotheses, hypotheses_table, search_families
+from dashboard.orbits.views import (
+    orbit_polygons,
+    orbit_profile_positions,
+    orbit_tetrahedron,
+    reproduction,
+    training_metrics,
+)
 from pipeline.schema import orbits_problems
 
 PANEL_PX = 240
@@ -148,9 +157,9 @@ def _verification_html(ds: xr.Dataset, orbit: np.ndarray) -> str:
 
 
 def _metrics_figures(ds: xr.Dataset, epochs: np.ndarray) -> tuple[list, list[Span]]:
-    """``views.training_metrics`` rendered (accuracy; equivariance error on a log axis), each with a cursor
+    """``training_metrics`` rendered (accuracy; equivariance error on a log axis), each with a cursor
     at the frame shown; a click jumps to the nearest frame."""
-    grid = views.render(views.training_metrics(ds, width=SIDE_PX))
+    grid = render(training_metrics(ds, width=SIDE_PX))
     figs = [c[0] for c in sorted(grid.children, key=lambda c: (c[1], c[2]))]
     cursors = []
     for i, fig in enumerate(figs):
@@ -164,7 +173,7 @@ def _metrics_figures(ds: xr.Dataset, epochs: np.ndarray) -> tuple[list, list[Spa
 
 def _search_and_reproduction(ds: xr.Dataset, search: xr.Dataset | None, sheet: InlineStyleSheet) -> list:
     """What the stored run reproduces of the original work (a table), and the search's family sizes."""
-    rows = views.reproduction(ds)
+    rows = reproduction(ds)
     colour = {"yes": "#2e7d32", "no": "#c62828", "partly": "#ef6c00"}
     body = "".join(f"<tr><td>{html.escape(r['result'])}</td><td>{html.escape(r['original'])}</td>"
                    f"<td>{html.escape(r['stored'])}</td><td style='color:{colour[r['reproduced']]}'>"
@@ -173,26 +182,26 @@ def _search_and_reproduction(ds: xr.Dataset, search: xr.Dataset | None, sheet: I
                       " cellpadding='3'><tr><th>result</th><th>original</th><th>stored run</th><th>reproduced</th>"
                       f"</tr>{body}</table>"), width=SIDE_PX, name="orbits_reproduction", stylesheets=[sheet])
     if search is None or "orbit_count" not in search:
-        plot = Div(text=views.NO_SEARCH, width=SIDE_PX, name="orbits_search")
+        plot = Div(text=NO_SEARCH, width=SIDE_PX, name="orbits_search")
     else:
-        plot = views.render(views.search_families(search, width=SEARCH_PX))
+        plot = render(search_families(search, width=SEARCH_PX))
         plot.name = "orbits_search"
         if "family_heads" in search:
-            families = views.render(views.family_heads(search, width=SEARCH_PX))
+            families = render(family_heads(search, width=SEARCH_PX))
             families.name = "orbits_search_families"
             return [table, plot, families]
     return [table, plot]
 
 
 def _tetrahedron(ds: xr.Dataset, f0: int, movie: PageModels, sheet: InlineStyleSheet) -> LayoutDOM:
-    """``views.orbit_tetrahedron`` at frame f0, moved with the slider (orbits_tetra.js) from every frame's
+    """``orbit_tetrahedron`` at frame f0, moved with the slider (orbits_tetra.js) from every frame's
     projected profiles, shipped once (``orbits_tetra_positions``); the message when the run has no profiles."""
-    xy = views.orbit_profile_positions(ds)
+    xy = orbit_profile_positions(ds)
     if xy is None:
         return Div(text=f"<p class='small'><b>The heads on the 3-simplex.</b> "
                         f"{of.code_html(of.no_profiles_note(ds))}</p>", width=TETRA_PX, name="orbits_tetra_message",
                    stylesheets=[sheet])
-    fig = views.render(views.orbit_tetrahedron(ds, frame=f0, size=TETRA_PX - 20))
+    fig = render(orbit_tetrahedron(ds, frame=f0, size=TETRA_PX - 20))
     both = np.concatenate([xy, of.head_profiles(ds)], axis=-1)  # (F, H, 6): x, y, a, b, c, d
     store = ColumnDataSource({"pos": of.pack_positions(both)}, name="orbits_tetra_positions")
     dots, trails = (fig.select_one({"name": f"orbits_tetra_{k}"}) for k in ("dots", "trails"))
@@ -204,11 +213,11 @@ def _tetrahedron(ds: xr.Dataset, f0: int, movie: PageModels, sheet: InlineStyleS
 
 
 def _hypotheses(search: xr.Dataset | None, sheet: InlineStyleSheet) -> list:
-    """The search's hypotheses, one row per recipe (``views.hypotheses_table``), under a one-line caption;
+    """The search's hypotheses, one row per recipe (``search.hypotheses_table``), under a one-line caption;
     nothing without a search (the search plots above say so)."""
-    if not views.hypotheses(search):
+    if not hypotheses(search):
         return []
-    table = views.render(views.hypotheses_table(search, width=HYPOTHESES_PX))
+    table = render(hypotheses_table(search, width=HYPOTHESES_PX))
     table.name = "orbits_hypotheses"
     caption = Div(text=f"<p class='small tight'>{HYPOTHESES_CAPTION}</p>", width=HYPOTHESES_PX,
                   name="orbits_hypotheses_caption", stylesheets=[sheet])
@@ -241,12 +250,12 @@ def orbits_view(ds: xr.Dataset | None, interval_ms: int = 120, hold_ms: int = 15
     metrics = of.metric_columns(ds)
     orbit = of.orbit_labels(ds)
     f0 = F - 1  # open on the last frame: the orbits as trained
-    sheet = style("orbits")  # the page's one stylesheet model (dashboard/page.css)
+    sheet = style("orbits")  # the page's one stylesheet model (dashboard/common/page.css)
 
     store = ColumnDataSource({"pos": of.pack_positions(pos)}, name="orbits_positions")
     frames = ColumnDataSource({"epoch": epochs, "start": starts, **metrics,
                                **{f"r{p}": radii[:, p] for p in range(P)}}, name="orbits_frames")
-    figs = [views.render(panel) for panel in views.orbit_polygons(ds, frame=f0, panel_px=panel_px)]
+    figs = [render(panel) for panel in orbit_polygons(ds, frame=f0, panel_px=panel_px)]
     for p, fig in enumerate(figs):
         sub = of.panel_subtitle(ds, p)
         if sub:
@@ -307,7 +316,7 @@ def orbits_view(ds: xr.Dataset | None, interval_ms: int = 120, hold_ms: int = 15
 
 
 def orbits_content(store, shown: str | None = None):
-    """The orbits page: ``orbits_page.orbits_view`` over the store's orbits (and orbits_search) groups,
+    """The orbits page: ``orbits_view`` over the store's orbits (and orbits_search) groups,
     or a message with the fixing command. ``shown`` replaces the store's path in messages."""
     try:
         ds = data.orbits(store)

@@ -1,5 +1,5 @@
 // The profile of every head at offset d, decoded from the uint16 cube shipped with the page:
-// q[(head * D + d) * 4 + k] = round(value * 65534), 65535 = NaN (dashboard/geometry.py: quantise).
+// q[(head * D + d) * 4 + k] = round(value * 65534), 65535 = NaN (dashboard/common/geometry.py: quantise).
 // Writes the heads' a, b, c, d and their 3D position sum_k p_k V_k.
 function decode_d(ctx, d) {
   const q = ctx.cube.data.q, h = ctx.heads.data, n = h.layer.length, V = ctx.V;

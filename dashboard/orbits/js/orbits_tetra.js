@@ -1,5 +1,5 @@
 // The tetrahedron beside the movie: every head's profile at the frame in the slider and its trail (frames
-// start[f] .. f), projected once in Python (views.orbit_profile_positions):
+// start[f] .. f), projected once in Python (orbits/views.py: orbit_profile_positions):
 // store.data.pos[(f * H + h) * 6 + k] is x, y (k = 0, 1) and a, b, c, d (k = 2 .. 5) of head h at frame f.
 const frames = ctx.frames, store = ctx.store, dots = ctx.dots, trails = ctx.trails, H = ctx.H;
 const F = frames.data.epoch.length;

@@ -1,4 +1,4 @@
-// The spectral type of every head from its current c and d (the JS twin of dashboard/geometry.py:
+// The spectral type of every head from its current c and d (the JS twin of dashboard/common/geometry.py:
 // spectral_types): imbalance = (c - d) / (c + d); 0 = Type I₊ when imbalance > 0.20 and c + d > 0.01,
 // 2 = Type I₋ when imbalance < -0.20 and c + d > 0.01, 1 = Type II otherwise (a head without a profile
 // too). Writes the heads' type and type_name columns and the legend's counts, "Type I₊ (n=K)".

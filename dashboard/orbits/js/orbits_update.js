@@ -1,6 +1,6 @@
 // Show the frame in the slider: every panel's dots, their trails (frames start[f] .. f), the axis
 // ranges (the largest radius over the trail), the metrics line and the cursor on the metrics charts.
-// Positions: store.data.pos[((f * H + h) * P + p) * 2 + k] (dashboard/orbits_frames.py: pack_positions).
+// Positions: store.data.pos[((f * H + h) * P + p) * 2 + k] (dashboard/orbits/frames.py: pack_positions).
 const frames = ctx.frames, store = ctx.store, dots = ctx.dots, trails = ctx.trails, xr = ctx.xr, yr = ctx.yr;
 const info = ctx.info, cursors = ctx.cursors, slider = ctx.slider, H = ctx.H, P = ctx.P;
 const F = frames.data.epoch.length;

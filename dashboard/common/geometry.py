@@ -4,14 +4,13 @@ spectral types, the rank-one curve, the a = 0 face and the extreme heads of each
 A profile (a, b, c, d) is a point of the 3-simplex; it is drawn at a V_a + b V_b + c V_c + d V_d with V
 the vertices of a regular tetrahedron centred at 0 with circumradius 1. The camera is orthographic,
 turned by azimuth (about the vertical z axis) then elevation (about the screen's x axis). The browser
-runs the same map (``dashboard/js/project.js``); ``project`` is its reference in the tests.
+runs the same map (``dashboard/profiles/js/project.js``); ``project`` is its reference in the tests.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-COORDS = ("a", "b", "c", "d")
 # Vertices of the regular tetrahedron on the unit sphere, in the order of the coordinates a, b, c, d.
 VERTICES = np.array([[1, 1, 1], [1, -1, -1], [-1, 1, -1], [-1, -1, 1]], dtype=float) / np.sqrt(3)
 VERTEX_LABELS = (
@@ -29,6 +28,9 @@ VIEW_LIMIT = 1.5
 LABEL_OFFSET_PX = 9.0
 
 N_BINS = 40
+SELECTED = "#ff5a1f"  # the selected heads, and the second of two compared models
+ALL = "#8a93a3"  # every head, and the first of two compared models
+COORD_TITLES = ("a · antisymmetric", "b · H (±spectrum)", "c · positive semidef.", "d · negative semidef.")
 NAN_CODE = 65535
 SCALE = 65534
 

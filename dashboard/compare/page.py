@@ -1,12 +1,12 @@
-"""The compare page: every computed model of the store side by side, from ``dashboard.views``.
+"""The compare page: every computed model of the store side by side, from ``compare.views``.
 
-``compare_view`` renders ``views.compare_depth`` (per-layer medians against relative depth, one line per
-computed model) and ``views.compare_histograms`` (two models' coordinate histograms overlaid), with
-choosers whose browser code (``dashboard/js/compare_*.js``) swaps in numbers computed here once: the medians
+``compare_view`` renders ``compare.views.compare_depth`` (per-layer medians against relative depth, one line
+per computed model) and ``compare.views.compare_histograms`` (two models' coordinate histograms overlaid), with
+choosers whose browser code (``dashboard/compare/js/compare_*.js``) swaps in numbers computed here once: the medians
 of every coordinate (d = 0) and statistic for every model, and every model's histograms. The same layout
 works served (the app's Compare tab) and as ``compare.html`` of an export. The choosers are part of the deep
 link, ``?tab=compare&models=A,B&quantity=rho`` (``compare_url.js``): the layout's ``tags`` hold the CustomJS
-``url_restore`` that applies it once the document is ready (``profiles_page.restore_on_ready``), and a
+``url_restore`` that applies it once the document is ready (``page_widgets.restore_on_ready``), and a
 chooser's change writes it back.
 """
 
@@ -17,20 +17,20 @@ import html
 import numpy as np
 import xarray as xr
 from bokeh.layouts import column, row
-from bokeh.models import ColumnDataSource, CustomJS, Div, GlyphRenderer, Legend, Select
+from bokeh.models import ColumnDataSource, CustomJS, Div, Legend, Select
 
-from dashboard import data, jscode, views
-from dashboard import geometry as g
-from dashboard.page_models import PageModels
-from dashboard.profiles_page import header, message
-from dashboard.stylesheet import style
-from pipeline.schema import STATISTICS
+from dashboard import data
+from dashboard.common import geometry as g
+from dashboard.common import jscode
+from dashboard.common.page_models import PageModels
+from dashboard.common.page_style import style
+from dashboard.common.page_widgets import header, message
+from dashboard.common.render import render
+from dashboard.common.selection import profile_array
+from dashboard.compare.views import compare_depth, compare_histograms, computed_models, depth_medians, median_column
+from pipeline.schema import COORDINATES, STATISTICS
 
 DEFAULT_QUANTITY = "c"
-
-
-def _field(spec) -> str:
-    return spec if isinstance(spec, str) else spec.field
 
 
 def compare_view(ds: xr.Dataset, damaged=()):
@@ -38,12 +38,12 @@ def compare_view(ds: xr.Dataset, damaged=()):
     that a read check (``data.rows``) found damaged; they are left out, like a model whose chunks cannot be read."""
     sheet = style()
     names, unreadable = [], []
-    for name in views.computed_models(ds):
+    for name in computed_models(ds):
         if name in damaged:
             unreadable.append(name)
             continue
         try:
-            views.profile_array(ds.sel(model=name))
+            profile_array(ds.sel(model=name))
             names.append(name)
         except Exception:  # noqa: BLE001 - a damaged chunk: its own page says how to repair it
             unreadable.append(name)
@@ -51,15 +51,14 @@ def compare_view(ds: xr.Dataset, damaged=()):
     if not names:
         return column(top, Div(text="<p>No computed model in the store yet.</p>", stylesheets=[sheet],
                                name="compare_none"), name="compare_page")
-    quantities = [*g.COORDS, *STATISTICS]
-    depth = views.render(views.compare_depth(ds, names, quantity=DEFAULT_QUANTITY, width=640))
-    depth.name = "compare_depth"
-    lines = [r for r in depth.renderers if isinstance(r, GlyphRenderer)]  # a line and its dots per model
+    quantities = [*COORDINATES, *STATISTICS]
+    depth = render(compare_depth(ds, names, quantity=DEFAULT_QUANTITY, width=640))
+    lines = [depth.select_one({"name": f"compare_{kind}_{k}"}) for k in range(len(names)) for kind in ("line", "dots")]
     medians = {}
     for k, name in enumerate(names):
         for q in quantities:
-            got = views.depth_medians(ds, name, q)
-            n = len(lines[2 * k].data_source.data["relative depth"])
+            got = depth_medians(ds, name, q)
+            n = len(lines[2 * k].data["relative depth"])
             medians[f"{k}|{q}"] = (np.asarray(got[1], dtype=float) if got is not None else np.full(n, np.nan))
     models = Div(text="<p class='meta' id='compare_models'>Computed models: " + ", ".join(
         f"<b>{html.escape(n)}</b>" for n in names) + "".join(
@@ -72,23 +71,20 @@ def compare_view(ds: xr.Dataset, damaged=()):
     sources = [ColumnDataSource({q: medians[f"{k}|{q}"] for q in quantities}, name=f"compare_medians_{k}")
                for k in range(len(names))]
     quantity.js_on_change("value", CustomJS(args=dict(ctx=PageModels(
-        select=quantity, medians=sources, lines=[r.data_source for r in lines], y=_field(lines[0].glyph.y),
+        select=quantity, medians=sources, lines=lines, y=median_column(DEFAULT_QUANTITY),
         title=depth.title, axis=depth.yaxis[0]).args()), code=jscode.code("compare_quantity")))
 
     first, second = names[0], names[1] if len(names) > 1 else names[0]
-    panels = [views.render(p) for p in views.compare_histograms(ds, first, second, panel_px=230)]
+    panels = [render(p) for p in compare_histograms(ds, first, second, panel_px=230)]
     bars, legend_items = [], []
     for k, p in enumerate(panels):
-        p.name = f"compare_hist_{g.COORDS[k]}"
-        quads = [r for r in p.renderers if isinstance(r, GlyphRenderer)]
-        for j, r in enumerate(quads):
-            r.data_source.name = f"compare_hist_{g.COORDS[k]}_{j}"
-        bars.append([r.data_source for r in quads])
+        c = COORDINATES[k]
+        bars.append([p.select_one({"name": f"compare_hist_{c}_{j}"}) for j in range(2)])
         for legend in p.select({"type": Legend}):
             legend_items += list(legend.items)
     fractions = {}
     for name in names:
-        at = views.profile_array(ds.sel(model=name))[:, :, 0].reshape(-1, 4)
+        at = profile_array(ds.sel(model=name))[:, :, 0].reshape(-1, 4)
         for k in range(4):
             counts = g.histogram_counts(at[:, k])
             fractions[f"{name}|{k}"] = counts / counts.sum() if counts.sum() else counts
@@ -113,7 +109,7 @@ def compare_view(ds: xr.Dataset, damaged=()):
 
 
 def compare_content(store, shown: str | None = None):
-    """The compare page (``compare_page.compare_view``) over the store's models, or a message."""
+    """The compare page (``compare_view``) over the store's models, or a message."""
     try:
         ds = data.profiles(store)
     except data.StoreError as exc:

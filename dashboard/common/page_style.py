@@ -1,4 +1,4 @@
-"""The pages' CSS, read from its one home, ``dashboard/page.css``.
+"""The pages' CSS, read from its one home, ``dashboard/common/page.css``.
 
 Every page builder styles its Divs with ``style()`` (the orbits page with ``style("orbits")``); the
 served app (Panel's raw_css) and the exported pages (a ``<style>`` element) take

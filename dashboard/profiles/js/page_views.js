@@ -1,6 +1,6 @@
 // The profiles page's other views, from the heads' current a, b, c, d and type (profiles_decode.js,
-// spectral_types.js): the a = 0 face (the JS twin of dashboard/geometry.py: face_coordinates), the layer x
-// type map (layer_type_fractions) and the head inspector (views.head_inspector), filled for one head from
+// spectral_types.js): the a = 0 face (the JS twin of dashboard/common/geometry.py: face_coordinates), the layer x
+// type map (layer_type_fractions) and the head inspector (profiles/statistics.py: head_inspector), filled for one head from
 // the data shipped with the page. Sizes come from ctx.meta, whose data the served app swaps with the model's.
 function face_step(ctx) {
   if (ctx.face == null) { return; }
