@@ -1,12 +1,12 @@
-"""``PageModels``: the Bokeh models and values a page's browser code reads, one field per name.
+"""``PageModels``: the Bokeh models and values a page's browser code reads, one typed field per name.
 
-The pages' CustomJS callbacks (code in ``dashboard/js/``) receive one argument ``ctx`` and read
+The pages' CustomJS callbacks (code in ``dashboard/<page>/js/``) receive one argument ``ctx`` and read
 ``ctx.heads``, ``ctx.camera``, ... from it. ``PageModels`` is the one list of those names: a page fills
 the fields it has and passes ``CustomJS(args=dict(ctx=models.args()))``; ``args()`` leaves out the
 fields left at None, which the browser code reads as absent (it tests them with ``!= null``).
-``tests/dashboard/test_dashboard_page_models.py`` checks that every ``ctx.X`` in ``dashboard/js/*.js`` is a field.
-The same field may hold a different model on different pages (``select`` is the statistic chooser of a
-profiles page and the quantity chooser of the compare page): it is named for what the code does with it.
+``tests/dashboard/test_dashboard_page_models.py`` checks that every ``ctx.X`` in the browser code is a field,
+that every field is read by some browser code, that each page's callbacks get the names their code reads,
+and that each value has its field's type.
 """
 
 from __future__ import annotations
@@ -15,97 +15,132 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
+from bokeh.models import (
+    Axis,
+    BoxSelectTool,
+    ColorBar,
+    ColorMapper,
+    ColumnDataSource,
+    Div,
+    GlyphRenderer,
+    HoverTool,
+    LassoSelectTool,
+    Legend,
+    LegendItem,
+    Plot,
+    RadioButtonGroup,
+    Range,
+    Select,
+    Slider,
+    Span,
+    Spinner,
+    Title,
+    Toggle,
+)
+
+Source = ColumnDataSource
+
 
 @dataclass
 class PageModels:
     """The names the pages' browser code reads as ``ctx.X``; None: the page has no such model."""
 
-    # the tetrahedron and its camera (project.js, rotate_slider.js, rotate_drag.js)
-    heads: Any = None  # the heads' data source: positions, layer, head, type; its selection is the page's
-    vertices: Any = None  # the tetrahedron's vertices and their labels
-    edges: Any = None
-    edge_i: Any = None  # the edges' first and second vertex indices (views.edge_indices)
-    edge_j: Any = None
-    camera: Any = None  # azimuth and elevation of the view
-    fig: Any = None  # the tetrahedron's figure
-    box: Any = None  # its box and lasso select tools: a drag selects instead of turning while one is active
-    lasso: Any = None
-    label_offset: Any = None  # vertex labels' offset in pixels
-    azimuth: Any = None  # the angle sliders
-    elevation: Any = None
-    V: Any = None  # the vertices' coordinates, flat (geometry.VERTICES)
+    # the tetrahedron and its camera (project.js, rotate_slider.js, rotate_drag.js; rank_one_project.js turns
+    # the rank-one curve's points as ``heads``)
+    heads: Source | None = None  # the heads: positions, layer, head, type; its selection is the page's
+    vertices: Source | None = None  # the tetrahedron's vertices and their labels
+    edges: Source | None = None  # the tetrahedron's edges
+    edge_from: list[int] | None = None  # each edge's first and second vertex (simplex.edge_indices)
+    edge_to: list[int] | None = None
+    camera: Source | None = None  # azimuth and elevation of the view
+    tetrahedron: Plot | None = None  # the tetrahedron's figure
+    box_select: BoxSelectTool | None = None  # a drag selects instead of turning while one of them is active
+    lasso_select: LassoSelectTool | None = None
+    label_offset_px: float | None = None  # the vertex labels' offset
+    azimuth_slider: Slider | None = None
+    elevation_slider: Slider | None = None
+    vertex_xyz: list[float] | None = None  # the vertices' coordinates, flat (geometry.VERTICES)
     # the profile of every offset, decoded in the browser (profiles_decode.js)
-    cube: Any = None  # the quantised profiles (geometry.quantise), flat
-    meta: Any = None  # model, n_layers, n_heads, n_offsets, hist_top
-    dslider: Any = None  # the d slider
+    profile_cube: Source | None = None  # the quantised profiles (geometry.quantise), flat
+    profile_meta: Source | None = None  # model, n_layers, n_heads, n_offsets, hist_top
+    d_slider: Slider | None = None
     # heat maps and histograms (profiles_histograms.js)
-    heats: Any = None  # the per-layer heat maps' sources, one per coordinate
-    hist: Any = None  # every head's histogram bars
-    sel_hist: Any = None  # the selected heads' bars
-    sel_renderer: Any = None
-    hist_range: Any = None
-    n_bins: Any = None
-    info: Any = None  # the selection's one-line summary
+    heat_sources: list[Source] | None = None  # the per-layer heat maps, one per coordinate
+    hist_all: Source | None = None  # every head's histogram bars
+    hist_selected: Source | None = None  # the selected heads' bars
+    hist_selected_bars: GlyphRenderer | None = None  # their renderer, hidden while nothing is selected
+    hist_y_range: Range | None = None
+    n_bins: int | None = None
+    selection_info: Div | None = None  # the selection's one-line summary
     # spectral types and the colour mode (spectral_types.js, color_mode.js, type_hover.js)
-    type_names: Any = None
-    type_legend: Any = None
-    type_colors: Any = None
-    type_markers: Any = None
-    color: Any = None  # the colour-mode buttons
-    dots: Any = None  # the heads coloured by layer (the orbits page: each panel's dots)
-    type_dots: Any = None  # the heads coloured by type, one renderer per type
-    colour_bar: Any = None  # the layer colour bar
-    hover: Any = None  # the heads' hover tool
+    type_names: list[str] | None = None
+    type_legend: Legend | None = None
+    type_colors: list[str] | None = None
+    type_markers: list[str] | None = None
+    colour_mode: RadioButtonGroup | None = None  # by layer, by type
+    head_dots: GlyphRenderer | None = None  # the heads coloured by layer
+    type_dots: list[GlyphRenderer] | None = None  # the heads coloured by type, one renderer per type
+    layer_colour_bar: ColorBar | None = None
+    head_hover: HoverTool | None = None
     # the a = 0 face, layer x type, the inspector (page_views.js, inspector_select.js)
-    face: Any = None
-    face_legend: Any = None
-    face_vertices: Any = None
-    lt: Any = None  # the layer x type map's image source
-    lt_title: Any = None
-    insp_title: Any = None
-    spectra: Any = None  # every head's S spectrum, flat
-    up: Any = None  # the inspector's spectrum bars: positive and negative
-    down: Any = None
-    spectrum_title: Any = None
-    table: Any = None  # the inspector's statistics
-    curves: Any = None  # the inspector's a, b, c, d over d
-    curves_title: Any = None
-    vline: Any = None  # the current d on the curves
-    # choosers that swap in numbers computed with the page (statistic_choose.js, compare_*.js)
-    select: Any = None  # the chooser whose value is read
-    every: Any = None  # every value the chooser can show (statistics per head; compare: histogram fractions)
-    image: Any = None  # the statistic heat map's image source
-    mapper: Any = None  # its colour mapper
-    title: Any = None  # the title the chooser rewrites
-    baseline: Any = None  # the Gaussian baseline sentence and its text for every statistic
-    texts: Any = None
-    medians: Any = None  # compare: every model's per-layer medians of every quantity, one source per model
-    lines: Any = None  # compare: every model's line and dots sources
-    y: Any = None  # compare: the lines' y column
-    axis: Any = None  # compare: the y axis
-    picks: Any = None  # compare: the two model choosers
-    bars: Any = None  # compare: each coordinate panel's two bar sources
-    items: Any = None  # compare: the legend items naming the two models
-    quantity: Any = None  # compare: the quantity chooser (the deep link's quantity)
-    # deep links (url_state.js, url_restore.js, url_write.js)
-    url_note: Any = None  # the note naming what a link asked for that the page cannot show
-    nav: Any = None  # a static page's model selector ({url: model})
-    tabs: Any = None  # a static page's tabs: {tab name: page url, '' for this one}
-    stat: Any = None  # the statistic chooser
+    face_heads: Source | None = None  # the heads on the a = 0 face
+    face_legend: Legend | None = None
+    face_vertex_xy: list[float] | None = None  # the face's vertices, flat (geometry.FACE_VERTICES)
+    layer_types_image: Source | None = None
+    layer_types_title: Title | None = None
+    inspector_title: Div | None = None
+    head_spectra: Source | None = None  # every head's S spectrum, flat
+    inspector_up: Source | None = None  # the inspector's spectrum bars: positive and negative
+    inspector_down: Source | None = None
+    inspector_spectrum_title: Title | None = None
+    inspector_statistics: Source | None = None  # the inspector's table of statistics
+    inspector_curves: list[Source] | None = None  # the inspector's a, b, c, d over d
+    inspector_curves_title: Title | None = None
+    inspector_d: Span | None = None  # the current d on the curves
+    # the statistic chooser (statistic_choose.js; url_state.js)
+    statistic_select: Select | None = None
+    head_statistics: Source | None = None  # every head's statistics, one column per statistic
+    statistic_image: Source | None = None  # the statistic heat map's image
+    statistic_colours: ColorMapper | None = None
+    statistic_title: Title | None = None
+    statistic_baseline: Div | None = None  # the Gaussian baseline sentence
+    baseline_texts: Source | None = None  # that sentence for every statistic
+    # the compare page (compare_quantity.js, compare_models.js, compare_url.js)
+    quantity_select: Select | None = None
+    model_medians: list[Source] | None = None  # every model's per-layer medians of every quantity
+    depth_lines: list[Source] | None = None  # each model's line and dots
+    median_column: str | None = None  # the lines' y column
+    depth_title: Title | None = None
+    depth_y_axis: Axis | None = None
+    depth_y_range: Range | None = None
+    median_ranges: Source | None = None  # the depth chart's y range for every quantity
+    model_selects: list[Select] | None = None  # the two model choosers
+    model_bars: list[list[Source]] | None = None  # each coordinate panel's two bar sources
+    model_fractions: Source | None = None  # every model's histogram fractions
+    legend_items: list[LegendItem] | None = None  # the legend items naming the two models
+    # deep links (url_state.js, url_restore.js, url_write.js, url_note.js)
+    url_note: Div | None = None  # the note naming what a link asked for that the page cannot show
+    model_nav: Select | None = None  # a static page's model selector ({url: model})
+    tab_pages: dict[str, str] | None = None  # a static page's tabs: {tab name: page url, '' for this one}
     # the orbits page (orbits_*.js): the movie's frames and panels
-    frames: Any = None  # per frame: epoch, trail start
-    store: Any = None  # every frame's positions, flat
-    trails: Any = None
-    xr: Any = None  # each panel's x and y ranges
-    yr: Any = None
-    cursors: Any = None  # the metrics charts' frame cursors
-    slider: Any = None  # the frame slider
-    play: Any = None
-    step: Any = None
-    speed: Any = None  # ms per frame
-    hold_ms: Any = None  # the last frame's hold
-    H: Any = None  # heads and panels
-    P: Any = None
+    frame_data: Source | None = None  # per frame: epoch, trail start, metrics, panel radii
+    positions: Source | None = None  # every frame's positions in every panel, flat
+    panel_dots: list[Source] | None = None
+    panel_trails: list[Source] | None = None
+    panel_x_ranges: list[Range] | None = None
+    panel_y_ranges: list[Range] | None = None
+    frame_info: Div | None = None  # the frame's epoch and metrics
+    metric_cursors: list[Span] | None = None  # the metrics charts' frame cursors
+    frame_slider: Slider | None = None
+    play_toggle: Toggle | None = None
+    step_by: int | None = None  # a step button's step: -1 or +1
+    interval_spinner: Spinner | None = None  # ms per frame
+    hold_ms: int | None = None  # the last frame's hold
+    n_heads: int | None = None
+    n_panels: int | None = None
+    tetra_positions: Source | None = None  # every frame's projected profiles: x, y, a, b, c, d per head
+    tetra_dots: Source | None = None
+    tetra_trails: Source | None = None
 
     def args(self) -> dict[str, Any]:
         """The fields that are set, by name: the ``ctx`` argument of a CustomJS."""

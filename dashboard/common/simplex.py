@@ -32,8 +32,8 @@ def heads_table(profile_at_d: np.ndarray, azimuth: float = g.DEFAULT_AZIMUTH,
 
 
 def edge_indices() -> dict[str, list[int]]:
-    """The two vertices of each edge, for the browser's projection (project.js)."""
-    return {"edge_i": [e[0] for e in g.EDGES], "edge_j": [e[1] for e in g.EDGES]}
+    """The two vertices of each edge, for the browser's projection (project.js: ``ctx.edge_from``, ``edge_to``)."""
+    return {"edge_from": [e[0] for e in g.EDGES], "edge_to": [e[1] for e in g.EDGES]}
 
 
 def simplex_outline(azimuth: float, elevation: float, group: str = "", vertex_size: int = 11,
@@ -43,7 +43,7 @@ def simplex_outline(azimuth: float, elevation: float, group: str = "", vertex_si
     for ``vertex_labels``, and with ``turnable`` their 3D positions (x3, y3, z3), which the browser turns."""
     vx, vy = g.project(g.VERTICES, azimuth, elevation)
     e = edge_indices()
-    i, j = np.array(e["edge_i"]), np.array(e["edge_j"])
+    i, j = np.array(e["edge_from"]), np.array(e["edge_to"])
     edges = hv.Segments(dict(x0=vx[i], y0=vy[i], x1=vx[j], y1=vy[j]), ["x0", "y0", "x1", "y1"],
                         group=f"{group}Edges").opts(color="#5b6270", line_width=1.5, alpha=0.8, default_tools=[])
     data = dict(x=vx, y=vy, label=list(g.VERTEX_SHORT), full=list(g.VERTEX_LABELS))

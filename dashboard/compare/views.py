@@ -8,16 +8,33 @@ import warnings
 import holoviews as hv
 import numpy as np
 import xarray as xr
+from bokeh.models import Legend, LegendItem
 
 from dashboard.common import geometry as g
-from dashboard.common.render import name_models
+from dashboard.common.render import element_plots, name_models
 from dashboard.common.selection import at_offset, profile_array, statistics_table
 from pipeline.schema import COORDINATES, STATISTICS, model_rows
+
+QUANTITIES = (*COORDINATES, *STATISTICS)  # what compare_depth draws: a coordinate (at d) or a statistic (d = 0)
+RANGE_PAD = 0.1  # compare_depth's y range: the medians' span and a tenth of it on each side
+HIST_FRAME_PX = (160, 130)  # compare_histograms: each panel's frame (width, height), the legend beside the last
 
 
 def median_column(quantity: str) -> str:
     """The column (and the y axis' label) of ``compare_depth``'s lines: 'median <quantity>'."""
     return f"median {quantity}"
+
+
+def median_range(medians) -> tuple[float, float]:
+    """The y range of ``compare_depth`` over ``medians`` (every model's, NaN for a layer without a value): their
+    span padded by ``RANGE_PAD`` of it on each side; a single value ± 0.5; (0, 1) without any value."""
+    values = np.concatenate([np.ravel(np.asarray(m, dtype=float)) for m in medians] or [np.zeros(0)])
+    values = values[np.isfinite(values)]
+    if values.size == 0:
+        return 0.0, 1.0
+    lo, hi = float(values.min()), float(values.max())
+    pad = RANGE_PAD * (hi - lo) if hi > lo else 0.5
+    return lo - pad, hi + pad
 
 
 def _quantity_values(sel, quantity: str, d: int = 0) -> np.ndarray | None:
@@ -30,7 +47,7 @@ def _quantity_values(sel, quantity: str, d: int = 0) -> np.ndarray | None:
 
 
 def _check_quantity(quantity: str) -> None:
-    if quantity not in COORDINATES and quantity not in STATISTICS:
+    if quantity not in QUANTITIES:
         raise ValueError(f"unknown quantity {quantity!r}; known: the coordinates {', '.join(COORDINATES)} and the "
                          f"statistics {', '.join(STATISTICS)}")
 
@@ -63,13 +80,14 @@ def depth_medians(ds: xr.Dataset, name: str, quantity: str, d: int = 0):
 def compare_depth(ds: xr.Dataset, names=None, quantity: str = "c", d: int = 0, width: int = 520) -> hv.Overlay:
     """Per-layer medians of a coordinate (a..d, at offset d) or a statistic (d = 0) against relative depth
     (layer / (L - 1)), one line per model. ``ds``: the profiles Dataset with its ``model`` dimension; ``names``:
-    the models (default: every computed one). Models without statistics are named in the title. The figure is
-    ``compare_depth``; model k of ``names`` draws its line over the source ``compare_line_{k}`` and its dots over
-    ``compare_dots_{k}``, both with the column ``median_column(quantity)``."""
+    the models (default: every computed one). Models without statistics are named in the title; the y axis
+    spans the medians drawn (``median_range``). The figure is ``compare_depth``; model k of ``names`` draws its
+    line over the source ``compare_line_{k}`` and its dots over ``compare_dots_{k}``, both with the column
+    ``median_column(quantity)``."""
     _check_quantity(quantity)
     names = computed_models(ds) if names is None else list(names)
     _check_models(ds, names)
-    curves, missing, parts = [], [], {}
+    curves, missing, parts, drawn = [], [], {}, []
     for k, name in enumerate(names):
         got = depth_medians(ds, name, quantity, d)
         if got is None:
@@ -78,18 +96,32 @@ def compare_depth(ds: xr.Dataset, names=None, quantity: str = "c", d: int = 0, w
         curves.append(hv.Curve(got, "relative depth", median_column(quantity), label=name).opts(line_width=2))
         curves.append(hv.Scatter(got, "relative depth", median_column(quantity), label=name).opts(size=4))
         parts |= {f"Curve.{name}": {"source": f"compare_line_{k}"}, f"Scatter.{name}": {"source": f"compare_dots_{k}"}}
+        drawn.append(got[1])
     title = f"median {quantity} per layer" + (f" (statistics not computed: {', '.join(missing)})" if missing else "")
     if not curves:
         curves = [hv.Curve([], "relative depth", median_column(quantity))]
-    return hv.Overlay(curves).opts(hv.opts.Overlay(width=width, height=300, xlim=(-0.02, 1.02), title=title,
+    return hv.Overlay(curves).opts(hv.opts.Overlay(width=width, height=300, xlim=(-0.02, 1.02),
+                                                   ylim=median_range(drawn), title=title,
                                                    legend_position="right", toolbar=None, default_tools=[],
                                                    hooks=[name_models(parts, "compare_depth")]))
 
 
+def _legend_beside(plot, element) -> None:
+    """A render hook: the legend naming the two models (``compare_legend``, items ``compare_legend_item0`` and
+    ``1``) beside the panel's frame, where it covers no bar."""
+    parts = element_plots(plot, element)
+    items = [LegendItem(label=parts[group].current_frame.label, renderers=[parts[group].handles["glyph_renderer"]],
+                        name=f"compare_legend_item{j}") for j, group in enumerate(("First", "Second"))]
+    plot.state.add_layout(Legend(items=items, location="top_left", name="compare_legend", label_text_font_size="9pt",
+                                 border_line_color=None, background_fill_alpha=0.0), "right")
+
+
 def compare_histograms(ds: xr.Dataset, name1: str, name2: str, d: int = 0, bins: int = g.N_BINS,
-                       panel_px: int = 230) -> hv.Layout:
-    """The four coordinate histograms (fraction of heads per bin, at offset d) of two models overlaid: panel c
-    is the figure ``compare_hist_{c}``, its bars of model j (0, 1) are over the source ``compare_hist_{c}_{j}``."""
+                       frame_px: tuple[int, int] = HIST_FRAME_PX) -> hv.Layout:
+    """The four coordinate histograms (fraction of heads per bin, at offset d) of two models overlaid, each
+    panel's frame ``frame_px`` (width, height) and the legend naming the models beside the last one (outside
+    the frames: it covers no bar). Panel c is the figure ``compare_hist_{c}``; its bars of model j (0, 1) are
+    over the source ``compare_hist_{c}_{j}``."""
     _check_models(ds, [name1, name2])
     panels = []
     profiles = [at_offset(profile_array(ds.sel(model=n)), d).reshape(-1, 4) for n in (name1, name2)]
@@ -101,14 +133,10 @@ def compare_histograms(ds: xr.Dataset, name1: str, name2: str, d: int = 0, bins:
             counts = g.histogram_counts(p[:, k], bins)
             frac = counts / counts.sum() if counts.sum() else counts
             layers.append(hv.Histogram((edges, frac), kdims=[c], vdims=["fraction of heads"], group=group,
-                                       label=name).opts(
-                fill_alpha=0.45, color=colour, line_color=colour))
-        panels.append(hv.Overlay(layers).opts(hv.opts.Overlay(width=panel_px, height=200, title=g.COORD_TITLES[k],
-                                                              toolbar=None, default_tools=[],
-                                                              show_legend=k == 0, legend_position="top_right",
-                                                              hooks=[name_models(
-                                                                  {"First": {"source": f"compare_hist_{c}_0"},
-                                                                   "Second": {"source": f"compare_hist_{c}_1"}},
-                                                                  f"compare_hist_{c}")])))
+                                       label=name).opts(fill_alpha=0.45, color=colour, line_color=colour))
+        names = name_models({"First": {"source": f"compare_hist_{c}_0"}, "Second": {"source": f"compare_hist_{c}_1"}},
+                            f"compare_hist_{c}")
+        panels.append(hv.Overlay(layers).opts(hv.opts.Overlay(
+            frame_width=frame_px[0], frame_height=frame_px[1], title=g.COORD_TITLES[k], toolbar=None,
+            default_tools=[], show_legend=False, hooks=[names, _legend_beside] if k == 3 else [names])))
     return hv.Layout(panels).cols(4).opts(shared_axes=False)
-

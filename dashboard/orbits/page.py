@@ -30,7 +30,6 @@ from bokeh.layouts import column, row
 from bokeh.models import (
     Button,
     ColumnDataSource,
-    CustomJS,
     Div,
     InlineStyleSheet,
     LayoutDOM,
@@ -203,10 +202,10 @@ def _tetrahedron(ds: xr.Dataset, f0: int, movie: PageModels, sheet: InlineStyleS
                    stylesheets=[sheet])
     fig = render(orbit_tetrahedron(ds, frame=f0, size=TETRA_PX - 20))
     both = np.concatenate([xy, of.head_profiles(ds)], axis=-1)  # (F, H, 6): x, y, a, b, c, d
-    store = ColumnDataSource({"pos": of.pack_positions(both)}, name="orbits_tetra_positions")
-    dots, trails = (fig.select_one({"name": f"orbits_tetra_{k}"}) for k in ("dots", "trails"))
-    movie.slider.js_on_change("value", CustomJS(args=dict(ctx=movie.but(store=store, dots=dots, trails=trails).args()),
-                                                code=jscode.code("orbits_tetra")))
+    positions = ColumnDataSource({"pos": of.pack_positions(both)}, name="orbits_tetra_positions")
+    movie.frame_slider.js_on_change("value", jscode.callback(dict(ctx=movie.but(
+        tetra_positions=positions, tetra_dots=fig.select_one({"name": "orbits_tetra_dots"}),
+        tetra_trails=fig.select_one({"name": "orbits_tetra_trails"})).args()), "orbits_tetra"))
     caption = Div(text=f"<p class='small tight'>{TETRA_CAPTION}</p>", width=TETRA_PX,
                   name="orbits_tetra_caption", stylesheets=[sheet])
     return column(fig, caption, width=TETRA_PX)
@@ -222,6 +221,46 @@ def _hypotheses(search: xr.Dataset | None, sheet: InlineStyleSheet) -> list:
     caption = Div(text=f"<p class='small tight'>{HYPOTHESES_CAPTION}</p>", width=HYPOTHESES_PX,
                   name="orbits_hypotheses_caption", stylesheets=[sheet])
     return [caption, table]
+
+
+def _panels(ds: xr.Dataset, f0: int, panel_px: int) -> tuple[list[Plot], LayoutDOM]:
+    """The Fourier planes at frame f0 (``orbit_polygons``) with their subtitles, in rows of two."""
+    figs = [render(panel) for panel in orbit_polygons(ds, frame=f0, panel_px=panel_px)]
+    for p, fig in enumerate(figs):
+        sub = of.panel_subtitle(ds, p)
+        if sub:
+            fig.add_layout(Title(text=sub, text_font_size="9.5px", text_font_style="normal", text_color="#555"),
+                           "above")
+        fig.title.text_font_size = "10.5px"
+        # sized by HoloViews' frame_width / frame_height; Bokeh's validation flags "fixed" without width and height
+        fig.sizing_mode = None
+        fig.grid.grid_line_alpha = 0.3
+        fig.min_border = 4
+    # rows of two in a column, not gridplot: a GridPlot nested in Panel's layouts renders empty (bokeh#13384)
+    return figs, column(*[row(*figs[i:i + 2]) for i in range(0, len(figs), 2)], name="orbits_panels")
+
+
+def _controls(F: int, f0: int, panel_px: int, interval_ms: int) -> tuple[Slider, Toggle, Button, Button, Spinner]:
+    """The movie's frame slider, play toggle, step buttons (back, forward) and ms-per-frame spinner."""
+    slider = Slider(start=0, end=max(F - 1, 1), value=f0, step=1, title="frame", name="orbits_frame",
+                    disabled=F < 2, width=2 * panel_px - 250, show_value=False)
+    play = Toggle(label="▶ Play", active=False, name="orbits_play", width=80, disabled=F < 2)
+    back = Button(label="◀", name="orbits_step_back", width=40, disabled=F < 2)
+    step = Button(label="▶|", name="orbits_step", width=40, disabled=F < 2)
+    speed = Spinner(value=interval_ms, low=1, step=10, width=70, name="orbits_interval_ms")
+    return slider, play, back, step, speed
+
+
+def _play(movie: PageModels, speed: Spinner, hold_ms: int, back: Button, step: Button, charts: list[Plot]) -> None:
+    """Play and pause (``speed``: ms per frame; ``hold_ms``: the last frame's hold), one frame back or
+    forward, and a click on a metrics chart to jump to its epoch."""
+    playing = movie.but(interval_spinner=speed, hold_ms=hold_ms)
+    movie.play_toggle.js_on_change("active", jscode.callback(dict(ctx=playing.args()), "orbits_play"))
+    back.js_on_click(jscode.callback(dict(ctx=movie.but(step_by=-1).args()), "orbits_step"))
+    step.js_on_click(jscode.callback(dict(ctx=movie.but(step_by=1).args()), "orbits_step"))
+    tap = jscode.callback(dict(ctx=movie.args()), "orbits_tap")
+    for chart in charts:
+        chart.js_on_event("tap", tap)
 
 
 def orbits_view(ds: xr.Dataset | None, interval_ms: int = 120, hold_ms: int = 1500,
@@ -251,65 +290,39 @@ def orbits_view(ds: xr.Dataset | None, interval_ms: int = 120, hold_ms: int = 15
     orbit = of.orbit_labels(ds)
     f0 = F - 1  # open on the last frame: the orbits as trained
     sheet = style("orbits")  # the page's one stylesheet model (dashboard/common/page.css)
+    wide = 2 * panel_px + TETRA_PX + SIDE_PX
 
-    store = ColumnDataSource({"pos": of.pack_positions(pos)}, name="orbits_positions")
     frames = ColumnDataSource({"epoch": epochs, "start": starts, **metrics,
                                **{f"r{p}": radii[:, p] for p in range(P)}}, name="orbits_frames")
-    figs = [render(panel) for panel in orbit_polygons(ds, frame=f0, panel_px=panel_px)]
-    for p, fig in enumerate(figs):
-        sub = of.panel_subtitle(ds, p)
-        if sub:
-            fig.add_layout(Title(text=sub, text_font_size="9.5px", text_font_style="normal", text_color="#555"),
-                           "above")
-        fig.title.text_font_size = "10.5px"
-        # sized by HoloViews' frame_width / frame_height; Bokeh's validation flags "fixed" without width and height
-        fig.sizing_mode = None
-        fig.grid.grid_line_alpha = 0.3
-        fig.min_border = 4
-    dots = [fig.select_one({"name": f"orbits_dots_{p}"}) for p, fig in enumerate(figs)]
-    trails = [fig.select_one({"name": f"orbits_trails_{p}"}) for p, fig in enumerate(figs)]
-    # rows of two in a column, not gridplot: a GridPlot nested in Panel's layouts renders empty (bokeh#13384)
-    grid = column(*[row(*figs[i:i + 2]) for i in range(0, len(figs), 2)], name="orbits_panels")
-
-    info = Div(text=_info_html(epochs[f0], f0, F, metrics), name="orbits_info",
-               width=2 * panel_px + TETRA_PX + SIDE_PX)
-    slider = Slider(start=0, end=max(F - 1, 1), value=f0, step=1, title="frame", name="orbits_frame",
-                    disabled=F < 2, width=2 * panel_px - 250, show_value=False)
-    play = Toggle(label="▶ Play", active=False, name="orbits_play", width=80, disabled=F < 2)
-    back = Button(label="◀", name="orbits_step_back", width=40, disabled=F < 2)
-    step = Button(label="▶|", name="orbits_step", width=40, disabled=F < 2)
-    speed = Spinner(value=interval_ms, low=1, step=10, width=70, name="orbits_interval_ms")
+    figs, grid = _panels(ds, f0, panel_px)
+    info = Div(text=_info_html(epochs[f0], f0, F, metrics), name="orbits_info", width=wide)
+    slider, play, back, step, speed = _controls(F, f0, panel_px, interval_ms)
     charts, cursors = _metrics_figures(ds, epochs)
-
-    movie = PageModels(frames=frames, slider=slider, play=play, H=H)
-    slider.js_on_change("value", CustomJS(args=dict(ctx=movie.but(
-        store=store, dots=dots, trails=trails, xr=[f.x_range for f in figs], yr=[f.y_range for f in figs], info=info,
-        cursors=cursors, P=P).args()), code=jscode.code("orbits_update")))
+    movie = PageModels(frame_data=frames, frame_slider=slider, play_toggle=play, n_heads=H)
+    slider.js_on_change("value", jscode.callback(dict(ctx=movie.but(
+        positions=ColumnDataSource({"pos": of.pack_positions(pos)}, name="orbits_positions"),
+        panel_dots=[fig.select_one({"name": f"orbits_dots_{p}"}) for p, fig in enumerate(figs)],
+        panel_trails=[fig.select_one({"name": f"orbits_trails_{p}"}) for p, fig in enumerate(figs)],
+        panel_x_ranges=[f.x_range for f in figs], panel_y_ranges=[f.y_range for f in figs], frame_info=info,
+        metric_cursors=cursors, n_panels=P).args()), "orbits_update"))
     tetra = _tetrahedron(ds, f0, movie, sheet)
-    play.js_on_change("active", CustomJS(args=dict(ctx=movie.but(speed=speed, hold_ms=hold_ms).args()),
-                                         code=jscode.code("orbits_play")))
-    back.js_on_click(CustomJS(args=dict(ctx=movie.but(step=-1).args()), code=jscode.code("orbits_step")))
-    step.js_on_click(CustomJS(args=dict(ctx=movie.but(step=1).args()), code=jscode.code("orbits_step")))
-    tap = CustomJS(args=dict(ctx=movie.args()), code=jscode.code("orbits_tap"))
-    for chart in charts:
-        chart.js_on_event("tap", tap)
+    _play(movie, speed, hold_ms, back, step, charts)
 
     n_orbits = len(of.orbit_order(orbit))
-    header = Div(text=(f"<h3 class='tight'>Orbits of C<sub>24</sub>: {H} heads, {n_orbits} orbit"
-                       f"{'s' if n_orbits != 1 else ''}, {F} frames (trails: last "
-                       f"{of.trail_epochs(ds):g} epochs)</h3>"), width=2 * panel_px + TETRA_PX + SIDE_PX,
-                 stylesheets=[sheet])
+    title = Div(text=(f"<h3 class='tight'>Orbits of C<sub>24</sub>: {H} heads, {n_orbits} orbit"
+                      f"{'s' if n_orbits != 1 else ''}, {F} frames (trails: last "
+                      f"{of.trail_epochs(ds):g} epochs)</h3>"), width=wide, stylesheets=[sheet])
     look = Div(text=f"<p class='small tight'><b>What to look for.</b> {WHAT_TO_LOOK_FOR}</p>",
                width=SIDE_PX, stylesheets=[sheet])
     table = Div(text=_verification_html(ds, orbit), width=SIDE_PX, name="orbits_verification", stylesheets=[sheet])
     label = Div(text="<span class='nowrap'>ms per frame</span>", width=95, name="orbits_interval_label",
                 stylesheets=[sheet])
-    controls = row(play, back, step, slider, label, speed)
-    side = column(look, *charts, table, width=SIDE_PX)
-    notes = Div(text=f"<p class='small'>{EPSILON}</p><p class='small'>{PROFILES_NOTE}</p>",
-                width=2 * panel_px + TETRA_PX + SIDE_PX, name="orbits_notes", stylesheets=[sheet])
-    page = column(header, controls, info, row(grid, tetra, side), row(*_search_and_reproduction(ds, search, sheet)),
-                  *_hypotheses(search, sheet), notes, name="orbits_view")
+    notes = Div(text=f"<p class='small'>{EPSILON}</p><p class='small'>{PROFILES_NOTE}</p>", width=wide,
+                name="orbits_notes", stylesheets=[sheet])
+    page = column(title, row(play, back, step, slider, label, speed), info,
+                  row(grid, tetra, column(look, *charts, table, width=SIDE_PX)),
+                  row(*_search_and_reproduction(ds, search, sheet)), *_hypotheses(search, sheet), notes,
+                  name="orbits_view")
     for plot in page.select({"type": Plot}):
         lean(plot, [])  # nothing on this page is selected: no glyph copies for selections (85 models fewer)
     return page

@@ -24,7 +24,6 @@ from bokeh.layouts import column, row
 from bokeh.models import (
     BoxZoomTool,
     ColumnDataSource,
-    CustomJS,
     Div,
     Legend,
     LegendItem,
@@ -69,8 +68,8 @@ def _face(shown: xr.Dataset, heads: ColumnDataSource, sheet):
                     location="center", orientation="horizontal", name="face_legend", label_text_font_size="8pt",
                     glyph_width=12, label_standoff=3, spacing=6, padding=4, margin=4, border_line_color=None)
     fig.add_layout(legend, "below")  # inside the triangle's frame it covered the "b = 1" vertex label
-    link = CustomJS(args=dict(a=heads, b=src), code=jscode.code("selection_link"))
-    back = CustomJS(args=dict(a=src, b=heads), code=jscode.code("selection_link"))
+    link = jscode.callback(dict(a=heads, b=src), "selection_link")
+    back = jscode.callback(dict(a=src, b=heads), "selection_link")
     heads.selected.js_on_change("indices", link)
     src.selected.js_on_change("indices", back)
     return fig, src, legend
@@ -98,11 +97,11 @@ def _statistic(shown: xr.Dataset, stats: dict[str, np.ndarray], heads: ColumnDat
                              name="statistics_all")
     texts = ColumnDataSource({k: [baseline_html(shown, k, v)] for k, v in stats.items()},
                              name="statistic_texts")
-    choose.js_on_change("value", CustomJS(args=dict(ctx=PageModels(
-        select=choose, every=every, image=source, mapper=mapper, title=fig.title, baseline=baseline,
-        texts=texts).args()), code=jscode.code("statistic_choose")))
+    choose.js_on_change("value", jscode.callback(dict(ctx=PageModels(
+        statistic_select=choose, head_statistics=every, statistic_image=source, statistic_colours=mapper,
+        statistic_title=fig.title, statistic_baseline=baseline, baseline_texts=texts).args()), "statistic_choose"))
     fig.add_tools(TapTool(renderers=[image]))
-    fig.js_on_event("tap", CustomJS(args=dict(heads=heads, meta=meta), code=jscode.code("statistic_tap")))
+    fig.js_on_event("tap", jscode.callback(dict(heads=heads, meta=meta), "statistic_tap"))
     name_ranges(fig, "statistic_map")
     return column(choose, row(fig, baseline), name="statistics_area"), choose, every
 
@@ -130,10 +129,11 @@ def _inspector(shown: xr.Dataset, rotary: bool):
     name_ranges(spectrum, "inspector_spectrum")
     curves.visible = rotary
     name_ranges(curves, "inspector_curves")
-    named = dict(table=table.source, spectrum_title=spectrum.title, curves_title=curves.title,
-                 up=spectrum.select_one({"name": "inspector_up"}), down=spectrum.select_one({"name": "inspector_down"}),
-                 curves=[curves.select_one({"name": f"inspector_curve_{c}"}) for c in COORDINATES],
-                 vline=curves.select_one({"name": "inspector_d"}))
+    named = dict(inspector_statistics=table.source, inspector_spectrum_title=spectrum.title,
+                 inspector_curves_title=curves.title, inspector_up=spectrum.select_one({"name": "inspector_up"}),
+                 inspector_down=spectrum.select_one({"name": "inspector_down"}),
+                 inspector_curves=[curves.select_one({"name": f"inspector_curve_{c}"}) for c in COORDINATES],
+                 inspector_d=curves.select_one({"name": "inspector_d"}))
     title = Div(text="<h2>Head inspector</h2><p class='note'>Tap a head in any view (or select some): the "
                      "first selected head is shown. Now: layer 0, head 0.</p>", width=INSPECTOR_PX + 10,
                 name="inspector_title")
@@ -149,16 +149,16 @@ def _parity(shown: xr.Dataset):
 
 def more_views(shown: xr.Dataset, page: PageModels, sheet, rotary: bool) -> tuple:
     """The second part of the page, ``page`` with the models its browser code needs (page_views.js) added,
-    and the statistic chooser. ``page``: the page's models so far, of which the heads, the profile cube and
-    ``meta`` (the page's ``profile_meta``: sizes the browser reads) are used here; ``rotary``: the model's
-    form depends on position (the inspector draws a, b, c, d over d).
+    and the statistic chooser. ``page``: the page's models so far, of which the heads and ``profile_meta``
+    (sizes the browser reads) are used here; ``rotary``: the model's form depends on position (the inspector
+    draws a, b, c, d over d).
 
     Every model's page holds the same models: where the model has no statistics, the views that need them
     are drawn hidden from stand-in values and "statistics not computed" shows with the command."""
     missing = statistics_table(shown) is None or spectrum_array(shown) is None
     drawn = _placeholder(shown) if missing else shown
     stats, spectra = statistics_table(drawn), spectrum_array(drawn)
-    heads, meta = page.heads, page.meta
+    heads, meta = page.heads, page.profile_meta
     face, face_src, face_legend = _face(shown, heads, sheet)
     name_ranges(face, "face")
     lt_fig, lt_src = _layer_types(shown)
@@ -180,11 +180,11 @@ def more_views(shown: xr.Dataset, page: PageModels, sheet, rotary: bool) -> tupl
     parity.visible = not missing
     for fig in [lt_fig, *[p for p in insp_parts if hasattr(p, "renderers")], parity]:
         static(fig)
-    page = page.but(face=face_src, face_legend=face_legend, face_vertices=g.FACE_VERTICES.ravel().tolist(),
-                    type_colors=list(g.TYPE_COLORS), type_markers=list(g.TYPE_MARKERS), lt=lt_src,
-                    lt_title=lt_fig.title, insp_title=insp_title, every=every, **named,
-                    spectra=ColumnDataSource(dict(s=spectra.reshape(-1).astype(np.float32)),
-                                             name="inspector_spectra"))
+    page = page.but(face_heads=face_src, face_legend=face_legend, face_vertex_xy=g.FACE_VERTICES.ravel().tolist(),
+                    type_colors=list(g.TYPE_COLORS), type_markers=list(g.TYPE_MARKERS), layer_types_image=lt_src,
+                    layer_types_title=lt_fig.title, inspector_title=insp_title, head_statistics=every, **named,
+                    head_spectra=ColumnDataSource(dict(s=spectra.reshape(-1).astype(np.float32)),
+                                                  name="inspector_spectra"))
     heading = lambda text, name: Div(text=f"<h2>{html.escape(text)}</h2>", stylesheets=[sheet], name=name)  # noqa: E731
     layout = column(
         row(column(heading("Spectral types", "types_heading"), row(face, lt_fig)),

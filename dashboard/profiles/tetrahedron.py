@@ -12,7 +12,6 @@ from bokeh.models import (
     CDSView,
     ColorBar,
     ColumnDataSource,
-    CustomJS,
     GlyphRenderer,
     GroupFilter,
     HoverTool,
@@ -100,9 +99,9 @@ def _curve(fig, az: float, el: float, visible: bool, vertices, edges, camera) ->
     fig.add_tools(HoverTool(renderers=[line], tooltips=[("rank-one forms: ρ", "@rho"), ("u·v of L = u vᵀ", "@t{0.000}"),
                                                         ("a = b", "@a{0.000}"), ("c", "@c{0.000}"),
                                                         ("d", "@d{0.000}")], name="rank_one_hover"))
-    ctx = dict(heads=src, vertices=vertices, edges=edges, camera=camera, label_offset=g.LABEL_OFFSET_PX,
+    ctx = dict(heads=src, vertices=vertices, edges=edges, camera=camera, label_offset_px=g.LABEL_OFFSET_PX,
                **edge_indices())
-    camera.js_on_change("data", CustomJS(args=dict(ctx=ctx), code=jscode.code("project", "rank_one_project")))
+    camera.js_on_change("data", jscode.callback(dict(ctx=ctx), "project", "rank_one_project"))
 
 
 def _layer_colours(fig, dots, n_layers: int) -> None:
@@ -138,10 +137,11 @@ def _rotatable(az: float, el: float, n_layers: int, columns: dict, color_by: str
         camera = ColumnDataSource(dict(az=[float(az)], el=[float(el)]), name="camera")
         if rank_one is not None:
             _curve(fig, az, el, bool(rank_one), vertices, edges, camera)
-        ctx = dict(heads=heads, vertices=vertices, edges=edges, camera=camera, fig=fig,
-                   box=fig.select_one({"name": "head_box_select"}), lasso=fig.select_one({"name": "head_lasso_select"}),
-                   label_offset=g.LABEL_OFFSET_PX, **edge_indices())
-        drag = CustomJS(args=dict(ctx=ctx), code=jscode.code("project", "rotate_drag"))
+        ctx = dict(heads=heads, vertices=vertices, edges=edges, camera=camera, tetrahedron=fig,
+                   box_select=fig.select_one({"name": "head_box_select"}),
+                   lasso_select=fig.select_one({"name": "head_lasso_select"}), label_offset_px=g.LABEL_OFFSET_PX,
+                   **edge_indices())
+        drag = jscode.callback(dict(ctx=ctx), "project", "rotate_drag")
         fig.js_on_event("panstart", drag)
         fig.js_on_event("pan", drag)
         fig.toolbar.active_drag = None

@@ -1,3 +1,4 @@
+// defines: url_escape_html, url_note
 // A deep link's parts the page cannot show: what the link holds, escaped (url_escape_html), and the
 // note at the top of the page (ctx.url_note) listing each with what is shown instead. Used by the
 // profiles page (url_state.js) and the compare page (compare_url.js).

@@ -1,6 +1,7 @@
+// uses: ctx
 // Play / pause the movie: a setTimeout chain on a window-level handle, reading the ms per frame from
 // the spinner at every tick; the last frame is held hold_ms before the movie loops to the first.
-const slider = ctx.slider, play = ctx.play, speed = ctx.speed, hold_ms = ctx.hold_ms;
+const slider = ctx.frame_slider, play = ctx.play_toggle, speed = ctx.interval_spinner, hold_ms = ctx.hold_ms;
 window.__orbitsMovie = window.__orbitsMovie || {};
 const st = window.__orbitsMovie[slider.id] = window.__orbitsMovie[slider.id] || {timer: null};
 if (st.timer !== null) { clearTimeout(st.timer); st.timer = null; }

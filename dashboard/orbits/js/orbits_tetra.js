@@ -1,9 +1,10 @@
+// uses: ctx
 // The tetrahedron beside the movie: every head's profile at the frame in the slider and its trail (frames
 // start[f] .. f), projected once in Python (orbits/views.py: orbit_profile_positions):
 // store.data.pos[(f * H + h) * 6 + k] is x, y (k = 0, 1) and a, b, c, d (k = 2 .. 5) of head h at frame f.
-const frames = ctx.frames, store = ctx.store, dots = ctx.dots, trails = ctx.trails, H = ctx.H;
+const frames = ctx.frame_data, store = ctx.tetra_positions, dots = ctx.tetra_dots, trails = ctx.tetra_trails, H = ctx.n_heads;
 const F = frames.data.epoch.length;
-const f = Math.max(0, Math.min(F - 1, Math.round(ctx.slider.value)));
+const f = Math.max(0, Math.min(F - 1, Math.round(ctx.frame_slider.value)));
 const s = frames.data.start[f];
 const pos = store.data.pos;
 const heads = dots.data.head;

@@ -1,8 +1,9 @@
+// uses: ctx
 // Show the frame in the slider: every panel's dots, their trails (frames start[f] .. f), the axis
 // ranges (the largest radius over the trail), the metrics line and the cursor on the metrics charts.
 // Positions: store.data.pos[((f * H + h) * P + p) * 2 + k] (dashboard/orbits/frames.py: pack_positions).
-const frames = ctx.frames, store = ctx.store, dots = ctx.dots, trails = ctx.trails, xr = ctx.xr, yr = ctx.yr;
-const info = ctx.info, cursors = ctx.cursors, slider = ctx.slider, H = ctx.H, P = ctx.P;
+const frames = ctx.frame_data, store = ctx.positions, dots = ctx.panel_dots, trails = ctx.panel_trails, xr = ctx.panel_x_ranges, yr = ctx.panel_y_ranges;
+const info = ctx.frame_info, cursors = ctx.metric_cursors, slider = ctx.frame_slider, H = ctx.n_heads, P = ctx.n_panels;
 const F = frames.data.epoch.length;
 const f = Math.max(0, Math.min(F - 1, Math.round(slider.value)));
 const s = frames.data.start[f];

@@ -1,3 +1,4 @@
+// uses: cb_obj
 // The model selector of a static page: open the chosen model's page, in the same colour mode.
 if (cb_obj.value) {
   const color = new URLSearchParams(window.location.search).get('color');

@@ -1,8 +1,9 @@
+// defines: decode_d
 // The profile of every head at offset d, decoded from the uint16 cube shipped with the page:
 // q[(head * D + d) * 4 + k] = round(value * 65534), 65535 = NaN (dashboard/common/geometry.py: quantise).
 // Writes the heads' a, b, c, d and their 3D position sum_k p_k V_k.
 function decode_d(ctx, d) {
-  const q = ctx.cube.data.q, h = ctx.heads.data, n = h.layer.length, V = ctx.V;
+  const q = ctx.profile_cube.data.q, h = ctx.heads.data, n = h.layer.length, V = ctx.vertex_xyz;
   const D = n > 0 ? q.length / (n * 4) : 1;  // offsets shipped per head: 129 (rotary) or 1
   const dd = Math.max(0, Math.min(D - 1, d | 0));
   const cols = [h.a, h.b, h.c, h.d];

@@ -1,3 +1,4 @@
+// uses: button, interval, slider
 // Play / pause the d slider: one step every `interval` ms, looping from the last offset to 0.
 const b = button;
 if (b.__timer != null) {

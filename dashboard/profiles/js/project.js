@@ -1,3 +1,4 @@
+// defines: project_all
 // The orthographic camera of dashboard/common/geometry.py's project(): turn by the azimuth about z, then
 // look from the elevation. Rewrites the screen positions of the heads, the vertices and the edges
 // from their 3D coordinates and the camera (ctx.camera.data.az[0], .el[0], in degrees).
@@ -15,9 +16,9 @@ function project_all(ctx) {
   for (let k = 0; k < v.x3.length; k++) {
     v.x[k] = px(v.x3[k], v.y3[k], v.z3[k]);
     v.y[k] = py(v.x3[k], v.y3[k], v.z3[k]);
-    v.dy[k] = v.y[k] >= 0 ? ctx.label_offset : -ctx.label_offset;
+    v.dy[k] = v.y[k] >= 0 ? ctx.label_offset_px : -ctx.label_offset_px;
   }
-  const e = ctx.edges.data, ei = ctx.edge_i, ej = ctx.edge_j;  // the edges join vertices ei[k] and ej[k]
+  const e = ctx.edges.data, ei = ctx.edge_from, ej = ctx.edge_to;  // the edges join vertices ei[k] and ej[k]
   for (let k = 0; k < ei.length; k++) {
     e.x0[k] = v.x[ei[k]]; e.y0[k] = v.y[ei[k]];
     e.x1[k] = v.x[ej[k]]; e.y1[k] = v.y[ej[k]];

@@ -1,3 +1,4 @@
+// defines: spectral_types
 // The spectral type of every head from its current c and d (the JS twin of dashboard/common/geometry.py:
 // spectral_types): imbalance = (c - d) / (c + d); 0 = Type I₊ when imbalance > 0.20 and c + d > 0.01,
 // 2 = Type I₋ when imbalance < -0.20 and c + d > 0.01, 1 = Type II otherwise (a head without a profile

@@ -1,3 +1,4 @@
+// uses: cb_obj, heads, meta
 // A tap on the statistic heat map (x: head, y: layer) selects the head under it.
 const L = Number(meta.data.n_layers[0]), H = Number(meta.data.n_heads[0]);
 const head = Math.round(cb_obj.x), layer = Math.round(cb_obj.y);

@@ -1,16 +1,18 @@
+// defines: read_url_state, apply_url_state, write_url
+// uses: url_escape_html, url_note
 // Deep links: the page's state in the URL's query string,
 //   ?model=NAME&tab=profiles&d=17&color=type&stat=rho&heads=3.5,3.7
 // (heads as layer.head; stat: the statistic of the per-head heat map; the compare tab's models and
 // quantity, compare_url.js, are kept as they are). read_url_state parses and checks a query string
-// against the page (ctx.meta: model, n_layers, n_heads, D); anything it cannot use is left at its default
+// against the page (ctx.profile_meta: model, n_layers, n_heads, D); anything it cannot use is left at its default
 // and described in st.notes. apply_url_state sets the page's widgets from it (the widgets' own callbacks
 // redraw); write_url puts the page's current state back into the URL with history.replaceState,
-// debounced, so it works served and in a static page opened with file://. Needs url_note.js before it.
+// debounced, so it works served and in a static page opened with file://.
 const URL_COLORS = ['layer', 'type'];
 const URL_OTHER_TABS = ['models', 'quantity'];
 
 function url_meta(ctx) {
-  const m = ctx.meta.data;
+  const m = ctx.profile_meta.data;
   return {model: String(m.model[0]), L: Number(m.n_layers[0]), H: Number(m.n_heads[0]), D: Number(m.n_offsets[0])};
 }
 
@@ -41,13 +43,13 @@ function read_url_state(ctx, search) {
   }
   if (p.has('stat')) {
     const s = p.get('stat');
-    const known = ctx.stat != null ? ctx.stat.options.map((o) => Array.isArray(o) ? o[0] : o) : [];
+    const known = ctx.statistic_select != null ? ctx.statistic_select.options.map((o) => Array.isArray(o) ? o[0] : o) : [];
     if (known.includes(s)) {
       st.stat = s;
     } else if (known.length === 0) {
       st.notes.push('stat = ' + shown(s) + ': no per-head statistics are shown for this model');
     } else {
-      st.notes.push('stat = ' + shown(s) + ' is not a statistic (' + known.join(', ') + '); showing ' + ctx.stat.value);
+      st.notes.push('stat = ' + shown(s) + ' is not a statistic (' + known.join(', ') + '); showing ' + ctx.statistic_select.value);
     }
   }
   if (p.has('heads') && p.get('heads').trim() !== '') {
@@ -79,8 +81,8 @@ function apply_url_state(ctx, search) {
     return;
   }
   const meta = url_meta(ctx);
-  if (ctx.nav != null && st.model != null && st.model !== meta.model) {  // a static page: open that model's page
-    const hit = ctx.nav.options.find((o) => o[1] === st.model);
+  if (ctx.model_nav != null && st.model != null && st.model !== meta.model) {  // a static page: open that model's page
+    const hit = ctx.model_nav.options.find((o) => o[1] === st.model);
     if (hit != null) {
       window.location.replace(hit[0] + window.location.search + window.location.hash);
       return;
@@ -88,19 +90,19 @@ function apply_url_state(ctx, search) {
     st.notes.unshift('model = <code>' + url_escape_html(st.model) + '</code> is not among these pages; showing '
       + url_escape_html(meta.model));
   }
-  if (ctx.tabs != null && st.tab != null && !(st.tab in ctx.tabs)) {
-    st.notes.push('tab = <code>' + url_escape_html(st.tab) + '</code> is not a tab (' + Object.keys(ctx.tabs).join(', ')
+  if (ctx.tab_pages != null && st.tab != null && !(st.tab in ctx.tab_pages)) {
+    st.notes.push('tab = <code>' + url_escape_html(st.tab) + '</code> is not a tab (' + Object.keys(ctx.tab_pages).join(', ')
       + '); showing the profiles');
-  } else if (ctx.tabs != null && st.tab != null && ctx.tabs[st.tab]) {  // another page of a static export
-    window.location.replace(ctx.tabs[st.tab] + window.location.search + window.location.hash);  // its own link
+  } else if (ctx.tab_pages != null && st.tab != null && ctx.tab_pages[st.tab]) {  // another page of a static export
+    window.location.replace(ctx.tab_pages[st.tab] + window.location.search + window.location.hash);  // its own link
     return;
   }
-  if (st.color != null && ctx.color != null) { ctx.color.active = URL_COLORS.indexOf(st.color); }
-  if (st.d != null && ctx.dslider != null && ctx.dslider.visible) { ctx.dslider.value = st.d; }
-  if (st.stat != null) { ctx.stat.value = st.stat; }
+  if (st.color != null && ctx.colour_mode != null) { ctx.colour_mode.active = URL_COLORS.indexOf(st.color); }
+  if (st.d != null && ctx.d_slider != null && ctx.d_slider.visible) { ctx.d_slider.value = st.d; }
+  if (st.stat != null) { ctx.statistic_select.value = st.stat; }
   if (st.heads != null) { ctx.heads.selected.indices = st.heads; }
   url_note(ctx, st.notes);
-  ctx.meta.__url_ready = true;  // on a model: every callback's ctx is its own object
+  ctx.profile_meta.__url_ready = true;  // on a model: every callback's ctx is its own object
   write_url(ctx, 0);
 }
 
@@ -111,11 +113,11 @@ function url_query(ctx) {
   const heads = Array.from(ctx.heads.selected.indices).sort((x, y) => x - y)
     .map((i) => Math.floor(i / H) + '.' + (i % H)).join(',');
   // a static profiles page is the profiles tab; the served app's tabs write their own (url_tab.js)
-  const tab = ctx.tabs != null ? 'profiles' : (here.get('tab') || 'profiles');
+  const tab = ctx.tab_pages != null ? 'profiles' : (here.get('tab') || 'profiles');
   let q = 'model=' + encodeURIComponent(meta.model) + '&tab=' + encodeURIComponent(tab);
-  if (meta.D > 1 && ctx.dslider != null) { q += '&d=' + ctx.dslider.value; }
-  if (ctx.color != null) { q += '&color=' + URL_COLORS[ctx.color.active]; }
-  if (ctx.stat != null) { q += '&stat=' + encodeURIComponent(ctx.stat.value); }
+  if (meta.D > 1 && ctx.d_slider != null) { q += '&d=' + ctx.d_slider.value; }
+  if (ctx.colour_mode != null) { q += '&color=' + URL_COLORS[ctx.colour_mode.active]; }
+  if (ctx.statistic_select != null) { q += '&stat=' + encodeURIComponent(ctx.statistic_select.value); }
   if (heads !== '') { q += '&heads=' + heads; }
   for (const k of URL_OTHER_TABS) {  // the compare tab's parameters (compare_url.js) stay as they are
     if (here.has(k)) { q += '&' + k + '=' + encodeURIComponent(here.get(k)).replace(/%2C/g, ','); }
@@ -124,7 +126,7 @@ function url_query(ctx) {
 }
 
 function write_url(ctx, delay_ms) {
-  if (!ctx.meta.__url_ready) { return; }  // nothing is written before the link's own state is applied
+  if (!ctx.profile_meta.__url_ready) { return; }  // nothing is written before the link's own state is applied
   window.__hgUrl = window.__hgUrl || {timer: null};
   const w = window.__hgUrl;
   if (w.timer != null) { clearTimeout(w.timer); }
