@@ -7,6 +7,7 @@ from __future__ import annotations
 import html
 
 from dashboard.data import ModelData, ModelRow
+from pipeline.schema import PROVENANCE_FIELDS
 
 ORBIT_FAMILY = "orbits"
 ORBIT_GROUP = "trained in this project: orbit experiment"
@@ -44,7 +45,8 @@ def selector_groups(rows: list[ModelRow]) -> dict[str, list[str]]:
 
 
 def model_line(r: ModelRow) -> str:
-    """What the model is and where its weights came from (provenance, note)."""
+    """What the model is and where its weights came from: every field of its ``pipeline.schema.Provenance``
+    that is set (the note on a line of its own)."""
     rev = f" @ {html.escape(r.revision[:12])}" if r.revision else ""
     folded = "layer norm folded" if r.layernorm_folded else "raw weights"
     layers = f"{r.n_layers} layer{'s' if r.n_layers != 1 else ''}"
@@ -52,7 +54,7 @@ def model_line(r: ModelRow) -> str:
     out = (f'<p class="meta"><b>{html.escape(r.name)}</b>{kind} · {layers} × {r.n_heads} heads · '
            f"N = {r.d_model}, n = {r.d_head} · {html.escape(r.positional)} · {folded} · "
            f"{html.escape(r.source)}{rev}</p>")
-    prov = [(k, getattr(r, k)) for k in ("format", "quantization", "package", "file", "sha256") if getattr(r, k)]
+    prov = [(k, getattr(r, k)) for k in PROVENANCE_FIELDS if k != "note" and getattr(r, k)]  # the note: below
     if prov:
         out += ('<p class="meta" id="provenance">Provenance: ' + " · ".join(
             f"{k} <code>{html.escape(v[:16] if k == 'sha256' else v)}</code>" for k, v in prov) + "</p>")
