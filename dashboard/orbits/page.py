@@ -159,10 +159,9 @@ def _metrics_figures(ds: xr.Dataset, epochs: np.ndarray) -> tuple[list, list[Spa
     """``training_metrics`` rendered (accuracy; equivariance error on a log axis), each with a cursor
     at the frame shown; a click jumps to the nearest frame."""
     grid = render(training_metrics(ds, width=SIDE_PX))
-    figs = [c[0] for c in sorted(grid.children, key=lambda c: (c[1], c[2]))]
+    figs = [grid.select_one({"name": n}) for n in ("orbits_accuracy", "orbits_equivariance")]
     cursors = []
-    for i, fig in enumerate(figs):
-        fig.name = ("orbits_accuracy", "orbits_equivariance")[i]
+    for fig in figs:
         cursor = Span(location=float(epochs[-1]), dimension="height", line_color="#555", line_width=1)
         fig.add_layout(cursor)
         cursors.append(cursor)

@@ -138,14 +138,16 @@ def orbit_tetrahedron(orbits: xr.Dataset, frame: int = -1, trail_epochs: float |
 
 
 def training_metrics(orbits: xr.Dataset, width: int = 430) -> hv.Layout:
-    """Train and held-out accuracy (linear axis) over the epochs, and the equivariance errors on a log axis."""
+    """Train and held-out accuracy (linear axis) over the epochs, and the equivariance errors on a log axis:
+    the figures ``orbits_accuracy`` and ``orbits_equivariance``."""
     ds = _orbits_ready(orbits)
     epochs = np.asarray(ds["epoch"].values, dtype=float)
     m = of.metric_columns(ds)
     acc = (hv.Curve((epochs, m["train_accuracy"]), "epoch", "accuracy", label="train").opts(color="#1f77b4")
            * hv.Curve((epochs, m["heldout_accuracy"]), "epoch", "accuracy", label="held-out").opts(color="#2ca02c"))
     acc = acc.opts(hv.opts.Overlay(width=width, height=170, ylim=(0, 1.02), legend_position="bottom_right",
-                                   default_tools=[], toolbar=None, title="accuracy"))
+                                   default_tools=[], toolbar=None, title="accuracy",
+                                   hooks=[name_models({}, "orbits_accuracy")]))
     curves = []
     for key, label, colour in (("equivariance_error", "equivariance error", "#d62728"),
                                ("sharpened_error", "at 2× QK", "#9467bd")):
@@ -156,7 +158,8 @@ def training_metrics(orbits: xr.Dataset, width: int = 430) -> hv.Layout:
         curves.append(hv.Curve(([], []), "epoch", "equivariance error"))
     err = hv.Overlay(curves).opts(hv.opts.Overlay(width=width, height=190, logy=True, default_tools=[],
                                                   toolbar=None, legend_position="bottom_left",
-                                                  title="equivariance error (log axis)"))
+                                                  title="equivariance error (log axis)",
+                                                  hooks=[name_models({}, "orbits_equivariance")]))
     return (acc + err).cols(1).opts(shared_axes=False)
 
 
