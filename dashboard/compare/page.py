@@ -2,8 +2,9 @@
 
 ``compare_view`` renders ``compare.views.compare_depth`` (per-layer medians against relative depth, one line
 per computed model) and ``compare.views.compare_histograms`` (two models' coordinate histograms overlaid), with
-choosers whose browser code (``dashboard/compare/js/compare_*.js``) swaps in numbers computed here once: the medians
-of every coordinate (d = 0) and statistic for every model, and every model's histograms. The same layout
+choosers whose browser code (``dashboard/compare/js/compare_*.js``) swaps in numbers computed here once: the
+medians of every coordinate (d = 0) and statistic for every model with the y range that spans them, and every
+model's histograms. The same layout
 works served (the app's Compare tab) and as ``compare.html`` of an export. The choosers are part of the deep
 link, ``?tab=compare&models=A,B&quantity=rho`` (``compare_url.js``): the layout's ``tags`` hold the CustomJS
 ``url_restore`` that applies it once the document is ready (``page_widgets.restore_on_ready``), and a
