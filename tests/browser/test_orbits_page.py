@@ -52,9 +52,11 @@ def _dataset():
 # Exported in a fresh interpreter, as the exporter writes pages (BokehJS inlined, no Panel bundles).
 EXPORT = """
 import sys
+from dashboard.common.render import use_bokeh
 from dashboard.export import bokeh_resources, page_html
 from dashboard.orbits.page import orbits_view
 from tests.browser.test_orbits_page import HOLD_MS, INTERVAL_MS, _dataset
+use_bokeh()
 view = orbits_view(_dataset(), interval_ms=INTERVAL_MS, hold_ms=HOLD_MS)
 open(sys.argv[1], "w", encoding="utf-8").write(page_html(view, "orbits", bokeh_resources(True)))
 """
