@@ -35,13 +35,16 @@ import param
 from bokeh.layouts import column
 from bokeh.settings import settings
 
-from dashboard import data, jscode, rendered
+from dashboard import data, rendered
 from dashboard.bokeh_internals import PagePane, run_as_curdoc
 from dashboard.clone import Copy
-from dashboard.profiles_page import header, message, restore_on_ready, selector_groups, todo_html
+from dashboard.common import jscode
+from dashboard.common.page_style import page_css
+from dashboard.common.page_widgets import header, message, restore_on_ready
+from dashboard.common.render import use_bokeh
+from dashboard.profiles.page_texts import selector_groups, todo_html
 from dashboard.rendered import replace_in_place, same_structure
 from dashboard.store_note import demo_note_html, store_line_html
-from dashboard.stylesheet import page_css
 from dashboard.versions import check_versions
 
 TITLE = "Attention-head geometry"
@@ -79,6 +82,7 @@ def serve_settings() -> None:
     the server's time (benchmarks/dashboard_bench.py prints the server's CPU per load and for 20 loads at once).
     First of all, the installed Bokeh and Panel must be the tested releases (``dashboard.versions``)."""
     check_versions()
+    use_bokeh()
     pn.extension(raw_css=[PAGE_CSS], notifications=False, browser_info=False)
     settings.perform_document_validation.set_value(False)
     gc.set_threshold(*GC_THRESHOLDS)

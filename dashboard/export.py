@@ -29,18 +29,13 @@ from bokeh.model import Model
 from bokeh.resources import Resources
 
 from dashboard import data
-from dashboard.compare_page import compare_content
-from dashboard.orbits_page import orbits_content
-from dashboard.profiles_page import (
-    ORBIT_GROUP,
-    header,
-    is_orbit_experiment,
-    message,
-    profiles_view,
-    restore_on_ready,
-    todo_html,
-)
-from dashboard.stylesheet import page_css
+from dashboard.common.page_style import page_css
+from dashboard.common.page_widgets import header, message, restore_on_ready
+from dashboard.common.render import use_bokeh
+from dashboard.compare.page import compare_content
+from dashboard.orbits.page import orbits_content
+from dashboard.profiles.page import profiles_view
+from dashboard.profiles.page_texts import ORBIT_GROUP, is_orbit_experiment, todo_html
 from pipeline.location import DEFAULT_HELP
 
 SLUG_MAX = 60
@@ -158,6 +153,7 @@ def _check_out(out: Path) -> None:
 
 def export(out, store=None, self_contained: bool = False) -> list[Path]:
     """Write the index, one page per drawable model and the orbits page into ``out``; returns the paths."""
+    use_bokeh()  # the views' options are Bokeh options
     out = Path(out)
     _check_out(out)
     store = Path(store) if store else data.store_path([])

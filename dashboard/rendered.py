@@ -110,7 +110,7 @@ def _copy(layout: Model, models: list[Model], encoded: Encoded, plan: Plan) -> C
 
 @functools.lru_cache(maxsize=8)
 def _profiles(path: str, key: tuple, name: str) -> tuple[Model, list[Model], Encoded, Plan]:
-    from dashboard.profiles_page import profiles_view
+    from dashboard.profiles.page import profiles_view
 
     return _prepared(profiles_view(data.model_data(path, name), data.profiles(path).sel(model=name)),
                      sizing_mode="fixed")
@@ -118,14 +118,14 @@ def _profiles(path: str, key: tuple, name: str) -> tuple[Model, list[Model], Enc
 
 @functools.lru_cache(maxsize=2)
 def _orbits(path: str, key: tuple) -> tuple[Model, list[Model], Encoded, Plan]:
-    from dashboard.orbits_page import orbits_content
+    from dashboard.orbits.page import orbits_content
 
     return _prepared(orbits_content(Path(path)))
 
 
 @functools.lru_cache(maxsize=2)
 def _compare(path: str, key: tuple) -> tuple[Model, list[Model], Encoded, Plan]:
-    from dashboard.compare_page import compare_view
+    from dashboard.compare.page import compare_view
 
     return _prepared(compare_view(data.profiles(path), damaged={r.name for r in data.rows(path) if r.damaged}))
 

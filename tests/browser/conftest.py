@@ -160,6 +160,14 @@ def write_synthetic_store(path, rope_shape=(4, 8), absolute_shape=(3, 6), empty_
 # ---------------------------------------------------------------------------------------- fixtures
 
 
+@pytest.fixture(scope="session", autouse=True)
+def bokeh_backend():
+    """Bokeh as HoloViews' backend for the pages built here, as the entry points make it."""
+    from dashboard.common.render import use_bokeh
+
+    use_bokeh()
+
+
 @pytest.fixture(scope="session")
 def synthetic_store(tmp_path_factory) -> Path:
     """A synthetic store shared by the whole session (read-only for the tests)."""

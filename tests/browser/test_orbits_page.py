@@ -16,8 +16,8 @@ import sys
 import numpy as np
 import pytest
 
-from dashboard import orbits_frames as of
-from dashboard.orbits_page import RECORD_FRAMES_JS, frame_state
+from dashboard.orbits import frames as of
+from dashboard.orbits.page import RECORD_FRAMES_JS, frame_state
 from pipeline import store
 from tests.browser.conftest import (
     REPO,
@@ -52,9 +52,11 @@ def _dataset():
 # Exported in a fresh interpreter, as the exporter writes pages (BokehJS inlined, no Panel bundles).
 EXPORT = """
 import sys
+from dashboard.common.render import use_bokeh
 from dashboard.export import bokeh_resources, page_html
-from dashboard.orbits_page import orbits_view
+from dashboard.orbits.page import orbits_view
 from tests.browser.test_orbits_page import HOLD_MS, INTERVAL_MS, _dataset
+use_bokeh()
 view = orbits_view(_dataset(), interval_ms=INTERVAL_MS, hold_ms=HOLD_MS)
 open(sys.argv[1], "w", encoding="utf-8").write(page_html(view, "orbits", bokeh_resources(True)))
 """

@@ -1,12 +1,12 @@
-"""The type rule's home in the pipeline equals the dashboard's on every input, the paper's rule follows its
-definition, and the sensitivity table counts what the rules give at each threshold."""
+"""The type rule's home in the pipeline follows its definition (and the dashboard draws that rule), the paper's rule
+follows its definition, and the sensitivity table counts what the rules give at each threshold."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from dashboard import geometry
+from dashboard.common import geometry
 from pipeline.analyses import types
 from tests.pipeline.analyses.conftest import computed_models
 
@@ -23,21 +23,41 @@ def awkward_profiles(rng: np.random.Generator, n: int = 4000) -> np.ndarray:
     return p
 
 
+def rule_by_hand(row) -> int:
+    """The project's rule for one profile, written out from its definition (module docstring of types)."""
+    a, b, c, d = (float(x) for x in row)
+    if not all(np.isfinite([a, b, c, d])):
+        return types.TYPE_II
+    s = c + d
+    imbalance = (c - d) / s if s > 0 else 0.0
+    if s > types.CD_FLOOR and imbalance > types.IMBALANCE_CUT:
+        return types.TYPE_I_PLUS
+    if s > types.CD_FLOOR and imbalance < -types.IMBALANCE_CUT:
+        return types.TYPE_I_MINUS
+    return types.TYPE_II
+
+
 @pytest.mark.parametrize("seed", [0, 1, 2])
-def test_equal_to_the_dashboards_rule_on_random_profiles(seed):
+def test_the_rule_follows_its_definition_on_random_profiles(seed):
     p = awkward_profiles(np.random.default_rng(seed))
-    np.testing.assert_array_equal(types.spectral_types(p), geometry.spectral_types(p))
+    want = np.array([rule_by_hand(row) for row in p])
+    np.testing.assert_array_equal(types.spectral_types(p), want)
     grid = p.reshape(40, 100, 4)  # any leading shape
-    np.testing.assert_array_equal(types.spectral_types(grid), geometry.spectral_types(grid))
-    assert types.TYPE_NAMES == geometry.TYPE_NAMES
-    assert (types.TYPE_I_PLUS, types.TYPE_II, types.TYPE_I_MINUS) == (geometry.TYPE_I_PLUS, geometry.TYPE_II,
-                                                                        geometry.TYPE_I_MINUS)
+    np.testing.assert_array_equal(types.spectral_types(grid), types.spectral_types(p).reshape(40, 100))
+
+
+def test_the_dashboard_draws_the_pipelines_rule():
+    """One home: the dashboard's geometry takes the rule and its codes from pipeline.analyses.types."""
+    assert geometry.spectral_types is types.spectral_types
+    assert geometry.TYPE_NAMES is types.TYPE_NAMES
+    assert (geometry.TYPE_I_PLUS, geometry.TYPE_II, geometry.TYPE_I_MINUS) == (0, 1, 2)
 
 
 @pytest.mark.parametrize("name", computed_models())
-def test_equal_to_the_dashboards_rule_on_every_committed_head(committed, name):
+def test_the_rule_follows_its_definition_on_every_committed_head(committed, name):
     data = committed[name]
-    np.testing.assert_array_equal(types.spectral_types(data.profile), geometry.spectral_types(data.profile))
+    want = np.array([rule_by_hand(row) for row in data.profile.reshape(-1, 4)]).reshape(data.profile.shape[:-1])
+    np.testing.assert_array_equal(types.spectral_types(data.profile), want)
 
 
 def test_thresholds_by_hand():
