@@ -103,10 +103,10 @@ def statistics_checksum(statistics: np.ndarray, spectrum: np.ndarray) -> str:
     return sha256_of((statistics, spectrum))
 
 
-def spectra_checksum(spectra) -> str:
-    """The checksum stored with a layer's spectra: sha256 of its three (n_heads, 2 d_head) arrays (the model's own
-    columns), taken from ``spectra`` (name -> array) in ``SPECTRA`` order."""
-    return sha256_of(spectra[name] for name in SPECTRA)
+def spectra_checksum(spectra: np.ndarray) -> str:
+    """The checksum stored with a layer's spectra: sha256 of its (3, n_heads, 2 d_head) spectra, in ``SPECTRA``
+    order (the model's own columns, so growing ``eigen`` later keeps it)."""
+    return sha256_of((spectra,))
 
 
 class AnalysesRowMethods:

@@ -47,9 +47,9 @@ class AtZero:
         """(H, k): the eigenvalues of S, decreasing."""
         return spectrum(self.eigenvalues)
 
-    def spectra_values(self) -> dict[str, np.ndarray]:
-        """The three spectra, name -> (H, k), in the order of ``pipeline.schema.SPECTRA``."""
-        return self.spectra.as_dict()
+    def spectra_values(self) -> np.ndarray:
+        """The three spectra (3, H, k), in the order of ``pipeline.schema.SPECTRA``."""
+        return np.stack(list(self.spectra.as_dict().values()))
 
 
 class AtZeroCollector:

@@ -29,10 +29,10 @@ class HeadProfiles:
     norm: np.ndarray
     at_zero: AtZero | None = None
 
-    def layer_values(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, dict[str, np.ndarray]]:
-        """Profile, norm, head statistics (H, 17), spectrum (H, k) and the three spectra of T and L (name -> (H, k)):
-        the arrays ``Store.write_layer`` takes, in its order. Needs the d = 0 quantities
-        (``head_profiles(..., at_zero=True)``)."""
+    def layer_values(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """Profile, norm, head statistics (H, 17), spectrum (H, k) and the three spectra of T and L (3, H, k), in the
+        order of ``pipeline.schema.SPECTRA``: the arrays ``Store.write_layer`` takes, in its order. Needs the d = 0
+        quantities (``head_profiles(..., at_zero=True)``)."""
         if self.at_zero is None:
             raise ValueError("layer_values needs the d = 0 quantities: call head_profiles(..., at_zero=True)")
         z = self.at_zero

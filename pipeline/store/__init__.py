@@ -184,7 +184,7 @@ class Store:
 
     def write_layer(self, name: str, layer: int, profile: np.ndarray, norm: np.ndarray,
                     statistics: np.ndarray | None = None, spectrum: np.ndarray | None = None,
-                    spectra: dict | None = None) -> None:
+                    spectra: np.ndarray | None = None) -> None:
         """Region write of one (model, layer) with its checksums (:meth:`LayerWriter.write`)."""
         self.profiles.write_layer(name, layer, profile, norm, statistics, spectrum, spectra)
 

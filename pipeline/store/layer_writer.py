@@ -39,10 +39,10 @@ class LayerWriter:
         self.arrays = {k: g[k] for k in names}  # each array's metadata read once
 
     def write(self, layer: int, profile: np.ndarray, norm: np.ndarray, statistics: np.ndarray | None = None,
-              spectrum: np.ndarray | None = None, spectra: dict | None = None) -> None:
+              spectrum: np.ndarray | None = None, spectra: np.ndarray | None = None) -> None:
         """Region write of one layer with its checksums: profile (H, 4) or (H, 129, 4), norm (H,) or (H, 129), and
-        at d = 0 the head statistics (H, 17), the spectrum (H, k <= 2 d_head) and the spectra of T and L (name ->
-        (H, k), ``pipeline.schema.SPECTRA``).
+        at d = 0 the head statistics (H, 17), the spectrum (H, k <= 2 d_head) and the spectra of T and L (3, H, k),
+        in the order of ``pipeline.schema.SPECTRA``.
 
         Position-independent layers pass (H, 4) and are repeated at every d. Without ``statistics`` and
         ``spectrum`` the layer's statistics read as not computed, without ``spectra`` its spectra (spectra need the
@@ -67,7 +67,7 @@ class LayerWriter:
             if "statistics_checksum" in a:
                 self._put(layer, {"head_statistics": statistics, "spectrum": spectrum})
             if "spectra_checksum" in a:
-                self._put(layer, dict.fromkeys(SPECTRA) if spectra is None else spectra)
+                self._put(layer, dict(zip(SPECTRA, [None] * 3 if spectra is None else spectra, strict=True)))
             a["layer_checksum"][i, layer] = layer_checksum(profile, norm)
             if "statistics_checksum" in a:
                 a["statistics_checksum"][i, layer] = ("" if statistics is None
@@ -112,10 +112,10 @@ class LayerWriter:
                                  f"{statistics.shape}")
             spectrum = self._eigen_values(layer, "spectrum", spectrum)
         if spectra is not None:
-            if set(spectra) != set(SPECTRA):
-                raise StoreError(f"layer {layer} of {name!r}: the spectra are {', '.join(SPECTRA)}; got "
-                                 f"{', '.join(map(str, spectra))}")
-            spectra = {s: self._eigen_values(layer, s, spectra[s]) for s in SPECTRA}
+            if np.ndim(spectra) != 3 or len(spectra) != len(SPECTRA):
+                raise StoreError(f"layer {layer} of {name!r}: expected the spectra ({len(SPECTRA)}, {H}, k) of "
+                                 f"{', '.join(SPECTRA)}; got shape {np.shape(spectra)}")
+            spectra = np.stack([self._eigen_values(layer, s, v) for s, v in zip(SPECTRA, spectra, strict=True)])
         if not 0 <= layer < L:
             raise StoreError(f"layer {layer} out of range for {name!r} with {L} layers")
         profile = np.asarray(profile, dtype=np.float64)

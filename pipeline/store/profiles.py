@@ -238,7 +238,7 @@ class ProfilesTable:
 
     def write_layer(self, name: str, layer: int, profile: np.ndarray, norm: np.ndarray,
                     statistics: np.ndarray | None = None, spectrum: np.ndarray | None = None,
-                    spectra: dict | None = None) -> None:
+                    spectra: np.ndarray | None = None) -> None:
         """Region write of one (model, layer) with its checksums (:meth:`LayerWriter.write`), through a writer
         opened for this one layer."""
         self.layer_writer(name).write(layer, profile, norm, statistics, spectrum, spectra)

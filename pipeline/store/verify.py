@@ -155,7 +155,7 @@ def _read(arr: zarr.Array, where: tuple, orthogonal: bool = False) -> tuple[np.n
 # The checksums of the values at d = 0 beyond the profile: checksum -> (its variables, the checksum of their values).
 _EXTRA = {
     "statistics_checksum": (("head_statistics", "spectrum"), lambda v: statistics_checksum(*v)),
-    "spectra_checksum": (SPECTRA, lambda v: spectra_checksum(dict(zip(SPECTRA, v, strict=True)))),
+    "spectra_checksum": (SPECTRA, lambda v: spectra_checksum(np.stack(v))),
 }
 _WHAT = {"statistics_checksum": "statistics", "spectra_checksum": "spectra"}
 
