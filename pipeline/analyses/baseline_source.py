@@ -90,9 +90,9 @@ class BaselineSource:
         return self._heads
 
     def check(self) -> None:
-        """Make layer 0 (kept for the first ``make_layer(0)``): a library-initialisation baseline's model is built
-        and its initialisation checked (InitBaselineError) before anything is written."""
-        if self._first is None:
+        """For ``init``, make layer 0 (kept for the first ``make_layer(0)``): the model is built and its
+        initialisation checked (InitBaselineError) before anything is written. (Nothing to check for ``iid``.)"""
+        if self.kind == "init" and self._first is None:
             self._first = self.heads.layer(0)
 
     def make_layer(self, layer: int):
