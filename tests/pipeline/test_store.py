@@ -435,3 +435,39 @@ def test_a_writer_kept_open_while_other_models_grow_the_group_writes_what_write_
         writer.write(3, *values[0])
     with pytest.raises(st.StoreError, match="not in the store"):
         st.Store.open(kept).layer_writer("nobody")
+
+
+def test_spectra_and_baseline_fields_round_trip(tmp_path):
+    """The spectra of T and L are stored NaN-padded to the store's eigen width with the documented checksum (sha256 of
+    the three (H, 2n) arrays in SPECTRA order); a baseline's fields (a 64-bit seed) come back, and the rows of trained
+    models and baselines come apart."""
+    from pipeline import schema
+
+    path = tmp_path / "s.zarr"
+    rng = np.random.default_rng(13)
+    st.Store.open(path).register(st.ModelRow("wide", 1, 2, 32, 12, "rope", rotary_dim=12))  # eigen 24
+    base = info("m~iid-seed0", baseline_of="m", baseline_kind="iid", baseline_seed=2 ** 40)
+    for row in (info("m"), base):
+        st.Store.open(path).register(row)
+    p, n = random_layer(rng, 3)
+    stats, spectrum = rand_statistics(rng, 3, 8)
+    spectra = rng.uniform(size=(3, 3, 6))  # k = 6 < 2n = 8: NaN past it
+    st.Store.open(path).write_layer("m~iid-seed0", 0, p, n, stats, spectrum, spectra)
+    ds = st.Store.open(path, mode="r").dataset("profiles").sel(model="m~iid-seed0")
+    for i, name in enumerate(schema.SPECTRA):
+        np.testing.assert_array_equal(ds[name].values[0, :3, :6], spectra[i])
+        assert np.isnan(ds[name].values[0, :3, 6:]).all()
+    padded = np.pad(spectra, ((0, 0), (0, 0), (0, 2)), constant_values=np.nan)
+    want = hashlib.sha256(np.ascontiguousarray(padded, dtype="<f8").tobytes()).hexdigest()
+    assert str(ds.spectra_checksum.values[0]) == want
+    rows = st.Store.open(path, mode="r").models()
+    got = {r.name: r for r in rows}["m~iid-seed0"]
+    assert (got.baseline_of, got.baseline_kind, got.baseline_seed, got.spectra_layers) == ("m", "iid", 2 ** 40, 1)
+    trained, baselines = schema.trained_and_baselines(rows)
+    assert [r.name for r in trained] == ["wide", "m"] and [r.name for r in baselines] == ["m~iid-seed0"]
+    assert [r.name for r in schema.baselines_of(rows, "m")] == ["m~iid-seed0"]
+    with pytest.raises(st.StoreError, match="spectra of T and L are written with the statistics"):
+        st.Store.open(path).write_layer("m", 0, p, n, spectra=spectra)
+    with pytest.raises(st.StoreError, match="expected the spectra"):
+        st.Store.open(path).write_layer("m", 0, p, n, stats, spectrum, spectra[:2])
+    assert st.Store.open(path).verify() == []
