@@ -1,111 +1,183 @@
-"""What the three d = 0 spectra (pipeline.analyses.spectra) add to a head's profile, side by side in one run.
+"""What the spectra of T and L at d = 0 cost a profiles run, side by side in one run.
 
-    python benchmarks/analyses_spectra_cost.py [--shapes 5120x128,768x64] [--heads 2] [--repeats 3] [--run MODEL]
+    python benchmarks/analyses_spectra_cost.py [--shapes 5120x128,2048x64] [--heads 4] [--repeats 3]
+        [--before 09eda08] [--rounds 3] [--opt-layers 6] [--rotary SmolLM2-135M-Instruct] [--sections 12]
 
-For each (N, n) and each positional kind (rotary: the profile at the 129 offsets d = 0..128; position-free: d = 0
-alone) it times, per head and in CPU time on one BLAS thread, (1) the profile with its statistics, as a profiles
-run computes it (``pipeline.profile.head_profiles(..., at_zero=True)``), and (2) ``core_spectra`` on the same
-heads' d = 0 top core rows ([A | B], which the profile route already holds), and prints the ratio (2) / (1). The
-spectra's own three parts (svd of T, eigenvalues of A, svd of [A | B]) are timed apart as well. Best of
-``--repeats``.
-
-With ``--run MODEL`` (default all-MiniLM-L6-v2, whose weights ship with the test extra; "" to skip) it also times a
-whole profiles run of that model into a temporary store (``pipeline.run.run_profiles``: reading the weights, the
-profiles with statistics, the writes) against the spectra of all its heads at d = 0, in CPU time of this process.
+1. **Per head** (CPU time of this thread, one BLAS thread, the best of ``--repeats``): for each (N, n) and each
+   positional kind (rotary: the profile at the 129 offsets d = 0..128; position-free: d = 0 alone), a layer of
+   ``--heads`` random heads profiled as a profiles run does (``pipeline.profile.head_profiles(..., at_zero=True)``:
+   profile, statistics and spectra), with the spectra's step timed inside it (``TimedKernels``, the run's own
+   ``Kernels.spectra``): the spectra's share of the whole. Beside it the same spectra by the SVDs alone (numpy's
+   ``svd`` of T and of [A | B] and ``eigvals`` of A), the route before the squared one, for the record.
+2. **Whole runs**: ``python -m pipeline profiles`` of (a) a position-free model, an opt-1.3b-shaped fp16 synthetic
+   checkpoint (``--opt-layers`` layers of 32 heads, N = 2048, n = 64; benchmarks/synthetic_checkpoints.py), and (b)
+   a rotary model of real size (``--rotary``: SmolLM2-135M-Instruct's pinned GGUF file, 30 layers x 9 heads, N =
+   576, n = 64, 129 offsets; a Llama-shaped synthetic checkpoint of 1024 wide when that file is not installed), by
+   this checkout and by revision ``--before`` (default 09eda08: the last one without the spectra), each in a child
+   process importing its own ``pipeline`` (one untimed run first), in ``--rounds`` interleaved rounds; wall and
+   process CPU time of each run (reading, checks, profiles, statistics, spectra, writes) and the medians of the
+   per-round ratios this / before.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
+import subprocess
 import sys
+import tempfile
 import time
+from statistics import median
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+CHILD = r"""
+import os, resource, sys, tempfile, time
+from threadpoolctl import threadpool_limits
+from pipeline.run import RunOptions, run
+
+def cpu():
+    r = resource.getrusage(resource.RUSAGE_SELF)
+    return r.ru_utime + r.ru_stime
+
+with tempfile.TemporaryDirectory() as tmp, threadpool_limits(1):
+    for i, _ in enumerate(sys.stdin):
+        w, c = time.perf_counter(), cpu()
+        run(RunOptions(models=[sys.argv[1]], store=os.path.join(tmp, f"s{i}.zarr"), name="m", quiet=True),
+            log=lambda *a: None)
+        print(time.perf_counter() - w, cpu() - c, flush=True)
+"""  # one whole run per line read, timed inside the child: (wall s, CPU s) printed back
 
 
 def best(fn, repeats: int) -> float:
-    """The least CPU time of ``repeats`` calls of fn (process time: other processes on the machine do not count)."""
+    """The least CPU time of this thread over ``repeats`` calls of fn."""
     out = float("inf")
     for _ in range(repeats):
-        t0 = time.process_time()
+        t0 = time.thread_time()
         fn()
-        out = min(out, time.process_time() - t0)
+        out = min(out, time.thread_time() - t0)
     return out
+
+
+def per_head(shapes: str, heads: int, repeats: int) -> None:
+    import numpy as np
+    from timed_kernels import SPECTRA, TimedKernels
+
+    from pipeline.profile import head_profiles, span_cores
+    from pipeline.profile.core_spectra import antisymmetric_part
+    from pipeline.rotary import rotation_matrices
+
+    print("== 1. per head: CPU s per head, one BLAS thread; share = spectra / (profile + statistics + spectra)")
+    print(f"{'N':>6} {'n':>5} {'offsets':>8} {'whole':>9} {'spectra':>9} {'share':>7}   {'by SVDs':>9}")
+    for shape in shapes.split(","):
+        N, n = (int(x) for x in shape.split("x"))
+        rng = np.random.default_rng(0)
+        W_Q = rng.standard_normal((heads, n, N)).astype(np.float32)
+        W_K = rng.standard_normal((heads, n, N)).astype(np.float32)
+        m = min(n, N)
+        tops = np.stack([K[:m] @ P.T for K, P in (span_cores(W_Q[h], W_K[h]) for h in range(heads))])
+        X = tops / np.linalg.norm(tops, axis=(1, 2), keepdims=True)
+        T = antisymmetric_part(X)
+        by_svd = best(lambda T=T, X=X, m=m: (np.linalg.svd(T, compute_uv=False), np.linalg.eigvals(X[:, :, :m]),
+                                             np.linalg.svd(X, compute_uv=False)), repeats) / heads
+        for offsets in (129, 1):
+            R = rotation_matrices(n, n, 10000.0, offsets) if offsets > 1 else None
+            whole, spectra = float("inf"), float("inf")
+            for _ in range(repeats):
+                kernels = TimedKernels()
+                t0 = time.thread_time()
+                head_profiles(W_Q, W_K, R, eigvalsh="numpy", threads=1, at_zero=True, kernels=kernels)
+                t = time.thread_time() - t0
+                if t < whole:
+                    whole, spectra = t, kernels.seconds(SPECTRA)
+            whole, spectra = whole / heads, spectra / heads
+            print(f"{N:>6} {n:>5} {offsets:>8} {whole:>9.4f} {spectra:>9.4f} {spectra / whole:>7.3f}   "
+                  f"{by_svd:>9.4f}", flush=True)
+
+
+@contextlib.contextmanager
+def child_runs(tree: str, model: str):
+    """A function timing one whole run of ``model`` by the ``pipeline`` package in ``tree``: (wall s, CPU s),
+    measured in a child process (its start and imports not counted, one untimed run first)."""
+    env = dict(os.environ, PYTHONPATH=tree, OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1")
+    child = subprocess.Popen([sys.executable, "-c", CHILD, model], cwd=tree, env=env, text=True,
+                             stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+
+    def one() -> tuple[float, float]:
+        child.stdin.write("run\n")
+        child.stdin.flush()
+        line = child.stdout.readline()
+        if not line:
+            raise RuntimeError(f"the run of {model} by {tree} failed (its error is above)")
+        w, c = line.split()
+        return float(w), float(c)
+
+    try:
+        one()
+        yield one
+    finally:
+        child.stdin.close()
+        child.wait()
+
+
+def rotary_model(name: str, folder: str) -> tuple[str, str]:
+    """(path, words) of the rotary model: the registry model's pinned file, else a synthetic checkpoint."""
+    from synthetic_checkpoints import write_synthetic
+
+    from pipeline.models import MODELS
+    from pipeline.sources.base import CheckpointError
+
+    try:
+        from pipeline.real_models import weight_file
+
+        path = str(weight_file(MODELS[name]))
+        return path, f"{name} ({os.path.basename(path)})"
+    except (CheckpointError, KeyError, TypeError, AttributeError):
+        path = str(write_synthetic("rotary-1024", os.path.join(folder, "rotary"), 4))
+        return path, "a Llama-shaped synthetic checkpoint, 4 layers x 16 heads, N = 1024, n = 64"
+
+
+def whole_runs(before: str, rounds: int, opt_layers: int, rotary: str) -> None:
+    from revisions import revision_tree
+    from synthetic_checkpoints import write_synthetic
+
+    print(f"\n== 2. whole runs (python -m pipeline profiles): this checkout against revision {before} (without the "
+          f"spectra); {rounds} interleaved rounds, medians")
+    with tempfile.TemporaryDirectory() as tmp, revision_tree(before) as tree:
+        models = [(str(write_synthetic("opt-1.3b", os.path.join(tmp, "opt"), opt_layers)),
+                   f"opt-1.3b-shaped fp16 synthetic checkpoint, {opt_layers} layers x 32 heads (position-free)"),
+                  rotary_model(rotary, tmp)]
+        for model, words in models:
+            with child_runs(ROOT, model) as after, child_runs(tree, model) as prior:
+                pairs = [(prior(), after()) for _ in range(rounds)]
+            print(f"{words}:")
+            for k, unit in ((0, "wall"), (1, "CPU")):
+                b, a = median(p[0][k] for p in pairs), median(p[1][k] for p in pairs)
+                ratio = median(p[1][k] / p[0][k] for p in pairs)
+                print(f"  {unit:4}: before {b:7.2f} s, with the spectra {a:7.2f} s -> RATIO {ratio:.3f} "
+                      f"(the spectra add {100 * (ratio - 1):+.1f}%)", flush=True)
 
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--shapes", default="5120x128,768x64", help="comma-separated NxN_head list")
-    ap.add_argument("--heads", type=int, default=2, help="heads per timing (default 2)")
-    ap.add_argument("--repeats", type=int, default=3, help="repeats of each timing; the least is kept")
-    ap.add_argument("--run", default="all-MiniLM-L6-v2", help="time a whole profiles run of this model too")
+    ap.add_argument("--shapes", default="5120x128,2048x64,576x64", help="comma-separated NxN_head list")
+    ap.add_argument("--heads", type=int, default=4, help="heads per timing (default 4)")
+    ap.add_argument("--repeats", type=int, default=3, help="repeats of each per-head timing; the least is kept")
+    ap.add_argument("--before", default="09eda08", help="the revision without the spectra (default 09eda08)")
+    ap.add_argument("--rounds", type=int, default=3, help="interleaved rounds of whole runs (default 3)")
+    ap.add_argument("--opt-layers", type=int, default=6, help="layers of the opt-1.3b-shaped checkpoint (default 6)")
+    ap.add_argument("--rotary", default="SmolLM2-135M-Instruct", help="the rotary model (a pinned registry model)")
+    ap.add_argument("--sections", default="12", help="1: per head, 2: whole runs (default both)")
     args = ap.parse_args(argv)
     for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
         os.environ[var] = "1"
-    import numpy as np
-
-    from pipeline.analyses.spectra import core_spectra
-    from pipeline.profile import head_profiles, span_cores
-    from pipeline.rotary import rotation_matrices
-
-    print("CPU seconds per head, one BLAS thread; ratio = spectra / profile")
-    print(f"{'N':>6} {'n':>5} {'offsets':>8} {'profile':>9} {'spectra':>9} {'ratio':>7}   "
-          f"{'svd T':>7} {'eig A':>7} {'svd [A|B]':>9}")
-    for shape in args.shapes.split(","):
-        N, n = (int(x) for x in shape.split("x"))
-        rng = np.random.default_rng(0)
-        W_Q = rng.standard_normal((args.heads, n, N)).astype(np.float32)
-        W_K = rng.standard_normal((args.heads, n, N)).astype(np.float32)
-        k, m = min(N, 2 * n), min(n, N)
-        tops = np.stack([K[:m] @ P.T for K, P in (span_cores(W_Q[h], W_K[h]) for h in range(args.heads))])
-        X = tops / np.linalg.norm(tops, axis=(1, 2), keepdims=True)
-        T = np.zeros((args.heads, k, k))
-        T[:, :m] = X
-        T = (T - np.swapaxes(T, 1, 2)) / 2
-        t_spec = best(lambda tops=tops: [core_spectra(t) for t in tops], args.repeats) / args.heads
-        parts = [best(lambda f=f: f(), args.repeats) / args.heads for f in (
-            lambda T=T: np.linalg.svd(T, compute_uv=False), lambda X=X, m=m: np.linalg.eigvals(X[:, :, :m]),
-            lambda X=X: np.linalg.svd(X, compute_uv=False))]
-        for offsets in (129, 1):
-            R = rotation_matrices(n, n, 10000.0, offsets) if offsets > 1 else None
-            t_prof = best(lambda R=R, W_Q=W_Q, W_K=W_K: head_profiles(W_Q, W_K, R, eigvalsh="numpy", threads=1,
-                                                                    at_zero=True), args.repeats) / args.heads
-            print(f"{N:>6} {n:>5} {offsets:>8} {t_prof:>9.4f} {t_spec:>9.4f} {t_spec / t_prof:>7.3f}   "
-                  f"{parts[0]:>7.4f} {parts[1]:>7.4f} {parts[2]:>9.4f}", flush=True)
-    if args.run:
-        whole_run(args.run)
+    if "1" in args.sections:
+        per_head(args.shapes, args.heads, args.repeats)
+    if "2" in args.sections:
+        whole_runs(args.before, args.rounds, args.opt_layers, args.rotary)
     return 0
-
-
-def whole_run(model: str) -> None:
-    """A profiles run of ``model`` into a temporary store against the d = 0 spectra of all its heads."""
-    import tempfile
-
-    import numpy as np
-
-    from pipeline.analyses.spectra import core_spectra
-    from pipeline.architectures import layer_qk, layout_from_config
-    from pipeline.checkpoints import open_checkpoint
-    from pipeline.profile import span_cores
-    from pipeline.run import run_profiles
-
-    with tempfile.TemporaryDirectory() as tmp:
-        t0 = time.process_time()
-        run_profiles([model], store_path=f"{tmp}/store.zarr", progress=False, log=lambda *a: None)
-        t_run = time.process_time() - t0
-    ckpt = open_checkpoint(model)
-    layout = layout_from_config(ckpt.config)
-    tops = []
-    for layer in range(layout.n_layers):
-        qk = layer_qk(ckpt, layout, layer)
-        for h in range(layout.n_heads):
-            K, P = span_cores(np.asarray(qk.W_Q[h], np.float64), np.asarray(qk.W_K[qk.kv_of_head[h]], np.float64))
-            tops.append(K[:min(layout.d_head, len(K))] @ P.T)
-    t0 = time.process_time()
-    for top in tops:
-        core_spectra(top)
-    t_spec = time.process_time() - t0
-    print(f"whole profiles run of {model} ({len(tops)} heads, {layout.positional}): {t_run:.2f} s; spectra of its "
-          f"heads at d = 0: {t_spec:.2f} s; ratio {t_spec / t_run:.3f}")
 
 
 if __name__ == "__main__":

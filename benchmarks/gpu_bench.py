@@ -82,11 +82,12 @@ def _worker_head(h: int):
 
 
 def pooled(pool, H: int):
-    """(b): every head as its own task on the pool; the results in head order, concatenated."""
+    """(b): every head as its own task on the pool; the results in head order, concatenated (the spectra of T and L,
+    (3, H, k), along their head axis)."""
     import numpy as np
 
     parts = list(pool.map(_worker_head, range(H)))
-    return tuple(np.concatenate([p[i] for p in parts]) for i in range(len(parts[0])))
+    return tuple(np.concatenate([p[i] for p in parts], axis=1 if i == 4 else 0) for i in range(len(parts[0])))
 
 
 def timed(name: str, f, repeats: int, budget: float, sync=None):

@@ -2,9 +2,9 @@
 
 :class:`TimedKernels` is ``pipeline.profile.Kernels`` (the same settings, the same values) with every step wrapped:
 the span's factor, the in-place eigensolver and triangular product of the numpy route, the statistics' Gram
-eigenvalues and the torch routes' batched eigensolver. Each adds its wall time and the CPU time of the calling
-thread (single-threaded LAPACK) into ``spent[name]``, and counts its calls. Give it to ``head_profiles(...,
-kernels=...)``.
+eigenvalues, the spectra of T and L at d = 0 and the torch routes' batched eigensolver. Each adds its wall time
+and the CPU time of the calling thread (single-threaded LAPACK) into ``spent[name]``, and counts its calls. Give it
+to ``head_profiles(..., kernels=...)``.
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ SPAN = "span factor (Gram + Cholesky, or QR)"
 EIG = "eigenvalues (dsyevd: cores 2n x 2n, statistics' Gram n x n)"
 TRMM = "core product (trmm)"
 TORCH_EIG = "torch eigvalsh"
+SPECTRA = "spectra of T and L at d = 0"
 
 
 @dataclass(frozen=True)
@@ -54,6 +55,9 @@ class TimedKernels(Kernels):
 
     def gram_eigenvalues(self, gram):
         return self.timed(EIG, super().gram_eigenvalues)(gram)
+
+    def spectra(self, tops, energies):
+        return self.timed(SPECTRA, super().spectra)(tops, energies)
 
     def torch_eigensolver(self, route: str):
         eig = self.timed(TORCH_EIG, super().torch_eigensolver(route))

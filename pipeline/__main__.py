@@ -20,6 +20,7 @@ COMMANDS = (
     ("pipeline.orbits.cli", ("orbits",)),
     ("pipeline.verify_cli", ("verify",)),
     ("pipeline.real_models", ("real",)),
+    ("pipeline.analyses.cli", ("report", "baseline")),
     ("pipeline.demo_cli", ("demo",)),
 )
 

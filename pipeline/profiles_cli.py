@@ -163,21 +163,34 @@ def list_command(args) -> int:
     return 0
 
 
+def _status(m) -> str:
+    return ("damaged" if m.damaged else "complete" if m.complete
+            else "not computed" if m.layers_done == 0 else f"{m.layers_done}/{m.n_layers} layers")
+
+
 def print_models(store, models) -> None:
-    """The table of ``models`` under ``store.heading`` (``pipeline.store.demo.Listed``), or its empty line."""
+    """The table of ``models`` under ``store.heading`` (``pipeline.store.demo.Listed``), or its empty line: trained
+    models, then the random baselines apart (``pipeline.schema.trained_and_baselines``), then a line per model that
+    is damaged or lacks its statistics or spectra."""
+    from pipeline.schema import trained_and_baselines
+
     if not models:
         print(store.empty)
         return
-    rows = []
-    for m in models:
-        status = ("damaged" if m.damaged else "complete" if m.complete
-                  else "not computed" if m.layers_done == 0 else f"{m.layers_done}/{m.n_layers} layers")
-        rows.append([m.name, status, m.n_layers, m.n_heads, "yes" if m.layernorm_folded else "no",
-                     m.format or "-", m.source, m.revision or "-"])
+    trained, baselines = trained_and_baselines(models)
     print(store.heading)
-    print(_table(rows, ["model", "status", "layers", "heads", "fold-ln", "format", "source", "revision"]))
+    if trained:
+        rows = [[m.name, _status(m), m.n_layers, m.n_heads, "yes" if m.layernorm_folded else "no", m.format or "-",
+                 m.source, m.revision or "-"] for m in trained]
+        print(_table(rows, ["model", "status", "layers", "heads", "fold-ln", "format", "source", "revision"]))
+    if baselines:
+        if trained:
+            print()
+        print("Random baselines (python -m pipeline baseline MODEL; report compares a model with its own):")
+        rows = [[m.name, _status(m), m.baseline_of, m.baseline_kind, m.baseline_seed, m.n_layers, m.n_heads]
+                for m in baselines]
+        print(_table(rows, ["baseline", "status", "of", "kind", "seed", "layers", "heads"]))
     for m in models:
-        if m.damaged:
-            print(f"{m.name}: {m.damaged}")
-        elif m.statistics_note:
-            print(f"{m.name}: {m.statistics_note}")
+        note = m.damaged or m.statistics_note or m.spectra_note
+        if note:
+            print(f"{m.name}: {note}")

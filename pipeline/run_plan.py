@@ -128,19 +128,23 @@ def plan_model(model_or_path: str, store, fold_ln: bool = False, name: str | Non
     command = compute_command(ref.text, None if name == default else name, fold_ln)
     row = ModelRow.of(name, layout.shape, ckpt.provenance, source=ckpt.source,
                       revision=ckpt.revision, command=command, layernorm_folded=fold_ln)
-    todo, reset = list(range(layout.n_layers)), False
-    if name in (stored if stored is not None else store.names()):
-        if force:
-            reset = True
-        else:
-            complete, conflict = _conflict(store, row)
-            if conflict:
-                raise StoreError(conflict)
-            # layers not written, and layers written without their head statistics
-            todo = [int(i) for i in np.flatnonzero(~store.layers_with_statistics(name))]
-            if complete and not todo:
-                return None
-    return ModelPlan(ref, ckpt, layout, row, todo, reset)
+    todo = layers_to_do(store, row, stored if stored is not None else store.names(), force)
+    return None if todo is None else ModelPlan(ref, ckpt, layout, row, *todo)
+
+
+def layers_to_do(store, row, stored: list[str], force: bool) -> tuple[list[int], bool] | None:
+    """(the layers of ``row``'s model to write, whether its stored values are forgotten first), or None when the
+    store holds it complete with the same values and every layer's values at d = 0. ``stored``: the store's model
+    names. StoreError when it holds other values and ``force`` is not given."""
+    if row.name not in stored or force:
+        return list(range(row.n_layers)), row.name in stored
+    complete, conflict = _conflict(store, row)
+    if conflict:
+        raise StoreError(conflict)
+    # layers not written, and layers written without their values at d = 0 (head statistics, spectra of T and L)
+    at_zero = store.layers_with_statistics(row.name) & store.layers_with_spectra(row.name)
+    todo = [int(i) for i in np.flatnonzero(~at_zero)]
+    return None if complete and not todo else (todo, False)
 
 
 def check_weights(plan: ModelPlan, progress: bool = True) -> None:

@@ -1,5 +1,9 @@
 """One (model, layer) task of a profiles run: what a worker opens, computes and writes, and what it keeps open
-between tasks (one store handle, one checkpoint and one layer writer per run)."""
+between tasks (one store handle, one checkpoint and one layer writer per run).
+
+A task's source is a checkpoint (``pipeline.checkpoints.open_checkpoint``) or a random baseline
+(``pipeline.analyses.baseline_source``), whose layers are made instead of read: :func:`open_source` opens either,
+:func:`read_layer` gives a layer's Q/K of either."""
 
 from __future__ import annotations
 
@@ -8,8 +12,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from functools import lru_cache
 
-import numpy as np
-
+from pipeline.analyses.baseline_source import is_baseline, open_baseline
 from pipeline.architectures import layer_qk, layout_from_config
 from pipeline.architectures import rotations as rotations_of
 from pipeline.checkpoints import open_checkpoint
@@ -20,15 +23,28 @@ from pipeline.sources.base import CheckpointError
 READ_AHEAD_BYTES = 64 << 20  # run_inline reads the next layer while it profiles one whose Q/K take at most this
 
 
-def compute_layer(ckpt, layout, layer: int, fold_ln: bool, rotations=None, qk=None) -> tuple[np.ndarray, ...]:
-    """Profiles and statistics of one layer, in the order ``Store.write_layer`` takes them: profile (H, 4) or
-    (H, 129, 4) for rotary models, norm (H,) or (H, 129), head statistics (H, 17) and spectrum (H, k) at d = 0.
+def open_source(source: str, revision: str | None = None):
+    """A task's source: a random baseline (``BaselineSource``) or a checkpoint at ``revision``."""
+    return open_baseline(source) if is_baseline(source) else open_checkpoint(source, revision)
 
-    The layer's Q/K are read compact (float32 where exact, grouped key heads once), or given as ``qk``
-    (``pipeline.architectures.LayerQK``, read already: :func:`read_ahead`), and each head is converted to float64
-    only while it is profiled (``pipeline.profile.head_profiles``)."""
+
+def read_layer(ckpt, layout, layer: int, fold_ln: bool):
+    """One layer's Q/K (``pipeline.architectures.LayerQK``): read from a checkpoint's tensors through the family
+    table, or made by a source that makes its heads (a random baseline's ``make_layer``)."""
+    make = getattr(ckpt, "make_layer", None)
+    return make(layer) if make is not None else layer_qk(ckpt, layout, layer, fold_ln)
+
+
+def compute_layer(ckpt, layout, layer: int, fold_ln: bool, rotations=None, qk=None) -> tuple:
+    """Profiles and statistics of one layer, in the order ``Store.write_layer`` takes them: profile (H, 4) or
+    (H, 129, 4) for rotary models, norm (H,) or (H, 129), and at d = 0 head statistics (H, 17), spectrum (H, k) and
+    the spectra of T and L (name -> (H, k)).
+
+    The layer's Q/K are read compact (float32 where exact, grouped key heads once; :func:`read_layer`), or given as
+    ``qk`` (``pipeline.architectures.LayerQK``, read already: :func:`read_ahead`), and each head is converted to
+    float64 only while it is profiled (``pipeline.profile.head_profiles``)."""
     if qk is None:
-        qk = layer_qk(ckpt, layout, layer, fold_ln)
+        qk = read_layer(ckpt, layout, layer, fold_ln)
     if rotations is None:
         rotations = rotations_of(layout, layer=layer)  # per layer: some models' layers differ (SmolLM3, Gemma 3)
     return head_profiles(qk.W_Q, qk.W_K, rotations, kv_of_head=qk.kv_of_head, gain=qk.gain,
@@ -49,7 +65,7 @@ def read_ahead(plan):
     ahead = None  # (index, future) of the layer being read ahead, or None
 
     def read(i: int):
-        return layer_qk(plan.ckpt, plan.layout, todo[i], plan.row.layernorm_folded)
+        return read_layer(plan.ckpt, plan.layout, todo[i], plan.row.layernorm_folded)
 
     with ThreadPoolExecutor(1, thread_name_prefix="read-ahead") as pool:
         def take(i: int):
@@ -97,8 +113,9 @@ def _worker_writer(location: str, name: str, run: str):
 
 @lru_cache(maxsize=4)
 def _worker_checkpoint(source: str, revision: str | None):
-    """One open checkpoint per (source, revision) per worker process (Hub headers are read once)."""
-    return open_checkpoint(source, revision)
+    """One open checkpoint (or baseline source) per (source, revision) per worker process (Hub headers are read
+    once; a library-initialisation baseline builds its model on the meta device once)."""
+    return open_source(source, revision)
 
 
 def run_task(task: LayerTask, ckpt=None) -> int:

@@ -6,22 +6,41 @@ restates it. ``docs/architecture.md`` describes the same contract in prose.
 
 Groups of a store (Zarr v3, strings variable-length, one ``schema_version`` attribute per group):
 ``profiles``, one row per model (dimension ``model``) written layer by layer: its data variables
-``PROFILE_DATA``, the optional ``STATISTICS_DATA`` (a store without them reads "statistics not computed"; a
-registration adds them, empty), the per-model ``MODEL_DATA`` (the stored fields of :class:`ModelRow`), the
-coordinates ``PROFILE_COORD_ARRAYS`` (``eigen`` grows, like ``layer`` and ``head``, to every registered model's
-2n = 2 * d_head) and the chunks ``profile_chunks``; ``orbits``, one run of the orbit experiment
+``PROFILE_DATA``, the optional ``STATISTICS_DATA`` and ``SPECTRA_DATA`` (a store without them reads "statistics
+not computed" or "spectra of T and L not computed"; a registration adds them, empty), the per-model ``MODEL_DATA``
+(the stored fields of :class:`ModelRow`, the baseline fields ``BASELINE_STATE`` among them), the coordinates
+``PROFILE_COORD_ARRAYS`` (``eigen`` grows, like ``layer`` and ``head``, to every registered model's 2n = 2 *
+d_head) and the chunks ``profile_chunks``; ``orbits``, one run of the orbit experiment
 (``ORBITS_VARIABLES``); ``orbits_sweep``, one row per sweep run (dimension ``run``); ``orbits_search``
 (``ORBITS_SEARCH_VARIABLES``). docs/architecture.md's table of the profiles group is checked against them
-(tests/test_docs_schema.py).
+(tests/test_docs_schema.py). The values at d = 0 beyond the profile and the baseline fields are defined in
+``pipeline.schema_analyses`` and imported here.
 """
 
 from __future__ import annotations
 
-import hashlib
 from dataclasses import dataclass, field, fields, make_dataclass
 
 import numpy as np
 import xarray as xr
+
+from pipeline.schema_analyses import (  # noqa: F401 - the analyses' part of the schema, re-exported
+    ANALYSES_ATTRS,
+    BASELINE_DATA,
+    BASELINE_KINDS,
+    BASELINE_STATE,
+    CHECKSUMS,
+    SPECTRA,
+    SPECTRA_DATA,
+    STATISTICS,
+    STATISTICS_DATA,
+    AnalysesRowMethods,
+    baselines_of,
+    sha256_of,
+    spectra_checksum,
+    statistics_checksum,
+    trained_and_baselines,
+)
 
 SCHEMA_VERSION = 2
 PROFILES = "profiles"
@@ -108,18 +127,6 @@ PROFILE_DATA = {
 }
 PROFILE_COORDS = ("model", "layer", "head", "d", "coordinate")
 
-# The per-head statistics at d = 0 (pipeline.head_statistics), in the order of the ``statistic`` coordinate.
-STATISTICS = ("symmetric_energy", "n_pos", "n_neg", "n_zero", "balance", "pairing", "rho", "pairing_bound",
-              "pairing_gap", "lobe_departure", "b_sym", "c_sym", "d_sym", "trace_ratio", "participation_ratio",
-              "stable_rank", "leading_share")
-# Optional data variables of the profiles group (a store may lack them), written with each
-# layer by every profiles run: name -> (dims, dtype, fill value). Coordinates: ``statistic`` (STATISTICS)
-# and ``eigen`` (0 .. E-1, E >= 2 * d_head of every model registered since the variables were added).
-STATISTICS_DATA = {
-    "head_statistics": (("model", "layer", "head", "statistic"), "float64", np.nan),
-    "spectrum": (("model", "layer", "head", "eigen"), "float64", np.nan),
-    "statistics_checksum": (("model", "layer"), "str", ""),
-}
 # The profiles group's coordinates: name -> (dtype, fill value, chunk length). ``model`` holds the names (one chunk
 # per model, like every per-model variable); ``layer``, ``head`` and ``eigen`` are 0..size-1 and grow in place.
 PROFILE_COORD_ARRAYS = {
@@ -151,7 +158,7 @@ def bytes_per_head(d_head: int) -> int:
     extent = {"d": N_OFFSETS, "coordinate": len(COORDINATES), "statistic": len(STATISTICS),
               "eigen": spectrum_width(d_head)}
     total = 0
-    for dims, dtype, _fill in (PROFILE_DATA | STATISTICS_DATA).values():
+    for dims, dtype, _fill in (PROFILE_DATA | STATISTICS_DATA | SPECTRA_DATA).values():
         if "head" in dims:
             total += np.dtype(dtype).itemsize * int(np.prod([extent[d] for d in dims if d in extent]))
     return total
@@ -174,42 +181,14 @@ PROFILE_ATTRS = {
     "damaged": "empty when fine; else one line: which layers are damaged and the command that repairs them",
     "layer_checksum": "sha256 (hex) of profile[model, layer, :n_heads] then norm[model, layer, :n_heads] as "
     "little-endian float64 bytes in C order, written with the layer",
-    "head_statistics": "per head at d = 0, statistic = " + ", ".join(STATISTICS) + ". S, T as for profile; "
-    "lambda = the k = min(N, 2n) eigenvalues of S on the span of W_K^T and W_Q^T (|lambda| <= 1e-10 set to 0, as for "
-    "the profile), lambda_+/- as for profile, zero-padded to k; h = singular values of L. symmetric_energy = "
-    "||S||^2 = 1 - a; n_pos, n_neg, n_zero = counts of lambda > c, < -c, and the rest, c = 1e-9 max|lambda|; "
-    "balance = 1 - |n_pos - n_neg| / (n_pos + n_neg); pairing = 1 - ||lambda_+ - lambda_-|| / ||S||; rho = "
-    "||lambda_-|| / ||lambda_+||; pairing_bound = 1 - |1 - rho| / sqrt(1 + rho^2); pairing_gap = pairing_bound - "
-    "pairing; lobe_departure = ||lambda_- - rho lambda_+|| / ||lambda_-||; b_sym, c_sym, d_sym = (b, c, d) / "
-    "(b + c + d) (= / (1 - a)); trace_ratio = |tr L| / ||L||; participation_ratio = (sum h^2)^2 / sum h^4; "
-    "stable_rank = sum h^2 / h_1^2; leading_share = h_1^2 / sum h^2. A statistic whose denominator is zero is "
-    "NaN: S = 0 (a = 1) makes balance, pairing, rho, pairing_bound, pairing_gap, lobe_departure and "
-    "b/c/d_sym NaN; lambda_+ = 0 makes rho, pairing_bound, pairing_gap and lobe_departure NaN; lambda_- = 0 gives "
-    "rho = 0, pairing_bound = 0 and lobe_departure NaN; L = 0 makes every statistic NaN. NaN where the layer's "
-    "statistics are not computed",
-    "spectrum": "eigenvalues of S (||L||_F = 1) at d = 0, decreasing: the k = min(N, 2n) eigenvalues of the "
-    "head's span, NaN past k and past the model's 2n (eigen = the store's largest 2n); NaN where L = 0",
-    "statistics_checksum": "sha256 (hex) of head_statistics[model, layer, :n_heads] then spectrum[model, layer, "
-    ":n_heads, :2 d_head] as little-endian float64 bytes in C order, written with the layer; '' = the layer's "
-    "statistics are not computed (layer_checksum covers profile and norm alone, so stores written before the "
-    "statistics stay valid)",
     "provenance": "format (safetensors, bin, hub, gguf, onnx), quantization ('' = float), file, sha256 (of the "
     "file), package (the package that shipped the weights), note (one line shown next to the model)",
-}
+} | ANALYSES_ATTRS
 
 
 def layer_checksum(profile: np.ndarray, norm: np.ndarray) -> str:
     """The checksum stored with a layer: sha256 of its (n_heads, 129, 4) profile and (n_heads, 129) norm."""
-    h = hashlib.sha256()
-    for x in (profile, norm):
-        h.update(np.ascontiguousarray(x, dtype="<f8").tobytes())
-    return h.hexdigest()
-
-
-def statistics_checksum(statistics: np.ndarray, spectrum: np.ndarray) -> str:
-    """The checksum stored with a layer's statistics: sha256 of its (n_heads, 17) statistics and its
-    (n_heads, 2 d_head) spectrum (the model's own columns, so growing ``eigen`` later keeps it)."""
-    return layer_checksum(statistics, spectrum)
+    return sha256_of((profile, norm))
 
 
 class _RowMethods:
@@ -285,42 +264,47 @@ ROW_POSITIONAL = ("n_layers", "n_heads", "d_model", "d_head", "positional")
 # What a run records with a model beside its shape and provenance: name -> (type, default).
 RUN_STATE = {"source": ("str", ""), "revision": ("str", ""), "command": ("str", ""),
              "layernorm_folded": ("bool", False), "complete": ("bool", False), "damaged": ("str", "")}
-# Read from the store, not stored fields: the layers written so far, and those of them with their statistics.
-READ_COUNTS = ("layers_done", "statistics_layers")
+# Read from the store, not stored fields: the layers written so far, those of them with their statistics, and
+# those with their spectra.
+READ_COUNTS = ("layers_done", "statistics_layers", "spectra_layers")
 
 
 def _row_fields() -> list[tuple]:
-    """ModelRow's fields: name; ModelShape's (the positional form first); RUN_STATE; Provenance's; READ_COUNTS."""
+    """ModelRow's fields: name; ModelShape's (the positional form first); RUN_STATE; Provenance's; BASELINE_STATE;
+    READ_COUNTS."""
     shape = {f.name: f for f in fields(ModelShape)}
     zero = {"int": 0, "str": ""}
     out = [("name", "str")] + [(f, shape[f].type) for f in ROW_POSITIONAL]
     out += [(f.name, f.type, field(default=zero[f.type])) for f in shape.values() if f.name not in ROW_POSITIONAL]
     out += [(name, kind, field(default=default)) for name, (kind, default) in RUN_STATE.items()]
     out += [(f.name, f.type, field(default=f.default)) for f in fields(Provenance)]
+    out += [(name, kind, field(default=default)) for name, (kind, default) in BASELINE_STATE.items()]
     return out + [(f, "int", field(default=0)) for f in READ_COUNTS]
 
 
-ModelRow = make_dataclass("ModelRow", _row_fields(), bases=(_RowMethods,), frozen=True, namespace={"__doc__": (
-    "One model of the ``profiles`` group: its name, ModelShape's fields, RUN_STATE, Provenance's fields and "
-    "READ_COUNTS (read from the store, not stored). Positional form: ModelRow(name, "
+ModelRow = make_dataclass("ModelRow", _row_fields(), bases=(_RowMethods, AnalysesRowMethods), frozen=True,
+                          namespace={"__doc__": (
+    "One model of the ``profiles`` group: its name, ModelShape's fields, RUN_STATE, Provenance's fields, "
+    "BASELINE_STATE and READ_COUNTS (read from the store, not stored). Positional form: ModelRow(name, "
     + ", ".join(ROW_POSITIONAL) + ")")})
 ModelRow.__module__ = __name__
 
 ROW_FIELDS = tuple(f.name for f in fields(ModelRow) if f.name not in READ_COUNTS)
 # Per-model variables (dimension ``model``, chunk 1), by dtype: the stored fields of a row.
-INT_FIELDS = tuple(f.name for f in fields(ModelShape) if f.type == "int")
+INT_FIELDS = tuple(f.name for f in fields(ModelShape) if f.type == "int") + tuple(
+    name for name, (kind, _default) in BASELINE_STATE.items() if kind == "int")
 STR_FIELDS = tuple(f.name for f in fields(ModelRow) if f.type == "str" and f.name in ROW_FIELDS and f.name != "name")
 BOOL_FIELDS = tuple(f.name for f in fields(ModelRow) if f.type == "bool")
 # The same as variables: name -> (dims, dtype, fill value), one chunk per model.
 MODEL_DATA = ({f: (("model",), "int32", 0) for f in INT_FIELDS} | {f: (("model",), "str", "") for f in STR_FIELDS}
-              | {f: (("model",), "bool", False) for f in BOOL_FIELDS})
+              | {f: (("model",), "bool", False) for f in BOOL_FIELDS} | BASELINE_DATA)
 
 
 def model_rows(ds: xr.Dataset) -> list[ModelRow]:
     """The models of an opened ``profiles`` Dataset, in store order (rows without a name are skipped)."""
     if ds.sizes.get("model", 0) == 0:
         return []
-    wanted = [k for k in INT_FIELDS + STR_FIELDS + BOOL_FIELDS + ("layer_done", "statistics_checksum") if k in ds]
+    wanted = [k for k in INT_FIELDS + STR_FIELDS + BOOL_FIELDS + ("layer_done", *CHECKSUMS) if k in ds]
     # one synchronous read of the small per-model variables (no thread pool: safe in forked workers)
     small = ds[wanted].compute(scheduler="synchronous")
     cols = {k: np.asarray(small[k].values) for k in wanted}
@@ -328,10 +312,9 @@ def model_rows(ds: xr.Dataset) -> list[ModelRow]:
 
 
 def rows_from_columns(names, cols: dict[str, np.ndarray]) -> list[ModelRow]:
-    """ModelRows from the per-model columns (``layer_done`` and ``statistics_checksum`` (model, layer) optional);
+    """ModelRows from the per-model columns (``layer_done`` and the ``CHECKSUMS`` (model, layer) optional);
     nameless rows skipped."""
     done = cols.get("layer_done")
-    sums = cols.get("statistics_checksum")
     out = []
     for i, name in enumerate(names):
         if not str(name).strip():
@@ -345,11 +328,12 @@ def rows_from_columns(names, cols: dict[str, np.ndarray]) -> list[ModelRow]:
             kw[f] = bool(cols[f][i]) if f in cols else False
         n_layers = kw["n_layers"]
         kw["layers_done"] = int(done[i, :n_layers].sum()) if done is not None else n_layers
-        if sums is not None:
-            with_stats = np.array([bool(str(x)) for x in sums[i, :n_layers]], dtype=bool)
-            if done is not None:
-                with_stats &= np.asarray(done[i, :n_layers], dtype=bool)
-            kw["statistics_layers"] = int(with_stats.sum())
+        for sums, count in ((cols.get(c), count) for c, count in CHECKSUMS.items()):
+            if sums is not None:
+                with_values = np.array([bool(str(x)) for x in sums[i, :n_layers]], dtype=bool)
+                if done is not None:
+                    with_values &= np.asarray(done[i, :n_layers], dtype=bool)
+                kw[count] = int(with_values.sum())
         if kw["positional"] not in POSITIONAL_KINDS:
             kw["positional"] = "none"
         out.append(ModelRow(name=str(name), **kw))
@@ -364,11 +348,12 @@ def profiles_problems(ds: xr.Dataset) -> list[str]:
             out.append(f"coordinate {name!r} is missing")
     for name, (dims, _dtype, _fill) in PROFILE_DATA.items():
         out += _dims_problem(ds, name, dims)
-    for name, (dims, _dtype, _fill) in STATISTICS_DATA.items():
-        out += _dims_problem(ds, name, dims)
-    present = [name for name in STATISTICS_DATA if name in ds.variables]
-    if present and len(present) < len(STATISTICS_DATA):
-        out.append(f"the statistics variables are incomplete: {present} without the others of {list(STATISTICS_DATA)}")
+    for what, optional in (("statistics", STATISTICS_DATA), ("spectra", SPECTRA_DATA)):
+        for name, (dims, _dtype, _fill) in optional.items():
+            out += _dims_problem(ds, name, dims)
+        present = [name for name in optional if name in ds.variables]
+        if present and len(present) < len(optional):
+            out.append(f"the {what} variables are incomplete: {present} without the others of {list(optional)}")
     if present and "statistic" in ds.coords and [str(c) for c in ds["statistic"].values] != list(STATISTICS):
         out.append(f"statistic values are {list(ds['statistic'].values)}, expected {list(STATISTICS)}")
     for name in INT_FIELDS + STR_FIELDS + BOOL_FIELDS:

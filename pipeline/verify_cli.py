@@ -15,17 +15,19 @@ it, and decode every array of the other groups.
 A layer whose chunk does not decode (garbled) or whose values no longer match their checksum (a deleted
 chunk reads as NaN) is damaged: verify clears it, marks its model damaged and not complete, and prints
 the command that recomputes exactly the damaged layers (the model's own command, which resumes). Each
-layer has two checksums: one over its profile and norm, one over its head statistics and spectrum. A
-layer written without statistics (by a pipeline older than them) is not damaged; verify lists its model
-as "statistics not computed" with the command that adds them (the model's own command: it recomputes
-the layers that lack their statistics).
+layer has three checksums: one over its profile and norm, one over its head statistics and spectrum,
+one over the spectra of T and L. A layer written without statistics or spectra (by a pipeline older
+than them) is not damaged; verify lists its model as "statistics not computed" or "spectra of T and L
+not computed" with the command that adds them (the model's own command: it recomputes the layers that
+lack them).
 
 Exit status: 0 when the store is sound, 1 when damage was found, 2 on bad input (no store, not a Zarr v3
 store, an unknown model, a store of another schema version without --upgrade).
 
 --upgrade brings a store of an older schema version to the current one in place,
 keeping every group and every value (new per-model fields start empty; the checksums of the layers
-already written are computed from their stored values).
+already written are computed from their stored values), and adds the optional variables a store
+written before them lacks (the statistics, the spectra of T and L, the baseline fields), empty.
 
 examples:
   python -m pipeline verify                        # the default store (see --store)
@@ -65,14 +67,15 @@ def main(args: argparse.Namespace) -> int:
             if not done:
                 print(f"{store.location}: already at the current schema version")
         damage = store.verify(args.models or None, mark=not args.dry_run)
-        missing = [m for m in store.models() if m.statistics_note and (not args.models or m.name in args.models)]
+        missing = [m for m in store.models() if (m.statistics_note or m.spectra_note)
+                   and (not args.models or m.name in args.models)]
     except StoreError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     if not damage:
         print(f"{store.location}: every written layer matches its checksum; every group decodes")
-    for m in missing:  # not damage: layers without statistics
-        print(f"{m.name}: {m.statistics_note}")
+    for m in missing:  # not damage: layers without statistics or spectra
+        print(f"{m.name}: {m.statistics_note or m.spectra_note}")
     if not damage:
         return 0
     for d in damage:

@@ -63,18 +63,18 @@ def config_for_shape(shape: ModelShape, rope_theta: float = 0.0) -> dict:
 
 def head_data(heads, name: str, progress=None) -> HeadData:
     """A baseline's HeadData at d = 0: every layer of ``heads`` (from :func:`baseline_heads`) through
-    :func:`pipeline.profile.head_profiles` (numpy route, statistics) and :func:`pipeline.analyses.spectra.head_spectra`.
-    ``progress(layer)`` is called after each layer."""
-    from pipeline.analyses.spectra import head_spectra
+    :func:`pipeline.profile.head_profiles` (numpy route, statistics and spectra at d = 0, as a profiles run computes
+    them). ``progress(layer)`` is called after each layer."""
     from pipeline.profile import head_profiles
+    from pipeline.schema import SPECTRA
 
     layout, layers = heads.layout, []
     for layer in range(layout.n_layers):
         qk = heads.layer(layer)
-        profile, _, statistics, spectrum = head_profiles(qk.W_Q, qk.W_K, kv_of_head=qk.kv_of_head, gain=qk.gain,
-                                                         eigvalsh="numpy", at_zero=True).layer_values()
-        spectra = head_spectra(qk.W_Q, qk.W_K, kv_of_head=qk.kv_of_head, gain=qk.gain)
-        layers.append({"profile": profile, "statistics": statistics, "spectrum": spectrum} | spectra.as_dict())
+        profile, _, statistics, spectrum, spectra = head_profiles(
+            qk.W_Q, qk.W_K, kv_of_head=qk.kv_of_head, gain=qk.gain, eigvalsh="numpy", at_zero=True).layer_values()
+        layers.append({"profile": profile, "statistics": statistics, "spectrum": spectrum}
+                      | dict(zip(SPECTRA, spectra, strict=True)))
         if progress is not None:
             progress(layer)
     return from_layers(name, layout.d_model, layout.d_head, layers)

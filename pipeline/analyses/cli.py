@@ -1,8 +1,8 @@
-"""``python -m pipeline report`` and ``python -m pipeline baseline``: their parsers, and the report's command.
+"""``python -m pipeline report`` and ``python -m pipeline baseline``: their parsers and commands.
 
-:func:`register` adds both parsers the way every command module of ``pipeline/__main__.py`` does. ``report`` runs
-(:func:`run_report`: it reads the store and prints :mod:`pipeline.analyses.report`); ``baseline`` is its parser
-alone: writing a baseline into the store goes through the run path and the store's model entries.
+:func:`register` adds both parsers the way every command module of ``pipeline/__main__.py`` does. ``report`` reads
+the store and prints :mod:`pipeline.analyses.report` (:func:`run_report`); ``baseline`` writes baselines through the
+run path (:func:`run_baseline`, :mod:`pipeline.analyses.baseline_run`).
 """
 
 from __future__ import annotations
@@ -11,6 +11,7 @@ import argparse
 import sys
 
 from pipeline.analyses.baselines import KIND_HELP, KINDS
+from pipeline.location import DEFAULT_HELP
 
 REPORT_HELP = """\
 Print the paper's summaries of one model from the store: the pairing law (the beta law of the pairing score P and
@@ -18,11 +19,14 @@ its Kolmogorov-Smirnov p, the bound 1 - (1 - r)/sqrt(1 + r^2) at r = min(rho, 1/
 and the share of heads where it holds, the gap, rho, and the balance count n_pos = n_neg), the effective-rank
 counts, the type counts as the type rule's thresholds move, k-means clusters of the spectra with their silhouettes
 and their agreement with the types, the goodness of fit of the spectra (generalised gamma against lognormal), the
-spectral geometry of T when the store holds its spectrum, and with --baseline, the trained heads against random
-ones (medians of symmetric_energy, pairing and rho, and the trained heads' percentiles among the baseline's).
+spectral geometry of T when the store holds its spectrum, and the trained heads against random ones (medians of
+symmetric_energy, pairing and rho, and the trained heads' percentiles among the baseline's).
 
---baseline takes a model of the store (its baseline entry) or a kind: iid or init, computed here at d = 0 from the
-model's shape with --seed (for init, by transformers' own initialisation of each attention module).
+The baseline is the model's stored baseline entry (`python -m pipeline baseline MODEL` makes one; the
+library-initialisation one first, then the i.i.d. one, the lowest seed first), or the one --baseline names: a model
+of the store, or a kind (iid or init): the model's stored baseline of that kind and --seed, else one computed here at
+d = 0 from the model's shape with --seed (for init, by transformers' own initialisation of each attention module).
+Without any, the report says how to make one.
 
 Exit status: 0, or 2 on bad input (no store, an unknown model, a baseline that cannot be made).
 
@@ -32,17 +36,34 @@ examples:
 """
 
 BASELINE_HELP = """\
-Make a random baseline of a model: heads of the model's own shape, profiled at every offset like trained ones and
-stored as their own model entry, tagged with the model they are the baseline of, their kind and their seed.
+Make a random baseline of a model: heads of the model's own shape, profiled at every offset like trained ones
+(with their statistics and the spectra of T and L at d = 0) and stored as their own model entry, tagged with the
+model they are the baseline of, their kind and their seed. `python -m pipeline list` shows baselines apart from
+trained models; `python -m pipeline report MODEL` compares the model with its stored baseline.
 
 kinds:
 """ + "".join(f"  {k:<5} {v}\n" for k, v in KIND_HELP.items()) + """
-MODEL_OR_CONFIG is a model of the registry or of the store, a checkpoint folder or a config.json; no weights are
-read. --seed-models makes the baselines of the 14 seed models' shapes from the registry.
+MODEL_OR_CONFIG is, in this order: a config.json file; a checkpoint folder, .gguf or .onnx file (its config; no
+weights are read); a registry name (the registry's shape with the family's defaults and its rotary base: no weights
+needed); a model of the store (the config of its checkpoint folder or file when that is here, else its stored shape);
+else a Hub id (its config.json only). The baseline is stored as MODEL~KIND-seedS unless --name says otherwise, and
+its stored command is the command that recomputes it. It goes through the profiles run path: an interrupted run
+resumes, --workers and --scheduler spread its layers, --force recomputes a complete one.
+
+Seeding: layer l of seed s is drawn alone (iid: numpy's default_rng([s, l]); init: torch.manual_seed of a seed made
+from (s, l) before the attention module of layer l is initialised), so a baseline is reproducible by seed and a
+24B shape never needs the whole model in memory.
+
+--seed-models makes the baselines of the 14 seed models' shapes from the registry, without any weights.
+
+Exit status: 0, or 2 on bad input (an unknown model, a family without a config or an initialisation here, a store
+that cannot be written).
 
 examples:
-  python -m pipeline baseline gpt2 --kind init --seed 0
-  python -m pipeline baseline --seed-models --kind init
+  python -m pipeline baseline all-MiniLM-L6-v2                  # the init baseline, seed 0
+  python -m pipeline baseline gpt2 --kind iid --seed 3
+  python -m pipeline baseline ./my-checkpoint/config.json --name my-model~init
+  python -m pipeline baseline --seed-models --kind init --workers 2
 """
 
 
@@ -53,35 +74,55 @@ def register(sub) -> None:
     p.add_argument("model", metavar="MODEL", help="a model of the store")
     p.add_argument("--json", action="store_true", help="print the report as JSON instead of text")
     p.add_argument("--baseline", default=None, metavar="NAME|iid|init",
-                   help="compare with this stored model, or with a baseline of this kind computed at d = 0")
+                   help="compare with this stored model, or with the model's baseline of this kind (stored, else "
+                   "computed at d = 0); default: the model's stored baseline")
     p.add_argument("--seed", type=int, default=0, help="seed of a computed baseline and of the clusters (default 0)")
-    p.add_argument("--store", default=None,
-                   help="Zarr store (path or fsspec URL; default: $HEADGEOMETRY_STORE, else the committed store.zarr)")
+    p.add_argument("--store", default=None, help=f"Zarr store (path or fsspec URL; default: {DEFAULT_HELP})")
     p.set_defaults(func=run_report)
 
     b = sub.add_parser("baseline", help="random heads of a model's shape, stored as their own entry",
                        description=BASELINE_HELP, formatter_class=argparse.RawDescriptionHelpFormatter)
-    b.add_argument("model", nargs="?", metavar="MODEL_OR_CONFIG", help="whose shape (see above)")
+    b.add_argument("models", nargs="*", metavar="MODEL_OR_CONFIG", help="whose shape (see above)")
     b.add_argument("--kind", choices=KINDS, default="init", help="iid or init (default init)")
-    b.add_argument("--seed", type=int, default=0, help="the baseline's seed (default 0)")
+    b.add_argument("--seed", type=int, default=0, help="the baseline's seed, a non-negative integer (default 0)")
     b.add_argument("--seed-models", action="store_true", help="the baselines of the 14 seed models' shapes")
-    b.add_argument("--name", default=None, help="store name of the baseline (default: MODEL, KIND and SEED)")
-    b.add_argument("--store", default=None,
-                   help="Zarr store (path or fsspec URL; default: $HEADGEOMETRY_STORE, else the committed store.zarr)")
+    b.add_argument("--name", default=None, help="store name of the baseline (one model only; default: "
+                   "MODEL~KIND-seedSEED)")
+    b.add_argument("--store", default=None, help=f"Zarr store to write (default: {DEFAULT_HELP})")
+    b.add_argument("--force", action="store_true", help="recompute a baseline the store already holds complete")
+    b.add_argument("--workers", type=int, default=None, metavar="N",
+                   help="run the (model, layer) tasks on a pool of N local worker processes")
+    b.add_argument("--scheduler", default=None, metavar="ADDRESS",
+                   help="run the tasks on an existing dask cluster (e.g. tcp://host:8786)")
+    b.add_argument("--quiet", action="store_true", help="no progress bars")
+    b.set_defaults(func=run_baseline)
 
 
 def _baseline(store, ds, args):
-    """The HeadData of --baseline: a stored model, or a baseline computed at d = 0 from the model's row."""
+    """(the HeadData of the baseline, or None, and what to say when there is none): --baseline as the help says."""
     from pipeline.analyses import baselines, head_data
+    from pipeline.analyses.baseline_run import baseline_command
+    from pipeline.schema import baselines_of
 
+    rows = store.models()
+    row = next(r for r in rows if r.name == args.model)
+    stored = [r for r in baselines_of(rows, args.model) if r.computed]
     if args.baseline in KINDS:
-        row = store.row(args.model)
-        config = baselines.config_for_shape(row.shape)
-        heads = baselines.baseline_heads(config, args.baseline, args.seed)
-        print(f"computing the {args.baseline} baseline of {args.model} (seed {args.seed}) at d = 0 ...",
-              file=sys.stderr)
-        return baselines.head_data(heads, f"{args.model} ({args.baseline}, seed {args.seed})")
-    return head_data.from_dataset(ds, args.baseline)
+        stored = [r for r in stored if r.baseline_kind == args.baseline and r.baseline_seed == args.seed]
+        if not stored:
+            config = baselines.config_for_shape(row.shape)
+            heads = baselines.baseline_heads(config, args.baseline, args.seed)
+            print(f"computing the {args.baseline} baseline of {args.model} (seed {args.seed}) at d = 0 ...",
+                  file=sys.stderr)
+            return baselines.head_data(heads, f"{args.model} ({args.baseline}, seed {args.seed})"), ""
+    elif args.baseline is not None:
+        return head_data.from_dataset(ds, args.baseline), ""
+    if stored:
+        return head_data.from_dataset(ds, stored[0].name), ""
+    if row.is_baseline:
+        return None, ""
+    return None, (f"no baseline of {args.model} in the store; make one with "
+                  f"`{baseline_command(args.model, 'init', 0)}`")
 
 
 def run_report(args: argparse.Namespace) -> int:
@@ -94,10 +135,28 @@ def run_report(args: argparse.Namespace) -> int:
         store = Store.open(args.store, mode="r")
         ds = store.dataset("profiles")
         data = head_data.from_dataset(ds, args.model)
-        base = None if args.baseline is None else _baseline(store, ds, args)
+        base, note = _baseline(store, ds, args)
         rep = report(data, base, seed=args.seed)
+        if note:
+            rep["missing"].append(note)
     except (StoreError, KeyError, ValueError, OSError) as exc:
         print(f"error: {exc.args[0] if isinstance(exc, KeyError) and exc.args else exc}", file=sys.stderr)
         return 2
     print(to_json(rep) if args.json else format_text(rep))
+    return 0
+
+
+def run_baseline(args: argparse.Namespace) -> int:
+    """Write the baselines (:func:`pipeline.analyses.baseline_run.run_baselines`); errors are one line on stderr with
+    exit status 2, the store as it was."""
+    from pipeline.analyses.baseline_run import run_baselines
+    from pipeline.analyses.baseline_source import BaselineError
+    from pipeline.analyses.init_heads import InitBaselineError
+    from pipeline.profiles_cli import fail, user_errors
+
+    try:
+        run_baselines(args.models, args.kind, args.seed, args.store, args.name, args.force, args.seed_models,
+                      progress=not args.quiet, workers=args.workers, scheduler=args.scheduler)
+    except (BaselineError, InitBaselineError, *user_errors()) as exc:
+        return fail(exc)
     return 0

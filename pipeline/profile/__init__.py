@@ -47,7 +47,9 @@ The modules of this package, each one step:
 - ``kernels``: :class:`Kernels`, the linear-algebra steps and their settings, a parameter of :func:`head_profiles`;
 - ``spectra``: the profile from a core's spectra, with its thresholds, and :func:`profile_of_cores` for cores or
   dense forms given whole;
-- ``at_zero``: each head's quantities at d = 0 (head statistics, spectrum) from the same cores.
+- ``at_zero``: each head's quantities at d = 0 (head statistics, spectrum) from the same cores;
+- ``core_spectra``: the singular values of T, the absolute eigenvalues of L and the singular values of L from a
+  core's top rows.
 
 This module names the public ones. No I/O; numpy (and scipy's LAPACK when installed) unless a torch route is asked
 for (or "auto" finds torch and a GPU).

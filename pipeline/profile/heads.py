@@ -29,12 +29,14 @@ class HeadProfiles:
     norm: np.ndarray
     at_zero: AtZero | None = None
 
-    def layer_values(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-        """Profile, norm, head statistics (H, 17) and spectrum (H, k): the arrays ``Store.write_layer`` takes, in its
-        order. Needs the d = 0 quantities (``head_profiles(..., at_zero=True)``)."""
+    def layer_values(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """Profile, norm, head statistics (H, 17), spectrum (H, k) and the three spectra of T and L (3, H, k), in the
+        order of ``pipeline.schema.SPECTRA``: the arrays ``Store.write_layer`` takes, in its order. Needs the d = 0
+        quantities (``head_profiles(..., at_zero=True)``)."""
         if self.at_zero is None:
             raise ValueError("layer_values needs the d = 0 quantities: call head_profiles(..., at_zero=True)")
-        return self.profile, self.norm, self.at_zero.statistics(), self.at_zero.spectrum()
+        z = self.at_zero
+        return self.profile, self.norm, z.statistics(), z.spectrum(), z.spectra_values()
 
 
 def _checked_weights(W_Q, W_K, kv_of_head, gain) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -85,8 +87,9 @@ def head_profiles(W_Q: np.ndarray, W_K: np.ndarray, rotations: np.ndarray | None
     chunk_bytes : bound on the torch routes' float64 work arrays (the (heads x offsets, k, k) cores and the heads'
         (N, 2n) QR inputs). None: ``spectra.CHUNK_BYTES`` on the CPU, ``device.DEVICE_CHUNK_BYTES`` elsewhere.
     progress : called with each head index when it is done (e.g. a tqdm update).
-    at_zero : also gather each head's quantities at the first offset d = 0 from the same cores (statistics and
-        spectrum: ``pipeline.profile.at_zero``), one m x m Gram eigenproblem per head on top of the profile's.
+    at_zero : also gather each head's quantities at the first offset d = 0 from the same cores (statistics, spectrum
+        and the spectra of T and L: ``pipeline.profile.at_zero``): per head an m x m Gram eigenproblem, the k x k
+        symmetric eigenproblem (or SVD) of T and the m x m nonsymmetric eigenproblem of L on top of the profile's.
     kernels : the linear-algebra steps and their settings (``pipeline.profile.kernels.Kernels``); None: the
         defaults.
 

@@ -1,11 +1,12 @@
 """The linear-algebra kernels of the profile routes and their settings, as one object a caller may choose.
 
 :class:`Kernels` holds every LAPACK/BLAS (and torch eigensolver) step the routes take: the span's factor, the
-per-offset eigensolver and triangular product of the numpy route, the torch routes' batched eigensolver, and the
-eigenvalues of the head statistics' Gram matrices. Its fields are the settings measured for this project's CPUs
-(``benchmarks/scale_bench.py`` prints the route with each changed): ``Kernels(gram_rcond=0)`` always factors a
-span by Householder QR, ``Kernels(qr_block=None, sytrd_block=None)`` takes LAPACK's default blocking. A subclass
-may wrap a method (the benchmarks time each step so); the values must stay those of the method it wraps.
+per-offset eigensolver and triangular product of the numpy route, the torch routes' batched eigensolver, the
+eigenvalues of the head statistics' Gram matrices and the spectra of T and L at d = 0. Its fields are the settings
+measured for this project's CPUs (``benchmarks/scale_bench.py`` prints the route with each changed):
+``Kernels(gram_rcond=0)`` always factors a span by Householder QR, ``Kernels(qr_block=None, sytrd_block=None)``
+takes LAPACK's default blocking. A subclass may wrap a method (the benchmarks time each step so); the values must
+stay those of the method it wraps.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .core_spectra import CoreSpectra, core_spectra
 from .eigen import torch_eigvalsh
 from .lapack import SYTRD_BLOCK, lapack_in_place
 from .span import GRAM_RCOND, QR_BLOCK, span_r
@@ -55,6 +57,11 @@ class Kernels:
     def gram_eigenvalues(self, gram: np.ndarray) -> np.ndarray:
         """Ascending eigenvalues (H, m) of the statistics' Gram matrices (H, m, m): numpy's ``eigvalsh``."""
         return np.linalg.eigvalsh(gram)
+
+    def spectra(self, tops: np.ndarray, energies: np.ndarray) -> CoreSpectra:
+        """The spectra of T and L at d = 0 (``pipeline.profile.core_spectra``) from the heads' top rows (H, m, k) and
+        the squared singular values (H, m) the Gram eigenvalues gave."""
+        return core_spectra(tops, energies=energies)
 
 
 DEFAULT_KERNELS = Kernels()

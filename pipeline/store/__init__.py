@@ -22,11 +22,12 @@ pull in torch. The schema (names, dimensions, dtypes, attributes, version) lives
   (``renameat2(RENAME_EXCHANGE)``: even plain xarray readers never find the group missing), else by two
   renames. Zarr writes each file atomically (temporary file, rename).
 - **Verification**: each layer's checksum (``schema.layer_checksum``, profile and norm) and, when its
-  statistics are written, their own checksum (``schema.statistics_checksum``, head_statistics and
-  spectrum) are written with its values. ``verify`` re-reads every written layer, and a layer that does
-  not decode or does not match a checksum (a garbled or deleted chunk) is cleared and its model marked
-  ``damaged`` with the command that recomputes exactly those layers. A layer without statistics (or a
-  store without the statistics variables) is not damaged: its model reads as "statistics not computed".
+  values at d = 0 are written, their own checksums (``schema.statistics_checksum``, head_statistics and
+  spectrum; ``schema.spectra_checksum``, the three spectra of T and L) are written with its values. ``verify``
+  re-reads every written layer, and a layer that does not decode or does not match a checksum (a garbled or
+  deleted chunk) is cleared and its model marked ``damaged`` with the command that recomputes exactly those
+  layers. A layer without statistics or spectra (or a store without their variables) is not damaged: its model
+  reads as "statistics not computed" or "spectra of T and L not computed".
   Readers check too, without writing: ``checked_models`` (``list``, the dashboard) shows such a model damaged
   with the repair.
 """
@@ -145,7 +146,8 @@ class Store:
     # the profiles table
 
     def models(self) -> list[ModelRow]:
-        """Every model of the profiles group, in store order ([] when the store or group is missing)."""
+        """Every model of the profiles group, in store order ([] when the store or group is missing); trained models
+        and random baselines alike (``pipeline.schema.trained_and_baselines`` tells them apart)."""
         return self.profiles.models()
 
     def names(self) -> list[str]:
@@ -164,6 +166,10 @@ class Store:
         """Boolean (n_layers,) of the layers of ``name`` written with their head statistics."""
         return self.profiles.layers_with_statistics(name)
 
+    def layers_with_spectra(self, name: str) -> np.ndarray:
+        """Boolean (n_layers,) of the layers of ``name`` written with their spectra of T and L."""
+        return self.profiles.layers_with_spectra(name)
+
     def is_complete(self, name: str) -> bool:
         return self.profiles.is_complete(name)
 
@@ -177,9 +183,10 @@ class Store:
         return self.profiles.layer_writer(name)
 
     def write_layer(self, name: str, layer: int, profile: np.ndarray, norm: np.ndarray,
-                    statistics: np.ndarray | None = None, spectrum: np.ndarray | None = None) -> None:
+                    statistics: np.ndarray | None = None, spectrum: np.ndarray | None = None,
+                    spectra: np.ndarray | None = None) -> None:
         """Region write of one (model, layer) with its checksums (:meth:`LayerWriter.write`)."""
-        self.profiles.write_layer(name, layer, profile, norm, statistics, spectrum)
+        self.profiles.write_layer(name, layer, profile, norm, statistics, spectrum, spectra)
 
     def mark_complete(self, name: str, revision: str | None = None) -> None:
         """Set ``complete`` (and clear ``damaged``) once every layer is written; refuses otherwise."""

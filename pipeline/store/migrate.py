@@ -1,4 +1,5 @@
-"""Schema upgrades in place, keeping every group and value, and the cleanup of a retired writer's side groups."""
+"""Schema upgrades in place, keeping every group and value (and the optional variables a store lacks added, empty),
+and the cleanup of a retired writer's side groups."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ from pipeline.schema import (
     layer_checksum,
 )
 from pipeline.store.errors import StoreError, writing
-from pipeline.store.profile_arrays import create_data_arrays, even_rows
+from pipeline.store.profile_arrays import create_data_arrays, ensure_optional, even_rows, missing_optional
 from pipeline.store.quiet import quiet_listing
 
 
@@ -28,22 +29,28 @@ class Migration:
         self.location = backend.location
 
     def upgrade(self) -> list[str]:
-        """Bring every group to SCHEMA_VERSION in place, keeping all data, after finishing or removing the side
-        groups of the two-rename layout (``G.__writing__``, ``G.__old__``: a writer without the journal left them
-        when killed); returns what was done. ``python -m pipeline verify --upgrade`` runs it."""
+        """Bring every group to SCHEMA_VERSION in place, keeping all data, and add the optional variables the
+        profiles group lacks (empty: its models read "statistics not computed" or "spectra of T and L not computed"
+        with their own command, which fills them), after finishing or removing the side groups of the two-rename
+        layout (``G.__writing__``, ``G.__old__``: a writer without the journal left them when killed); returns what
+        was done. ``python -m pipeline verify --upgrade`` runs it."""
         done = self._clean_side_groups()
         versions = self.hierarchy.schema_versions()
         todo = {g: v for g, v in versions.items() if v != SCHEMA_VERSION}
-        if not todo:
-            return done
         newer = {g: v for g, v in todo.items() if not isinstance(v, int) or v > SCHEMA_VERSION}
         if newer:
             raise StoreError(f"groups {newer} of {self.location!r} are not from an older version of this "
                              f"schema (this code writes version {SCHEMA_VERSION}); nothing changed.")
+        missing = (missing_optional(zarr.open_group(self.location, path=PROFILES, mode="r", use_consolidated=False))
+                   if PROFILES in versions else [])
+        if not todo and not missing:
+            return done
         with writing(self.location, self.mode, "the schema upgrade", "every group"), self.locks.store_lock():
             with self.journal.recording({"op": "upgrade"}):
                 self.apply_upgrade()
-        return done + [f"{g}: schema version {v} -> {SCHEMA_VERSION}" for g, v in sorted(todo.items())]
+        added = [f"{PROFILES}: added {', '.join(missing)} (empty; each model's own command fills its values)"]
+        return (done + [f"{g}: schema version {v} -> {SCHEMA_VERSION}" for g, v in sorted(todo.items())]
+                + (added if missing else []))
 
     def _clean_side_groups(self) -> list[str]:
         if not self.backend.legacy_leftovers():
@@ -61,7 +68,8 @@ class Migration:
 
     def apply_upgrade(self) -> None:
         """Idempotent. Version 1 -> 2: the provenance and damage fields, and per-layer checksums of the
-        layers already written (computed from the stored values)."""
+        layers already written (computed from the stored values); then every optional variable the profiles group
+        lacks, empty."""
         root = zarr.open_group(self.location, mode="a", use_consolidated=False)
         with quiet_listing():
             groups = list(root.groups())
@@ -81,4 +89,6 @@ class Migration:
                         if not str(sums[i, layer]):
                             sums[i, layer] = layer_checksum(g["profile"][i, layer, :H], g["norm"][i, layer, :H])
                 g.attrs.update(PROFILE_ATTRS)
+            if name == PROFILES:
+                ensure_optional(g, max([2 * int(x) for x in g["d_head"][:]], default=0))
             g.attrs["schema_version"] = SCHEMA_VERSION

@@ -13,10 +13,13 @@ import numpy as np
 import zarr
 
 from pipeline.schema import (
+    MODEL_DATA,
     PROFILE_ATTRS,
     PROFILE_COORD_ARRAYS,
     PROFILE_DATA,
     ROW_FIELDS,
+    SPECTRA,
+    SPECTRA_DATA,
     STATISTICS,
     STATISTICS_DATA,
     ModelRow,
@@ -89,29 +92,42 @@ def create_coordinate(g: zarr.Group, name: str, values, rows: int | None = None)
         a[:] = np.array(values, dtype=object) if dtype == "str" else np.asarray(values)
 
 
-def ensure_statistics(g: zarr.Group, width: int) -> None:
-    """Idempotent: the statistics variables and their coordinates (``statistic``, ``eigen`` of ``width``), empty,
-    in a profiles group that lacks them (its models read as not computed)."""
+def missing_optional(g: zarr.Group) -> list[str]:
+    """The optional variables of the schema a profiles group lacks: the statistics, the spectra, per-model fields
+    added after the group was made (the baseline fields)."""
+    return [k for k in (*STATISTICS_DATA, *SPECTRA_DATA, *MODEL_DATA) if k not in g]
+
+
+def ensure_optional(g: zarr.Group, width: int) -> list[str]:
+    """Idempotent: every optional variable (:func:`missing_optional`) and the coordinates ``statistic`` and ``eigen``
+    (of ``width``), created empty in a profiles group that lacks them (its models read "statistics not computed" or
+    "spectra not computed", its rows' new fields their defaults); returns the variables created."""
+    missing = missing_optional(g)
     if "statistic" not in g:
         create_coordinate(g, "statistic", STATISTICS)
     if "eigen" not in g:
         create_coordinate(g, "eigen", np.arange(width))
     sizes = {"model": g["model"].shape[0], "layer": g["layer"].shape[0], "head": g["head"].shape[0],
              "statistic": len(STATISTICS), "eigen": g["eigen"].shape[0]}
-    missing = {k: v for k, v in STATISTICS_DATA.items() if k not in g}
     if missing:
-        create_data_arrays(g, missing, sizes)
+        create_data_arrays(g, {k: v for k, v in (STATISTICS_DATA | SPECTRA_DATA | MODEL_DATA).items() if k in missing},
+                           sizes)
         g.update_attributes(PROFILE_ATTRS)
+    return missing
 
 
 def clear_statistics(g: zarr.Group, i: int, layer: int | None = None) -> None:
-    """Forget the statistics of row ``i`` (one layer, or all): NaN values, no checksum (whole chunks)."""
-    if "statistics_checksum" not in g:
-        return
+    """Forget the values at d = 0 of row ``i`` (one layer, or all): statistics, spectrum and spectra NaN, no
+    checksums (whole chunks)."""
     where = (i,) if layer is None else (i, layer)
-    g["head_statistics"][where] = np.nan
-    g["spectrum"][where] = np.nan
-    g["statistics_checksum"][where] = ""
+    if "statistics_checksum" in g:
+        g["head_statistics"][where] = np.nan
+        g["spectrum"][where] = np.nan
+        g["statistics_checksum"][where] = ""
+    if "spectra_checksum" in g:
+        for name in SPECTRA:
+            g[name][where] = np.nan
+        g["spectra_checksum"][where] = ""
 
 
 def grow(g: zarr.Group, n_layers: int, n_heads: int, width: int = 0) -> None:
@@ -119,7 +135,7 @@ def grow(g: zarr.Group, n_layers: int, n_heads: int, width: int = 0) -> None:
     L0, H0 = g["layer"].shape[0], g["head"].shape[0]
     L, H = max(L0, n_layers), max(H0, n_heads)
     E = max(g["eigen"].shape[0], width) if "eigen" in g else 0
-    variables = PROFILE_DATA | {k: v for k, v in STATISTICS_DATA.items() if k in g}
+    variables = PROFILE_DATA | {k: v for k, v in (STATISTICS_DATA | SPECTRA_DATA).items() if k in g}
     for name, (dims, _dtype, _fill) in variables.items():
         a = g[name]
         new = {"layer": L, "head": H, "eigen": E}

@@ -9,9 +9,9 @@ import zarr
 
 from pipeline.schema import (
     BOOL_FIELDS,
+    CHECKSUMS,
     COORDINATES,
     INT_FIELDS,
-    MODEL_DATA,
     N_OFFSETS,
     PROFILE_ATTRS,
     PROFILE_DATA,
@@ -28,7 +28,7 @@ from pipeline.store.profile_arrays import (
     clear_statistics,
     create_coordinate,
     create_data_arrays,
-    ensure_statistics,
+    ensure_optional,
     even_rows,
     grow,
     resize_rows,
@@ -71,8 +71,7 @@ class ProfilesTable:
         self.hierarchy.dataset(PROFILES)  # validated
         g = self.open()
         names = row_names(g)
-        cols = {f: g[f][:] for f in INT_FIELDS + STR_FIELDS + BOOL_FIELDS + ("layer_done", "statistics_checksum")
-                if f in g}
+        cols = {f: g[f][:] for f in INT_FIELDS + STR_FIELDS + BOOL_FIELDS + ("layer_done", *CHECKSUMS) if f in g}
         return Table(rows_from_columns(names, cols), g, names, cols)
 
     def models(self) -> list[ModelRow]:
@@ -100,12 +99,20 @@ class ProfilesTable:
     def layers_with_statistics(self, name: str) -> np.ndarray:
         """Boolean (n_layers,) of the layers of ``name`` written with their head statistics (all False in a store
         without the statistics variables)."""
+        return self._layers_with(name, "statistics_checksum")
+
+    def layers_with_spectra(self, name: str) -> np.ndarray:
+        """Boolean (n_layers,) of the layers of ``name`` written with their spectra of T and L (all False in a store
+        without the spectra variables)."""
+        return self._layers_with(name, "spectra_checksum")
+
+    def _layers_with(self, name: str, checksum: str) -> np.ndarray:
         g = self.open()
         i = row_index(g, name, self.location)
         L = int(g["n_layers"][i])
-        if "statistics_checksum" not in g:
+        if checksum not in g:
             return np.zeros(L, dtype=bool)
-        sums = g["statistics_checksum"][i, :L]
+        sums = g[checksum][i, :L]
         done = np.asarray(g["layer_done"][i, :L], dtype=bool)
         return done & np.array([bool(str(x)) for x in sums], dtype=bool)
 
@@ -160,7 +167,7 @@ class ProfilesTable:
             self._create(row.n_layers, row.n_heads, width)
         g = self.open("a")
         if not created:
-            ensure_statistics(g, width)
+            ensure_optional(g, width)
             grow(g, row.n_layers, row.n_heads, width)
         n = even_rows(g) if not created else 1
         names = row_names(g)
@@ -199,8 +206,7 @@ class ProfilesTable:
         create_coordinate(g, "coordinate", COORDINATES)
         create_data_arrays(g, PROFILE_DATA, {"model": 1, "layer": L, "head": H, "d": N_OFFSETS,
                                              "coordinate": len(COORDINATES)})
-        ensure_statistics(g, width)
-        create_data_arrays(g, MODEL_DATA, {"model": 1})
+        ensure_optional(g, width)  # the statistics, the spectra and every per-model variable
         g.update_attributes(PROFILE_ATTRS)  # one write of the group's zarr.json (attrs.update writes once per key)
         self.backend.place_group(target, PROFILES)
 
@@ -231,10 +237,11 @@ class ProfilesTable:
         return LayerWriter(self, name)
 
     def write_layer(self, name: str, layer: int, profile: np.ndarray, norm: np.ndarray,
-                    statistics: np.ndarray | None = None, spectrum: np.ndarray | None = None) -> None:
+                    statistics: np.ndarray | None = None, spectrum: np.ndarray | None = None,
+                    spectra: np.ndarray | None = None) -> None:
         """Region write of one (model, layer) with its checksums (:meth:`LayerWriter.write`), through a writer
         opened for this one layer."""
-        self.layer_writer(name).write(layer, profile, norm, statistics, spectrum)
+        self.layer_writer(name).write(layer, profile, norm, statistics, spectrum, spectra)
 
     def mark_complete(self, name: str, revision: str | None = None) -> None:
         """Set ``complete`` (and clear ``damaged``) once every layer is written; refuses otherwise."""

@@ -9,9 +9,11 @@ import zarr
 
 from pipeline.schema import (
     PROFILES,
+    SPECTRA,
     WRITE_COMMANDS,
     ModelRow,
     layer_checksum,
+    spectra_checksum,
     spectrum_width,
     statistics_checksum,
 )
@@ -54,7 +56,7 @@ class Verification:
             meta = {f: g[f][:] for f in ("n_layers", "n_heads", "d_head", "command", "source", "damaged")}
             done = np.asarray(g["layer_done"][:], dtype=bool)
             sums = np.asarray(g["layer_checksum"][:])
-            stat_sums = np.asarray(g["statistics_checksum"][:]) if "statistics_checksum" in g else None
+            extra = {c: np.asarray(g[c][:]) for c in _EXTRA if c in g}
         except Exception as exc:  # noqa: BLE001 - a garbled per-model chunk
             return [Damage(PROFILES, "", None, f"per-model metadata does not decode ({exc})",
                            f"restore {self.location!r} from a copy (git checkout, backup); the data cannot be "
@@ -73,7 +75,7 @@ class Verification:
             command = str(meta["command"][i]) or f"python -m pipeline profiles {meta['source'][i] or name}"
             command = with_store(command, self.location)
             bad = _layer_problems(g, i, L, H, spectrum_width(int(meta["d_head"][i])), done[i], sums[i],
-                                  None if stat_sums is None else stat_sums[i])
+                                  {c: s[i] for c, s in extra.items()})
             if not bad:
                 if str(meta["damaged"][i]):  # already marked, not repaired yet
                     found.append(Damage(PROFILES, name, None, f"marked damaged: {meta['damaged'][i]}", command))
@@ -113,12 +115,11 @@ class Verification:
         except Exception as exc:  # noqa: BLE001 - a garbled checksum chunk
             return {r.name: f"its layer checksums do not decode ({type(exc).__name__}); find the damage with "
                     f"`{verify}`" for r in todo}
-        stat_sums = cols.get("statistics_checksum")
         out = {}
         for k, (i, r) in enumerate(zip(rows_at, todo, strict=True)):
             bad = _layer_problems(g, i, r.n_layers, r.n_heads, spectrum_width(r.d_head),
                                   np.asarray(cols["layer_done"][i], dtype=bool), sums[k],
-                                  None if stat_sums is None else stat_sums[i])
+                                  {c: cols[c][i] for c in _EXTRA if c in cols})
             if bad:
                 out[r.name] = _damage_line(bad, f"{verify} && {with_store(r.fix_command, self.location)}")
         return out
@@ -138,7 +139,6 @@ class Verification:
         return out
 
 
-
 def _damage_line(bad: dict[int, str], command: str) -> str:
     """The ``damaged`` line of a model: its damaged layers, why, and the command that repairs them."""
     return f"layers {sorted(bad)} damaged ({'; '.join(sorted(set(bad.values())))}); recompute them with `{command}`"
@@ -152,25 +152,35 @@ def _read(arr: zarr.Array, where: tuple, orthogonal: bool = False) -> tuple[np.n
         return None, type(exc).__name__
 
 
+# The checksums of the values at d = 0 beyond the profile: checksum -> (its variables, the checksum of their values).
+_EXTRA = {
+    "statistics_checksum": (("head_statistics", "spectrum"), lambda v: statistics_checksum(*v)),
+    "spectra_checksum": (SPECTRA, lambda v: spectra_checksum(np.stack(v))),
+}
+_WHAT = {"statistics_checksum": "statistics", "spectra_checksum": "spectra"}
+
+
 def _layer_problems(g: zarr.Group, i: int, L: int, H: int, width: int, done: np.ndarray, sums: np.ndarray,
-                    stat_sums: np.ndarray | None) -> dict[int, str]:
+                    extra: dict[str, np.ndarray]) -> dict[int, str]:
     """Why each written layer of row ``i`` does not match its checksums (layer -> reason; {} when all do).
 
-    The model's values are read in one block per variable (its chunks are fetched together); when a block
-    does not decode, its layers are read one by one to find the garbled ones.
+    ``extra``: the row's (layer,) values of the checksums of ``_EXTRA`` the store has ('' where a layer has none).
+    The model's values are read in one block per variable (its chunks are fetched together); when a block does not
+    decode, its layers are read one by one to find the garbled ones.
     """
     layers = [int(x) for x in np.flatnonzero(done[:L])]
-    stats = stat_sums is not None and "head_statistics" in g and any(str(stat_sums[x]) for x in layers)
+    checked = {c: s for c, s in extra.items() if all(v in g for v in _EXTRA[c][0]) and any(str(s[x]) for x in layers)}
     heads = (slice(0, H),)
-    where = {"profile": heads, "norm": heads, "head_statistics": heads, "spectrum": heads + (slice(0, width),)}
+    where = {"profile": heads, "norm": heads, "head_statistics": heads}
     blocks = {}
-    for var in ("profile", "norm") + (("head_statistics", "spectrum") if stats else ()):
+    for var in ("profile", "norm", *(v for c in checked for v in _EXTRA[c][0])):
         if layers:
-            blocks[var] = _read(g[var], (i, slice(0, L)) + where[var])[0]
+            blocks[var] = _read(g[var], (i, slice(0, L)) + where.get(var, heads + (slice(0, width),)))[0]
 
     def values(var: str, layer: int) -> tuple[np.ndarray | None, str]:
         block = blocks.get(var)
-        return (block[layer], "") if block is not None else _read(g[var], (i, layer) + where[var])
+        return ((block[layer], "") if block is not None
+                else _read(g[var], (i, layer) + where.get(var, heads + (slice(0, width),))))
 
     bad: dict[int, str] = {}
     for layer in layers:
@@ -185,12 +195,16 @@ def _layer_problems(g: zarr.Group, i: int, L: int, H: int, width: int, done: np.
                 bad[layer] = "its chunk is missing (the values read as NaN)"
             else:
                 bad[layer] = "its values do not match the checksum written with them"
-        elif stats and str(stat_sums[layer]):
-            (st, e1), (spectrum, e2) = values("head_statistics", layer), values("spectrum", layer)
-            if e1 or e2:
-                bad[layer] = f"its statistics chunk does not decode ({e1 or e2})"
-            elif statistics_checksum(st, spectrum) != str(stat_sums[layer]):
-                bad[layer] = ("its statistics chunk is missing (the values read as NaN)"
-                              if np.isnan(st).all() or np.isnan(spectrum).all()
-                              else "its statistics do not match the checksum written with them")
+        for c, s in checked.items():
+            if layer in bad or not str(s[layer]):
+                continue
+            got = [values(v, layer) for v in _EXTRA[c][0]]
+            errors = [e for _, e in got if e]
+            what = _WHAT[c]
+            if errors:
+                bad[layer] = f"its {what} chunk does not decode ({errors[0]})"
+            elif _EXTRA[c][1]([v for v, _ in got]) != str(s[layer]):
+                bad[layer] = (f"its {what} chunk is missing (the values read as NaN)"
+                              if any(np.isnan(v).all() for v, _ in got)
+                              else f"its {what} do not match the checksum written with them")
     return bad

@@ -202,6 +202,31 @@ def test_damaged_statistics_are_found_by_their_own_checksum(path, capsys):
     assert verify_cli(path, capsys)[0] == 0 and st.Store.open(path, mode="r").row("D").statistics_computed
 
 
+def test_damaged_spectra_are_found_by_their_own_checksum(path, capsys):
+    """The spectra of T and L have a checksum of their own: a garbled spectra chunk, or one with another layer's
+    values, is damage of its layer; the statistics' checksum does not cover them."""
+    rng = np.random.default_rng(10)
+    E = st.ModelRow("E", 2, 3, 16, 4, "none", source="x", command="python -m pipeline profiles E")
+    values = [(rng.dirichlet(np.ones(4), size=3), rng.uniform(1, 2, 3), rng.normal(size=(3, len(st.STATISTICS))),
+               rng.normal(size=(3, 8)), rng.uniform(size=(3, 3, 8))) for _ in range(2)]
+    write_model(path, E, values)
+    assert verify_cli(path, capsys)[0] == 0 and st.Store.open(path, mode="r").row("E").spectra_computed
+    base = path / "profiles"
+    garbled = base / "eig_abs" / "c" / "2" / "0" / "0" / "0"
+    garbled.write_bytes(np.random.default_rng(5).bytes(garbled.stat().st_size))
+    moved = base / "singular_values" / "c" / "2"
+    shutil.copy(moved / "0" / "0" / "0", moved / "1" / "0" / "0")  # a valid chunk with the wrong values
+    code, out, _ = verify_cli(path, capsys, "E")
+    assert code == 1
+    assert re.search(r"model 'E' layer 0: its spectra chunk does not decode \(\w+\)", out), out
+    assert "model 'E' layer 1: its spectra do not match the checksum written with them" in out
+    row = st.Store.open(path, mode="r").row("E")
+    assert not row.complete and "layers [0, 1]" in row.damaged and row.spectra_layers == 0
+    assert_rest_intact(path, [])  # A and C untouched
+    write_model(path, E, values)  # the repair
+    assert verify_cli(path, capsys)[0] == 0 and st.Store.open(path, mode="r").row("E").spectra_computed
+
+
 def damage_chunk(path: Path, how: str) -> None:
     """Layer 1 of model A's profile chunk garbled (random bytes of its size) or deleted."""
     target = chunk(path, "profile", 0, 1)

@@ -203,7 +203,9 @@ def store_arrays(store) -> dict[str, np.ndarray]:
     from pipeline.store import Store
 
     ds = Store.open(str(store), mode="r").dataset("profiles")
-    return {k: ds[k].values.copy() for k in ("profile", "norm", "layer_done", "complete", "revision", "model")}
+    keys = ("profile", "norm", "layer_done", "complete", "revision", "model", "head_statistics", "antisym_spectrum",
+            "eig_abs", "singular_values")
+    return {k: ds[k].values.copy() for k in keys}
 
 
 def qk_bound(folder) -> int:
@@ -216,12 +218,23 @@ def qk_bound(folder) -> int:
 
 
 def test_profiles_from_the_hub_equal_those_from_disk(hub, checkpoint_dir, tmp_path):
+    """Profiles, norms, statistics and the spectra of T and L, those of the dense forms of the weights on disk."""
+    from pipeline.schema import SPECTRA
+    from tests.pipeline.test_head_statistics import naive_spectra
+
     run([str(checkpoint_dir)], tmp_path / "disk.zarr", name="m")
     hub.reset_counts()
     run([REPO], tmp_path / "hub.zarr", name="m")
     disk, remote = store_arrays(tmp_path / "disk.zarr"), store_arrays(tmp_path / "hub.zarr")
-    np.testing.assert_array_equal(remote["profile"], disk["profile"])
-    np.testing.assert_array_equal(remote["norm"], disk["norm"])
+    for var in ("profile", "norm", "head_statistics", *SPECTRA):
+        np.testing.assert_array_equal(remote[var], disk[var], err_msg=var)
+    weights = disk_tensors(checkpoint_dir)
+    q_name, k_name = qk_names(LAYERS - 1)
+    n = N // H
+    W_Q, W_K = weights[q_name].reshape(H, n, N), weights[k_name].reshape(H, n, N)
+    for h in range(H):
+        got = np.stack([remote[s][0, LAYERS - 1, h, :2 * n] for s in SPECTRA])
+        np.testing.assert_allclose(got, naive_spectra(W_K[h].T @ W_Q[h], n), atol=1e-10)
     assert remote["complete"].all()
     assert str(remote["revision"][0]) == hub.sha[REPO]  # the resolved commit, not "main"
     assert hub.total_bytes(REPO) <= qk_bound(checkpoint_dir)

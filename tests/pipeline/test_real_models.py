@@ -17,6 +17,7 @@ from pipeline.checkpoints import open_checkpoint
 from pipeline.models import MODELS, PINNED_MODELS, Q4_1_NOTE, PinnedFile
 from pipeline.real_models import weight_file
 from pipeline.run import compute_layer
+from pipeline.schema import SPECTRA
 from pipeline.sources.pinned import PinnedFileError
 from pipeline.store import Store, default_store_path
 from tests.conftest import torch, transformers
@@ -59,9 +60,9 @@ def test_committed_values_agree_with_a_fresh_computation(name):
     ckpt = open_checkpoint(str(path))
     layout = layout_from_config(ckpt.config)
     ds = store.dataset("profiles").sel(model=name)
-    assert row.statistics_computed
+    assert row.statistics_computed and row.spectra_computed
     for layer in LAYERS[name]:
-        profile, norm, stats, spectrum = compute_layer(ckpt, layout, layer, False)
+        profile, norm, stats, spectrum, spectra = compute_layer(ckpt, layout, layer, False)
         if profile.ndim == 2:  # position-independent: the store repeats it at every d
             profile, norm = profile[:, None, :], norm[:, None]
         heads = {"layer": layer, "head": slice(0, layout.n_heads)}
@@ -75,6 +76,9 @@ def test_committed_values_agree_with_a_fresh_computation(name):
         np.testing.assert_allclose(ds.head_statistics.isel(heads).values, stats, rtol=0, atol=1e-12)
         np.testing.assert_allclose(ds.spectrum.isel(heads | {"eigen": slice(0, 2 * layout.d_head)}).values,
                                    spectrum, rtol=0, atol=1e-12)
+        for i, s in enumerate(SPECTRA):
+            np.testing.assert_allclose(ds[s].isel(heads | {"eigen": slice(0, spectra.shape[-1])}).values, spectra[i],
+                                       rtol=0, atol=1e-12, err_msg=s)
     if layout.positional == "rope":  # the d slider has something to show: profiles move with the offset
         assert float(np.abs(ds.profile.isel(layer=0, d=64) - ds.profile.isel(layer=0, d=0)).max()) > 1e-3
 
@@ -82,10 +86,11 @@ def test_committed_values_agree_with_a_fresh_computation(name):
 @pytest.mark.parametrize("name", PINNED_MODELS)
 def test_stored_statistics_of_a_real_head_equal_the_dense_computation(name):
     """One real head per model: its Q/K read through the project's own reader (GGUF, ONNX), the dense N x N
-    form built, and every statistic and the spectrum taken from numpy's eigh and svd of it."""
+    form built, and every statistic, the spectrum and the spectra of T and L taken from numpy's eigh, eigvals and svd
+    of it."""
     from pipeline.architectures import layer_qk
     from pipeline.schema import STATISTICS
-    from tests.pipeline.test_head_statistics import naive
+    from tests.pipeline.test_head_statistics import naive, naive_spectra
 
     path = installed(name)
     ckpt = open_checkpoint(str(path))
@@ -99,6 +104,9 @@ def test_stored_statistics_of_a_real_head_equal_the_dense_computation(name):
     assert list(ds.statistic.values) == list(STATISTICS)
     np.testing.assert_allclose(ds.head_statistics.values, want, rtol=1e-8, atol=1e-10)
     np.testing.assert_allclose(ds.spectrum.values[:2 * layout.d_head], spectrum, rtol=0, atol=1e-11)
+    k = min(layout.d_model, 2 * layout.d_head)
+    got = np.stack([ds[s].values[:k] for s in SPECTRA])
+    np.testing.assert_allclose(got, naive_spectra(W_K.T @ W_Q, layout.d_head), rtol=0, atol=1e-10)
 
 
 PARAGRAPH = ("The history of the city begins in the early Middle Ages, when a small settlement grew up around a "

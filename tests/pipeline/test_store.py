@@ -11,7 +11,7 @@ import pytest
 import xarray as xr
 
 from pipeline import store as st
-from pipeline.schema import STATISTICS, model_rows
+from pipeline.schema import BASELINE_STATE, SPECTRA_DATA, STATISTICS, model_rows
 from tests.factories import random_layer, random_layers
 
 
@@ -203,9 +203,11 @@ def test_one_shape_and_one_provenance_type_serve_every_model_type():
             if f.default is not dataclasses.MISSING and f.name != "n_kv_heads":
                 assert row_fields[f.name].default == f.default, f.name
     assert issubclass(Layout, schema.ModelShape) and issubclass(ModelSpec, schema.ModelShape)
-    assert schema.INT_FIELDS == ("n_layers", "n_heads", "n_kv_heads", "d_model", "d_head", "rotary_dim")
-    assert schema.STR_FIELDS[-6:] == schema.PROVENANCE_FIELDS == ("format", "quantization", "package", "file",
-                                                                  "sha256", "note")
+    assert schema.INT_FIELDS == ("n_layers", "n_heads", "n_kv_heads", "d_model", "d_head", "rotary_dim",
+                                 "baseline_seed")
+    assert schema.STR_FIELDS[-8:-2] == schema.PROVENANCE_FIELDS == ("format", "quantization", "package", "file",
+                                                                    "sha256", "note")
+    assert schema.STR_FIELDS[-2:] == ("baseline_of", "baseline_kind")
     spec = MODELS["pythia-70m-deduped"]
     row = schema.ModelRow.of("p", spec.shape, schema.Provenance(format="hub"), source=spec.hub_id)
     assert row.shape == spec.shape and row.provenance == schema.Provenance(format="hub")
@@ -222,10 +224,11 @@ def test_created_arrays_have_the_schemas_chunks_fills_and_dtypes(tmp_path):
 
     path = tmp_path / "s.zarr"
     st.Store.open(path).register(info("m", L=2, H=3))  # d_head 4: eigen 8
-    zarr_type = {"float64": "float64", "int32": "int32", "bool": "bool", "str": "string"}
+    zarr_type = {"float64": "float64", "int32": "int32", "int64": "int64", "bool": "bool", "str": "string"}
     sizes = {"model": 1, "layer": 2, "head": 3, "d": 129, "coordinate": 4, "statistic": 17, "eigen": 8}
     want = {}
-    for name, (dims, dtype, fill) in (schema.PROFILE_DATA | schema.STATISTICS_DATA | schema.MODEL_DATA).items():
+    variables = schema.PROFILE_DATA | schema.STATISTICS_DATA | schema.SPECTRA_DATA | schema.MODEL_DATA
+    for name, (dims, dtype, fill) in variables.items():
         want[name] = (list(dims), zarr_type[dtype], fill, list(schema.profile_chunks(dims, sizes)))
     for name, (dtype, fill, chunk) in schema.PROFILE_COORD_ARRAYS.items():
         want[name] = ([name], zarr_type[dtype], fill, [chunk])
@@ -240,6 +243,7 @@ def test_created_arrays_have_the_schemas_chunks_fills_and_dtypes(tmp_path):
     # the chunk shapes the schema's prose gives: [1, 1, H0, 129, 4] and [1, 1, H0, E0]
     assert want["profile"][3] == [1, 1, 3, 129, 4] and want["spectrum"][3] == [1, 1, 3, 8]
     assert want["n_heads"][1:] == ("int32", 0, [1]) and want["note"][1:] == ("string", "", [1])
+    assert want["eig_abs"][3] == [1, 1, 3, 8] and want["baseline_seed"][1:] == ("int64", 0, [1])
 
 
 def test_store_rows_carry_provenance_and_state(tmp_path):
@@ -306,7 +310,7 @@ def test_statistics_round_trip_and_the_eigen_dimension_grows(tmp_path):
     assert np.isnan(ds.spectrum.sel(model="small").values[0, :3, 8:]).all()  # padding
     np.testing.assert_array_equal(ds.head_statistics.sel(model="small").values[0, :3], s0)
     assert st.Store.open(path).verify() == []  # the small model's checksums cover its own 2n columns only
-    with pytest.raises(st.StoreError, match="expected statistics"):
+    with pytest.raises(st.StoreError, match="expected spectrum"):
         st.Store.open(path).write_layer("small", 0, p, n, s0, rng.normal(size=(3, 9)))  # wider than 2n
     with pytest.raises(st.StoreError, match="both statistics and spectrum"):
         st.Store.open(path).write_layer("small", 0, p, n, s0)
@@ -317,8 +321,17 @@ def test_statistics_round_trip_and_the_eigen_dimension_grows(tmp_path):
 
 
 def drop_statistics(path: Path) -> None:
-    """Make ``path`` a store as written before the statistics existed: no statistics variables, no coordinates."""
-    for name in ("head_statistics", "spectrum", "statistics_checksum", "statistic", "eigen"):
+    """Make ``path`` a store as written before the statistics existed: no statistics or spectra variables, no
+    coordinates ``statistic`` and ``eigen``."""
+    for name in ("head_statistics", "spectrum", "statistics_checksum", "statistic", "eigen", *SPECTRA_DATA):
+        shutil.rmtree(path / "profiles" / name)
+    st.Store(str(path), "a").journal.consolidate()
+
+
+def drop_spectra(path: Path) -> None:
+    """Make ``path`` a store as written before the spectra of T and L existed (its statistics kept), and before the
+    baseline fields."""
+    for name in (*SPECTRA_DATA, *BASELINE_STATE):
         shutil.rmtree(path / "profiles" / name)
     st.Store(str(path), "a").journal.consolidate()
 
@@ -422,3 +435,39 @@ def test_a_writer_kept_open_while_other_models_grow_the_group_writes_what_write_
         writer.write(3, *values[0])
     with pytest.raises(st.StoreError, match="not in the store"):
         st.Store.open(kept).layer_writer("nobody")
+
+
+def test_spectra_and_baseline_fields_round_trip(tmp_path):
+    """The spectra of T and L are stored NaN-padded to the store's eigen width with the documented checksum (sha256 of
+    the three (H, 2n) arrays in SPECTRA order); a baseline's fields (a 64-bit seed) come back, and the rows of trained
+    models and baselines come apart."""
+    from pipeline import schema
+
+    path = tmp_path / "s.zarr"
+    rng = np.random.default_rng(13)
+    st.Store.open(path).register(st.ModelRow("wide", 1, 2, 32, 12, "rope", rotary_dim=12))  # eigen 24
+    base = info("m~iid-seed0", baseline_of="m", baseline_kind="iid", baseline_seed=2 ** 40)
+    for row in (info("m"), base):
+        st.Store.open(path).register(row)
+    p, n = random_layer(rng, 3)
+    stats, spectrum = rand_statistics(rng, 3, 8)
+    spectra = rng.uniform(size=(3, 3, 6))  # k = 6 < 2n = 8: NaN past it
+    st.Store.open(path).write_layer("m~iid-seed0", 0, p, n, stats, spectrum, spectra)
+    ds = st.Store.open(path, mode="r").dataset("profiles").sel(model="m~iid-seed0")
+    for i, name in enumerate(schema.SPECTRA):
+        np.testing.assert_array_equal(ds[name].values[0, :3, :6], spectra[i])
+        assert np.isnan(ds[name].values[0, :3, 6:]).all()
+    padded = np.pad(spectra, ((0, 0), (0, 0), (0, 2)), constant_values=np.nan)
+    want = hashlib.sha256(np.ascontiguousarray(padded, dtype="<f8").tobytes()).hexdigest()
+    assert str(ds.spectra_checksum.values[0]) == want
+    rows = st.Store.open(path, mode="r").models()
+    got = {r.name: r for r in rows}["m~iid-seed0"]
+    assert (got.baseline_of, got.baseline_kind, got.baseline_seed, got.spectra_layers) == ("m", "iid", 2 ** 40, 1)
+    trained, baselines = schema.trained_and_baselines(rows)
+    assert [r.name for r in trained] == ["wide", "m"] and [r.name for r in baselines] == ["m~iid-seed0"]
+    assert [r.name for r in schema.baselines_of(rows, "m")] == ["m~iid-seed0"]
+    with pytest.raises(st.StoreError, match="spectra of T and L are written with the statistics"):
+        st.Store.open(path).write_layer("m", 0, p, n, spectra=spectra)
+    with pytest.raises(st.StoreError, match="expected the spectra"):
+        st.Store.open(path).write_layer("m", 0, p, n, stats, spectrum, spectra[:2])
+    assert st.Store.open(path).verify() == []

@@ -23,7 +23,7 @@ def random_head_data(rng: np.random.Generator, heads: int = 24, n: int = 6, N: i
     if skew:
         t = rng.uniform(-1.0, 1.0, size=(heads, 1, 1))
         W_K = np.sign(t) * np.abs(t) ** 0.5 * W_Q + (1 - np.abs(t)) * W_K
-    profile, _, statistics, spectrum = head_profiles(W_Q, W_K, eigvalsh="numpy", at_zero=True).layer_values()
+    profile, _, statistics, spectrum, _ = head_profiles(W_Q, W_K, eigvalsh="numpy", at_zero=True).layer_values()
     spectra = head_spectra(W_Q, W_K).as_dict()
     data = HeadData(name, N, n, np.zeros(heads, int), np.arange(heads), profile, statistics, spectrum, spectra)
     return data, W_Q, W_K

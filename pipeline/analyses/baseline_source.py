@@ -1,0 +1,115 @@
+"""A random baseline as a source the run path reads like a checkpoint: its layers' Q/K are made, not read.
+
+:class:`BaselineSource` is what ``pipeline.run_tasks`` opens for a baseline's tasks: it has a checkpoint's
+``config``, ``revision`` and ``provenance``, and ``make_layer(l)`` gives layer l's heads (a
+``pipeline.architectures.LayerQK``) from :class:`pipeline.analyses.iid_heads.IidHeads` or
+:class:`pipeline.analyses.init_heads.InitHeads`, which the run path profiles at every offset, with its statistics and
+spectra, exactly as it profiles a checkpoint's layer (``pipeline.run_tasks.read_layer``). So a baseline goes through
+the one run path: its executors (``--workers``, ``--scheduler``), its writers, resumption and locks.
+
+A task carries its source as text: for a baseline, :data:`PREFIX` and a JSON object of the kind, the seed, the model
+it is the baseline of and the whole config (:attr:`BaselineSource.text`), so a worker makes the same heads without
+the store or the registry (:func:`open_baseline`). Its ``revision`` is a digest of that text and of the version of the
+library that draws the heads (transformers and torch for ``init``, numpy for ``iid``): a worker with other versions is
+refused like a checkpoint that changed, and a rerun with other versions finds the stored values from another
+revision (``--force`` replaces them).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from importlib.metadata import PackageNotFoundError, version
+
+from pipeline.analyses.iid_heads import check_seed
+from pipeline.architectures import layout_from_config
+from pipeline.schema import BASELINE_KINDS, Provenance
+
+PREFIX = "baseline:"  # a task source that starts with it is a baseline (BaselineSource.text)
+# The libraries whose versions decide a kind's values.
+LIBRARIES = {"iid": ("numpy",), "init": ("transformers", "torch")}
+DESCRIPTION = {"iid": "W_Q, W_K with i.i.d. standard normal entries at the shape of {of}, seed {seed}",
+               "init": "the heads transformers' _init_weights gives {of}'s config as training starts (each attention "
+                       "module reseeded), seed {seed}"}
+
+
+class BaselineError(ValueError):
+    """A baseline that cannot be made for what was given; the message says why and what to give instead."""
+
+
+def _version(package: str) -> str:
+    try:
+        return version(package)
+    except PackageNotFoundError:
+        return "not installed"
+
+
+class BaselineSource:
+    """The baseline of ``kind`` and ``seed`` of the model ``of`` (a name: what it is the baseline of), whose config is
+    ``config`` (a Hugging Face config dict). ``layout`` is the config's Layout (a rotary model's R(d) with it)."""
+
+    def __init__(self, kind: str, seed: int, config: dict, of: str):
+        if kind not in BASELINE_KINDS:
+            raise BaselineError(f"baseline kind must be one of {', '.join(BASELINE_KINDS)}; got {kind!r}")
+        try:
+            seed = check_seed(seed)
+        except ValueError as exc:
+            raise BaselineError(str(exc)) from None
+        self.kind, self.seed, self.config, self.of = kind, seed, dict(config), str(of)
+        self.layout = layout_from_config(self.config)
+        self._heads = None
+        self._first = None  # layer 0 made by check(), until make_layer(0) takes it
+
+    @property
+    def text(self) -> str:
+        """The source a task carries (module docstring)."""
+        return PREFIX + json.dumps({"kind": self.kind, "seed": self.seed, "of": self.of, "config": self.config},
+                                   sort_keys=True, separators=(",", ":"))
+
+    @property
+    def revision(self) -> str:
+        """``sha256:`` and 16 hex digits of :attr:`text` and the versions of the libraries that draw the heads."""
+        libraries = ",".join(f"{p}=={_version(p)}" for p in LIBRARIES[self.kind])
+        return "sha256:" + hashlib.sha256(f"{self.text}\n{libraries}".encode()).hexdigest()[:16]
+
+    @property
+    def provenance(self) -> Provenance:
+        """No file: the package that draws the heads and a one-line note of what they are."""
+        package = LIBRARIES[self.kind][0]
+        return Provenance(package=f"{package}=={_version(package)}",
+                          note=DESCRIPTION[self.kind].format(of=self.of, seed=self.seed))
+
+    @property
+    def heads(self):
+        """The IidHeads or InitHeads that make the layers (made once: InitHeads builds the model on the meta
+        device)."""
+        if self._heads is None:
+            from pipeline.analyses.baselines import baseline_heads
+
+            self._heads = baseline_heads(self.config, self.kind, self.seed)
+        return self._heads
+
+    def check(self) -> None:
+        """For ``init``, make layer 0 (kept for the first ``make_layer(0)``): the model is built and its
+        initialisation checked (InitBaselineError) before anything is written. (Nothing to check for ``iid``.)"""
+        if self.kind == "init" and self._first is None:
+            self._first = self.heads.layer(0)
+
+    def make_layer(self, layer: int):
+        """Layer ``layer``'s heads (``pipeline.architectures.LayerQK``), as ``pipeline.run_tasks.read_layer`` takes
+        them."""
+        if layer == 0 and self._first is not None:
+            qk, self._first = self._first, None
+            return qk
+        return self.heads.layer(layer)
+
+
+def is_baseline(source: str) -> bool:
+    """Whether a task's source text is a baseline's (:attr:`BaselineSource.text`)."""
+    return str(source).startswith(PREFIX)
+
+
+def open_baseline(text: str) -> BaselineSource:
+    """The :class:`BaselineSource` a task's source text describes."""
+    spec = json.loads(text[len(PREFIX):])
+    return BaselineSource(spec["kind"], spec["seed"], spec["config"], spec["of"])
