@@ -6,6 +6,7 @@ import numpy as np
 import zarr
 
 from pipeline.schema import (
+    CONVENTIONS_DATA,
     MODEL_DATA,
     PROFILE_ATTRS,
     PROFILE_DATA,
@@ -15,7 +16,7 @@ from pipeline.schema import (
     layer_checksum,
 )
 from pipeline.store.errors import StoreError, writing
-from pipeline.store.profile_arrays import create_data_arrays, even_rows
+from pipeline.store.profile_arrays import create_data_arrays, ensure_conventions, even_rows
 from pipeline.store.quiet import quiet_listing
 
 
@@ -34,7 +35,8 @@ class Migration:
         done = self._clean_side_groups()
         versions = self.hierarchy.schema_versions()
         todo = {g: v for g, v in versions.items() if v != SCHEMA_VERSION}
-        if not todo:
+        conventions = self._lacks_conventions()
+        if not todo and not conventions:
             return done
         newer = {g: v for g, v in todo.items() if not isinstance(v, int) or v > SCHEMA_VERSION}
         if newer:
@@ -43,7 +45,19 @@ class Migration:
         with writing(self.location, self.mode, "the schema upgrade", "every group"), self.locks.store_lock():
             with self.journal.recording({"op": "upgrade"}):
                 self.apply_upgrade()
-        return done + [f"{g}: schema version {v} -> {SCHEMA_VERSION}" for g, v in sorted(todo.items())]
+        done += [f"{g}: schema version {v} -> {SCHEMA_VERSION}" for g, v in sorted(todo.items())]
+        if conventions:
+            done.append(f"{PROFILES}: the variables of each model's conventions added (tower, qk_norm, scale, each "
+                        "layer's positional kind: pipeline.schema_conventions); the models stored before read as not "
+                        "recorded until their own command runs again")
+        return done
+
+    def _lacks_conventions(self) -> bool:
+        """Whether the profiles group lacks the optional conventions variables (``CONVENTIONS_DATA``)."""
+        root = zarr.open_group(self.location, mode="r", use_consolidated=False)
+        with quiet_listing():
+            names = {name for name, _ in root.groups()}
+            return PROFILES in names and any(k not in root[PROFILES] for k in CONVENTIONS_DATA)
 
     def _clean_side_groups(self) -> list[str]:
         if not self.backend.legacy_leftovers():
@@ -61,7 +75,8 @@ class Migration:
 
     def apply_upgrade(self) -> None:
         """Idempotent. Version 1 -> 2: the provenance and damage fields, and per-layer checksums of the
-        layers already written (computed from the stored values)."""
+        layers already written (computed from the stored values); every version: the optional conventions variables
+        of the profiles group, empty."""
         root = zarr.open_group(self.location, mode="a", use_consolidated=False)
         with quiet_listing():
             groups = list(root.groups())
@@ -81,4 +96,6 @@ class Migration:
                         if not str(sums[i, layer]):
                             sums[i, layer] = layer_checksum(g["profile"][i, layer, :H], g["norm"][i, layer, :H])
                 g.attrs.update(PROFILE_ATTRS)
+            if name == PROFILES:
+                ensure_conventions(g)
             g.attrs["schema_version"] = SCHEMA_VERSION

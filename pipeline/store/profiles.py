@@ -9,6 +9,7 @@ import zarr
 
 from pipeline.schema import (
     BOOL_FIELDS,
+    CONVENTIONS_DATA,
     COORDINATES,
     INT_FIELDS,
     MODEL_DATA,
@@ -28,6 +29,7 @@ from pipeline.store.profile_arrays import (
     clear_statistics,
     create_coordinate,
     create_data_arrays,
+    ensure_conventions,
     ensure_statistics,
     even_rows,
     grow,
@@ -35,6 +37,8 @@ from pipeline.store.profile_arrays import (
     row_dict,
     row_index,
     row_names,
+    row_of,
+    write_conventions,
 )
 
 __all__ = ["LayerWriter", "ProfilesTable", "Table"]
@@ -72,7 +76,7 @@ class ProfilesTable:
         g = self.open()
         names = row_names(g)
         cols = {f: g[f][:] for f in INT_FIELDS + STR_FIELDS + BOOL_FIELDS + ("layer_done", "statistics_checksum")
-                if f in g}
+                + tuple(CONVENTIONS_DATA) if f in g}
         return Table(rows_from_columns(names, cols), g, names, cols)
 
     def models(self) -> list[ModelRow]:
@@ -131,7 +135,7 @@ class ProfilesTable:
 
     def replay_register(self, entry: dict) -> str:
         """The journal's replay of a ``register`` entry."""
-        row = ModelRow(**entry["row"])
+        row = row_of(entry["row"])
         self.apply_register(row)
         return f"finished registering {row.name!r}"
 
@@ -161,6 +165,7 @@ class ProfilesTable:
         g = self.open("a")
         if not created:
             ensure_statistics(g, width)
+            ensure_conventions(g)
             grow(g, row.n_layers, row.n_heads, width)
         n = even_rows(g) if not created else 1
         names = row_names(g)
@@ -181,6 +186,7 @@ class ProfilesTable:
             if f != "damaged":
                 g[f][i] = str(values[f])
         g["layernorm_folded"][i] = bool(row.layernorm_folded)
+        write_conventions(g, i, row)
         g["model"][i] = row.name  # last: a row is a model once it has its name
         return i
 
@@ -200,6 +206,7 @@ class ProfilesTable:
         create_data_arrays(g, PROFILE_DATA, {"model": 1, "layer": L, "head": H, "d": N_OFFSETS,
                                              "coordinate": len(COORDINATES)})
         ensure_statistics(g, width)
+        ensure_conventions(g)
         create_data_arrays(g, MODEL_DATA, {"model": 1})
         g.update_attributes(PROFILE_ATTRS)  # one write of the group's zarr.json (attrs.update writes once per key)
         self.backend.place_group(target, PROFILES)
