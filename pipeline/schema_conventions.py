@@ -18,10 +18,11 @@ What a profile does not show but a reader needs beside it, written when a model 
   ModernBERT's sliding and global layers rotate with their own bases.
 
 Optional within the schema version: a store written before these variables opens, and ``python -m pipeline verify
---upgrade`` or the next registration adds them, empty. A model stored before them reads as not recorded:
-``scale_rule`` "" (``tower``, ``qk_norm``, ``scale`` and ``softcap`` "" / 0) and ``layer_positional`` "" for every
-layer, which means the model's ``positional`` for every layer (what the pipeline stored then: every family it read
-had one kind for all layers). Rerunning the model's own command records them without recomputing a layer.
+--upgrade`` or the next registration adds them, empty. A model stored before them reads as not recorded: ``tower``,
+``qk_norm``, ``scale_rule`` "" and ``scale``, ``softcap`` NaN (a :class:`~pipeline.schema.ModelRow` reads NaN as 0.0),
+and ``layer_positional`` "" for every layer, which means the model's ``positional`` for every layer (what the
+pipeline stored then: every family it read had one kind for all layers). Rerunning the model's own command records
+them without recomputing a layer. Past a model's layers the per-layer variables hold their fills ("", NaN).
 """
 
 from __future__ import annotations
@@ -51,14 +52,15 @@ class Conventions:
 CONVENTION_FIELDS = tuple(f.name for f in fields(Conventions))
 PER_LAYER_FIELDS = ("layer_positional", "layer_rope_theta", "layer_rope_scaling")
 # Variables of the profiles group: name -> (dims, dtype, fill value). Chunks: one per model (``conventions_chunks``).
+# NaN and "" = not recorded (or padding past a model's layers); a row reads them as its defaults, 0.0 and "".
 CONVENTIONS_DATA = {
     "tower": (("model",), "str", ""),
     "qk_norm": (("model",), "str", ""),
-    "scale": (("model",), "float64", 0.0),
+    "scale": (("model",), "float64", np.nan),
     "scale_rule": (("model",), "str", ""),
-    "softcap": (("model",), "float64", 0.0),
+    "softcap": (("model",), "float64", np.nan),
     "layer_positional": (("model", "layer"), "str", ""),
-    "layer_rope_theta": (("model", "layer"), "float64", 0.0),
+    "layer_rope_theta": (("model", "layer"), "float64", np.nan),
     "layer_rope_scaling": (("model", "layer"), "str", ""),
 }
 LAYER_CHUNK = 4096  # the per-layer variables: one chunk per model, as long as the ``layer`` coordinate's
@@ -69,11 +71,11 @@ CONVENTION_ATTRS = {
     "'layernorm per head'), scale (the softmax scale: score = scale * x_j^T L(d) x_i), scale_rule (what gave it: "
     "1/sqrt(head_dim), 1/sqrt(query_pre_attn_scalar), attention_multiplier, 1) and softcap (tanh soft-cap of the "
     "scores, 0 = none): scale and softcap change no profile. '' in scale_rule = not recorded (a model stored before "
-    "these variables; the others then read '' / 0)",
+    "these variables; scale and softcap then NaN)",
     "layer_positional": "per (model, layer): the layer's positional kind (learned absolute, alibi, rope, none); a "
     "layer moves with d exactly when it is 'rope'. '' = not recorded: the model's positional. layer_rope_theta: the "
-    "layer's rotary base (0 = no rotary); layer_rope_scaling: its frequency scaling ('' = none, e.g. 'linear "
-    "factor=8')",
+    "layer's rotary base (0 = no rotary, NaN = not recorded); layer_rope_scaling: its frequency scaling ('' = none, "
+    "e.g. 'linear factor=8')",
 }
 
 
@@ -113,14 +115,19 @@ def columns_of(cols: dict, i: int, n_layers: int) -> dict:
     out = {}
     for name, (dims, dtype, _fill) in CONVENTIONS_DATA.items():
         if dims == ("model",) and name in cols:
-            out[name] = float(cols[name][i]) if dtype == "float64" else str(cols[name][i])
+            out[name] = _float(cols[name][i]) if dtype == "float64" else str(cols[name][i])
     kinds = cols.get("layer_positional")
     if kinds is not None and n_layers and all(str(k) for k in kinds[i, :n_layers]):
         out["layer_positional"] = tuple(str(k) if str(k) in POSITIONAL_KINDS else "none" for k in kinds[i, :n_layers])
-        for name, cast in (("layer_rope_theta", float), ("layer_rope_scaling", str)):
+        for name, cast in (("layer_rope_theta", _float), ("layer_rope_scaling", str)):
             column = cols.get(name)
             out[name] = tuple(cast(v) for v in column[i, :n_layers]) if column is not None else ()
     return out
+
+
+def _float(x) -> float:
+    """A stored float as a row holds it: NaN (not recorded) as 0.0, so rows compare equal."""
+    return 0.0 if np.isnan(x) else float(x)
 
 
 class ConventionMethods:

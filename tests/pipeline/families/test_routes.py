@@ -1,5 +1,6 @@
 """The routes other than a local folder, for the families' own layouts: Hub range reads of fused QKV tensors fetch
-the q and k rows alone, and GGUF files of llama.cpp's architectures read back as the Hugging Face weights."""
+the q and k rows alone, a Hub id of a supported family with no registry entry goes through the command line (one
+model per tower for CLIP), and GGUF files of llama.cpp's architectures read back as the Hugging Face weights."""
 
 from __future__ import annotations
 
@@ -72,6 +73,31 @@ def test_hub_reads_only_the_q_and_k_rows_of_a_fused_tensor(family_model, hub_env
         served = hub.total_bytes(repo)
     qk, other = _fetch_bound(Path(folder), layout, names)
     assert qk <= served <= 1.0001 * qk + other, (served, qk, other)
+
+
+@pytest.mark.parametrize("name", ["qwen3", "clip/text"])
+def test_a_hub_id_of_a_supported_family_needs_no_registry_entry(family_model, hub_env, tmp_path, name):
+    """``profiles test-org/REPO`` for a family the registry has no entry for: stored under the id's last part (per
+    tower ``REPO/tower``), with the values the local folder gives, the resolved commit as revision."""
+    from pipeline.models import spec_for
+    from tests.pipeline.test_cli_profiles import cli, open_store
+
+    _, folder, _ = family_model(name)
+    repo = f"test-org/{Path(folder).name}"
+    assert spec_for(repo) is None
+    assert cli("profiles", folder, "--store", tmp_path / "disk.zarr", "--quiet") == 0
+    with LoopbackHub(serve_folder(folder, repo)) as hub:
+        hub_env.setenv("HF_ENDPOINT", hub.endpoint)
+        assert cli("profiles", repo, "--store", tmp_path / "hub.zarr", "--quiet") == 0
+        sha = hub.sha[repo]
+    disk, remote = open_store(tmp_path / "disk.zarr"), open_store(tmp_path / "hub.zarr")
+    towers = ["text", "vision"] if name.startswith("clip") else [""]
+    assert list(remote.model.values) == list(disk.model.values) == [
+        Path(folder).name + (f"/{t}" if t else "") for t in towers]
+    np.testing.assert_array_equal(remote.profile.values, disk.profile.values)
+    np.testing.assert_array_equal(remote.layer_positional.values, disk.layer_positional.values)
+    assert remote.complete.values.all() and set(remote.revision.values) == {sha}
+    assert set(remote.command.values) == {f"python -m pipeline profiles {repo}"}
 
 
 # ------------------------------------------------------------------------------------------ GGUF
