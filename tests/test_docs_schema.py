@@ -1,6 +1,6 @@
 """docs/architecture.md's table of the ``profiles`` group against pipeline/schema.py and a written store.
 
-The table must name exactly the schema's variables (PROFILE_DATA, STATISTICS_DATA and the per-model
+The table must name exactly the schema's variables (PROFILE_DATA, STATISTICS_DATA, CONVENTIONS_DATA and the per-model
 fields) with their dimensions, and give the dtype and chunk shape that a store written through the
 public API really has (H0 and E0 in the table stand for the head count and the eigen width the group was
 created with).
@@ -42,7 +42,8 @@ def documented() -> dict[str, tuple[tuple[str, ...], str, tuple[str, ...]]]:
 
 
 def schema_dims() -> dict[str, tuple[str, ...]]:
-    data = {name: dims for name, (dims, _dtype, _fill) in (schema.PROFILE_DATA | schema.STATISTICS_DATA).items()}
+    data = {name: dims for name, (dims, _dtype, _fill) in
+            (schema.PROFILE_DATA | schema.STATISTICS_DATA | schema.CONVENTIONS_DATA).items()}
     per_model = dict.fromkeys(schema.INT_FIELDS + schema.STR_FIELDS + schema.BOOL_FIELDS, ("model",))
     return data | per_model
 
@@ -73,7 +74,7 @@ def test_the_table_names_exactly_the_schema_variables_and_dims():
 
 def test_the_table_dtypes_are_the_schema_dtypes():
     docs = documented()
-    for name, (_dims, dtype, _fill) in (schema.PROFILE_DATA | schema.STATISTICS_DATA).items():
+    for name, (_dims, dtype, _fill) in (schema.PROFILE_DATA | schema.STATISTICS_DATA | schema.CONVENTIONS_DATA).items():
         if name in docs:
             assert docs[name][1] == dtype, name
 
