@@ -351,7 +351,7 @@ def rows_from_columns(names, cols: dict[str, np.ndarray]) -> list[ModelRow]:
             kw["statistics_layers"] = int(with_stats.sum())
         if kw["positional"] not in POSITIONAL_KINDS:
             kw["positional"] = "none"
-        out.append(ModelRow(name=str(name), **kw | columns_of(cols, i, n_layers)))
+        out.append(ModelRow(name=str(name), **kw | columns_of(cols, i, n_layers, POSITIONAL_KINDS)))
     return out
 
 

@@ -107,18 +107,16 @@ def layer_values(conventions: Conventions, n_layers: int, width: int) -> dict[st
     return out
 
 
-def columns_of(cols: dict, i: int, n_layers: int) -> dict:
+def columns_of(cols: dict, i: int, n_layers: int, kinds: tuple[str, ...]) -> dict:
     """The conventions fields of row ``i`` from the profiles group's columns (those missing read as not recorded); the
-    per-layer ones when every layer's kind is there."""
-    from pipeline.schema import POSITIONAL_KINDS
-
+    per-layer ones when every layer's kind is there (one not among ``kinds``, the positional kinds, reads "none")."""
     out = {}
     for name, (dims, dtype, _fill) in CONVENTIONS_DATA.items():
         if dims == ("model",) and name in cols:
             out[name] = _float(cols[name][i]) if dtype == "float64" else str(cols[name][i])
-    kinds = cols.get("layer_positional")
-    if kinds is not None and n_layers and all(str(k) for k in kinds[i, :n_layers]):
-        out["layer_positional"] = tuple(str(k) if str(k) in POSITIONAL_KINDS else "none" for k in kinds[i, :n_layers])
+    stored = cols.get("layer_positional")
+    if stored is not None and n_layers and all(str(k) for k in stored[i, :n_layers]):
+        out["layer_positional"] = tuple(str(k) if str(k) in kinds else "none" for k in stored[i, :n_layers])
         for name, cast in (("layer_rope_theta", _float), ("layer_rope_scaling", str)):
             column = cols.get(name)
             out[name] = tuple(cast(v) for v in column[i, :n_layers]) if column is not None else ()
