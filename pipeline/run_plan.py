@@ -15,6 +15,7 @@ import numpy as np
 from tqdm.auto import tqdm
 
 from pipeline.architectures import ArchitectureError, check_layer, layout_from_config, qk_tensor_names
+from pipeline.architectures import towers as towers_of
 from pipeline.checkpoints import open_checkpoint, resolve
 from pipeline.models import SEED_MODELS, compute_command, spec_for
 from pipeline.run_options import RunOptions, UsageError, check_options
@@ -42,8 +43,8 @@ class ModelPlan:
     def tasks(self, store: str) -> list[LayerTask]:
         """The tasks of the layers to do, with one new run token."""
         run = uuid.uuid4().hex
-        return [LayerTask(store, self.name, self.ref.text, self.ckpt.revision, layer, self.row.layernorm_folded, run)
-                for layer in self.todo]
+        return [LayerTask(store, self.name, self.ref.text, self.ckpt.revision, layer, self.row.layernorm_folded, run,
+                          self.layout.tower) for layer in self.todo]
 
 
 class _ShapesOnly:
@@ -96,21 +97,52 @@ def _conflict(store, row) -> tuple[bool, str | None]:
     )
 
 
-def plan_model(model_or_path: str, store, fold_ln: bool = False, name: str | None = None, force: bool = False,
-               revision: str | None = None, stored: list[str] | None = None, hold=None) -> ModelPlan | None:
-    """Open and validate one checkpoint; None if the store already holds exactly these values.
-
-    ``store`` is an open store (:func:`open_store`); ``stored`` its model names (read once per run);
-    ``hold(name)``, when given, takes the model's writer lock before its stored state is read."""
-    ref = resolve(model_or_path)
-    ckpt = open_checkpoint(ref, revision)
+def _layout(ckpt, tower: str | None):
+    """The checkpoint's Layout (of ``tower``); a config that is not a usable dict is an ArchitectureError."""
     try:
-        layout = layout_from_config(ckpt.config)
+        return layout_from_config(ckpt.config, tower)
     except ArchitectureError:
         raise
     except (TypeError, ValueError, KeyError, AttributeError) as exc:
         raise ArchitectureError(f"the config.json of {ckpt.source} is not a usable config ({type(exc).__name__}: "
                                 f"{exc}); fix or re-download it.") from None
+
+
+def tower_name(name: str, tower: str) -> str:
+    """The store name of one tower of a multi-tower checkpoint stored as ``name``: ``NAME/tower``."""
+    return f"{name}/{tower}" if tower else name
+
+
+def plan_model(model_or_path: str, store, fold_ln: bool = False, name: str | None = None, force: bool = False,
+               revision: str | None = None, stored: list[str] | None = None, hold=None,
+               tower: str | None = None) -> ModelPlan | None:
+    """Open and validate one checkpoint (its ``tower``, for a model of several); None if the store already holds
+    exactly these values. :func:`plan_checkpoint` plans every tower of a checkpoint.
+
+    ``store`` is an open store (:func:`open_store`); ``stored`` its model names (read once per run);
+    ``hold(name)``, when given, takes the model's writer lock before its stored state is read."""
+    ref = resolve(model_or_path)
+    ckpt = open_checkpoint(ref, revision)
+    return _plan(ref, ckpt, _layout(ckpt, tower), store, fold_ln, name, force, stored, hold)
+
+
+def plan_checkpoint(model_or_path: str, store, fold_ln: bool = False, name: str | None = None, force: bool = False,
+                    revision: str | None = None, stored: list[str] | None = None,
+                    hold=None) -> list[tuple[str, ModelPlan | None]]:
+    """(store name, plan or None when already complete) for each model of one checkpoint: one, or one per tower of
+    a multi-tower checkpoint (CLIP, Whisper), each stored as ``NAME/tower`` with its own shape. Every tower is
+    validated before any is returned."""
+    ref = resolve(model_or_path)
+    ckpt = open_checkpoint(ref, revision)
+    towers = towers_of(ckpt.config) if isinstance(ckpt.config, dict) else ()
+    layouts = [_layout(ckpt, t or None) for t in towers or ("",)]
+    plans = [_plan(ref, ckpt, layout, store, fold_ln, name, force, stored, hold) for layout in layouts]
+    base = name or ref.default_name(ckpt.own_name)
+    return [(tower_name(base, layout.tower), plan) for layout, plan in zip(layouts, plans, strict=True)]
+
+
+def _plan(ref, ckpt, layout, store, fold_ln, name, force, stored, hold) -> ModelPlan | None:
+    """One model's plan (one tower's, where the checkpoint has several)."""
     spec = ref.spec
     if spec is not None and (bad := spec.mismatches(layout)):
         diff = ", ".join(f"{k}: registry {a!r}, config {b!r}" for k, (a, b) in bad.items())
@@ -118,24 +150,25 @@ def plan_model(model_or_path: str, store, fold_ln: bool = False, name: str | Non
                                 "The checkpoint is not that model, or the registry in pipeline/models.py is wrong.")
     validate_checkpoint(ckpt, layout, fold_ln)
     default = ref.default_name(ckpt.own_name)
-    name = name or default
+    base = name or default
+    name = tower_name(base, layout.tower)
     if hold is not None:
         hold(name)
     other = spec_for(name) if spec is None else None  # the chosen name, when it is a registry name of another model
     if other is not None and other.name == name and (bad := other.mismatches(layout)):
         raise UsageError(f"{name!r} is the registry's name for {other.hub_id}, and {ref.text!r} has "
                          f"another shape ({', '.join(bad)} differ). Store it under another name with --name NEW.")
-    command = compute_command(ref.text, None if name == default else name, fold_ln)
-    row = ModelRow.of(name, layout.shape, ckpt.provenance, source=ckpt.source,
-                      revision=ckpt.revision, command=command, layernorm_folded=fold_ln)
+    command = compute_command(ref.text, None if base == default else base, fold_ln)
+    row = ModelRow.of(name, layout.shape, ckpt.provenance, source=ckpt.source, revision=ckpt.revision,
+                      command=command, layernorm_folded=fold_ln, **layout.conventions().fields())
     todo = layers_to_do(store, row, stored if stored is not None else store.names(), force)
     return None if todo is None else ModelPlan(ref, ckpt, layout, row, *todo)
 
 
 def layers_to_do(store, row, stored: list[str], force: bool) -> tuple[list[int], bool] | None:
     """(the layers of ``row``'s model to write, whether its stored values are forgotten first), or None when the
-    store holds it complete with the same values and every layer's values at d = 0. ``stored``: the store's model
-    names. StoreError when it holds other values and ``force`` is not given."""
+    store holds it complete with the same values, the same conventions and every layer's values at d = 0.
+    ``stored``: the store's model names. StoreError when it holds other values and ``force`` is not given."""
     if row.name not in stored or force:
         return list(range(row.n_layers)), row.name in stored
     complete, conflict = _conflict(store, row)
@@ -144,7 +177,9 @@ def layers_to_do(store, row, stored: list[str], force: bool) -> tuple[list[int],
     # layers not written, and layers written without their values at d = 0 (head statistics, spectra of T and L)
     at_zero = store.layers_with_statistics(row.name) & store.layers_with_spectra(row.name)
     todo = [int(i) for i in np.flatnonzero(~at_zero)]
-    return None if complete and not todo else (todo, False)
+    if complete and not todo and store.row(row.name).conventions == row.conventions:
+        return None  # (a complete model whose conventions are not recorded is registered again: no layer is written)
+    return todo, False
 
 
 def check_weights(plan: ModelPlan, progress: bool = True) -> None:
@@ -184,11 +219,11 @@ def plan_run(opts: RunOptions, log=print, locks: contextlib.ExitStack | None = N
     plans = []
     for m in models:
         hold = None if locks is None else (lambda name: locks.enter_context(store.writer(name)))
-        plan = plan_model(m, store, opts.fold_ln, opts.name, opts.force, opts.revision, stored, hold)
-        if plan is None:
-            log(f"{opts.name or m}: already complete in {location}; skipped (add --force to recompute)")
-        else:
-            plans.append(plan)
+        for name, plan in plan_checkpoint(m, store, opts.fold_ln, opts.name, opts.force, opts.revision, stored, hold):
+            if plan is None:
+                log(f"{name}: already complete in {location}; skipped (add --force to recompute)")
+            else:
+                plans.append(plan)
     for plan in plans:
         check_weights(plan, progress=not opts.quiet)
     check_store(location, bytes_needed(plans))

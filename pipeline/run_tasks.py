@@ -85,7 +85,8 @@ def read_ahead(plan):
 
 @dataclass(frozen=True)
 class LayerTask:
-    """One (model, layer): what a worker opens (source at the pinned revision) and where it writes."""
+    """One (model, layer): what a worker opens (source at the pinned revision, and the tower of a model of several)
+    and where it writes."""
 
     store: str
     name: str
@@ -94,6 +95,7 @@ class LayerTask:
     layer: int
     fold_ln: bool
     run: str = ""  # the run's token (ModelPlan.tasks): a worker writes a run's layers through one writer
+    tower: str = ""  # the tower of a multi-tower checkpoint (CLIP, Whisper); "" for a model of one
 
 
 @lru_cache(maxsize=4)
@@ -126,7 +128,7 @@ def run_task(task: LayerTask, ckpt=None) -> int:
             raise CheckpointError(f"{task.source} is at revision {ckpt.revision} on this worker, but the run was "
                                   f"planned for {task.revision}: the checkpoint changed (or differs between "
                                   "machines). Rerun the command to plan it again.")
-    values = compute_layer(ckpt, layout_from_config(ckpt.config), task.layer, task.fold_ln)
+    values = compute_layer(ckpt, layout_from_config(ckpt.config, task.tower or None), task.layer, task.fold_ln)
     if task.run:
         _worker_writer(task.store, task.name, task.run).write(task.layer, *values)
     else:

@@ -41,6 +41,7 @@ from pipeline.schema_analyses import (  # noqa: F401 - the analyses' part of the
     statistics_checksum,
     trained_and_baselines,
 )
+from pipeline.schema_conventions import CONVENTION_ATTRS, CONVENTIONS_DATA, ConventionMethods, Conventions, columns_of
 
 SCHEMA_VERSION = 2
 PROFILES = "profiles"
@@ -183,7 +184,7 @@ PROFILE_ATTRS = {
     "little-endian float64 bytes in C order, written with the layer",
     "provenance": "format (safetensors, bin, hub, gguf, onnx), quantization ('' = float), file, sha256 (of the "
     "file), package (the package that shipped the weights), note (one line shown next to the model)",
-} | ANALYSES_ATTRS
+} | ANALYSES_ATTRS | CONVENTION_ATTRS
 
 
 def layer_checksum(profile: np.ndarray, norm: np.ndarray) -> str:
@@ -191,7 +192,7 @@ def layer_checksum(profile: np.ndarray, norm: np.ndarray) -> str:
     return sha256_of((profile, norm))
 
 
-class _RowMethods:
+class _RowMethods(ConventionMethods):
     """What a :class:`ModelRow` knows beyond its fields."""
 
     def __post_init__(self):
@@ -270,14 +271,14 @@ READ_COUNTS = ("layers_done", "statistics_layers", "spectra_layers")
 
 
 def _row_fields() -> list[tuple]:
-    """ModelRow's fields: name; ModelShape's (the positional form first); RUN_STATE; Provenance's; BASELINE_STATE;
-    READ_COUNTS."""
+    """ModelRow's fields: name; ModelShape's (the positional form first); RUN_STATE; Provenance's; Conventions';
+    BASELINE_STATE; READ_COUNTS."""
     shape = {f.name: f for f in fields(ModelShape)}
     zero = {"int": 0, "str": ""}
     out = [("name", "str")] + [(f, shape[f].type) for f in ROW_POSITIONAL]
     out += [(f.name, f.type, field(default=zero[f.type])) for f in shape.values() if f.name not in ROW_POSITIONAL]
     out += [(name, kind, field(default=default)) for name, (kind, default) in RUN_STATE.items()]
-    out += [(f.name, f.type, field(default=f.default)) for f in fields(Provenance)]
+    out += [(f.name, f.type, field(default=f.default)) for f in fields(Provenance) + fields(Conventions)]
     out += [(name, kind, field(default=default)) for name, (kind, default) in BASELINE_STATE.items()]
     return out + [(f, "int", field(default=0)) for f in READ_COUNTS]
 
@@ -285,15 +286,17 @@ def _row_fields() -> list[tuple]:
 ModelRow = make_dataclass("ModelRow", _row_fields(), bases=(_RowMethods, AnalysesRowMethods), frozen=True,
                           namespace={"__doc__": (
     "One model of the ``profiles`` group: its name, ModelShape's fields, RUN_STATE, Provenance's fields, "
-    "BASELINE_STATE and READ_COUNTS (read from the store, not stored). Positional form: ModelRow(name, "
+    "Conventions' fields, BASELINE_STATE and READ_COUNTS (read from the store, not stored). Positional form: "
+    "ModelRow(name, "
     + ", ".join(ROW_POSITIONAL) + ")")})
 ModelRow.__module__ = __name__
 
 ROW_FIELDS = tuple(f.name for f in fields(ModelRow) if f.name not in READ_COUNTS)
-# Per-model variables (dimension ``model``, chunk 1), by dtype: the stored fields of a row.
+# Per-model variables (dimension ``model``, chunk 1), by dtype: the stored fields of a row (its Conventions apart).
 INT_FIELDS = tuple(f.name for f in fields(ModelShape) if f.type == "int") + tuple(
     name for name, (kind, _default) in BASELINE_STATE.items() if kind == "int")
-STR_FIELDS = tuple(f.name for f in fields(ModelRow) if f.type == "str" and f.name in ROW_FIELDS and f.name != "name")
+STR_FIELDS = tuple(f.name for f in fields(ModelRow) if f.type == "str" and f.name in ROW_FIELDS
+                   and f.name not in ("name", *CONVENTIONS_DATA))
 BOOL_FIELDS = tuple(f.name for f in fields(ModelRow) if f.type == "bool")
 # The same as variables: name -> (dims, dtype, fill value), one chunk per model.
 MODEL_DATA = ({f: (("model",), "int32", 0) for f in INT_FIELDS} | {f: (("model",), "str", "") for f in STR_FIELDS}
@@ -304,7 +307,8 @@ def model_rows(ds: xr.Dataset) -> list[ModelRow]:
     """The models of an opened ``profiles`` Dataset, in store order (rows without a name are skipped)."""
     if ds.sizes.get("model", 0) == 0:
         return []
-    wanted = [k for k in INT_FIELDS + STR_FIELDS + BOOL_FIELDS + ("layer_done", *CHECKSUMS) if k in ds]
+    wanted = [k for k in INT_FIELDS + STR_FIELDS + BOOL_FIELDS + ("layer_done", *CHECKSUMS) + tuple(CONVENTIONS_DATA)
+              if k in ds]
     # one synchronous read of the small per-model variables (no thread pool: safe in forked workers)
     small = ds[wanted].compute(scheduler="synchronous")
     cols = {k: np.asarray(small[k].values) for k in wanted}
@@ -312,20 +316,15 @@ def model_rows(ds: xr.Dataset) -> list[ModelRow]:
 
 
 def rows_from_columns(names, cols: dict[str, np.ndarray]) -> list[ModelRow]:
-    """ModelRows from the per-model columns (``layer_done`` and the ``CHECKSUMS`` (model, layer) optional);
-    nameless rows skipped."""
+    """ModelRows from the per-model columns (``layer_done``, the ``CHECKSUMS`` (model, layer) and
+    ``CONVENTIONS_DATA`` optional); nameless rows skipped."""
     done = cols.get("layer_done")
     out = []
     for i, name in enumerate(names):
         if not str(name).strip():
             continue
-        kw = {}
-        for f in INT_FIELDS:
-            kw[f] = int(cols[f][i]) if f in cols else 0
-        for f in STR_FIELDS:
-            kw[f] = str(cols[f][i]) if f in cols else ""
-        for f in BOOL_FIELDS:
-            kw[f] = bool(cols[f][i]) if f in cols else False
+        kinds = ((INT_FIELDS, int), (STR_FIELDS, str), (BOOL_FIELDS, bool))  # a missing column: 0, '', False
+        kw = {f: cast(cols[f][i]) if f in cols else cast() for names_of, cast in kinds for f in names_of}
         n_layers = kw["n_layers"]
         kw["layers_done"] = int(done[i, :n_layers].sum()) if done is not None else n_layers
         for sums, count in ((cols.get(c), count) for c, count in CHECKSUMS.items()):
@@ -336,7 +335,7 @@ def rows_from_columns(names, cols: dict[str, np.ndarray]) -> list[ModelRow]:
                 kw[count] = int(with_values.sum())
         if kw["positional"] not in POSITIONAL_KINDS:
             kw["positional"] = "none"
-        out.append(ModelRow(name=str(name), **kw))
+        out.append(ModelRow(name=str(name), **kw | columns_of(cols, i, n_layers, POSITIONAL_KINDS)))
     return out
 
 
@@ -354,6 +353,8 @@ def profiles_problems(ds: xr.Dataset) -> list[str]:
         present = [name for name in optional if name in ds.variables]
         if present and len(present) < len(optional):
             out.append(f"the {what} variables are incomplete: {present} without the others of {list(optional)}")
+    for name, (dims, _dtype, _fill) in CONVENTIONS_DATA.items():
+        out += _dims_problem(ds, name, dims)
     if present and "statistic" in ds.coords and [str(c) for c in ds["statistic"].values] != list(STATISTICS):
         out.append(f"statistic values are {list(ds['statistic'].values)}, expected {list(STATISTICS)}")
     for name in INT_FIELDS + STR_FIELDS + BOOL_FIELDS:

@@ -1,7 +1,7 @@
 """docs/architecture.md's table of the ``profiles`` group against pipeline/schema.py and a written store.
 
-The table must name exactly the schema's variables (PROFILE_DATA, STATISTICS_DATA, SPECTRA_DATA and the
-per-model fields) with their dimensions, and give the dtype and chunk shape that a store written through the
+The table must name exactly the schema's variables (PROFILE_DATA, STATISTICS_DATA, SPECTRA_DATA, CONVENTIONS_DATA
+and the per-model fields) with their dimensions, and give the dtype and chunk shape that a store written through the
 public API really has (H0 and E0 in the table stand for the head count and the eigen width the group was
 created with).
 """
@@ -43,7 +43,7 @@ def documented() -> dict[str, tuple[tuple[str, ...], str, tuple[str, ...]]]:
 
 def schema_dims() -> dict[str, tuple[str, ...]]:
     data = {name: dims for name, (dims, _dtype, _fill) in
-            (schema.PROFILE_DATA | schema.STATISTICS_DATA | schema.SPECTRA_DATA).items()}
+            (schema.PROFILE_DATA | schema.STATISTICS_DATA | schema.SPECTRA_DATA | schema.CONVENTIONS_DATA).items()}
     per_model = dict.fromkeys(schema.INT_FIELDS + schema.STR_FIELDS + schema.BOOL_FIELDS, ("model",))
     return data | per_model
 
@@ -75,7 +75,7 @@ def test_the_table_names_exactly_the_schema_variables_and_dims():
 def test_the_table_dtypes_are_the_schema_dtypes():
     docs = documented()
     for name, (_dims, dtype, _fill) in (schema.PROFILE_DATA | schema.STATISTICS_DATA | schema.SPECTRA_DATA
-                                        | schema.MODEL_DATA).items():
+                                        | schema.CONVENTIONS_DATA | schema.MODEL_DATA).items():
         if name in docs:
             assert docs[name][1] == dtype, name
 

@@ -13,7 +13,8 @@ from pipeline.families.errors import ADDING_A_FAMILY, ArchitectureError
 from pipeline.families.positions import layer_positionals
 from pipeline.families.spec import Family, Positional
 from pipeline.families.table import FAMILIES
-from pipeline.schema import ModelShape
+from pipeline.schema import Conventions, ModelShape
+from pipeline.schema_conventions import scaling_text
 
 
 @dataclass(frozen=True)
@@ -56,6 +57,16 @@ class Layout(ModelShape):
             return self.layers[layer]
         return Positional(self.positional, self.rotary_dim, self.rope_theta, self.rotary_style, self.rope_scaling)
 
+    def conventions(self) -> Conventions:
+        """What the store records beside the shape (``pipeline.schema.Conventions``): the tower, the QK-norm, the
+        scale and its rule, the soft-cap, and every layer's positional kind, rotary base and scaling."""
+        per = [self.positional_of(layer) for layer in range(self.n_layers)]
+        return Conventions(tower=self.tower, qk_norm=self.qk_norm, scale=float(self.scale),
+                           scale_rule=self.spec.scale if self.spec is not None else "", softcap=float(self.softcap),
+                           layer_positional=tuple(p.kind for p in per),
+                           layer_rope_theta=tuple(float(p.rope_theta) if p.kind == "rope" else 0.0 for p in per),
+                           layer_rope_scaling=tuple(scaling_text(p.scaling) if p.kind == "rope" else "" for p in per))
+
 
 def supported(towered: bool | None = None) -> str:
     """The supported model types, for messages and --help: all of them (``towered`` None, multi-tower ones with
@@ -95,7 +106,7 @@ def _entry(config: dict, tower: str | None) -> tuple[Family, dict]:
         if tower not in names:
             raise ArchitectureError(f"{family} is a model of {len(names)} towers ({', '.join(names)}): name one of "
                                     f"them{f', not {tower!r}' if tower else ''} (layout_from_config(config, tower=...)"
-                                    "); the profiles command reads models of one tower")
+                                    "); the profiles command stores each tower as NAME/tower")
         entry = entry.tower(tower)
         if entry.sub_config:
             sub = config.get(entry.sub_config)

@@ -104,6 +104,8 @@ class Family:
     layers: tuple[str, ...] = ("num_hidden_layers",)
     head_dim: tuple[str, ...] = ()  # keys that may give the head size (else hidden / heads)
     sub_config: str = ""
+    # a tower whose tensor names end like another tower's: only names holding one of these are its own
+    within: tuple[str, ...] = ()
     # key/value grouping: "multi-head", "grouped" (kv_keys, else H) or "multi-query" (one key head)
     grouping: str = "multi-head"
     kv_keys: tuple[str, ...] = ("num_key_value_heads",)

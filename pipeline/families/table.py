@@ -36,6 +36,8 @@ _GEMMA = dict(gain_offset=1.0)  # GemmaRMSNorm: x * (1 + weight)
 _GEMMA3_TYPES = dict(layer_rule="layer_types", type_period=("sliding_window_pattern", 6, 1),
                      type_theta=(("sliding_attention", ("rope_local_base_freq",), 10000.0),
                                  ("full_attention", ("rope_theta",), 1e6)))
+_GEMMA3_TEXT = _decoder("gemma3_text", **_GEMMA, **_GEMMA3_TYPES, qk_norm=_rms_head(),
+                        scale="1/sqrt(query_pre_attn_scalar)", softcap_key="attn_logit_softcapping")
 _CLIP_TEXT = Family(name="clip", kind="text", q="text_model.encoder.layers.{l}.self_attn.q_proj.weight",
                     k="text_model.encoder.layers.{l}.self_attn.k_proj.weight", positional=_ABS,
                     ln="text_model.encoder.layers.{l}.layer_norm1.weight")
@@ -73,8 +75,7 @@ ENTRIES = (
     _decoder("qwen3_moe", qk_norm=_rms_head()),
     _decoder("gemma", **_GEMMA),
     _decoder("gemma2", **_GEMMA, scale="1/sqrt(query_pre_attn_scalar)", softcap_key="attn_logit_softcapping"),
-    _decoder("gemma3_text", **_GEMMA, **_GEMMA3_TYPES, qk_norm=_rms_head(), scale="1/sqrt(query_pre_attn_scalar)",
-             softcap_key="attn_logit_softcapping"),
+    _GEMMA3_TEXT,
     _decoder("phi", variants=(when("qk_layernorm", True, qk_norm=QKNorm(
         "layernorm", "head", "shared", _ATTN + "q_layernorm.weight", _ATTN + "k_layernorm.weight")),)),
     _decoder("phi3", q=_ATTN + "qkv_proj.weight", k="", split="rows"),
@@ -126,6 +127,10 @@ ENTRIES = (
     replace(_CLIP_TEXT, name="clip_text_model"),
     replace(_CLIP_VISION, name="clip_vision_model"),
     Family("whisper", "audio", towers=(("encoder", _whisper("encoder")), ("decoder", _whisper("decoder")))),
+    # Gemma 3's image-text model: its text tower, the language model's tensors (``language_model.model.layers`` as
+    # saved, ``model.language_model.layers`` by transformers 4.5x); the SigLIP vision tower is not in the table
+    Family("gemma3", "text", towers=(("text", replace(_GEMMA3_TEXT, sub_config="text_config",
+                                                       within=("language_model.",))),)),
 )
 
 FAMILIES: dict[str, Family] = {f.name: f for f in ENTRIES}

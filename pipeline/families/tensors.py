@@ -59,7 +59,7 @@ def qk_tensor_names(layout, tensor_names, layer: int, fold_ln: bool = False) -> 
     if not 0 <= layer < layout.n_layers:
         raise _error(f"layer {layer} out of range: the model has {layout.n_layers} layers")
     spec = layout.spec
-    names = list(tensor_names)
+    names = [t for t in tensor_names if not spec.within or any(w in t for w in spec.within)]
     fill = {"l": layer, "p": layer - 1}
     wanted = ({"qkv": spec.q.format(**fill)} if spec.split != "separate"
               else {"q": spec.q.format(**fill), "k": spec.k.format(**fill)})

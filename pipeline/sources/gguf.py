@@ -21,7 +21,10 @@ architectures and the converter's conventions per architecture are in ``pipeline
 - tensors: ``blk.N.attn_q.weight`` -> ``model.layers.N.self_attn.q_proj.weight`` (``attn_k`` -> ``k_proj``,
   ``attn_qkv`` -> ``qkv_proj``, ``attn_norm`` -> ``input_layernorm``, ``attn_{q,k}_norm`` -> ``{q,k}_norm``);
   GGUF's ``(ne1, ne0)`` rows are torch Linear's output rows; Gemma's norm gains, stored as 1 + weight, are
-  given back as the weight (float64, exact);
+  given back as the weight (float64, exact); the fused ``attn_qkv`` of BLOOM, GPT-NeoX, Falcon, GPT-2 and
+  GPT-BigCode, rows [Q | K | V] in the file, under the family's own name and in its own layout: each Hugging Face
+  row read from the file row the converter moved it to (``gguf_families.hf_row_order``), GPT-2's given back as
+  its Conv1D (N, 3N);
 - llama.cpp's converter (``convert_hf_to_gguf.py``, ``LlamaModel.modify_tensors``) permutes the rows of the
   Q and K weights of ``llama``-architecture models (and ``granite``, ``smollm3``), within each head, from
   rotate-half order to interleaved pairs: ``w.reshape(heads, 2, n // 2, N).swapaxes(1, 2)`` (``heads`` = key
@@ -48,8 +51,11 @@ from pipeline.sources.base import Checkpoint, CheckpointError
 from pipeline.sources.gguf_families import (  # noqa: F401 - ARCHITECTURES, hf_name: the reader's names
     ARCHITECTURES,
     NORM_SHIFTS,
+    QK_ROLES,
+    TRANSPOSED,
     family_config,
     hf_name,
+    hf_row_order,
     hf_tensors,
     metadata,
 )
@@ -221,13 +227,16 @@ class GGUFFile:
     format = "gguf"
 
     def __init__(self, path, tensors: dict[str, tuple], heads: dict[str, int], permuted: bool,
-                 norm_shift: float = 0.0, fingerprint: bytes = b""):
+                 norm_shift: float = 0.0, fingerprint: bytes = b"", row_orders: dict | None = None,
+                 transposed: frozenset = frozenset()):
         self.path = Path(path)
         self.tensors = tensors  # HF name -> (GGMLQuantizationType, HF shape, memory-mapped data)
         self.heads = heads  # HF name -> number of heads whose rows to un-permute (Q: heads, K: kv heads)
         self.permuted = permuted  # the converter permuted the Q/K rows within each head (llama files)
         self.norm_shift = norm_shift  # what the converter added to every norm gain (1-d tensors)
         self._fingerprint = fingerprint
+        self.row_orders = row_orders or {}  # HF name -> the file row of each HF row (fused QKV moved by rows)
+        self.transposed = transposed  # HF names stored transposed (GPT-2's Conv1D as Linear rows)
 
     def keys(self) -> list[str]:
         return list(self.tensors)
@@ -247,6 +256,10 @@ class GGUFFile:
         from gguf.quants import dequantize
 
         qtype, shape, data = self.tensors[name]
+        if name in self.row_orders:
+            return self.read_rows(name, [(0, shape[0])])
+        if name in self.transposed:  # GPT-2's Conv1D (N, 3N), stored as its (3N, N) transpose
+            return np.ascontiguousarray(dequantize(np.asarray(data), qtype).reshape(shape[::-1]).T)
         if len(shape) == 1 or name.endswith("_norm.weight"):  # a gain: the converter's shift taken off (float64)
             gain = np.array(dequantize(data, qtype), dtype=np.float32).reshape(shape)
             return gain - np.float64(self.norm_shift) if self.norm_shift else gain
@@ -276,12 +289,14 @@ class GGUFFile:
             whole = self.read_compact(name)
             return np.concatenate([whole[a:b] for a, b in ranges])
         data = np.asarray(data)
+        order = self.row_orders.get(name)
         out = np.empty((sum(b - a for a, b in ranges), shape[1]), dtype=np.float32)
         at, step = 0, max(1, CHUNK_BYTES // max(1, shape[1] * 4))
         for a, b in ranges:
             for i in range(a, b, step):
                 j = min(b, i + step)
-                out[at:at + j - i] = dequantize(data[i:j], qtype).reshape(j - i, shape[1])
+                rows = data[i:j] if order is None else data[order[i:j]]  # the file rows of HF rows i..j
+                out[at:at + j - i] = dequantize(rows, qtype).reshape(j - i, shape[1])
                 at += j - i
         return out
 
@@ -413,7 +428,7 @@ def open_gguf(path, header=read_header) -> Checkpoint:
             heads[hf] = config["num_key_value_heads"]
     from gguf.quants import dequantize
 
-    weights = [hf for hf in tensors if hf.endswith(("q_proj.weight", "k_proj.weight", "qkv_proj.weight"))]
+    weights = [hf for hf in tensors if gguf_names[hf].endswith(QK_ROLES)]
     qtypes = sorted({tensors[hf][0].name for hf in weights})
     for hf in weights:  # every Q/K type must be one gguf can dequantise: try one row of each
         qtype, _, data = tensors[hf]
@@ -422,8 +437,11 @@ def open_gguf(path, header=read_header) -> Checkpoint:
         except NotImplementedError as exc:
             raise _fail(path, f"quantisation type {qtype.name} of {gguf_names[hf]} cannot be dequantised by gguf "
                               f"{_version()}; re-quantise the file (e.g. Q8_0, Q4_K)") from exc
+    order = hf_row_order(arch, config["num_attention_heads"], config["num_key_value_heads"], config["head_dim"])
+    orders = {hf: order for hf in weights if order is not None and gguf_names[hf].endswith("attn_qkv.weight")}
+    transposed = frozenset(hf for hf in weights if arch in TRANSPOSED)
     src = GGUFFile(path, tensors, heads, permuted=ARCHITECTURES[arch][1], norm_shift=NORM_SHIFTS.get(arch, 0.0),
-                   fingerprint=bytes.fromhex(sha))
+                   fingerprint=bytes.fromhex(sha), row_orders=orders, transposed=transposed)
     quant = "+".join(q for q in qtypes if q not in _FLOAT)  # "" for float weights (F32, F16, BF16)
     provenance = Provenance(format="gguf", quantization=quant, file=path.name, sha256=sha,
                             package=owning_package(path))

@@ -4,12 +4,17 @@ names of their tensors, the converter's conventions to undo, and the config keys
 llama.cpp's converter (``convert_hf_to_gguf.py``) permutes the Q/K rows of the families that transformers rotates
 by halves and llama.cpp rotates by pairs ("norm" RoPE), stores Gemma's norm gains as 1 + weight, stacks
 StableLM's per-head QK-norm gains into one (heads, n) tensor and keeps Phi-3's fused ``qkv_proj`` as
-``attn_qkv``; the reader gives the Hugging Face tensors back (``pipeline.sources.gguf``).
+``attn_qkv``. It writes the fused QKV tensor of BLOOM, GPT-NeoX, Falcon, GPT-2 and GPT-BigCode (llama.cpp's
+``starcoder``) as ``attn_qkv`` with the rows [Q (H n) | K (Hkv n) | V (Hkv n)]: BLOOM's and GPT-NeoX's per-head
+[q | k | v] and Falcon's per key/value group [q ... | k | v] rearranged so, GPT-2's Conv1D transposed; the reader
+gives the Hugging Face tensors back (``pipeline.sources.gguf``), reading a fused tensor's q and k rows alone.
 """
 
 from __future__ import annotations
 
 import re
+
+import numpy as np
 
 
 def metadata(header, key: str, default=None):
@@ -25,7 +30,20 @@ ARCHITECTURES = {
     "gemma": ("gemma", False), "gemma2": ("gemma2", False), "gemma3": ("gemma3_text", False), "phi3": ("phi3", False),
     "olmo2": ("olmo2", False), "starcoder2": ("starcoder2", False), "stablelm": ("stablelm", False),
     "command-r": ("cohere", False), "granite": ("granite", True), "smollm3": ("smollm3", True),
+    "bloom": ("bloom", False), "gptneox": ("gpt_neox", False), "falcon": ("falcon", False), "gpt2": ("gpt2", False),
+    "starcoder": ("gpt_bigcode", False),
 }
+# Architectures whose Q/K are one fused ``attn_qkv`` of rows [Q | K | V]: the Hugging Face names of that tensor and of
+# the attention norm's gain (Falcon's with two norms per layer, ``attn_norm_2`` in the file: ``ln_attn``).
+FUSED = {
+    "bloom": ("h.{l}.self_attention.query_key_value.weight", "h.{l}.input_layernorm.weight"),
+    "gptneox": ("layers.{l}.attention.query_key_value.weight", "layers.{l}.input_layernorm.weight"),
+    "falcon": ("h.{l}.self_attention.query_key_value.weight", "h.{l}.input_layernorm.weight"),
+    "gpt2": ("h.{l}.attn.c_attn.weight", "h.{l}.ln_1.weight"),
+    "starcoder": ("h.{l}.attn.c_attn.weight", "h.{l}.ln_1.weight"),
+}
+QK_ROLES = ("attn_q.weight", "attn_k.weight", "attn_qkv.weight")  # the GGUF tensors that hold W_Q and W_K
+TRANSPOSED = ("gpt2",)  # architectures whose ``attn_qkv`` the converter transposed (GPT-2's Conv1D)
 # The converter stores Gemma's norm gains as 1 + weight (what GemmaRMSNorm multiplies by): the reader gives the
 # weight back, in float64 (exact), so that the family's own convention (``gain_offset``) applies to every format.
 NORM_SHIFTS = {"gemma": 1.0, "gemma2": 1.0, "gemma3": 1.0}
@@ -34,13 +52,31 @@ _ROLES = {"attn_q.weight": "self_attn.q_proj.weight", "attn_k.weight": "self_att
           "attn_q_norm.weight": "self_attn.q_norm.weight", "attn_k_norm.weight": "self_attn.k_norm.weight"}
 
 
-def hf_name(gguf_name: str) -> str | None:
+def hf_name(gguf_name: str, arch: str = "", two_norms: bool = False) -> str | None:
     """The Hugging Face name of a GGUF tensor this reader exposes (Q, K, fused QKV, attention and QK norms), else
-    None."""
+    None. ``two_norms``: a Falcon file with two norms per layer (its attention reads ``ln_attn``)."""
     m = re.fullmatch(r"blk\.(\d+)\.(.+)", gguf_name)
     if m is None or m.group(2) not in _ROLES:
         return None
+    if arch in FUSED:
+        qkv, norm = FUSED[arch]
+        template = {"attn_qkv.weight": qkv, "attn_norm.weight": norm}.get(m.group(2))
+        if template is not None and two_norms and m.group(2) == "attn_norm.weight":
+            template = "h.{l}.ln_attn.weight"
+        return template.format(l=m.group(1)) if template is not None else None
     return f"model.layers.{m.group(1)}.{_ROLES[m.group(2)]}"
+
+
+def hf_row_order(arch: str, heads: int, kv_heads: int, head_dim: int) -> np.ndarray | None:
+    """For a fused ``attn_qkv`` whose Hugging Face rows are grouped per key/value head, [q (H/Hkv heads) | k | v]
+    each (BLOOM's and GPT-NeoX's per head, Falcon's with several key heads): the file's row of each Hugging Face
+    row. None where the file keeps the Hugging Face order (one key head: [q | k | v] either way)."""
+    if arch not in ("bloom", "gptneox") and not (arch == "falcon" and kv_heads > 1):
+        return None
+    r, n = heads // kv_heads, head_dim
+    q = np.arange(heads * n).reshape(kv_heads, r, n)
+    k = heads * n + np.arange(kv_heads * n).reshape(kv_heads, 1, n)
+    return np.concatenate([q, k, k + kv_heads * n], axis=1).reshape(-1)
 
 
 def hf_tensors(reader, arch: str) -> tuple[dict[str, tuple], dict[str, str]]:
@@ -48,10 +84,14 @@ def hf_tensors(reader, arch: str) -> tuple[dict[str, tuple], dict[str, str]]:
     StableLM's per-head QK LayerNorm gains, stacked (heads, n) by the converter, are given back one tensor per head
     (``q_layernorm.norms.h.weight``) as transformers stores them."""
     tensors, gguf_names = {}, {}
+    two_norms = arch == "falcon" and any(t.name.endswith(".attn_norm_2.weight") for t in reader.tensors)
     for t in reader.tensors:
-        if (hf := hf_name(t.name)) is None:
+        if (hf := hf_name(t.name, arch, two_norms)) is None:
             continue
-        entry = (t.tensor_type, tuple(int(x) for x in reversed(t.shape.tolist())), t.data)
+        shape = tuple(int(x) for x in reversed(t.shape.tolist()))
+        if arch in TRANSPOSED and t.name.endswith("attn_qkv.weight"):
+            shape = shape[::-1]  # the converter transposed GPT-2's Conv1D (N, 3N) into Linear rows
+        entry = (t.tensor_type, shape, t.data)
         side = next((s for s in ("q", "k") if hf.endswith(f"self_attn.{s}_norm.weight")), None)
         if arch == "stablelm" and side is not None and len(entry[1]) == 2:
             for h in range(entry[1][0]):
@@ -89,4 +129,21 @@ def family_config(reader, arch: str, config: dict) -> dict:
         return {"use_qk_norm": qk_norm}
     if arch == "smollm3":  # llama.cpp leaves out the rotary of every fourth layer (n_no_rope_layer_step = 4)
         return {"no_rope_layer_interval": 4}
+    return _fused_config(arch, config, names)
+
+
+def _fused_config(arch: str, config: dict, names: set[str]) -> dict:
+    """The keys of the fused families' entries: GPT-2's and GPT-BigCode's own size keys (GPT-BigCode in llama.cpp:
+    multi-query only), Falcon's layout flags from its key heads (one: multi-query; several: the new decoder
+    architecture, with one norm per layer unless the file has ``attn_norm_2``)."""
+    sizes = {"n_embd": config["hidden_size"], "n_head": config["num_attention_heads"],
+             "n_layer": config["num_hidden_layers"]}
+    if arch == "gpt2":
+        return sizes
+    if arch == "starcoder":
+        return sizes | {"multi_query": True}
+    if arch == "falcon":
+        kv = config["num_key_value_heads"]
+        out = {"num_kv_heads": kv, "multi_query": kv == 1, "new_decoder_architecture": kv > 1, "alibi": False}
+        return out | ({"num_ln_in_parallel_attn": 1} if kv > 1 and "blk.0.attn_norm_2.weight" not in names else {})
     return {}

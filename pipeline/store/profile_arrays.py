@@ -13,6 +13,7 @@ import numpy as np
 import zarr
 
 from pipeline.schema import (
+    CONVENTIONS_DATA,
     MODEL_DATA,
     PROFILE_ATTRS,
     PROFILE_COORD_ARRAYS,
@@ -25,6 +26,7 @@ from pipeline.schema import (
     ModelRow,
     profile_chunks,
 )
+from pipeline.schema_conventions import PER_LAYER_FIELDS, conventions_chunks, layer_values
 from pipeline.store.errors import StoreError
 from pipeline.store.quiet import quiet_listing
 
@@ -75,10 +77,12 @@ def clear_row(g: zarr.Group, i: int) -> None:
         a[i] = a.metadata.fill_value
 
 
-def create_data_arrays(g: zarr.Group, variables: dict, sizes: dict[str, int]) -> None:
-    """Create the data variables ``variables`` (schema: name -> (dims, dtype, fill)) at ``sizes``."""
+def create_data_arrays(g: zarr.Group, variables: dict, sizes: dict[str, int], chunks=None) -> None:
+    """Create the data variables ``variables`` (schema: name -> (dims, dtype, fill)) at ``sizes``, chunked by
+    ``chunks(dims)`` (default: ``profile_chunks``)."""
     for name, (dims, dtype, fill) in variables.items():
-        g.create_array(name, shape=tuple(sizes[d] for d in dims), chunks=profile_chunks(dims, sizes),
+        shape = chunks(dims) if chunks is not None else profile_chunks(dims, sizes)
+        g.create_array(name, shape=tuple(sizes[d] for d in dims), chunks=shape,
                        dtype=str if dtype == "str" else dtype, fill_value=fill, dimension_names=list(dims))
 
 
@@ -94,8 +98,9 @@ def create_coordinate(g: zarr.Group, name: str, values, rows: int | None = None)
 
 def missing_optional(g: zarr.Group) -> list[str]:
     """The optional variables of the schema a profiles group lacks: the statistics, the spectra, per-model fields
-    added after the group was made (the baseline fields)."""
-    return [k for k in (*STATISTICS_DATA, *SPECTRA_DATA, *MODEL_DATA) if k not in g]
+    added after the group was made (the baseline fields), the conventions (rows stored before them read as not
+    recorded: every layer of the model's own positional kind)."""
+    return [k for k in (*STATISTICS_DATA, *SPECTRA_DATA, *MODEL_DATA, *CONVENTIONS_DATA) if k not in g]
 
 
 def ensure_optional(g: zarr.Group, width: int) -> list[str]:
@@ -112,8 +117,20 @@ def ensure_optional(g: zarr.Group, width: int) -> list[str]:
     if missing:
         create_data_arrays(g, {k: v for k, v in (STATISTICS_DATA | SPECTRA_DATA | MODEL_DATA).items() if k in missing},
                            sizes)
+        create_data_arrays(g, {k: v for k, v in CONVENTIONS_DATA.items() if k in missing}, sizes,
+                           chunks=conventions_chunks)
         g.update_attributes(PROFILE_ATTRS)
     return missing
+
+
+def write_conventions(g: zarr.Group, i: int, row: ModelRow) -> None:
+    """Row ``i``'s conventions variables from ``row`` (its per-layer ones whole: fills past its layers)."""
+    conventions = row.conventions
+    for name, (dims, _dtype, _fill) in CONVENTIONS_DATA.items():
+        if dims == ("model",):
+            g[name][i] = getattr(conventions, name)
+    for name, values in layer_values(conventions, row.n_layers, g["layer"].shape[0]).items():
+        g[name][i] = values
 
 
 def clear_statistics(g: zarr.Group, i: int, layer: int | None = None) -> None:
@@ -135,7 +152,7 @@ def grow(g: zarr.Group, n_layers: int, n_heads: int, width: int = 0) -> None:
     L0, H0 = g["layer"].shape[0], g["head"].shape[0]
     L, H = max(L0, n_layers), max(H0, n_heads)
     E = max(g["eigen"].shape[0], width) if "eigen" in g else 0
-    variables = PROFILE_DATA | {k: v for k, v in (STATISTICS_DATA | SPECTRA_DATA).items() if k in g}
+    variables = PROFILE_DATA | {k: v for k, v in (STATISTICS_DATA | SPECTRA_DATA | CONVENTIONS_DATA).items() if k in g}
     for name, (dims, _dtype, _fill) in variables.items():
         a = g[name]
         new = {"layer": L, "head": H, "eigen": E}
@@ -157,3 +174,8 @@ def row_dict(row: ModelRow) -> dict:
     """The stored fields of ``row`` (what its registration journals and writes)."""
     d = asdict(row)
     return {k: d[k] for k in ROW_FIELDS}
+
+
+def row_of(fields: dict) -> ModelRow:
+    """The row of :func:`row_dict`'s dict read back from JSON (the journal), its per-layer lists as tuples."""
+    return ModelRow(**{k: tuple(v) if k in PER_LAYER_FIELDS else v for k, v in fields.items()})

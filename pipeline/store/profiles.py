@@ -10,6 +10,7 @@ import zarr
 from pipeline.schema import (
     BOOL_FIELDS,
     CHECKSUMS,
+    CONVENTIONS_DATA,
     COORDINATES,
     INT_FIELDS,
     N_OFFSETS,
@@ -35,6 +36,8 @@ from pipeline.store.profile_arrays import (
     row_dict,
     row_index,
     row_names,
+    row_of,
+    write_conventions,
 )
 
 __all__ = ["LayerWriter", "ProfilesTable", "Table"]
@@ -71,7 +74,8 @@ class ProfilesTable:
         self.hierarchy.dataset(PROFILES)  # validated
         g = self.open()
         names = row_names(g)
-        cols = {f: g[f][:] for f in INT_FIELDS + STR_FIELDS + BOOL_FIELDS + ("layer_done", *CHECKSUMS) if f in g}
+        cols = {f: g[f][:] for f in INT_FIELDS + STR_FIELDS + BOOL_FIELDS + ("layer_done", *CHECKSUMS)
+                + tuple(CONVENTIONS_DATA) if f in g}
         return Table(rows_from_columns(names, cols), g, names, cols)
 
     def models(self) -> list[ModelRow]:
@@ -138,7 +142,7 @@ class ProfilesTable:
 
     def replay_register(self, entry: dict) -> str:
         """The journal's replay of a ``register`` entry."""
-        row = ModelRow(**entry["row"])
+        row = row_of(entry["row"])
         self.apply_register(row)
         return f"finished registering {row.name!r}"
 
@@ -188,6 +192,7 @@ class ProfilesTable:
             if f != "damaged":
                 g[f][i] = str(values[f])
         g["layernorm_folded"][i] = bool(row.layernorm_folded)
+        write_conventions(g, i, row)
         g["model"][i] = row.name  # last: a row is a model once it has its name
         return i
 

@@ -211,7 +211,7 @@ def test_enospc_inside_a_layer_keeps_the_layers_written(tmp_path, monkeypatch):
 def test_enospc_during_registration_and_group_replacement(tmp_path, monkeypatch):
     base = good_store(tmp_path / "base.zarr")
     outcomes = set()
-    for n in range(0, 60, 3):
+    for n in range(0, 90, 3):  # up to past the last of a registration's file writes
         path = tmp_path / f"s{n}.zarr"
         shutil.copytree(base, path)
         with monkeypatch.context() as m:

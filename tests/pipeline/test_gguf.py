@@ -276,8 +276,8 @@ def test_rope_scaling_and_partial_rotary_metadata(llama):
 
 def test_bad_files_give_one_line_errors(llama, tmp_path):
     model, _, _ = llama
-    path = write_gguf(model, tmp_path / "gpt2.gguf", arch="gpt2")
-    with pytest.raises(CheckpointError, match="architecture 'gpt2' is not supported; supported GGUF "
+    path = write_gguf(model, tmp_path / "mamba.gguf", arch="mamba")  # a llama.cpp architecture without attention
+    with pytest.raises(CheckpointError, match="architecture 'mamba' is not supported; supported GGUF "
                                               "architectures: llama, qwen2") as e:
         open_gguf(path)
     assert "\n" not in str(e.value)
@@ -327,7 +327,7 @@ def test_profiles_command_on_bad_gguf_exits_2_and_leaves_the_store(llama, tmp_pa
     before = sorted((p.relative_to(store), p.read_bytes()) for p in store.rglob("*") if p.is_file())
     whole = open(good, "rb").read()
     (tmp_path / "cut.gguf").write_bytes(whole[: len(whole) // 2])
-    bad_arch = write_gguf(model, tmp_path / "gpt2.gguf", arch="gpt2")
+    bad_arch = write_gguf(model, tmp_path / "mamba.gguf", arch="mamba")
     for bad in (str(tmp_path / "cut.gguf"), bad_arch):
         capsys.readouterr()
         assert main(["profiles", bad, "--store", str(store), "--quiet"]) == 2

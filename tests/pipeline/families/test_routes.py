@@ -1,5 +1,6 @@
 """The routes other than a local folder, for the families' own layouts: Hub range reads of fused QKV tensors fetch
-the q and k rows alone, and GGUF files of llama.cpp's architectures read back as the Hugging Face weights."""
+the q and k rows alone, a Hub id of a supported family with no registry entry goes through the command line (one
+model per tower for CLIP), and GGUF files of llama.cpp's architectures read back as the Hugging Face weights."""
 
 from __future__ import annotations
 
@@ -72,6 +73,31 @@ def test_hub_reads_only_the_q_and_k_rows_of_a_fused_tensor(family_model, hub_env
         served = hub.total_bytes(repo)
     qk, other = _fetch_bound(Path(folder), layout, names)
     assert qk <= served <= 1.0001 * qk + other, (served, qk, other)
+
+
+@pytest.mark.parametrize("name", ["qwen3", "clip/text"])
+def test_a_hub_id_of_a_supported_family_needs_no_registry_entry(family_model, hub_env, tmp_path, name):
+    """``profiles test-org/REPO`` for a family the registry has no entry for: stored under the id's last part (per
+    tower ``REPO/tower``), with the values the local folder gives, the resolved commit as revision."""
+    from pipeline.models import spec_for
+    from tests.pipeline.test_cli_profiles import cli, open_store
+
+    _, folder, _ = family_model(name)
+    repo = f"test-org/{Path(folder).name}"
+    assert spec_for(repo) is None
+    assert cli("profiles", folder, "--store", tmp_path / "disk.zarr", "--quiet") == 0
+    with LoopbackHub(serve_folder(folder, repo)) as hub:
+        hub_env.setenv("HF_ENDPOINT", hub.endpoint)
+        assert cli("profiles", repo, "--store", tmp_path / "hub.zarr", "--quiet") == 0
+        sha = hub.sha[repo]
+    disk, remote = open_store(tmp_path / "disk.zarr"), open_store(tmp_path / "hub.zarr")
+    towers = ["text", "vision"] if name.startswith("clip") else [""]
+    assert list(remote.model.values) == list(disk.model.values) == [
+        Path(folder).name + (f"/{t}" if t else "") for t in towers]
+    np.testing.assert_array_equal(remote.profile.values, disk.profile.values)
+    np.testing.assert_array_equal(remote.layer_positional.values, disk.layer_positional.values)
+    assert remote.complete.values.all() and set(remote.revision.values) == {sha}
+    assert set(remote.command.values) == {f"python -m pipeline profiles {repo}"}
 
 
 # ------------------------------------------------------------------------------------------ GGUF
@@ -191,3 +217,95 @@ def test_gemma3_gguf_with_its_sliding_pattern_per_layer(family_model, tmp_path):
     per_layer = layout_from_config(open_gguf(write_gguf("gemma3_text", folder, tmp_path / "p.gguf", True)).config)
     assert per_layer.layers == layout_from_config(open_checkpoint(folder).config).layers
     assert [p.rope_theta for p in per_layer.layers] == [100.0, 1000.0, 100.0]
+
+
+# ---------------------------------------------------------------------------- GGUF of fused Q/K/V layouts
+
+# llama.cpp architecture -> the model it is written from: a case of cases.py, or a kind of tests/conftest.py's
+# tiny models (the first eight families)
+FUSED_GGUF = {"bloom": "bloom", "gptneox": "gpt_neox", "gpt2": "gpt2", "falcon": "falcon-multi_query",
+              "falcon-new": "falcon-new_decoder_architecture", "starcoder": "gpt_bigcode-multi_query"}
+
+
+def converted_qkv(arch: str, w: np.ndarray, heads: int, kv: int) -> np.ndarray:
+    """The fused QKV weight as llama.cpp's converter writes it: rows [Q | K | V] (from BLOOM's and GPT-NeoX's per-head
+    [q | k | v], Falcon's per key/value group [q ... | k | v]), GPT-2's Conv1D transposed; GPT-BigCode's kept."""
+    if arch == "gpt2":
+        return w.T
+    if arch in ("bloom", "gptneox"):
+        per = w.reshape(heads, 3, -1, w.shape[-1])
+        return np.concatenate([per[:, i].reshape(-1, w.shape[-1]) for i in range(3)])
+    if arch == "falcon":
+        groups = w.reshape(kv, heads // kv + 2, -1, w.shape[-1])
+        return np.concatenate([groups[:, :-2].reshape(-1, w.shape[-1]), groups[:, -2].reshape(-1, w.shape[-1]),
+                               groups[:, -1].reshape(-1, w.shape[-1])])
+    return w
+
+
+def write_fused_gguf(arch: str, folder: str, path: Path) -> Path:
+    """A GGUF file of a fused family's saved weights as llama.cpp's converter writes it: the shape keys (GPT-NeoX's
+    rotary dimensions), ``blk.N.attn_qkv`` rearranged (``converted_qkv``), ``attn_norm`` (and Falcon's second norm
+    ``attn_norm_2``)."""
+    import gguf
+    from safetensors.numpy import load_file
+
+    tensors = {}
+    for f in sorted(Path(folder).glob("*.safetensors")):
+        tensors |= load_file(str(f))
+    local = open_checkpoint(folder)
+    layout = layout_from_config(local.config)
+    w = gguf.GGUFWriter(str(path), arch)
+    w.add_name(f"tiny {arch}")
+    w.add_block_count(layout.n_layers)
+    w.add_embedding_length(layout.d_model)
+    w.add_head_count(layout.n_heads)
+    w.add_head_count_kv(layout.n_kv_heads)
+    if arch == "gptneox":
+        w.add_rope_dimension_count(layout.rotary_dim)
+    for layer in range(layout.n_layers):
+        names = qk_tensor_names(layout, local.tensor_names(), layer, fold_ln=True)
+        qkv = converted_qkv(arch, tensors[names["qkv"]], layout.n_heads, layout.n_kv_heads)
+        w.add_tensor(f"blk.{layer}.attn_qkv.weight", np.ascontiguousarray(qkv, dtype=np.float32))
+        w.add_tensor(f"blk.{layer}.attn_norm.weight", tensors[names["ln"]].astype(np.float32))
+        if (second := next((n for n in tensors if n.endswith(f"h.{layer}.ln_mlp.weight")), None)) is not None:
+            w.add_tensor(f"blk.{layer}.attn_norm_2.weight", tensors[second].astype(np.float32))
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    return path
+
+
+@pytest.mark.parametrize("arch", list(FUSED_GGUF))
+def test_gguf_of_a_fused_layout_reads_back_the_hf_weights(family_model, tiny_model, tmp_path, arch):
+    """BLOOM, GPT-NeoX, GPT-2, Falcon (multi-query, and the new decoder architecture's key/value groups) and
+    GPT-BigCode as llama.cpp writes them read back as the Hugging Face checkpoint's layout and weights, the
+    fold-ln gain included; a fused tensor's q and k rows alone are dequantised."""
+    from pipeline.sources import gguf as gguf_source
+    from pipeline.sources.gguf import open_gguf
+
+    source = FUSED_GGUF[arch]
+    folder = family_model(source)[1] if source in CASES else tiny_model(source)[1]
+    path = write_fused_gguf(arch.split("-")[0], folder, tmp_path / f"{arch}.gguf")
+    local, ggml = open_checkpoint(folder), open_gguf(path)
+    want, got = layout_from_config(local.config), layout_from_config(ggml.config)
+    assert got.shape == want.shape and got.spec.split == want.spec.split and got.layers == want.layers
+    assert ggml.config["model_type"] == want.family and ggml.provenance.format == "gguf"
+    rows = []
+    real = gguf_source.GGUFFile.read_rows
+
+    def counted(self, name, ranges):
+        rows.append(sum(b - a for a, b in ranges))
+        return real(self, name, ranges)
+
+    gguf_source.GGUFFile.read_rows = counted
+    try:
+        for layer in range(want.n_layers):
+            for fold in (False, True):
+                (gq, gk), (wq, wk) = layer_weights(ggml, got, layer, fold), layer_weights(local, want, layer, fold)
+                np.testing.assert_allclose(gq, wq, rtol=1e-6, atol=1e-7)
+                np.testing.assert_allclose(gk, wk, rtol=1e-6, atol=1e-7)
+    finally:
+        gguf_source.GGUFFile.read_rows = real
+    if want.spec.split != "columns":  # GPT-2's Conv1D is read whole, as from its own files
+        assert set(rows) == {(want.n_heads + want.n_kv_heads) * want.d_head}
