@@ -58,7 +58,39 @@ def config_for_shape(shape: ModelShape, rope_theta: float = 0.0) -> dict:
             {"rotary_emb_base": float(rope_theta)} if rope_theta else {})
     if f in ("mistral", "llama", "qwen2"):
         return common | {"num_key_value_heads": shape.n_kv_heads, "head_dim": shape.d_head} | rope
-    raise ValueError(f"no config of family {f!r} can be written from a shape; give the model's config.json")
+    return _config_from_table(shape, rope)
+
+
+def _config_from_table(shape: ModelShape, rope: dict) -> dict:
+    """The config of another family of the family table: its own keys for the shape, its transformers config
+    class's defaults for the rest; kept only when the family's reader gives ``shape`` back from it (ValueError otherwise)."""
+    from pipeline.architectures import layout_from_config
+    from pipeline.families.table import FAMILIES
+
+    fam = FAMILIES.get(shape.family)
+    refuse = ValueError(f"no config of family {shape.family!r} can be written from a shape; give the model's "
+                        "config.json")
+    if fam is None or fam.towers or fam.sub_config:
+        raise refuse
+    config = {"model_type": fam.name, fam.hidden[0]: shape.d_model, fam.heads[0]: shape.n_heads,
+              fam.layers[0]: shape.n_layers} | rope
+    if fam.head_dim:
+        config[fam.head_dim[0]] = shape.d_head
+    if shape.n_kv_heads != shape.n_heads and fam.kv_keys:
+        config[fam.kv_keys[0]] = shape.n_kv_heads
+    if fam.rotary_dim_key:
+        config[fam.rotary_dim_key] = shape.rotary_dim
+    try:
+        from transformers import AutoConfig
+
+        config = AutoConfig.for_model(**config).to_dict() | config  # every other key the class's default
+        layout = layout_from_config(config)
+    except Exception as e:  # the family needs more than its shape keys (a variant's switch)
+        raise refuse from e
+    if any(getattr(layout, k) != getattr(shape, k) for k in ("n_layers", "n_heads", "n_kv_heads", "d_model", "d_head",
+                                                              "positional", "rotary_dim")):
+        raise refuse
+    return config
 
 
 def head_data(heads, name: str, progress=None) -> HeadData:
