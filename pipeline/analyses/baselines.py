@@ -63,7 +63,8 @@ def config_for_shape(shape: ModelShape, rope_theta: float = 0.0) -> dict:
 
 def _config_from_table(shape: ModelShape, rope: dict) -> dict:
     """The config of another family of the family table: its own keys for the shape, its transformers config
-    class's defaults for the rest; kept only when the family's reader gives ``shape`` back from it (ValueError otherwise)."""
+    class's defaults for the rest; kept only when the family's reader gives ``shape`` back from it (ValueError
+    otherwise)."""
     from pipeline.architectures import layout_from_config
     from pipeline.families.table import FAMILIES
 
