@@ -17,6 +17,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import zarr
 
 import pipeline
 from pipeline import location
@@ -201,7 +202,11 @@ def test_list_names_the_store_its_reason_and_writer_then_the_demo(outside, tmp_p
     assert f"The store {user} (user store), last written by headgeometry {version}:\n" in out
     assert re.search(r"^mine\s+complete\s+2\s+3\s", out, re.M) and "The demo store" not in out
 
-    assert pipeline_main(["list", "--store", str(REPO / "store.zarr")]) == 0  # written before versions were kept
+    old = computed_store(user.parent / "old.zarr", "old")  # written before versions were kept: no attribute
+    root = zarr.open_group(str(old), mode="a", use_consolidated=False)
+    del root.attrs[written_by.KEY]
+    assert written_by.recorded(str(old)) is None
+    assert pipeline_main(["list", "--store", str(old)]) == 0
     assert "(from --store), writer's version not recorded:" in capsys.readouterr().out
 
 

@@ -38,7 +38,7 @@ def test_an_older_store_is_upgraded_and_its_models_record_their_conventions_with
 
     capsys.readouterr()
     assert main(["verify", "--upgrade", "--store", str(store)]) == 0
-    assert "the variables of each model's conventions added" in capsys.readouterr().out
+    assert f"added {', '.join(CONVENTIONS_DATA)} (empty" in capsys.readouterr().out
     ds = open_store(store)
     assert [str(k) for k in ds.layer_positional.sel(model="tiny-smollm3").values[:4]] == [""] * 4
     assert np.isnan(float(ds.scale.sel(model="tiny-smollm3")))
