@@ -121,6 +121,11 @@ def _baseline(store, ds, args):
         return head_data.from_dataset(ds, stored[0].name), ""
     if row.is_baseline:
         return None, ""
+    try:
+        baselines.config_for_shape(row.shape)
+    except ValueError:  # no Hugging Face config of its family (the orbit experiment's layer): no baseline to make
+        return None, (f"no baseline of {args.model}: its family {row.family!r} has no transformers config to "
+                      "initialise or shape a baseline from")
     return None, (f"no baseline of {args.model} in the store; make one with "
                   f"`{baseline_command(args.model, 'init', 0)}`")
 

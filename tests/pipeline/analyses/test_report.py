@@ -87,3 +87,21 @@ def test_report_command_errors(capsys):
     assert args.func(args) == 2
     err = capsys.readouterr().err
     assert err.startswith("error: model 'no-such-model' is not in the store") and err.count("\n") == 1
+
+
+def test_report_says_which_models_have_a_baseline_to_make(capsys):
+    """A model of a transformers family is told the command that makes its baseline; the orbit experiment's layer
+    (no transformers config) is told that it has none, never a command that would fail."""
+    import argparse
+
+    parser = argparse.ArgumentParser()
+    register(parser.add_subparsers())
+    for name, said in (("orbits-c24", "its family 'orbits' has no transformers config"),
+                       ("paraphrase-MiniLM-L3-v2", None)):
+        args = parser.parse_args(["report", name, "--json", "--store", str(default_store_path())])
+        assert args.func(args) == 0
+        missing = json.loads(capsys.readouterr().out)["missing"]
+        if said is None:
+            assert not any("baseline" in m for m in missing)  # the committed store holds its init baseline
+        else:
+            assert any(said in m for m in missing), missing
