@@ -36,6 +36,7 @@ from dashboard.compare.page import compare_content
 from dashboard.orbits.page import orbits_content
 from dashboard.profiles.page import profiles_view
 from dashboard.profiles.page_texts import ORBIT_GROUP, is_orbit_experiment, todo_html
+from dashboard.store_note import demo_note_html
 from pipeline.location import DEFAULT_HELP
 
 SLUG_MAX = 60
@@ -104,7 +105,8 @@ def write_page(path: Path, text: str) -> None:
 
 
 def index_html(store: Path, rows: list[data.ModelRow], problem: str | None) -> str:
-    """The index: the models (layers, heads, N, n, positional) with links, then the ones to compute or repair."""
+    """The index: the demo's note when ``store`` is the demo (as on the served page), the models (layers, heads,
+    N, n, positional) with links, then the ones to compute or repair."""
     lines = []
     for r in rows:
         if not r.computed or r.damaged:
@@ -132,7 +134,7 @@ def index_html(store: Path, rows: list[data.ModelRow], problem: str | None) -> s
     body += ('<h2>Orbits</h2><ul><li><a href="orbits.html">The orbit experiment: the heads of one layer under '
              "C<sub>24</sub></a></li></ul>")
     return (f"<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'><title>Attention-head geometry</title>"
-            f"{PAGE_CSS}</head><body><h1>Attention-head geometry</h1>"
+            f"{PAGE_CSS}</head><body><h1>Attention-head geometry</h1>{demo_note_html(store)}"
             f"<p class='meta'>Static pages exported from <code>{html.escape(store.name)}</code>; every view works "
             f"without a server.</p>{body}</body></html>")
 

@@ -54,3 +54,16 @@ def test_the_page_carries_the_line_under_its_tabs(outside):
     title, line = page.objects[0].object, page.objects[-1].object
     assert title == "<div class='title'>Attention-head geometry</div>"  # no note: the store is not the demo
     assert line == store_note.store_line_html(store) and "(from --store)" in line
+
+
+def test_the_exported_index_says_it_shows_the_demo(outside):
+    from dashboard.export import index_html
+
+    demo = data.store_path([])  # what python -m dashboard.export reads with no --store: the demo, no user store
+    index = index_html(demo, data.rows(demo), None)
+    assert store_note.demo_note_html(demo) in index and "id='demo_note'" in index
+    user = Path(location.default_store().location)
+    write_synthetic_store(user, rope_shape=(1, 2), absolute_shape=(1, 2), empty_shape=(1, 2), with_orbits=False)
+    store_note._described.cache_clear()
+    assert data.store_path([]) == user
+    assert "demo_note" not in index_html(user, data.rows(user), None)  # a store of the user's own: no note
