@@ -145,6 +145,7 @@ def test_a_link_to_a_tower_serves_its_page_and_the_note_follows_the_model_shown(
     assert rendered.same_structure(rendered.profiles(store, "tiny-smollm3"), rendered.profiles(store, "tiny-qwen3"))
 
 
+@pytest.mark.slow
 def test_the_export_writes_each_tower_to_a_file_of_its_own_that_the_others_link_to(families, tmp_path):
     store, _ = families
     out = tmp_path / "out"
