@@ -160,3 +160,18 @@ def test_the_export_writes_each_tower_to_a_file_of_its_own_that_the_others_link_
         assert f"<title>Profiles of attention heads · {name}</title>" in text
         for other in NAMES:  # the model selector of every page: each model's page by its name
             assert f'["{profile_page_name(other)}","{other}"]' in text, (name, other)
+
+
+def test_an_unusual_scale_and_a_soft_cap_are_named_and_a_model_stored_before_its_conventions_shows_none():
+    """Gemma 2's scale 1/sqrt(query_pre_attn_scalar) and soft-cap 50 (as its registration records them, pipeline's
+    test_store_conventions.py) are in its info line; a row without recorded conventions adds nothing."""
+    from dashboard.profiles.page_texts import conventions_parts, model_line
+    from pipeline.schema import ModelRow
+
+    gemma2 = ModelRow("g2", 2, 4, 32, 8, "rope", family="gemma2", scale=16 ** -0.5,
+                      scale_rule="1/sqrt(query_pre_attn_scalar)", softcap=50.0, layer_positional=("rope", "rope"),
+                      layer_rope_theta=(10000.0, 10000.0), layer_rope_scaling=("", ""))
+    assert conventions_parts(gemma2) == ["scale 1/sqrt(query_pre_attn_scalar) = 0.25", "soft-cap 50"]
+    assert "rope · scale 1/sqrt(query_pre_attn_scalar) = 0.25 · soft-cap 50 · raw weights" in model_line(gemma2)
+    older = ModelRow("old", 4, 4, 32, 8, "rope", family="smollm3", qk_norm="")
+    assert not older.conventions_recorded and conventions_parts(older) == []
