@@ -45,7 +45,7 @@ from dashboard.common.simplex import edge_indices
 from dashboard.data import ModelData
 from dashboard.profiles.layers import PANEL_STEP, histograms, layer_heatmaps
 from dashboard.profiles.page_details import more_views
-from dashboard.profiles.page_texts import DEFINITIONS, model_line, status_html
+from dashboard.profiles.page_texts import DEFINITIONS, model_line, static_layers_html, status_html
 from dashboard.profiles.tetrahedron import by_type, tetrahedron
 from pipeline.schema import COORDINATES
 
@@ -162,9 +162,10 @@ def _turn_and_select(f: Figures, models: PageModels) -> Button:
 
 
 def _d_controls(models: PageModels, m: ModelData, play_interval_ms: int, sheet) -> tuple[Slider, LayoutDOM]:
-    """The d slider (decodes the profiles at that offset and redraws every view), its play button, and the note
-    shown instead for a model whose form does not depend on position. The same models for every model (hidden
-    where they do not apply), so the served app can swap data in place."""
+    """The d slider (decodes the profiles at that offset and redraws every view) with the note of the layers it does
+    not move (``static_layers_note``), its play button, and the note shown instead for a model whose form does not
+    depend on position. The same models for every model (hidden where they do not apply), so the served app can swap
+    data in place."""
     r = m.row
     rotary = r.rotary and m.profile.shape[2] > 1
     dslider = Slider(start=0, end=max(m.profile.shape[2] - 1, 1), value=0, step=1, width=330, name="d_slider",
@@ -178,7 +179,10 @@ def _d_controls(models: PageModels, m: ModelData, play_interval_ms: int, sheet) 
             else f"with {html.escape(r.positional)} positions")
     note = Div(text=f'<p class="note">The form does not depend on position ({kind}): one profile per head, no d '
                "slider.</p>", stylesheets=[sheet], width=330, name="position_note", visible=not rotary)
-    return dslider, row(dslider, play, note, name="position_controls")
+    static = static_layers_html(r)
+    static_note = Div(text=static, stylesheets=[sheet], width=330, name="static_layers_note",
+                      visible=rotary and bool(static))
+    return dslider, row(column(dslider, static_note), play, note, name="position_controls")
 
 
 def _view_controls(f: Figures, models: PageModels, dslider: Slider) -> tuple[RadioButtonGroup, LayoutDOM]:

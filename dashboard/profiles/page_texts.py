@@ -45,14 +45,15 @@ def selector_groups(rows: list[ModelRow]) -> dict[str, list[str]]:
 
 
 def model_line(r: ModelRow) -> str:
-    """What the model is and where its weights came from: every field of its ``pipeline.schema.Provenance``
-    that is set (the note on a line of its own)."""
+    """What the model is (its family, shape, positions and conventions: ``conventions_parts``) and where its weights
+    came from: every field of its ``pipeline.schema.Provenance`` that is set (the note on a line of its own)."""
     rev = f" @ {html.escape(r.revision[:12])}" if r.revision else ""
     folded = "layer norm folded" if r.layernorm_folded else "raw weights"
     layers = f"{r.n_layers} layer{'s' if r.n_layers != 1 else ''}"
-    kind = f" · <b>{ORBIT_GROUP}</b>" if is_orbit_experiment(r) else ""
+    kind = f" · <b>{ORBIT_GROUP}</b>" if is_orbit_experiment(r) else (f" · {html.escape(r.family)}" if r.family else "")
+    conventions = "".join(f" · {part}" for part in conventions_parts(r))
     out = (f'<p class="meta"><b>{html.escape(r.name)}</b>{kind} · {layers} × {r.n_heads} heads · '
-           f"N = {r.d_model}, n = {r.d_head} · {html.escape(r.positional)} · {folded} · "
+           f"N = {r.d_model}, n = {r.d_head} · {html.escape(r.positional)}{conventions} · {folded} · "
            f"{html.escape(r.source)}{rev}</p>")
     prov = [(k, getattr(r, k)) for k in PROVENANCE_FIELDS if k != "note" and getattr(r, k)]  # the note: below
     if prov:
@@ -61,6 +62,50 @@ def model_line(r: ModelRow) -> str:
     if r.note:
         out += f'<p class="note" id="model_note"><b>Note:</b> {html.escape(r.note)}</p>'
     return out
+
+
+def conventions_parts(r: ModelRow) -> list[str]:
+    """The model's attention conventions a reader needs beside its profiles (``pipeline.schema_conventions``), as
+    HTML pieces of its info line: its tower, the QK-norm folded into its forms, a softmax scale other than the usual
+    1/sqrt(head_dim), the scores' soft-cap, and the rotary bases where its layers differ (Gemma 3's, ModernBERT's
+    sliding and global layers). The usual scale is left out: every model has it, and the line stays short. None for a
+    model stored before its conventions were recorded."""
+    if not r.conventions_recorded:
+        return []
+    out = [f"{html.escape(r.tower)} tower"] if r.tower else []
+    if r.qk_norm:
+        out.append(f"QK-norm: {html.escape(r.qk_norm)}")
+    if r.scale_rule != "1/sqrt(head_dim)":
+        out.append(f"scale {html.escape(r.scale_rule)} = {r.scale:.4g}")
+    if r.softcap:
+        out.append(f"soft-cap {r.softcap:g}")
+    if r.rotary and r.static_layers:
+        out.append(f"no rotary in {layer_list(r.static_layers)}")
+    thetas = {t for t, kind in zip(r.layer_rope_theta, r.layer_kinds, strict=False) if kind == "rope"}
+    if len(thetas) > 1:
+        out.append("rotary bases " + ", ".join(f"{t:g}" for t in sorted(thetas)) + " by layer")
+    return out
+
+
+def layer_list(layers) -> str:
+    """'layer 3', 'layers 3 and 7', 'layers 3, 7 and 11'."""
+    names = [str(i) for i in layers]
+    if len(names) == 1:
+        return f"layer {names[0]}"
+    return f"layers {', '.join(names[:-1])} and {names[-1]}"
+
+
+def static_layers_html(r: ModelRow) -> str:
+    """Beside the d slider of a rotary model: the layers the slider does not move (``ModelRow.static_layers``, e.g.
+    SmolLM3's layers without rotary), each kind named; '' when every layer rotates."""
+    static = r.static_layers if r.rotary else ()
+    if not static:
+        return ""
+    kinds = sorted({r.layer_kinds[i] for i in static})
+    without = "without rotary" if kinds == ["none"] else "without rotary (" + ", ".join(map(html.escape, kinds)) + ")"
+    verb = "does" if len(static) == 1 else "do"
+    return (f'<p class="note"><b>{layer_list(static)}</b> {verb} not move with d: {without}, one form at every '
+            "offset.</p>")
 
 
 def status_html(m: ModelData) -> str:
