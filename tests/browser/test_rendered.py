@@ -99,15 +99,13 @@ def store(tmp_path_factory):
 
 
 @pytest.mark.parametrize("page", ["profiles", "orbits"])
-def test_bokehjs_sees_a_served_page_as_the_page_without_written_defaults(browser, store, tmp_path, monkeypatch,
-                                                                        page):
+def test_bokehjs_sees_a_served_page_as_the_page_without_written_defaults(browser, store, tmp_path, page):
     def make():
         return (profiles_view(data.model_data(store, ROPE_MODEL), data.profiles(store).sel(model=ROPE_MODEL))
                 if page == "profiles" else orbits_content(store))
 
-    written = copy_layout(*rendered._prepared(make())[:2]).root  # a session's copy, as served
-    monkeypatch.setattr(rendered, "_materialise_defaults", lambda models: None)
-    plain = copy_layout(*rendered._prepared(make())[:2]).root
+    written = copy_layout(rendered.prepare(make()).layout).root  # a session's copy, as served
+    plain = copy_layout(rendered.prepare(make(), write_defaults=False).layout).root
     script, (div_plain, div_written) = components((plain, written))
     html = tmp_path / "both.html"
     html.write_text(f"<!DOCTYPE html><html><head>{CDN.render()}{script}</head>"
