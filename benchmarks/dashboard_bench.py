@@ -489,7 +489,7 @@ def _one_load(browser, url: str, server, context=None) -> dict:
     return {"wall": wall, "tl": tl, "chromium_cpu": _chromium_cpu(spent), "server_cpu": (s1 - s0) if server else None}
 
 
-def _many_loads(browser, url: str, server, n: int) -> dict:
+def _many_loads(browser, url: str, server, n: int, timeout_s: float = 300) -> dict:
     """``n`` pages navigated at once (none waits for another); wall seconds until every one is drawn.
     Each page is first on an empty page of the same origin: a file:// page's folder (chromium refuses a script's
     navigation from about:blank to a file), the server's /liveness for a served page. So both kinds of page start
@@ -513,7 +513,7 @@ def _many_loads(browser, url: str, server, n: int) -> dict:
     for p in pages:
         p.evaluate("(u) => { window.location.href = u; }", url)
     for p in pages:
-        p.wait_for_function(IDLE_JS, timeout=300_000, polling=MANY_POLL_MS)
+        p.wait_for_function(IDLE_JS, timeout=timeout_s * 1000, polling=MANY_POLL_MS)
     wall = time.perf_counter() - t0
     spent, s1 = _cpu_spent(procs, c0), (_cpu([server]) if server else 0.0)
     for p in pages:
@@ -690,7 +690,7 @@ def compare_pieces(browser, store: Path, tmp: Path, rounds: int, many_rounds: in
                   + f"; load average {os.getloadavg()[0]:.1f}", flush=True)
         for i in range(many_rounds):
             for k in (list(urls) if i % 2 == 0 else list(urls)[::-1]):
-                res[k]["many"].append(_many_loads(browser, *urls[k], n_at_once))
+                res[k]["many"].append(_many_loads(browser, *urls[k], n_at_once, timeout_s=1200))
                 res[k]["server20"].append(sessions_at_once(urls[k][0], n_at_once))
             print(f"  {n_at_once} at once, round {i + 1}: "
                   + ", ".join(f"{k} {res[k]['many'][-1]['wall']:.1f} s" for k in urls), flush=True)

@@ -166,25 +166,39 @@ def _count_seconds(doc, note: Model, what: str):
 
 
 def when_ready(pages: rendered.Pages, key: tuple, pane: PagePane, title: str, what: str, show) -> None:
-    """Call ``show()`` (which puts the page of ``key`` into ``pane``) now if the page is prepared or outside a
-    served session; else show ``building_view`` in ``pane`` and call ``show()`` on the session's document once the
-    page is prepared. What ``show`` raises is shown in the pane as ``guarded`` shows it."""
+    """Call ``show(page)`` with a session's own page of ``key`` (``show`` puts it into ``pane``): now if the page is
+    prepared, or outside a served session (waiting for it); else show ``building_view`` in ``pane`` and call
+    ``show`` on the session's document once the page is prepared. The event loop never waits for a rendering. What
+    the page builder or ``show`` raises is shown in the pane as ``guarded`` shows it, or raised outside a session."""
+    future = pages.build(key)
     doc = pn.state.curdoc
-    if pages.ready(key) or doc is None or doc.session_context is None:
-        show()
+    if doc is None or doc.session_context is None:
+        show(pages.copy(key, future.result()))
+        return
+
+    def swap() -> None:
+        try:
+            show(pages.copy(key, future.result()))
+        except Exception as exc:  # noqa: BLE001 - shown on the page (unexpected ones logged in full)
+            if isinstance(exc, data.StoreError):  # a store the user can fix: the message says how
+                pane.object = _error_view(title, str(exc))
+            elif isinstance(exc, KeyError) and key[0] == "profiles":  # the model has left the store since
+                pane.object = _error_view(title, f"{key[3]} is no longer in the store {key[1]}.")
+            else:
+                pane.object = _failed_view(title, key[1], exc).object
+
+    if future.done():
+        swap()
         return
     waiting = building_view(title, what)
     pane.object = waiting
     ticks = _count_seconds(doc, waiting.children[1], what)
 
-    def swap() -> None:
+    def arrived() -> None:
         doc.remove_periodic_callback(ticks)
-        try:
-            show()
-        except Exception as exc:  # noqa: BLE001 - shown on the page, logged in full
-            pane.object = _failed_view(title, key[1], exc).object
+        swap()
 
-    pages.build(key).add_done_callback(lambda _: doc.add_next_tick_callback(swap))
+    future.add_done_callback(lambda _: doc.add_next_tick_callback(arrived))
 
 
 def shown_model(rows: list[data.ModelRow], asked: str | None) -> str | None:
@@ -228,13 +242,7 @@ def profiles_panel(store, state: AppState, args: dict[str, str] | None = None,
     shown: list[Copy] = []  # the profiles page in the pane, once there is one
     first = [True]  # the first page shown: the deep link's restore runs on it when the document is ready
 
-    def show(name: str) -> None:
-        try:
-            page = pages.copy(rendered.profiles_key(store, name))
-        except KeyError:
-            shown.clear()
-            pane.object = _error_view("Profiles of attention heads", f"{name} is no longer in the store {store}.")
-            return
+    def show(name: str, page: Copy) -> None:
         if name != state.model:  # the selector has moved on while this page was being built
             return
         state.param.update(d=0, selection=[], layer=None)
@@ -258,13 +266,18 @@ def profiles_panel(store, state: AppState, args: dict[str, str] | None = None,
 
     def switch(name: str) -> None:
         select.value = name
-        if shown and not pages.ready(rendered.profiles_key(store, name)):
+        key = rendered.profiles_key(store, name)
+        if not pages.build(key).done():
             shown.clear()  # the progress line takes the pane: the page that comes replaces it whole
-        when_ready(pages, rendered.profiles_key(store, name), pane, "Profiles of attention heads",
-                   f"the page of {name}", lambda: show(name))
+        try:
+            when_ready(pages, key, pane, "Profiles of attention heads", f"the page of {name}",
+                       lambda page: show(name, page))
+        except KeyError:  # outside a session: the model is no longer in the store
+            shown.clear()
+            pane.object = _error_view("Profiles of attention heads", f"{name} is no longer in the store {store}.")
 
     state.param.watch(lambda ev: switch(ev.new), "model")
-    show(state.model)
+    switch(state.model)
     return pn.Column(select, pane, todo, name="Profiles")
 
 
@@ -273,26 +286,23 @@ def compare_panel(store, state: AppState, pages: rendered.Pages = rendered.PAGES
     (``?tab=compare&models=A,B&quantity=rho``, applied in the browser once the document is ready)."""
     pane = PagePane()
 
-    def show() -> None:
-        try:
-            page = pages.copy(rendered.compare_key(store))
-        except data.StoreError as exc:
-            pane.object = _error_view("Compare models", str(exc))
-            return
+    def show(page: Copy) -> None:
         doc = pn.state.curdoc
         if doc is not None and doc.session_context is not None:
             restore_on_ready(doc, page.root)
         pane.object = page.root
 
-    when_ready(pages, rendered.compare_key(store), pane, "Compare models", "the compare page", show)
+    try:
+        when_ready(pages, rendered.compare_key(store), pane, "Compare models", "the compare page", show)
+    except data.StoreError as exc:  # outside a session
+        return pn.pane.Bokeh(_error_view("Compare models", str(exc)))
     return pane
 
 
 def orbits_panel(store, state: AppState, pages: rendered.Pages = rendered.PAGES) -> pn.viewable.Viewable:
     pane = PagePane()
 
-    def show() -> None:
-        page = pages.copy(rendered.orbits_key(store))
+    def show(page: Copy) -> None:
         slider = page.one("orbits_frame")
         if slider is not None:
             slider.on_change("value", lambda attr, old, new: state.param.update(frame=int(new)))

@@ -150,7 +150,8 @@ def render(key: tuple) -> tuple[Model, dict]:
 class Pages:
     """The served app's pages, each rendered and prepared once per process and store state (the key holds the
     state: a model recomputed while the server runs is rendered anew), one at a time on a thread of their own,
-    so that no session's event loop waits on a rendering; a session takes a copy of a prepared page.
+    so that no session's event loop waits on a rendering: a session awaits ``build(key)`` (a future) and takes a
+    ``copy`` of the prepared page it holds.
 
     ``copies``: a session gets a copy of the page prepared once (``clone.py``), else a page rendered for it
     alone; ``write_defaults``, ``preserialise``: as ``prepare`` does them (for copies). A rendering that fails
@@ -216,24 +217,25 @@ class Pages:
         with self._lock:
             self._queued(None, lambda: [self.build(k, first=False) for k in keys()], first=False)
 
-    def ready(self, key: tuple) -> bool:
-        """Whether the page of ``key`` is prepared (a copy of it is then immediate)."""
-        with self._lock:
-            future = self._built.get(key)
-        return future is not None and future.done() and future.exception() is None
-
-    def copy(self, key: tuple) -> Copy:
-        """A session's own page of ``key`` (waiting for its preparation); what the page builder raised, if it
-        failed."""
-        prepared = self.build(key).result()
-        if not self.copies:  # the page rendered for this session alone, and rendered again for the next
+    def copy(self, key: tuple, prepared: Prepared) -> Copy:
+        """A session's own page from ``prepared`` (the result of ``build(key)``): a copy of it, or, without
+        copies, the page itself, rendered for this session alone (the next ``build(key)`` renders again)."""
+        if not self.copies:
             with self._lock:
-                self._built.pop(key, None)
+                future = self._built.get(key)
+                if future is not None and future.done() and future.exception() is None and \
+                        future.result() is prepared:
+                    del self._built[key]
             return Copy(prepared.layout, named_models(prepared.layout))
         page = copy_layout(prepared.layout, prepared.models, prepared.plan)
         if prepared.encoded is not None:
             serialized.attach(page.root, page.by_original, prepared.encoded)
         return page
+
+    def page(self, key: tuple) -> Copy:
+        """A session's own page of ``key``, waiting for its preparation (outside a served session: a notebook, a
+        test); what the page builder raised, if it failed."""
+        return self.copy(key, self.build(key).result())
 
 
 PAGES = Pages()  # the served app's pages (``app.serve``)
@@ -241,18 +243,18 @@ PAGES = Pages()  # the served app's pages (``app.serve``)
 
 def compare(store) -> Copy:
     """A new copy of the compare page (every computed model of the store)."""
-    return PAGES.copy(compare_key(store))
+    return PAGES.page(compare_key(store))
 
 
 def profiles(store, name: str) -> Copy:
     """A new copy of the profiles page of model ``name``; KeyError (from ``data.model_data``, never kept) when
     the store has no such model."""
-    return PAGES.copy(profiles_key(store, name))
+    return PAGES.page(profiles_key(store, name))
 
 
 def orbits(store) -> Copy:
     """A new copy of the orbits page (or of its message when the store's orbits group cannot be shown)."""
-    return PAGES.copy(orbits_key(store))
+    return PAGES.page(orbits_key(store))
 
 
 def same_structure(a: Copy, b: Copy) -> bool:

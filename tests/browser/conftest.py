@@ -226,19 +226,20 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def serve_app(store_path, port: int | None = None, timeout: float = 90.0, env: dict | None = None):
-    """Start ``panel serve dashboard/app.py`` on 127.0.0.1 in a subprocess (``env``: variables to add to its
-    environment); returns (process, url) once the server says it is running. Its output goes to the file
+def serve_app(store_path, port: int | None = None, timeout: float = 90.0, script: Path | None = None,
+              args: tuple[str, ...] = ()):
+    """Start ``panel serve dashboard/app.py`` (or another app ``script``) on 127.0.0.1 in a subprocess, ``args``
+    after the store's; returns (process, url) once the server says it is running. Its output goes to the file
     ``process.log_path``."""
     port = port or free_port()
-    cmd = [sys.executable, "-m", "panel", "serve", str(REPO / "dashboard" / "app.py"), "--port", str(port),
+    script = Path(script or REPO / "dashboard" / "app.py")
+    cmd = [sys.executable, "-m", "panel", "serve", str(script), "--port", str(port),
            "--address", "127.0.0.1", "--allow-websocket-origin", f"127.0.0.1:{port}", "--log-level", "info",
-           "--args", "--store", str(store_path)]
+           "--args", "--store", str(store_path), *args]
     log = tempfile.NamedTemporaryFile(prefix="panel-serve-", suffix=".log", delete=False)
-    proc = subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                            env={**os.environ, **(env or {})})
+    proc = subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     proc.log_path = log.name
-    url = f"http://127.0.0.1:{port}/app"
+    url = f"http://127.0.0.1:{port}/{script.stem}"
     # the server's output, copied to the log; the line that says the app is running is awaited (its socket is
     # bound by then), or the end of the output (the server failed)
     answered, running = threading.Event(), []

@@ -313,6 +313,71 @@ def test_served_tap_fills_the_inspector_and_models_with_other_views_switch(brows
     page.close()
 
 
+def test_a_served_page_shows_a_loading_line_until_its_document_comes(browser, served_app):
+    """From its HTML on, the page says it is loading (with the seconds so far: the first visit after a start
+    waits for its pages to be built), until BokehJS holds the document."""
+    page = browser.new_page(viewport={"width": 1500, "height": 1100})
+    errors = console_errors(page)
+    route_offline(page)
+    page.add_init_script("document.addEventListener('DOMContentLoaded', () => {"
+                         " const l = document.getElementById('loading');"
+                         " window.__line = l && l.getBoundingClientRect().height > 0 ? l.textContent : null; });")
+    page.goto(served_app)
+    wait_for_bokeh(page, "heads")
+    assert re.fullmatch(r"Loading the page … \d+ s", page.evaluate("() => window.__line") or "")
+    page.wait_for_function("() => document.getElementById('loading') === null")  # gone with the page's arrival
+    assert errors == []
+    page.close()
+
+
+# An app whose compare page is built only once the test opens the FIFO named after --gate for writing (and closes
+# it): until then the Compare tab can only show that it is being built.
+GATED_APP = """import sys
+from dashboard import app, data, rendered
+
+if not hasattr(rendered.render, "gate"):
+    render, gate = rendered.render, sys.argv[sys.argv.index("--gate") + 1]
+
+    def gated(key):
+        if key[0] == "compare":
+            with open(gate) as fifo:  # blocks until the test opens the FIFO for writing
+                fifo.read()
+        return render(key)
+
+    gated.gate = gate
+    rendered.render = gated
+app.serve_settings()
+app.serve(data.store_path(sys.argv[1:]))
+app.warm(data.store_path(sys.argv[1:]))
+"""
+
+
+def test_a_tab_whose_page_is_being_built_shows_its_progress(browser, synthetic_store, tmp_path):
+    """The Compare tab opened while its page is still being built shows a line that says so, its seconds counting,
+    and then the page."""
+    import os
+
+    script, gate = tmp_path / "gated.py", tmp_path / "gate"
+    script.write_text(GATED_APP)
+    os.mkfifo(gate)
+    proc, url = serve_app(synthetic_store, script=script, args=("--gate", str(gate)))
+    try:
+        page, errors, _ = open_page(browser, url)
+        wait_for_bokeh(page, "heads")
+        page.get_by_text("Compare", exact=True).first.click()
+        wait_js(page, "const b = find('building'); return b != null && b.text.includes('compare page');")
+        wait_js(page, "return /[1-9][0-9]* s/.test(find('building').text);")  # the seconds count
+        assert model_prop(page, "compare_depth", "name") is None
+        with open(gate, "w"):  # the page is built now
+            pass
+        wait_for_bokeh(page, "compare_depth")
+        assert model_prop(page, "building", "name") is None
+        assert errors == []
+        page.close()
+    finally:
+        stop(proc)
+
+
 def test_missing_store_says_what_to_do(browser, tmp_path):
     proc, url = serve_app(tmp_path / "nowhere.zarr")
     try:
