@@ -1,11 +1,14 @@
 """The served app's pages rendered once per process and store state, and copied for each session.
 
-``profiles(store, name)``, ``compare(store)`` and ``orbits(store)`` return a ``clone.Copy`` of the layout
-that ``profiles_page.profiles_view`` / ``compare_page.compare_view`` / ``orbits_page.orbits_content`` build: the
-HoloViews views are rendered the first time a model is shown (about 0.7 s for 1280 heads) and every
-later session gets its own copy of those Bokeh models (about 15 ms). The cache is keyed like
-``dashboard.data``'s, on the store's path and the modification state of its groups, so a model
-recomputed while the server runs is rendered anew.
+``Pages`` (one per server process: ``PAGES``) renders the layout that ``profiles_page.profiles_view`` /
+``compare_page.compare_view`` / ``orbits_page.orbits_content`` build (``render``), prepares it (``prepare``) and
+hands each session a ``clone.Copy`` of it: the HoloViews views are rendered the first time a page is asked for
+(about 0.7 s for a 1280-head model) and every later session gets its own copy of those Bokeh models (about
+15 ms). A page's key (``profiles_key``, ``compare_key``, ``orbits_key``) holds, like ``dashboard.data``'s cache,
+the store's path and the modification state of its groups, so a model recomputed while the server runs is
+rendered anew. Pages are rendered one at a time on a thread of their own, the pages a session waits for first,
+then those ``Pages.warm`` asks for ahead of any session; a session awaits a page's future, so the server's event
+loop keeps serving other sessions while a page is rendered (``dashboard.app``).
 
 A rendered page is checked once with Bokeh's document validation (its warnings go to the log), so the
 served app switches off the same check on every session's document (``app.serve_settings``): a copy has the models
@@ -24,9 +27,10 @@ that may hold a model, the serialiser every property. So before the first copy t
 written into the rendered page as values (``_materialise_defaults``), and a read is a dict lookup.
 Elements that BokehJS draws in the DOM keep their other properties unset (``_written_properties``).
 BokehJS sees every model with the same values and draws the same pixels
-(``tests/browser/test_rendered.py``); the document grows by about 5% (the values are sent). The pages
-use no Bokeh theme, which such values would override. ``HEADGEOMETRY_WRITE_DEFAULTS=0`` in the server's
-environment leaves the defaults unset, to compare a page drawn both ways.
+(``tests/browser/test_rendered.py``, which serves ``Pages(write_defaults=False)`` beside the app); the document
+grows by about 5% (the values are sent). The pages use no Bokeh theme, which such values would override.
+``Pages``' parameters switch each piece off (copies, pre-serialisation, default filling), as
+``benchmarks/dashboard_bench.py --only pieces`` serves them side by side.
 """
 
 from __future__ import annotations
@@ -154,8 +158,9 @@ class Pages:
     ``copy`` of the prepared page it holds.
 
     ``copies``: a session gets a copy of the page prepared once (``clone.py``), else a page rendered for it
-    alone; ``write_defaults``, ``preserialise``: as ``prepare`` does them (for copies). A rendering that fails
-    (a model no longer in the store: ``KeyError``) is not kept; the next request renders again."""
+    alone, in its own build; ``write_defaults``, ``preserialise``: as ``prepare`` does them (for copies). A
+    rendering that fails (a model no longer in the store: ``KeyError``) is not kept; the next request renders
+    again."""
 
     def __init__(self, copies: bool = True, write_defaults: bool = True, preserialise: bool = True):
         self.copies, self.write_defaults, self.preserialise = copies, write_defaults, preserialise
@@ -189,14 +194,18 @@ class Pages:
             return
         try:
             layout, shown = render(key)
-            future.set_result(Prepared(layout, [], None, None) if not self.copies else
-                              prepare(layout, self.write_defaults, self.preserialise, **shown))
+            future.set_result(prepare(layout, self.write_defaults, self.preserialise, **shown))
         except BaseException as exc:  # noqa: BLE001 - handed to whoever waits on the page
             future.set_exception(exc)
 
     def build(self, key: tuple, first: bool = True) -> Future:
         """The future of the prepared page of ``key``, queued unless it is built or being built: ``first``, before
-        every page still waiting (a session waits for it), else after them (``warm``)."""
+        every page still waiting (a session waits for it), else after them (``warm``). Without copies, a done
+        future of None: ``copy`` renders the page."""
+        if not self.copies:
+            future = Future()
+            future.set_result(None)
+            return future
         with self._lock:
             future = self._built.get(key)
             if future is None or (future.done() and future.exception() is not None):
@@ -217,16 +226,12 @@ class Pages:
         with self._lock:
             self._queued(None, lambda: [self.build(k, first=False) for k in keys()], first=False)
 
-    def copy(self, key: tuple, prepared: Prepared) -> Copy:
-        """A session's own page from ``prepared`` (the result of ``build(key)``): a copy of it, or, without
-        copies, the page itself, rendered for this session alone (the next ``build(key)`` renders again)."""
+    def copy(self, key: tuple, prepared: Prepared | None) -> Copy:
+        """A session's own page from ``prepared`` (the result of ``build(key)``): a copy of it, or, without copies,
+        the page rendered for this session alone, here and now (as the app did before pages were copied)."""
         if not self.copies:
-            with self._lock:
-                future = self._built.get(key)
-                if future is not None and future.done() and future.exception() is None and \
-                        future.result() is prepared:
-                    del self._built[key]
-            return Copy(prepared.layout, named_models(prepared.layout))
+            layout, _ = render(key)
+            return Copy(layout, named_models(layout))
         page = copy_layout(prepared.layout, prepared.models, prepared.plan)
         if prepared.encoded is not None:
             serialized.attach(page.root, page.by_original, prepared.encoded)
