@@ -7,7 +7,7 @@ For each (N = d_model, n = d_head) it samples ``--samples`` heads with W_Q, W_K 
 standard normal entries, computes every statistic of ``pipeline.schema.STATISTICS`` at d = 0 with the
 definitions of the store (S, T = symmetric and antisymmetric parts of L = W_K^T W_Q scaled to ||L||_F = 1;
 the 2n eigenvalues of S on the span of W_K^T and W_Q^T; h = singular values of L), and prints the mean and
-the standard deviation over the samples, then the means as a Python table for ``dashboard/baselines.py``.
+the standard deviation over the samples, then the means as a Python table for ``dashboard/common/baselines.py``.
 
 The computation works on the span: with Q an orthonormal basis of [W_K^T | W_Q^T] (N x 2n), L = Q M Q^T with
 M = (W_K Q)^T (W_Q Q), so S, the singular values and the trace are those of the 2n x 2n M.

@@ -13,13 +13,13 @@
    of every head's 2n x 2n symmetric core at every offset (built beforehand from the same weights, untimed).
    The three are interleaved layer by layer, in rotated order, so that the machine's load falls on each
    alike; the reads of Q/K alone and the opening of the file are printed beside them, and the two readers'
-   tensors are checked bit-equal. The current task's time is split into its eigensolves (numpy.linalg.eigvalsh and
-   pipeline.profile's in-place LAPACK eigensolver, timed by wrappers while it runs), the rest of the profile core
-   and the reads.
+   tensors are checked bit-equal. The current task's time is split into its eigensolves (the cores' and the
+   statistics' Gram matrices', timed by benchmarks/timed_kernels.py, the kernels the task's profile is given), the
+   rest of the profile core and the reads.
 3. The Q4_1 noise figure: a random model of SmolLM2-135M's attention shape (576 wide, 9 query heads over
    3 key heads of 64, rope theta 1e5), its Q/K weights quantised with gguf.quants to Q4_1, Q8_0 and F16;
    |profile(Q4_1) - profile(F16)| over heads, offsets and coordinates (Q8_0 against F16 for scale). The
-   "note:" line is the sentence stored with the model (pipeline/real_models.py, Q4_1_NOTE).
+   "note:" line is the sentence stored with the model (pipeline/models.py, Q4_1_NOTE).
 """
 
 from __future__ import annotations
@@ -59,16 +59,16 @@ class OldGGUFFile:
     def read_compact(self, name: str) -> np.ndarray:
         from gguf.quants import dequantize
 
-        qtype, shape, data = self.src._tensors[name]
+        qtype, shape, data = self.src.tensors[name]
         if len(shape) == 1:
             return np.array(dequantize(data, qtype), dtype=np.float32).reshape(shape)
         rows, cols = shape
-        heads = self.src._heads.get(name, 1)
+        heads = self.src.heads.get(name, 1)
         per = rows // heads
         out = np.empty((rows, cols), dtype=np.float32)
         for h in range(heads):
             w = np.asarray(dequantize(data[h * per:(h + 1) * per], qtype), dtype=np.float32).reshape(per, cols)
-            if self.src._permuted and name in self.src._heads:
+            if self.src.permuted and name in self.src.heads:
                 w = w.reshape(per // 2, 2, cols).swapaxes(0, 1).reshape(per, cols)
             out[h * per:(h + 1) * per] = w
         return out
@@ -83,18 +83,9 @@ class OldGGUFFile:
 def open_old(path):
     """``open_gguf`` as it was: the header through ``gguf.GGUFReader`` (every tokenizer string parsed), the
     per-head reads of :class:`OldGGUFFile`."""
-    from pipeline.sources import gguf as reader
+    from pipeline.sources.gguf import library_header, open_gguf
 
-    scan = reader._scan
-
-    def refuse(path):
-        raise ValueError("the old path parses every header with GGUFReader")
-
-    reader._scan = refuse
-    try:
-        ckpt = reader.open_gguf(path)
-    finally:
-        reader._scan = scan
+    ckpt = open_gguf(path, header=library_header)
     old = {id(src): OldGGUFFile(src) for src in ckpt.sources.values()}
     ckpt.sources = {name: old[id(src)] for name, src in ckpt.sources.items()}
     return ckpt
@@ -124,16 +115,18 @@ def child(layers: int) -> None:
     change of machine load falls on all alike: the task with the old reader, the task with the current reader,
     the eigensolver floor; and each reader's read of the layer's Q/K alone."""
     import gguf  # noqa: F401 - the imports the run path needs, before the baseline
+    from timed_kernels import EIG, TimedKernels
 
-    import pipeline.profile as pm
-    from pipeline.architectures import layout_from_config
+    from pipeline.architectures import layer_qk, layout_from_config
     from pipeline.architectures import rotations as rotations_of
-    from pipeline.real_models import REAL_MODELS, weight_file
+    from pipeline.models import MODELS
+    from pipeline.profile import head_profiles
+    from pipeline.real_models import weight_file
     from pipeline.run import compute_layer
     from pipeline.sources.gguf import open_gguf
 
     base = status_kb("VmHWM")
-    path = weight_file(REAL_MODELS["SmolLM2-135M-Instruct"])
+    path = weight_file(MODELS["SmolLM2-135M-Instruct"])
     t0 = time.perf_counter()
     new = open_gguf(path)
     t_open_new = time.perf_counter() - t0
@@ -148,36 +141,21 @@ def child(layers: int) -> None:
     names = [n for n in new.tensor_names() if n.endswith(("q_proj.weight", "k_proj.weight"))]
     per_layer = {layer: [n for n in names if n.startswith(f"model.layers.{layer}.")] for layer in range(layers)}
     t = dict(old=0.0, new=0.0, floor=0.0, read_old=0.0, read_new=0.0, eig_new=0.0)
-    eigvalsh = np.linalg.eigvalsh
-    lapack_in_place = pm._lapack_in_place
-
-    def timed(eig):  # the current task's eigensolves, numpy's or LAPACK's in place
-        def call(*args, **kwargs):
-            t0 = time.perf_counter()
-            try:
-                return eig(*args, **kwargs)
-            finally:
-                t["eig_new"] += time.perf_counter() - t0
-        return call
-
-    def timed_lapack_in_place(k):
-        eig, trmm = lapack_in_place(k)
-        return timed(eig), trmm
+    kernels = TimedKernels()  # the current task's eigensolves: the cores' and the statistics' Gram matrices'
 
     def run(kind, layer):
         if kind == "floor":
             stack = floor_stack(new, layout, layer, R)
             t0 = time.perf_counter()
-            eigvalsh(stack)
-        else:
-            ckpt = new if kind == "new" else old
-            if kind == "new":
-                np.linalg.eigvalsh, pm._lapack_in_place = timed(eigvalsh), timed_lapack_in_place
+            np.linalg.eigvalsh(stack)
+        elif kind == "new":  # compute_layer's two steps, with the timed kernels
             t0 = time.perf_counter()
-            try:
-                compute_layer(ckpt, layout, layer, False, R)
-            finally:
-                np.linalg.eigvalsh, pm._lapack_in_place = eigvalsh, lapack_in_place
+            qk = layer_qk(new, layout, layer, False)
+            head_profiles(qk.W_Q, qk.W_K, R, kv_of_head=qk.kv_of_head, gain=qk.gain, at_zero=True,
+                          kernels=kernels).layer_values()
+        else:
+            t0 = time.perf_counter()
+            compute_layer(old, layout, layer, False, R)
         t[kind] += time.perf_counter() - t0
 
     for layer in range(layers):
@@ -192,9 +170,10 @@ def child(layers: int) -> None:
     for layer in range(layers):  # the two readers give the same bits
         for name in per_layer[layer]:
             assert np.array_equal(old.read_compact(name).view(np.uint32), new.read_compact(name).view(np.uint32))
+    t["eig_new"] = kernels.seconds(EIG, cpu=False)
     qk_bytes = (layout.n_heads + layout.n_kv_heads) * layout.d_head * layout.d_model * 4
     print(json.dumps(dict(base_kb=base, peak_kb=peak, open_old=t_open_old, open_new=t_open_new, layers=layers,
-                          n_layers=layout.n_layers, qk_bytes=qk_bytes, quant=new.provenance["quantization"],
+                          n_layers=layout.n_layers, qk_bytes=qk_bytes, quant=new.provenance.quantization,
                           load=os.getloadavg()[0], **t)))
 
 
@@ -226,7 +205,7 @@ def noise(n_layers: int, tied: bool, seed: int = 0) -> dict:
         prof = {}
         for qtype in ("F16", "Q8_0", "Q4_1"):
             q, k = requant(wq, qtype).reshape(H, n, N), requant(wk, qtype).reshape(KV, n, N)
-            prof[qtype] = head_profiles(q, k, R, kv_of_head=kv)[0]
+            prof[qtype] = head_profiles(q, k, R, kv_of_head=kv).profile
         for qtype in diffs:
             diffs[qtype].append(np.abs(prof[qtype] - prof["F16"]).ravel())
     out = {}

@@ -6,7 +6,7 @@
 One rotary layer of Mistral-Small-24B's shape (by default: 32 query heads, 8 key heads, head size 128, width
 5120, offsets d = 0..128, rope base from benchmarks/synthetic_checkpoints.py), synthetic float32 weights
 (normal / sqrt(N), seeded) and an RMSNorm-like gain, all profiled as the pipeline profiles a layer
-(``pipeline.profile.head_profiles(..., statistics=True)``, as pipeline/run.py calls it). Timed, best of
+(``pipeline.profile.head_profiles(..., at_zero=True)``, as the run path's ``compute_layer`` calls it). Timed, best of
 ``--repeats``:
 
 (a) the numpy route as the pipeline runs it: ``eigvalsh="numpy"``, one head at a time, one thread;
@@ -15,7 +15,7 @@ One rotary layer of Mistral-Small-24B's shape (by default: 32 query heads, 8 key
     thread each. The fair CPU figure; the pool is started and warmed up before the timing, and the weights
     reach the workers once, before it;
 (c) the torch float64 route on ``--device``: the whole layer batched there (QR over heads, cores and one
-    ``eigvalsh`` per chunk of (heads x offsets) matrices, pipeline.profile._layer_on_device), after one
+    ``eigvalsh`` per chunk of (heads x offsets) matrices, pipeline.profile.device), after one
     warm-up call, synchronised (``torch.cuda.synchronize``) around each timed call on CUDA.
 
 How to read it: "ratio (b) / (c)" is the GPU's speed-up over the whole CPU; the target is >= 5. "ratio (a) / (c)"
@@ -69,7 +69,7 @@ def profile(layer, heads=None, **route):
     W_Q, W_K, kv_of_head, gain, R = layer
     if heads is not None:
         W_Q, kv_of_head = W_Q[heads], kv_of_head[heads]
-    return head_profiles(W_Q, W_K, R, kv_of_head=kv_of_head, gain=gain, statistics=True, **route)
+    return head_profiles(W_Q, W_K, R, kv_of_head=kv_of_head, gain=gain, at_zero=True, **route).layer_values()
 
 
 def _init_worker(layer) -> None:
@@ -109,33 +109,15 @@ def timed(name: str, f, repeats: int, budget: float, sync=None):
 
 def eig_split(layer, device: str, chunk_bytes, sync):
     """One more (c) run with the eigensolver calls timed (synchronised): (eigvalsh seconds, calls, total seconds)."""
-    from pipeline import profile as prof_module
+    from timed_kernels import TORCH_EIG, TimedKernels
 
-    real, spent, calls = prof_module._torch_eigvalsh, [0.0], [0]
-
-    def timing(route):
-        eig = real(route)
-
-        def f(S):
-            sync()
-            t0 = time.perf_counter()
-            lam = eig(S)
-            sync()
-            spent[0] += time.perf_counter() - t0
-            calls[0] += 1
-            return lam
-
-        return f
-
-    prof_module._torch_eigvalsh = timing
-    try:
-        sync()
-        t0 = time.perf_counter()
-        profile(layer, eigvalsh="torch", device=device, chunk_bytes=chunk_bytes)
-        sync()
-        return spent[0], calls[0], time.perf_counter() - t0
-    finally:
-        prof_module._torch_eigvalsh = real
+    kernels = TimedKernels(sync=sync)
+    sync()
+    t0 = time.perf_counter()
+    profile(layer, eigvalsh="torch", device=device, chunk_bytes=chunk_bytes, kernels=kernels)
+    sync()
+    wall, _, calls = kernels.spent.get(TORCH_EIG, [0.0, 0.0, 0])
+    return wall, calls, time.perf_counter() - t0
 
 
 def usable_cores() -> int:
@@ -195,13 +177,14 @@ def main(argv=None) -> int:
         return 2
     import numpy as np
 
-    from pipeline.profile import CHUNK_BYTES, DEVICE_CHUNK_BYTES
+    from pipeline.profile.device import DEVICE_CHUNK_BYTES
+    from pipeline.profile.spectra import CHUNK_BYTES
 
     H, kv, n, N, D = args.heads, args.kv_heads, args.n, args.N, args.offsets
     k = min(N, 2 * n)
     chunk = args.chunk_bytes or (CHUNK_BYTES if dev.type == "cpu" else DEVICE_CHUNK_BYTES)
     print(f"layer: {H} query heads, {kv} key heads, n = {n}, N = {N}, {D} offsets: {H * D} eigenproblems of "
-          f"k = {k}; float32 weights, gain, statistics=True")
+          f"k = {k}; float32 weights, gain, at_zero=True")
     print(f"CPU: {cpu_name()}, os.cpu_count() = {os.cpu_count()}, usable {usable_cores()}", flush=True)
     layer = mistral_layer(H, kv, n, N, D)
 

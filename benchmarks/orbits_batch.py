@@ -3,13 +3,14 @@ against single-seed ``train`` runs, side by side in one run, on one device.
 
     python benchmarks/orbits_batch.py                      # CPU, one torch thread, 12 steps per K
     python benchmarks/orbits_batch.py --device cuda --ks 1 32 128 256 512 --steps 40
-    HEADGEOMETRY_MALLOC=default python benchmarks/orbits_batch.py   # glibc's default malloc, for comparison
+    python benchmarks/orbits_batch.py --malloc default       # glibc's default malloc, for comparison
 
 Both sides run the prototype's recipe (32 heads, d_model 128, d_head 24, the penalty with 4 contexts a step)
 for ``--steps`` AdamW epochs, after one warm-up epoch; the single-seed side records no frames. The timed span of
 a batch includes its setup (inits, splits) and the final evaluation of every seed, as a search pays them. On
-CUDA it also prints the peak memory per seed. The first line says whether glibc keeps freed memory for reuse
-(``train.keep_freed_memory``, which ``train`` and ``train_batch`` set; ``HEADGEOMETRY_MALLOC=default`` opts out).
+CUDA it also prints the peak memory per seed. The first line says whether glibc keeps freed memory for reuse: this
+script is an entry point, and with ``--malloc kept`` (the default) it sets that as the orbit experiment's entry
+points do (``pipeline.orbits.malloc.keep_freed_memory``); ``--malloc default`` leaves glibc's default.
 """
 
 from __future__ import annotations
@@ -22,7 +23,8 @@ import torch
 
 from pipeline.orbits.batch import resolve_device, train_batch
 from pipeline.orbits.config import Config
-from pipeline.orbits.train import keep_freed_memory, train
+from pipeline.orbits.malloc import keep_freed_memory
+from pipeline.orbits.train import train
 
 
 def main() -> None:
@@ -31,8 +33,11 @@ def main() -> None:
     ap.add_argument("--steps", type=int, default=12)
     ap.add_argument("--device", default="cpu")
     ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--malloc", choices=("kept", "default"), default="kept",
+                    help="kept: glibc keeps freed memory, as the entry points set it (default); default: glibc's own")
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
+    freed = keep_freed_memory() if args.malloc == "kept" else "default"
     dev = resolve_device(args.device)
     cfg = Config(epochs=args.steps, frame_every=10**9, frame_every_late=10**9)
     train_batch(replace(cfg, epochs=1), [0], device=str(dev))  # warm-up (index caches, allocator)
@@ -43,7 +48,7 @@ def main() -> None:
         single.append(args.steps / (time.perf_counter() - t))
     ref = max(single)
     print(f"device {dev}, torch threads {torch.get_num_threads()}, {args.steps} AdamW steps per run, "
-          f"freed memory: {keep_freed_memory()}")
+          f"freed memory: {freed}")
     print(f"single-seed train(): {ref:.2f} seed-steps/s")
     print("   K  seed-steps/s  ms/seed-step  vs single" + ("  peak MiB/seed" if dev.type == "cuda" else ""))
     for K in args.ks:

@@ -41,7 +41,7 @@ def main(argv=None) -> int:
         t_low = float("inf")
         for _ in range(args.repeats):
             t0 = time.perf_counter()
-            low = head_profiles(W_Q, W_K, threads=args.threads)[0]  # its default would be one thread
+            low = head_profiles(W_Q, W_K, threads=args.threads).profile  # its default would be one thread
             t_low = min(t_low, (time.perf_counter() - t0) / heads)
         diff = float(np.abs(low - naive).max())
         print(f"{N:>6} {n:>5} {t_naive:>14.4f} {t_low:>16.5f} {t_naive / t_low:>8.0f} {diff:>11.1e}", flush=True)

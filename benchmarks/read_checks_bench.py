@@ -11,7 +11,7 @@ threads and its children: less disturbed by other work on the machine):
   command run in this process (``pipeline.__main__.main``: no interpreter start or imports), its output
   discarded;
 - page build: what a page of the store's largest model costs from a cold cache: ``dashboard.data.rows``,
-  ``data.model_data`` and ``profiles_page.profiles_view`` (the Bokeh layout), the data caches cleared
+  ``data.model_data`` and ``profiles.page.profiles_view`` (the Bokeh layout), the data caches cleared
   before each run.
 
 Prints the medians, the difference and the ratio. Reads the store only.
@@ -75,7 +75,10 @@ def run_list(store: str) -> None:
 
 def page_build(store: str, name: str) -> None:
     from dashboard import data
-    from dashboard.profiles_page import profiles_view
+    from dashboard.common.render import use_bokeh
+    from dashboard.profiles.page import profiles_view
+
+    use_bokeh()
 
     for cache in (data._profiles, data._rows, data._model_data):
         cache.cache_clear()

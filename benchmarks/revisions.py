@@ -4,12 +4,19 @@
 folder on ``PYTHONPATH``; a dask worker spawned while :func:`first_on_path` holds gets it first on ``sys.path``
 (multiprocessing hands a spawned process its parent's ``sys.path``), while this process keeps the package it has
 imported already.
+
+:func:`dask_runs` runs the dask arm of a revision wholly in a child process (planning, submission and workers all
+importing that revision): a task submitted from this process names its function and classes by module, which
+another revision may have elsewhere. The child uses only names both sides of a refactor keep in ``pipeline.run``
+(``check_store``, ``open_store``, ``plan_model``, ``run_dask``) and makes its cluster with dask itself.
 """
 
 from __future__ import annotations
 
 import contextlib
+import json
 import os
+import resource
 import subprocess
 import sys
 import tempfile
@@ -54,3 +61,60 @@ def check_workers(client, tree: str | None) -> None:
     expected = os.path.join(tree or ROOT, "pipeline", "__init__.py")
     if imported != {expected}:
         raise RuntimeError(f"the workers imported {sorted(imported)}, not {expected}")
+
+
+def worker_usage() -> tuple[float, float, int]:
+    """(user s, system s, minor page faults) of the calling process so far (run on each worker)."""
+    r = resource.getrusage(resource.RUSAGE_SELF)
+    return r.ru_utime, r.ru_stime, r.ru_minflt
+
+
+def warm_imports() -> None:
+    """Run on each worker before a clock starts: the imports a layer task needs."""
+    import safetensors.torch  # noqa: F401 - the reads: torch
+
+    import pipeline.checkpoints  # noqa: F401
+    import pipeline.profile  # noqa: F401
+    import pipeline.run  # noqa: F401
+    import pipeline.store  # noqa: F401 - xarray, zarr
+
+
+DASK_CHILD = r"""
+import json, sys, time
+from distributed import Client, LocalCluster
+from revisions import check_workers, warm_imports, worker_usage
+from pipeline.run import check_store, open_store, plan_model, run_dask
+
+folder, name, workers, tree = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4] or None
+with LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, host="127.0.0.1",
+                  dashboard_address=None) as cluster, Client(cluster) as client:
+    client.wait_for_workers(workers)
+    client.run(warm_imports)
+    check_workers(client, tree)
+    for line in sys.stdin:
+        location = line.strip()
+        check_store(location)
+        store = open_store(location)
+        plans = [plan_model(folder, store, name=name)]
+        u0, t0 = client.run(worker_usage), time.perf_counter()
+        run_dask(plans, store, client, progress=False)
+        seconds, u1 = time.perf_counter() - t0, client.run(worker_usage)
+        print(json.dumps([seconds, [sum(u1[w][i] - u0[w][i] for w in u0) for i in range(3)]]), flush=True)
+"""  # one run per store location read, its (seconds, [user s, system s, faults] summed over workers) printed
+
+
+def dask_runs(tree: str | None, folder: str, name: str, workers: int,
+              locations: list[str]) -> list[tuple[float, tuple[float, float, int]]]:
+    """Profile ``folder`` (as model ``name``) into each store of ``locations`` on a new loopback dask cluster of
+    ``workers`` one-thread workers, all in a child process importing ``tree``'s ``pipeline`` (None: this
+    checkout's); per run, the seconds of ``run_dask`` (from submission to the last layer written; the cluster's
+    start and the workers' imports not counted) and the workers' (user s, system s, minor page faults)."""
+    here = os.path.dirname(os.path.abspath(__file__))
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([tree or ROOT, here]))
+    child = subprocess.run([sys.executable, "-c", DASK_CHILD, folder, name, str(workers), tree or ""],
+                           input="".join(f"{loc}\n" for loc in locations), capture_output=True, text=True,
+                           cwd=tree or ROOT, env=env)
+    if child.returncode != 0:
+        raise RuntimeError(f"the dask run of {tree or ROOT} failed:\n{child.stderr[-3000:]}")
+    out = [json.loads(line) for line in child.stdout.splitlines() if line.startswith("[")]
+    return [(seconds, tuple(used)) for seconds, used in out]

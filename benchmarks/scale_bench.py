@@ -5,7 +5,10 @@
 
 1. eigen routes per head at (N, n) = (5120, 128) over 129 offsets: the naive N x N route (one offset
    timed, times 129), the pipeline (pipeline.profile.head_profiles), and the bare batched 2n x 2n
-   eigvalsh floor; numpy vs torch, float64 vs float32, 1 vs 2 threads, CUDA when present.
+   eigvalsh floor; numpy vs torch, float64 vs float32, 1 vs 2 threads, CUDA when present; then the profile
+   core against the eigensolver floors (``--sections c`` alone): the pipeline's numpy route as it is, with earlier
+   settings (``pipeline.profile.Kernels``), the chunked route (benchmarks/chunked_route.py) and, with
+   ``--before REV``, revision REV's in a child process, interleaved, and where each one's time goes.
 2. peak resident memory of `python -m pipeline profiles` on a Mistral-Small-24B-shaped sharded bf16
    checkpoint (a child process), over its imports, against one layer's Q/K bytes + 200 MB.
 3. throughput on an opt-1.3b-shaped checkpoint: the whole pipeline (the CLI's run path, one process, and a
@@ -14,7 +17,8 @@
    Both from a warm page cache, on one thread, in interleaved rounds; the ratio in wall and in process CPU
    time (medians of the per-round ratios), and each stage of one pass in both (``pipeline_stages``). With
    ``--before REV`` the whole run of git revision REV's pipeline package (a child process on the same
-   checkpoint, :data:`BEFORE_CHILD`) is timed in the same rounds. 24 layers by default, opt-1.3b's own depth.
+   checkpoint, :data:`BEFORE_CHILD`) is timed in the same rounds, and its 2 dask workers after this checkout's
+   (``revisions.dask_runs``). 24 layers by default, opt-1.3b's own depth.
 4. bytes fetched through the loopback Hub (tests/hub_server.py) by a whole run on the Mistral-shaped
    checkpoint, against its Q/K bytes.
 5. the same range reads through huggingface_hub's HfFileSystem and through pipeline.sources.hub, against
@@ -38,6 +42,8 @@ for _folder in (ROOT, os.path.join(ROOT, "benchmarks")):
     if _folder not in sys.path:  # a spawned dask worker runs this again with its parent's sys.path (first_on_path)
         sys.path.insert(0, _folder)
 MB = 1e6
+
+from timed_kernels import EIG, SPAN, TRMM, TimedKernels  # noqa: E402
 
 
 def best(f, repeats=3):
@@ -86,7 +92,7 @@ def eigen_case():
     return W_Q, W_K, R, 0.5 * (C + np.swapaxes(C, -1, -2))
 
 
-def eigen_section(naive: bool, repeats: int) -> None:
+def eigen_section(naive: bool, repeats: int, before_rev: str | None = None) -> None:
     import numpy as np
     import torch
     from threadpoolctl import threadpool_limits
@@ -97,7 +103,8 @@ def eigen_section(naive: bool, repeats: int) -> None:
     print("\n== 1. eigen routes, one head at (N, n) = (5120, 128), 129 offsets ==")
     rows = []
     with threadpool_limits(1):
-        t_pipe, (prof, _) = best(lambda: head_profiles(W_Q, W_K, R))
+        t_pipe, out = best(lambda: head_profiles(W_Q, W_K, R))
+        prof = out.profile
         t_floor, lam = best(lambda: np.linalg.eigvalsh(S))
         rows.append(("numpy float64 eigvalsh, 1 thread (floor)", t_floor, 0.0))
     with threadpool_limits(2):
@@ -132,58 +139,96 @@ def eigen_section(naive: bool, repeats: int) -> None:
         assert np.allclose(p1, prof[0, 1], atol=1e-9), (p1, prof[0, 1])
         print(f"naive N x N route: {t_naive1:.1f} s for one offset (measured), x129 = {129 * t_naive1:.0f} s/head")
         print(f"RATIO naive / pipeline = {129 * t_naive1 / t_pipe:.0f}x")
-    t_torch, (prof_t, _) = best(lambda: head_profiles(W_Q, W_K, R, eigvalsh="torch", device="cpu", threads=1))
-    t_t32, (prof_32, _) = best(lambda: head_profiles(W_Q, W_K, R, eigvalsh="torch-float32", tol=1e-5, device="cpu",
-                                                     threads=1))
+    t_torch, out_t = best(lambda: head_profiles(W_Q, W_K, R, eigvalsh="torch", device="cpu", threads=1))
+    t_t32, out_32 = best(lambda: head_profiles(W_Q, W_K, R, eigvalsh="torch-float32", tol=1e-5, device="cpu",
+                                               threads=1))
+    prof_t, prof_32 = out_t.profile, out_32.profile
     print(f"pipeline (head_profiles: QR + cores + eigensolver + profile), 1 thread: {t_pipe:.3f} s/head; "
           f"2 threads: {t_pipe2:.3f}; 2 threads / 1 thread = {t_pipe2 / t_pipe:.2f}")
     print(f"pipeline with eigvalsh='torch' (float64), 1 thread: {t_torch:.3f} s/head, max |profile diff| "
           f"{np.abs(prof_t - prof).max():.1e}; 'torch-float32' tol 1e-5: {t_t32:.3f} s/head, max |profile diff| "
           f"{np.abs(prof_32 - prof).max():.1e}")
-    pipeline_against_floors(W_Q, W_K, R, S, repeats)
+    pipeline_against_floors(W_Q, W_K, R, S, repeats, before_rev)
 
 
-# the per-offset route's earlier settings, compared side by side with the current one (pipeline.profile's knobs)
-SPAN = "span factor (Gram + Cholesky, or QR)"
-EIG = "eigenvalues (dsyevd: cores 2n x 2n, statistics' Gram n x n)"
-ROUTES = (("QR span, LAPACK's blocking", False, dict(GRAM_RCOND=0, QR_BLOCK=None, SYTRD_BLOCK=None)),
-          ("QR span", False, dict(GRAM_RCOND=0)))
+# the per-offset route's earlier settings, compared side by side with the current one (Kernels' fields)
+ROUTES = (("QR span, LAPACK's blocking", dict(gram_rcond=0, qr_block=None, sytrd_block=None)),
+          ("QR span", dict(gram_rcond=0)))
+
+
+CORE_CHILD = r"""
+import sys, time
+import numpy as np
+from threadpoolctl import threadpool_limits
+from pipeline.profile import head_profiles
+from pipeline.rotary import rotation_matrices
+
+N, n = 5120, 128  # eigen_case's head
+rng = np.random.default_rng(0)
+W_Q, W_K = rng.normal(size=(1, n, N)) / N**0.5, rng.normal(size=(1, n, N)) / N**0.5
+R = rotation_matrices(n, n, 1e8)
+with threadpool_limits(1):
+    out = head_profiles(W_Q, W_K, R)
+    np.save(sys.argv[1], np.asarray(out[0] if isinstance(out, tuple) else out.profile))
+    print("ready", flush=True)
+    for _ in sys.stdin:
+        w, c = time.perf_counter(), time.thread_time()
+        head_profiles(W_Q, W_K, R)
+        print(time.perf_counter() - w, time.thread_time() - c, flush=True)
+"""  # eigen_case's head profiled once per line read, each call timed inside the child: (wall s, CPU s) printed
 
 
 @contextlib.contextmanager
-def settings(**knobs):
-    """pipeline.profile's module settings (GRAM_RCOND, QR_BLOCK, SYTRD_BLOCK) set for the block, then restored."""
-    import pipeline.profile as pm
+def core_at_revision(rev: str | None):
+    """``(one, profile)``: ``one()`` times one ``head_profiles`` call of git revision ``rev``'s pipeline (None: this
+    checkout's) on :func:`eigen_case`'s head in a child process (wall s, CPU s of its thread, one BLAS thread);
+    ``profile`` is that revision's profile of the head. The child's start, imports and first call are not counted.
+    Both sides of a before/after comparison run in such a child, so that neither carries this process's state."""
+    import numpy as np
+    from revisions import revision_tree
 
-    saved = {name: getattr(pm, name) for name in knobs}
-    for name, value in knobs.items():
-        setattr(pm, name, value)
-    try:
-        yield
-    finally:
-        for name, value in saved.items():
-            setattr(pm, name, value)
+    with revision_tree(rev) if rev else contextlib.nullcontext(ROOT) as tree, \
+            tempfile.TemporaryDirectory() as tmp:
+        env = dict(os.environ, PYTHONPATH=tree)
+        values = os.path.join(tmp, "profile.npy")
+        child = subprocess.Popen([sys.executable, "-c", CORE_CHILD, values], cwd=tree, env=env, text=True,
+                                 stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+        if child.stdout.readline().strip() != "ready":
+            raise RuntimeError(f"the profile core of {rev or 'this checkout'} failed (its error is above)")
+
+        def one() -> tuple[float, float]:
+            child.stdin.write("run\n")
+            child.stdin.flush()
+            w, c = child.stdout.readline().split()
+            return float(w), float(c)
+
+        try:
+            yield one, np.load(values)
+        finally:
+            child.stdin.close()
+            child.wait()
 
 
-def pipeline_against_floors(W_Q, W_K, R, S, repeats: int = 7) -> None:
-    """The profile core before and after against the eigensolver floors, interleaved in one run (1 thread).
+def pipeline_against_floors(W_Q, W_K, R, S, repeats: int = 7, before_rev: str | None = None) -> None:
+    """The profile core against the eigensolver floors, interleaved in one run (1 thread).
 
-    before: ``head_profiles(..., batched_offsets=True)``, the chunked route (offsets in chunks of CHUNK_BYTES,
-    numpy's ``eigvalsh`` on each (chunk, k, k) stack); after: the default numpy route, offset by offset in cache;
-    between them, that route with the span factored by Householder QR (``GRAM_RCOND = 0``) in place of the Gram
-    matrix's Cholesky (:func:`pipeline.profile._span_r`), and that with LAPACK's default blocking besides
-    (``dgeqrf`` and ``dsytrd``'s default block: ``QR_BLOCK = SYTRD_BLOCK = None``).
-    Floors, on the same 129 matrices: numpy's ``eigvalsh`` on their (129, k, k) stack (the issue's floor), and
-    LAPACK ``dsyevd`` (numpy's driver) through scipy, one matrix at a time, in place, as the pipeline calls it.
-    Wall and CPU time (``time.thread_time``, one thread) of the same runs: on a loaded machine the wall ratios
-    carry the waits for a core, the CPU ratios do not.
+    The routes: the chunked route (``benchmarks/chunked_route.py``: offsets in chunks of CHUNK_BYTES, numpy's
+    ``eigvalsh`` on each (chunk, k, k) stack, numpy's ``qr``); the pipeline's numpy route with earlier settings
+    (``Kernels(gram_rcond=0)``: the span factored by Householder QR in place of the Gram matrix's Cholesky, and that
+    with LAPACK's default blocking besides: ``qr_block=None, sytrd_block=None``); the pipeline's numpy route as it
+    is ("after"); with ``before_rev``, this checkout's and revision REV's ``head_profiles``, each in a child process
+    (:func:`core_at_revision`, timed inside the child). Floors, on the same 129 matrices: numpy's ``eigvalsh`` on
+    their (129, k, k) stack (the issue's floor), and LAPACK ``dsyevd`` (numpy's driver) through scipy, one matrix at
+    a time, in place, as the pipeline calls it. Wall and CPU time (``time.thread_time``, one thread) of the same
+    runs: on a loaded machine the wall ratios carry the waits for a core, the CPU ratios do not.
     """
     import numpy as np
-    from threadpoolctl import threadpool_limits
+    from chunked_route import chunked_profiles
 
-    from pipeline.profile import _lapack_in_place, head_profiles
+    from pipeline.profile import Kernels, head_profiles
+    from pipeline.profile.lapack import lapack_in_place
 
-    eig, _ = _lapack_in_place(S.shape[-1])
+    eig, _ = lapack_in_place(S.shape[-1])
     work = np.empty(S.shape[1:])
 
     def per_matrix():
@@ -191,40 +236,35 @@ def pipeline_against_floors(W_Q, W_K, R, S, repeats: int = 7) -> None:
             work[...] = Sd
             eig(work)
 
-    def with_knobs(knobs: dict):
-        def run():
-            with settings(**knobs):
-                return head_profiles(W_Q, W_K, R)
-        return run
+    def timed(f):  # (wall s, CPU s of this thread) of one call
+        w, c = time.perf_counter(), time.thread_time()
+        f()
+        return time.perf_counter() - w, time.thread_time() - c
 
-    runs = {"floor: numpy eigvalsh on the stack": lambda: np.linalg.eigvalsh(S),
-            "floor: dsyevd per matrix, in place": per_matrix,
-            "before: chunked route": lambda: head_profiles(W_Q, W_K, R, batched_offsets=True),
-            **{name: with_knobs(knobs) for name, _, knobs in ROUTES},
-            "after: offset by offset": lambda: head_profiles(W_Q, W_K, R)}
-    before, after = runs["before: chunked route"](), runs["after: offset by offset"]()
-    diff = max(float(np.nanmax(np.abs(a - b) / np.maximum(1.0, np.abs(b)))) for a, b in zip(after, before, strict=True))
-    times = {name: [] for name in runs}
-    cpu = {name: [] for name in runs}  # this thread's CPU time: what a loaded machine's waits do not inflate
-    names = list(runs)
-    with threadpool_limits(1):
-        for r in range(repeats):  # the machine is shared: each repeat runs them all, in a rotated order
-            for name in names[r % len(names):] + names[:r % len(names)]:
-                t0, c0 = time.perf_counter(), time.thread_time()
-                runs[name]()
-                cpu[name].append(time.thread_time() - c0)
-                times[name].append(time.perf_counter() - t0)
-    t = {name: np.array(v) for name, v in times.items()}
-    c = {name: np.array(v) for name, v in cpu.items()}
+    runs = {"floor: numpy eigvalsh on the stack": lambda: timed(lambda: np.linalg.eigvalsh(S)),
+            "floor: dsyevd per matrix, in place": lambda: timed(per_matrix),
+            "chunked route": lambda: timed(lambda: chunked_profiles(W_Q, W_K, R)),
+            **{name: (lambda k=knobs: timed(lambda: head_profiles(W_Q, W_K, R, kernels=Kernels(**k))))
+               for name, knobs in ROUTES},
+            "after: offset by offset": lambda: timed(lambda: head_profiles(W_Q, W_K, R))}
+    after = head_profiles(W_Q, W_K, R)
+    diffs = {"chunked route": chunked_profiles(W_Q, W_K, R).profile}
+    with contextlib.ExitStack() as stack:
+        if before_rev:  # this checkout and revision REV, each in a child process of its own
+            for rev, name in ((None, "after, a child process"), (before_rev, f"before: revision {before_rev}")):
+                runs[name], diffs[name] = stack.enter_context(core_at_revision(rev))
+        t, c = interleaved(runs, repeats)
     with open("/proc/loadavg") as fh:
         load = fh.read().split()[:3]
     print(f"\nprofile core, one (5120, 128) head, 129 offsets, 1 thread, {repeats} interleaved repeats "
-          f"(load average {' '.join(load)}); after vs before: max |diff| {diff:.1e} (profile, norm)")
+          f"(load average {' '.join(load)})")
+    for name, profile in diffs.items():
+        print(f"  after vs {name}: max |profile diff| {float(np.nanmax(np.abs(after.profile - profile))):.1e}")
     print(f"{'':38} {'median ms':>10} {'min ms':>8} {'CPU median ms':>14}")
     for name, v in t.items():
         print(f"{name:38} {1e3 * np.median(v):10.1f} {1e3 * v.min():8.1f} {1e3 * np.median(c[name]):14.1f}")
     floor, floor_pm = t["floor: numpy eigvalsh on the stack"], t["floor: dsyevd per matrix, in place"]
-    routes = ("before: chunked route", *(name for name, _, _ in ROUTES), "after: offset by offset")
+    routes = [name for name in runs if not name.startswith("floor")]
     for name in routes:
         r1, r2 = t[name] / floor, t[name] / floor_pm
         print(f"RATIO {name} / numpy eigvalsh floor = median {np.median(r1):.2f}, min {r1.min():.2f}   |   "
@@ -239,52 +279,53 @@ def pipeline_against_floors(W_Q, W_K, R, S, repeats: int = 7) -> None:
           "against numpy's eigvalsh on the stack)")
 
 
-def core_breakdown(W_Q, W_K, R, floor_s: float, repeats: int = 5) -> None:
-    """Where a head's time goes in each route: the LAPACK calls timed by wrappers put around them for the run
-    (the span's factor: Gram + Cholesky, or QR; eigensolver; the triangular core product), the rest (rotation, the
-    other core products, norms, sym/antisym parts, Python) as the remainder; CPU time of this thread, medians over
-    ``repeats``, in ms and in % of ``floor_s`` (the floor's CPU time)."""
+def interleaved(runs: dict, repeats: int) -> tuple[dict, dict]:
+    """Each of ``runs`` (a function returning its (wall s, CPU s)) ``repeats`` times, all of them in each repeat in
+    a rotated order, on one BLAS thread: (wall times, CPU times) per name, as arrays."""
     import numpy as np
     from threadpoolctl import threadpool_limits
 
-    import pipeline.profile as pm
+    times = {name: [] for name in runs}
+    cpu = {name: [] for name in runs}  # this thread's CPU time: what a loaded machine's waits do not inflate
+    names = list(runs)
+    with threadpool_limits(1):
+        for r in range(repeats):  # the machine is shared: each repeat runs them all, in a rotated order
+            for name in names[r % len(names):] + names[:r % len(names)]:
+                w, c = runs[name]()
+                times[name].append(w)
+                cpu[name].append(c)
+    return {n: np.array(v) for n, v in times.items()}, {n: np.array(v) for n, v in cpu.items()}
 
-    spent: dict[str, float] = {}
 
-    def timed(name, f):
-        def g(*a, **k):
-            t0 = time.thread_time()
-            try:
-                return f(*a, **k)
-            finally:
-                spent[name] = spent.get(name, 0.0) + time.thread_time() - t0
-        return g
+def core_breakdown(W_Q, W_K, R, floor_s: float, repeats: int = 5) -> None:
+    """Where a head's time goes in each route: the LAPACK calls timed by the kernels' wrappers (:class:`TimedKernels`:
+    the span's factor, Gram + Cholesky or QR; eigensolver; the triangular core product; for the chunked route its
+    numpy ``qr`` and ``eigvalsh``), the rest (rotation, the other core products, norms, sym/antisym parts, Python) as
+    the remainder; CPU time of this thread, medians over ``repeats``, in ms and in % of ``floor_s`` (the floor's CPU
+    time)."""
+    import numpy as np
+    from chunked_route import chunked_profiles, numpy_qr
+    from threadpoolctl import threadpool_limits
 
-    @contextlib.contextmanager
-    def wrapped():
-        saved = pm._span_r, pm._lapack_in_place, pm._eigvalsh_fn, np.linalg.qr
-        pm._span_r, np.linalg.qr = timed(SPAN, saved[0]), timed(SPAN, saved[3])
-        pm._lapack_in_place = lambda k: tuple(timed(n, f) if f else f for n, f in
-                                              zip(("eigensolver", "core product (trmm)"), saved[1](k), strict=True))
-        pm._eigvalsh_fn = lambda route, device: timed("eigensolver", saved[2](route, device))
-        try:
-            yield
-        finally:
-            pm._span_r, pm._lapack_in_place, pm._eigvalsh_fn, np.linalg.qr = saved
+    from pipeline.profile import head_profiles
 
     print("\nwhere the time goes (CPU time; LAPACK calls timed by wrappers; medians of "
           f"{repeats}; % of the numpy eigvalsh floor, {1e3 * floor_s:.0f} ms):")
-    parts = (SPAN, "eigensolver", "core product (trmm)")
-    for label, batched, knobs in (("before: chunked route", True, {}), *ROUTES, ("after: offset by offset", False, {})):
+    parts = (SPAN, EIG, TRMM)
+    for label, knobs in (("chunked route", None), *ROUTES, ("after: offset by offset", {})):
         rows = {name: [] for name in ("total",) + parts}
-        with threadpool_limits(1), wrapped(), settings(**knobs):
-            for _ in range(repeats):
-                spent.clear()
+        for _ in range(repeats):
+            kernels = TimedKernels(**(knobs or {}))
+            with threadpool_limits(1):
                 t0 = time.thread_time()
-                pm.head_profiles(W_Q, W_K, R, batched_offsets=batched)
+                if knobs is None:
+                    chunked_profiles(W_Q, W_K, R, factor=kernels.timed(SPAN, numpy_qr),
+                                     eigvalsh=kernels.timed(EIG, np.linalg.eigvalsh))
+                else:
+                    head_profiles(W_Q, W_K, R, kernels=kernels)
                 rows["total"].append(time.thread_time() - t0)
-                for name in parts:
-                    rows[name].append(spent.get(name, 0.0))
+            for name in parts:
+                rows[name].append(kernels.seconds(name))
         med = {name: float(np.median(v)) for name, v in rows.items()}
         rest = med["total"] - sum(med[name] for name in parts)
         cells = [f"{name} {1e3 * med[name]:.0f} ms ({100 * med[name] / floor_s:.0f} %)" for name in parts
@@ -432,14 +473,16 @@ def run_at_revision(rev: str, folder: str):
 def throughput_section(folder: str, repeats: int = 5, before_rev: str | None = None) -> None:
     """The pipeline against only reading Q/K (:func:`read_qk`), both from a warm page cache (one untimed pass of
     each first), on one BLAS/torch thread, paired and interleaved: ``repeats`` rounds of (read, pipeline), the
-    ratio taken per round in wall time and in process CPU time, and their medians printed."""
+    ratio taken per round in wall time and in process CPU time, and their medians printed. With ``before_rev``,
+    that revision's whole run (:func:`run_at_revision`) in the same rounds. Then 2 dask workers (best of 2 runs of
+    ``run_dask``, this checkout's and, with ``before_rev``, that revision's: ``revisions.dask_runs``)."""
     from statistics import median
 
+    from revisions import dask_runs, revision_tree
     from synthetic_checkpoints import qk_names
     from threadpoolctl import threadpool_limits
 
     from pipeline.checkpoints import open_checkpoint
-    from pipeline.run import close_client, make_client, open_store, plan_model, run_dask
 
     print("\n== 3. throughput, opt-1.3b-shaped fp16 checkpoint: pipeline vs reading Q/K ==")
     layers = int(open_checkpoint(folder).config["num_hidden_layers"])
@@ -448,11 +491,7 @@ def throughput_section(folder: str, repeats: int = 5, before_rev: str | None = N
         def store() -> str:
             return os.path.join(tmp, f"s{time.perf_counter_ns()}.zarr")
 
-        def before() -> None:  # the route with the previous settings at k = 128: QR span, LAPACK's blocking
-            with settings(**ROUTES[0][2]):
-                whole_run(folder, store())
-
-        reads, wides, runs, befores, revs = [], [], [], [], []
+        reads, wides, runs, revs = [], [], [], []
         with threadpool_limits(1), contextlib.ExitStack() as stack:  # like a dask worker (OMP_NUM_THREADS=1)
             at_rev = stack.enter_context(run_at_revision(before_rev, folder)) if before_rev else None
             read_qk(folder, names)
@@ -461,36 +500,12 @@ def throughput_section(folder: str, repeats: int = 5, before_rev: str | None = N
                 reads.append(clocked(lambda: read_qk(folder, names)))
                 runs.append(clocked(lambda: whole_run(folder, store())))
                 wides.append(clocked(lambda: read_qk(folder, names, widen=True)))
-                befores.append(clocked(before))
                 if at_rev is not None:
                     revs.append(at_rev())
-        def two_workers(tree: str | None) -> tuple[float, float]:
-            """(best wall s of 2 runs, cluster start s) on a new cluster of 2 workers importing ``tree``'s pipeline
-            (None: this checkout's)."""
-            from revisions import check_workers, first_on_path
-
-            t0 = time.perf_counter()
-            with first_on_path(tree):
-                client = make_client(workers=2)
-            started = time.perf_counter() - t0
-            try:
-                client.run(lambda: __import__("pipeline.run"))  # warm imports, not counted
-                check_workers(client, tree)
-
-                def two():
-                    s = store()
-                    run_dask([plan_model(folder, open_store(s), name="opt")], open_store(s), client, progress=False)
-
-                return best(two, repeats=2)[0], started
-            finally:
-                close_client(client)
-
-        t_two, t_start = two_workers(None)
+        t_two = min(t for t, _ in dask_runs(None, folder, "opt", 2, [store(), store()]))
         if before_rev:
-            from revisions import revision_tree
-
             with revision_tree(before_rev) as tree:
-                t_two_before, _ = two_workers(tree)
+                t_two_before = min(t for t, _ in dask_runs(tree, folder, "opt", 2, [store(), store()]))
     print(f"{layers} layers x 32 heads (n = 64, N = 2048, learned positions: one offset); {repeats} interleaved "
           "rounds, medians")
     for k, unit in ((0, "wall"), (1, "CPU")):
@@ -498,9 +513,6 @@ def throughput_section(folder: str, repeats: int = 5, before_rev: str | None = N
         ratio = median(b[k] / a[k] for a, b in zip(reads, runs, strict=True))
         print(f"  {unit:4}: reading Q/K only {r:.2f} s, pipeline 1 process {p:.2f} s -> RATIO pipeline / read = "
               f"{ratio:.2f} (median of per-round ratios; target <= 3)")
-        ratio_before = median(b[k] / a[k] for a, b in zip(reads, befores, strict=True))
-        print(f"        before ({ROUTES[0][0]}): pipeline {median(x[k] for x in befores):.2f} s -> RATIO "
-              f"pipeline / read = {ratio_before:.2f}")
         if revs:
             ratio_rev = median(b[k] / a[k] for a, b in zip(reads, revs, strict=True))
             print(f"        before (revision {before_rev}, a child process): pipeline {median(x[k] for x in revs):.2f} "
@@ -520,10 +532,10 @@ def throughput_section(folder: str, repeats: int = 5, before_rev: str | None = N
           f"{qr_cpu / c_read:.1f} x the read's CPU, so read + factor is {1 + qr_cpu / c_read:.1f} x before any other "
           f"stage; with the eigenvalues, {1 + (qr_cpu + eig_cpu) / c_read:.1f} x: the floor of this route "
           "(float64 BLAS/LAPACK at their own speed on one thread)")
-    print(f"pipeline, 2 dask workers: {t_two:.2f} s wall (+{t_start:.1f} s cluster start, not counted) -> RATIO "
-          f"pipeline / read = {t_two / t_read:.2f}; speed-up over 1 process = {t_one / t_two:.2f}")
+    print(f"pipeline, 2 dask workers: {t_two:.2f} s wall (run_dask; planning and the cluster's start not counted) -> "
+          f"RATIO pipeline / read = {t_two / t_read:.2f}; speed-up over 1 process = {t_one / t_two:.2f}")
     if before_rev:
-        print(f"        before (revision {before_rev} on the workers): {t_two_before:.2f} s wall -> RATIO pipeline / "
+        print(f"        before (revision {before_rev}): {t_two_before:.2f} s wall -> RATIO pipeline / "
               f"read = {t_two_before / t_read:.2f}")
 
 
@@ -531,45 +543,25 @@ def pipeline_stages(folder: str, layers: int, repeats: int = 5) -> dict[str, tup
     """Single-process passes over the checkpoint, each stage clocked on its own (wall, process CPU; the median over
     ``repeats`` passes): planning (``plan_model``: config, headers, shapes), the NaN/Inf check of every Q/K tensor
     the run does before the store is touched, both as ``run.check_weights`` does it (``check_finite``: on the
-    stored bits) and by reading every tensor compact (how it was done before), the registration of the model's
-    row, reading and converting Q/K (``layer_qk``), the factor of each head's span (timed around
-    ``profile._span_r``: Gram + Cholesky, or QR), the eigenvalues of each head's core and of its statistics' Gram
-    matrix (timed around the solver ``profile._lapack_in_place`` makes and ``head_statistics.singular_energies``),
-    the rest of the profiles and statistics, the store's layer writes
-    (values, checksums, layer_done) and the completion. The compact-read check is shown for comparison, not summed."""
+    stored bits) and by reading every tensor compact (shown for comparison, not summed), the registration of the
+    model's row, reading and converting Q/K (``layer_qk``), the factor of each head's span and the eigenvalues of
+    each head's cores and of its statistics' Gram matrix (timed by :class:`TimedKernels`, the kernels
+    ``head_profiles`` is given), the rest of the profiles and statistics, the store's layer writes (values,
+    checksums, layer_done) and the completion."""
     from statistics import median
 
     from threadpoolctl import threadpool_limits
 
-    from pipeline import head_statistics as hs
-    from pipeline import profile as prof
     from pipeline.architectures import layer_qk, rotations
+    from pipeline.profile import head_profiles
     from pipeline.run import check_weights, open_store, plan_model
 
     keys = ("plan (plan_model)", "NaN/Inf check (check_weights: stored bits)",
-            "NaN/Inf check by compact reads (before; not summed)", "register", "read Q/K (layer_qk)", SPAN, EIG,
+            "NaN/Inf check by compact reads (not summed)", "register", "read Q/K (layer_qk)", SPAN, EIG,
             "profiles and statistics (besides the factor and eigenvalues)", "store writes (layer_writer, write)",
             "mark_complete")
     wall: dict[str, list[float]] = {k: [] for k in keys}
     cpu: dict[str, list[float]] = {k: [] for k in keys}
-    qr, lapack_in_place, singular_energies = prof._span_r, prof._lapack_in_place, hs.singular_energies
-
-    def timed(f, into: list[float]):
-        def g(*args, **kwargs):
-            w, c = time.perf_counter(), time.thread_time()  # single-threaded LAPACK in this thread
-            try:
-                return f(*args, **kwargs)
-            finally:
-                into[0] += time.perf_counter() - w
-                into[1] += time.thread_time() - c
-        return g
-
-    acc, eig_acc = [0.0, 0.0], [0.0, 0.0]  # (wall, CPU) of the span's factors and of the eigensolves, per pass
-    timed_qr = timed(qr, acc)
-
-    def timed_lapack(k: int):
-        eig, trmm = lapack_in_place(k)
-        return timed(eig, eig_acc), trmm
 
     def clock(key, f, *args, **kwargs):
         w, c = time.perf_counter(), cpu_s()
@@ -587,7 +579,7 @@ def pipeline_stages(folder: str, layers: int, repeats: int = 5) -> dict[str, tup
         for k in keys:
             wall[k].append(0.0)
             cpu[k].append(0.0)
-        acc[:] = eig_acc[:] = [0.0, 0.0]
+        kernels = TimedKernels()
         p = clock(keys[0], plan_model, folder, open_store(s), name="opt")
         clock(keys[1], check_weights, p, progress=False)
         clock(keys[2], compact_reads, p.ckpt)
@@ -597,23 +589,19 @@ def pipeline_stages(folder: str, layers: int, repeats: int = 5) -> dict[str, tup
         writer = clock(keys[8], store.layer_writer, "opt")  # as run_inline: opened once per model
         for layer in range(layers):
             qk = clock(keys[4], layer_qk, p.ckpt, p.layout, layer, False)
-            values = clock(keys[7], prof.head_profiles, qk.W_Q, qk.W_K, rot, kv_of_head=qk.kv_of_head, gain=qk.gain,
-                           statistics=True)
+            out = clock(keys[7], head_profiles, qk.W_Q, qk.W_K, rot, kv_of_head=qk.kv_of_head, gain=qk.gain,
+                        at_zero=True, kernels=kernels)
+            values = clock(keys[7], out.layer_values)
             clock(keys[8], writer.write, layer, *values)
         clock(keys[9], store.mark_complete, "opt")
-        wall[SPAN][-1], cpu[SPAN][-1] = acc
-        wall[EIG][-1], cpu[EIG][-1] = eig_acc
-        wall[keys[7]][-1] -= acc[0] + eig_acc[0]
-        cpu[keys[7]][-1] -= acc[1] + eig_acc[1]
+        for key in (SPAN, EIG):
+            wall[key][-1], cpu[key][-1] = kernels.seconds(key, cpu=False), kernels.seconds(key)
+            wall[keys[7]][-1] -= wall[key][-1]
+            cpu[keys[7]][-1] -= cpu[key][-1]
 
     with tempfile.TemporaryDirectory() as tmp, threadpool_limits(1):
-        prof._span_r, prof._lapack_in_place = timed_qr, timed_lapack
-        hs.singular_energies = timed(singular_energies, eig_acc)
-        try:
-            for r in range(repeats):
-                one_pass(os.path.join(tmp, f"stages{r}.zarr"))
-        finally:
-            prof._span_r, prof._lapack_in_place, hs.singular_energies = qr, lapack_in_place, singular_energies
+        for r in range(repeats):
+            one_pass(os.path.join(tmp, f"stages{r}.zarr"))
     out = {k: (median(wall[k]), median(cpu[k])) for k in keys}
     summed = [k for k in keys if "not summed" not in k]
     out["sum of the stages"] = (sum(out[k][0] for k in summed), sum(out[k][1] for k in summed))
@@ -731,8 +719,9 @@ def main(argv=None) -> int:
     ap.add_argument("--repeats", type=int, default=7, help="interleaved repeats of the profile core comparison")
     ap.add_argument("--rounds", type=int, default=5, help="interleaved (read, pipeline) rounds of "
                     "section 3 (default 5)")
-    ap.add_argument("--before", metavar="REV", default=None, help="section 3 also times the whole run of this git "
-                    "revision's pipeline package (e.g. the last release), in the same rounds")
+    ap.add_argument("--before", metavar="REV", default=None, help="also time this git revision's pipeline package "
+                    "(e.g. the last release) in the same rounds: its profile core (sections 1 and c), its whole run "
+                    "and its 2 dask workers (section 3)")
     ap.add_argument("--memory-child", nargs=2, help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.memory_child:
@@ -747,9 +736,9 @@ def main(argv=None) -> int:
                                   layers_per_shard=4))
         print(f"synthetic checkpoints in {args.dir} ({time.perf_counter() - t0:.0f} s)")
     if "1" in args.sections:
-        eigen_section(naive=not args.no_naive, repeats=args.repeats)
+        eigen_section(naive=not args.no_naive, repeats=args.repeats, before_rev=args.before)
     elif "c" in args.sections:
-        pipeline_against_floors(*eigen_case(), repeats=args.repeats)
+        pipeline_against_floors(*eigen_case(), repeats=args.repeats, before_rev=args.before)
     if "2" in args.sections:
         memory_section(mistral, args.mistral_layers)
     if "3" in args.sections:

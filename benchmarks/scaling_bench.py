@@ -8,8 +8,11 @@ single-thread work (the layer count is chosen from the timing of one layer unles
 profiled through the pipeline's own run path (``pipeline.run``):
 
 1. inline, one thread: ``run_inline``;
-2. a local dask cluster of 1 worker x 1 thread: ``make_client(1)`` + ``run_dask``;
-3. a local dask cluster of 2 workers x 1 thread: ``make_client(2)`` + ``run_dask``.
+2. a local dask cluster of 1 worker x 1 thread: ``run_dask``;
+3. a local dask cluster of 2 workers x 1 thread: ``run_dask``.
+
+The dask ways run in a child process (``revisions.dask_runs``: planning, the cluster and the submission there,
+as the inline way does them here), so that the before arm below runs the same way on another revision.
 
 Every BLAS/LAPACK pool is one thread (``OMP_NUM_THREADS`` and friends are set to 1 before numpy is imported;
 the worker processes inherit them). Each way writes its own store in ``--dir``. The clock runs from the
@@ -20,12 +23,12 @@ Printed: the three wall times; the ratios 1 worker / inline (dask's overhead per
 2 workers over 1 (target >= 1.8); the CPU time (user, system) and minor page faults of the processes that did
 the work (this one inline, the workers on dask: ``resource.getrusage`` before and after), which show what a
 worker's process does differently (dask starts workers with ``MALLOC_TRIM_THRESHOLD_`` set, so every block
-``malloc`` serves by ``mmap`` is faulted in afresh: ``pipeline.profile.span_work``); then, from the inline run
+``malloc`` serves by ``mmap`` is faulted in afresh: ``pipeline.profile.span.span_work``); then, from the inline run
 with ``Store`` instrumented, what a layer's
 store write costs and which part of it is serialised: a layer's write's time (``LayerWriter.write``, which the
 inline run calls through one writer per model and each dask task through ``write_layer``: region writes to
 chunks no other layer shares, taken without a lock, so workers do them in parallel) and the store lock's
-measured hold time per layer (``Store._store_lock``, a file lock every writer process shares), times the
+measured hold time per layer (``Locks.store_lock``, a file lock every writer process shares), times the
 layers, against the compute each of 8 and 64 workers gets through in the same time. Last, a check that
 every store holds every layer, marked complete, with profiles bit-equal across the three ways.
 
@@ -33,9 +36,9 @@ every store holds every layer, marked complete, with profiles bit-equal across t
 the per-round ratios printed: on a machine whose speed drifts by 10-20 % over minutes, one round's ratio moves
 with it.
 
-``--before REV``: the two dask ways also run with git revision REV's ``pipeline`` package on the workers
-(``git archive``; the spawned workers get its folder first on ``sys.path``, and each reports the file it imported),
-in the same run, for before and after side by side.
+``--before REV``: the two dask ways also run with git revision REV's ``pipeline`` package (``git archive``; the
+child process and its workers import it, and each worker reports the file it imported), in the same run, for before
+and after side by side.
 
 The 2-worker figure needs two otherwise idle cores: on a loaded machine it measures the load.
 ``--quick``: a 4-layer ``rotary-256`` checkpoint (seconds): checks the script and the stores, not the scaling.
@@ -51,7 +54,6 @@ for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
 import argparse  # noqa: E402
 import contextlib  # noqa: E402
 import math  # noqa: E402
-import resource  # noqa: E402
 import sys  # noqa: E402
 import tempfile  # noqa: E402
 import time  # noqa: E402
@@ -62,26 +64,10 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 for _folder in (ROOT, os.path.join(ROOT, "benchmarks")):
     if _folder not in sys.path:  # a spawned worker runs this again with its parent's sys.path (first_on_path)
         sys.path.insert(0, _folder)
-from revisions import check_workers, first_on_path, revision_tree  # noqa: E402
+from revisions import dask_runs, revision_tree, worker_usage  # noqa: E402
 
 NAME = "scaling"
 TARGET = 1.8
-
-
-def _warm() -> None:
-    """Run on each worker before the clock starts: the imports a layer task needs."""
-    import safetensors.torch  # noqa: F401 - the reads: torch
-
-    import pipeline.checkpoints  # noqa: F401
-    import pipeline.profile  # noqa: F401
-    import pipeline.run  # noqa: F401
-    import pipeline.store  # noqa: F401 - xarray, zarr
-
-
-def _usage() -> tuple[float, float, int]:
-    """(user s, system s, minor page faults) of this process so far."""
-    r = resource.getrusage(resource.RUSAGE_SELF)
-    return r.ru_utime, r.ru_stime, r.ru_minflt
 
 
 def seconds_per_layer(folder) -> float:
@@ -101,14 +87,15 @@ def seconds_per_layer(folder) -> float:
 
 class StoreTimer:
     """Wraps ``LayerWriter.write`` (every layer's write, inline or through ``Store.write_layer``) and
-    ``Store._store_lock`` in this process, recording their durations."""
+    ``Locks.store_lock`` (the store lock of every handle: ``Store.locks``) in this process, recording their
+    durations."""
 
     def __init__(self):
-        from pipeline.store import Store
-        from pipeline.store.profiles import LayerWriter
+        from pipeline.store.layer_writer import LayerWriter
+        from pipeline.store.locks import Locks
 
-        self.cls, self.writer, self.writes, self.holds, self.in_layer = Store, LayerWriter, [], [], False
-        self.orig_write, self.orig_lock = LayerWriter.write, Store._store_lock
+        self.cls, self.writer, self.writes, self.holds, self.in_layer = Locks, LayerWriter, [], [], False
+        self.orig_write, self.orig_lock = LayerWriter.write, Locks.store_lock
 
     def __enter__(self):
         timer = self
@@ -123,19 +110,19 @@ class StoreTimer:
                 timer.in_layer = False
 
         @contextlib.contextmanager
-        def store_lock(store):
-            with timer.orig_lock(store):
+        def store_lock(locks):
+            with timer.orig_lock(locks):
                 t0 = time.perf_counter()
                 try:
                     yield
                 finally:
                     timer.holds.append((timer.in_layer, time.perf_counter() - t0))
 
-        self.writer.write, self.cls._store_lock = write, store_lock
+        self.writer.write, self.cls.store_lock = write, store_lock
         return self
 
     def __exit__(self, *exc):
-        self.writer.write, self.cls._store_lock = self.orig_write, self.orig_lock
+        self.writer.write, self.cls.store_lock = self.orig_write, self.orig_lock
 
 
 def plan(folder, location: str):
@@ -150,26 +137,15 @@ def run_way(way: str, folder, location: str, tree: str | None = None) -> tuple[f
     """Profile the checkpoint into ``location`` one way ("inline", "1", "2" workers; on the workers, ``tree``'s
     pipeline package when given): the timed seconds, and the (user s, system s, minor page faults) of the
     processes that did the work in that time (summed over the workers)."""
-    from pipeline.run import close_client, make_client, run_dask, run_inline
+    from pipeline.run import run_inline
 
+    if way != "inline":
+        return dask_runs(tree, str(folder), NAME, int(way), [location])[0]
     store, plans = plan(folder, location)
-    if way == "inline":
-        u0, t0 = _usage(), time.perf_counter()
-        run_inline(plans, store, progress=False)
-        seconds, u1 = time.perf_counter() - t0, _usage()
-        return seconds, tuple(b - a for a, b in zip(u0, u1, strict=True))
-    with first_on_path(tree):
-        client = make_client(workers=int(way))
-    try:
-        client.wait_for_workers(int(way))
-        client.run(_warm)
-        check_workers(client, tree)
-        u0, t0 = client.run(_usage), time.perf_counter()
-        run_dask(plans, store, client, progress=False)
-        seconds, u1 = time.perf_counter() - t0, client.run(_usage)
-        return seconds, tuple(sum(u1[w][i] - u0[w][i] for w in u0) for i in range(3))
-    finally:
-        close_client(client)
+    u0, t0 = worker_usage(), time.perf_counter()
+    run_inline(plans, store, progress=False)
+    seconds, u1 = time.perf_counter() - t0, worker_usage()
+    return seconds, tuple(b - a for a, b in zip(u0, u1, strict=True))
 
 
 def check_stores(locations: list[str], layers: int) -> bool:

@@ -72,20 +72,30 @@ def qk_names(family: str, layers: int) -> list[str]:
 def write_synthetic(family: str, folder: str | os.PathLike, layers: int, layers_per_shard: int = 1,
                     seed: int = 0) -> Path:
     """Write the checkpoint (skipped if ``folder`` already holds one with that many layers); returns it."""
+    config, dtype, tensors = FAMILIES[family]
+    return write_checkpoint(folder, config, dtype, tensors, layers, layers_per_shard, seed)
+
+
+def write_checkpoint(folder: str | os.PathLike, config: dict, dtype: str, tensors: list, layers: int,
+                     layers_per_shard: int = 1, seed: int = 0, single_file: bool = False) -> Path:
+    """``config.json`` (with ``num_hidden_layers = layers``) and ``tensors`` (per layer: name pattern, shape) of
+    ``layers`` layers, random normal / sqrt(fan in), in ``dtype``: ``model-0000i-of-0000k.safetensors`` shards of
+    ``layers_per_shard`` layers and their index, or with ``single_file`` one ``model.safetensors`` and no index.
+    Skipped if ``folder`` already holds one with that many layers; returns ``folder``."""
     import torch
     from safetensors.torch import save_file
 
-    config, dtype, tensors = FAMILIES[family]
     folder = Path(folder)
     marker = folder / "config.json"
     if marker.exists() and json.loads(marker.read_text()).get("num_hidden_layers") == layers:
         return folder
     folder.mkdir(parents=True, exist_ok=True)
     gen = torch.Generator().manual_seed(seed)
-    n_shards = -(-layers // layers_per_shard)
+    n_shards = 1 if single_file else -(-layers // layers_per_shard)
+    layers_per_shard = layers if single_file else layers_per_shard
     weight_map, total = {}, 0
     for s in range(n_shards):
-        fname = f"model-{s + 1:05d}-of-{n_shards:05d}.safetensors"
+        fname = "model.safetensors" if single_file else f"model-{s + 1:05d}-of-{n_shards:05d}.safetensors"
         shard = {}
         for layer in range(s * layers_per_shard, min(layers, (s + 1) * layers_per_shard)):
             for pat, shape in tensors:
@@ -96,8 +106,9 @@ def write_synthetic(family: str, folder: str | os.PathLike, layers: int, layers_
             weight_map[name] = fname
             total += t.numel() * t.element_size()
         del shard
-    (folder / "model.safetensors.index.json").write_text(
-        json.dumps({"metadata": {"total_size": total}, "weight_map": weight_map}, indent=2))
+    if not single_file:
+        (folder / "model.safetensors.index.json").write_text(
+            json.dumps({"metadata": {"total_size": total}, "weight_map": weight_map}, indent=2))
     marker.write_text(json.dumps(config | {"num_hidden_layers": layers}, indent=2))
     return folder
 

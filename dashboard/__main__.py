@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 
 from dashboard import data
+from pipeline.location import DEFAULT_HELP
 
 APP = Path(__file__).resolve().parent / "app.py"
 
@@ -31,8 +32,8 @@ def serve_command(store: Path, port: int, address: str, show: bool) -> list[str]
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m dashboard", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--store", default=None, help=f"store to read (default: ${data.ENV_VAR}, else the "
-                        "committed store.zarr)")
+    parser.add_argument("--store", default=None, help=f"store to read (default: {DEFAULT_HELP}; the demo in "
+                        "place of a user or current-folder store with no computed model)")
     parser.add_argument("--port", type=int, default=5006)
     parser.add_argument("--address", default="127.0.0.1",
                         help="interface to listen on (default 127.0.0.1: this machine only)")

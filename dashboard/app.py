@@ -2,19 +2,22 @@
 
 A thin Panel shell. One ``AppState`` (model, d, layer, selection, frame) per session. The store's
 contents are read once per process (``dashboard.data``) and its pages are rendered once per process
-(``dashboard.rendered``, from ``profiles_page`` and ``orbits_page``, both built from ``dashboard.views``),
+(``dashboard.rendered``, from the pages of ``dashboard.profiles``, ``dashboard.compare`` and ``dashboard.orbits``),
 both keyed on the store's path and modification state; a session takes its own copy of those Bokeh
 models. Choosing another model replaces the profiles view's data in place. Every interaction inside a
 view runs in the browser and is mirrored into the state.
 
-The store is chosen only at start-up: ``--store PATH`` after ``--args``, else $HEADGEOMETRY_STORE, else
-the committed store.zarr; no URL parameter can choose it. Bind to localhost (``python -m dashboard``
-does; with ``panel serve`` pass ``--address 127.0.0.1``).
+The store is chosen only at start-up: ``--store PATH`` after ``--args``, else the default store
+(``pipeline.location``), or the demo in the place of an unnamed one with no computed model; no URL
+parameter can choose it. The page names the store and why at its foot, and the demo in a note under the title
+(``dashboard.store_note``). Bind to localhost (``python -m dashboard`` does; with ``panel serve`` pass
+``--address 127.0.0.1``).
 
 Deep links: ``?model=NAME&tab=profiles&d=17&color=type&heads=3.5,3.7``, and for the Compare tab
 ``?tab=compare&models=A,B&quantity=rho``. The server reads ``model`` and ``tab`` from the session's request
 (``url_args``); the pages' own JavaScript applies the rest once the document is ready and writes the state
-back into the URL as it changes (``dashboard/js/url_state.js``, ``compare_url.js``), as in the exported pages.
+back into the URL as it changes (``dashboard/profiles/js/url_state.js``, ``dashboard/compare/js/compare_url.js``),
+as in the exported pages.
 What a link asks for and the page cannot show is left at its default and named in a note at the top of the
 page. Without a ``model`` the first load shows the first computed model with rotary positions (a d slider),
 else the first computed model.
@@ -28,7 +31,6 @@ import html
 import logging
 import sys
 import time
-from pathlib import Path
 
 import panel as pn
 import param
@@ -36,12 +38,16 @@ from bokeh.layouts import column
 from bokeh.model import Model
 from bokeh.settings import settings
 
-from dashboard import data, jscode, rendered
+from dashboard import data, rendered
 from dashboard.bokeh_internals import PagePane, run_as_curdoc
 from dashboard.clone import Copy
-from dashboard.profiles_page import header, message, restore_on_ready, selector_groups, todo_html
+from dashboard.common import jscode
+from dashboard.common.page_style import page_css
+from dashboard.common.page_widgets import header, message, restore_on_ready
+from dashboard.common.render import use_bokeh
+from dashboard.profiles.page_texts import selector_groups, todo_html
 from dashboard.rendered import replace_in_place, same_structure
-from dashboard.stylesheet import page_css
+from dashboard.store_note import demo_note_html, store_line_html
 from dashboard.versions import check_versions
 
 TITLE = "Attention-head geometry"
@@ -49,7 +55,7 @@ TABS = ("profiles", "compare", "orbits")  # the tabs' names in a deep link, in o
 GC_THRESHOLDS = (20_000, 20, 20)  # gc.set_threshold in a server of the app (serve_settings); Python's are 700, 10, 10
 SCRIPTS_FIRST_S = 0.15  # a session's build waits this long after its GET, for the page's scripts (``serve``)
 
-PAGE_CSS = page_css("text", "served", document=True)  # Panel's raw_css (dashboard/page.css)
+PAGE_CSS = page_css("text", "served", document=True)  # Panel's raw_css (dashboard/common/page.css)
 
 # Scripts of Panel's page that no served page uses, by a fragment of their tag: BokehJS's WebGL bundle
 # (every figure draws on a canvas: ``views.render``) and es-module-shims with its options (Panel's ESM
@@ -89,6 +95,7 @@ def serve_settings() -> None:
     the server's time (benchmarks/dashboard_bench.py prints the server's CPU per load and for 20 loads at once).
     First of all, the installed Bokeh and Panel must be the tested releases (``dashboard.versions``)."""
     check_versions()
+    use_bokeh()
     pn.extension(raw_css=[PAGE_CSS], notifications=False, browser_info=False)
     settings.perform_document_validation.set_value(False)
     gc.set_threshold(*GC_THRESHOLDS)
@@ -282,7 +289,7 @@ def profiles_panel(store, state: AppState, args: dict[str, str] | None = None,
 
 
 def compare_panel(store, state: AppState, pages: rendered.Pages = rendered.PAGES) -> pn.viewable.Viewable:
-    """Every computed model side by side (``compare_page``); its choosers as the deep link asks
+    """Every computed model side by side (``compare.page``); its choosers as the deep link asks
     (``?tab=compare&models=A,B&quantity=rho``, applied in the browser once the document is ready)."""
     pane = PagePane()
 
@@ -355,14 +362,9 @@ def build(store, state: AppState | None = None, args: dict[str, str] | None = No
     tabs = pn.Tabs(("Profiles", profiles), ("Compare", compare), ("Orbits", orbits), dynamic=True, name="tabs",
                    active=TABS.index(tab))
     tabs.jscallback(args={"names": list(TABS)}, active=jscode.code("url_tab"))
-    shown = Path(store)
-    try:
-        shown = shown.resolve().relative_to(Path.cwd().resolve())  # the folder the app was started from
-    except ValueError:
-        pass
-    store_line = pn.pane.HTML(f"<p class='meta'>Store: <code>{html.escape(str(shown))}</code></p>",
-                              name="store_path")
-    return pn.Column(pn.pane.HTML(f"<div class='title'>{TITLE}</div>", name="title"), tabs, store_line)
+    store_line = pn.pane.HTML(store_line_html(store), name="store_path")
+    title = pn.pane.HTML(f"<div class='title'>{TITLE}</div>{demo_note_html(store)}", name="title")
+    return pn.Column(title, tabs, store_line)
 
 
 def page_template(doc) -> None:

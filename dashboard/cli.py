@@ -12,6 +12,9 @@ import argparse
 import importlib
 import sys
 
+from pipeline.location import DEFAULT_HELP
+from pipeline.version import version_line
+
 PROG = "headgeometry-dashboard"
 
 # subcommand -> (module whose main(argv) runs it, its module form, what it does)
@@ -29,8 +32,10 @@ examples:
   {PROG} export site/                    static pages: site/index.html, one page per model, orbits
   {PROG} export site/ --self-contained   pages that work offline (BokehJS inlined)
   {PROG} serve --help                    every option of a command
+  {PROG} --version                       the installed version of headgeometry
 
-The store is --store, else $HEADGEOMETRY_STORE, else the committed store.zarr.
+The store is --store, else {DEFAULT_HELP};
+the demo in place of a user or current-folder store with no computed model.
 Module forms: {'; '.join(f"{name} = `{form}`" for name, (_m, form, _h) in COMMANDS.items())}.
 Compute profiles with `headgeometry profiles MODEL` (= `python -m pipeline profiles MODEL`)."""
 
@@ -50,6 +55,9 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     parser = build_parser()
+    if argv and argv[0] == "--version":
+        print(version_line(PROG))
+        return 0
     if not argv or argv[0] in ("-h", "--help"):
         parser.print_help()
         return 0 if argv else 2

@@ -1,9 +1,9 @@
 """Where the store is and what is in it: read-only, through ``pipeline.store`` and ``pipeline.schema``, cached.
 
 The store path comes from the ``--store PATH`` argument (``panel serve dashboard/app.py --args --store
-PATH`` or ``python -m dashboard.export OUT --store PATH``), else ``pipeline.store.default_store_path()``
-($HEADGEOMETRY_STORE, else the committed ``store.zarr``). Nothing else (in particular no URL parameter)
-chooses the path.
+PATH`` or ``python -m dashboard.export OUT --store PATH``), else the default store (``pipeline.location``), or
+the demo in the place of a user or current-folder store that is missing or holds no computed model. Nothing
+else (in particular no URL parameter) chooses the path.
 
 Every read is cached per process, keyed on the store's path and its modification state (the times of
 its groups' metadata files), so the sessions of a served app share one load of each model and see a
@@ -33,18 +33,20 @@ from pipeline.schema import (
     orbits_problems,
     spectrum_width,
 )
-from pipeline.store import ENV_VAR, Store, StoreError, default_store_path
+from pipeline.store import ENV_VAR, Store, StoreError
+from pipeline.store.demo import shown_store
 
 __all__ = ["ENV_VAR", "ModelData", "ModelRow", "ModelStatistics", "StoreError", "model_data", "model_statistics",
            "orbits", "orbits_search", "profiles", "rows", "state_key", "store_path"]
 
 
 def store_path(argv: list[str] | None = None) -> Path:
-    """The store to read: ``--store`` in ``argv``, else ``default_store_path()``."""
+    """The store to read: ``--store`` in ``argv``, else the default store, or the demo in its place when that is
+    missing or holds no computed model and $HEADGEOMETRY_STORE did not name it (``pipeline.store.demo.shown_store``)."""
     parser = argparse.ArgumentParser(add_help=False)
     parser.add_argument("--store", default=None)
     args, _ = parser.parse_known_args(argv or [])
-    return Path(args.store or default_store_path()).expanduser().resolve()
+    return Path(shown_store(args.store).location).expanduser().resolve()
 
 
 def state_key(path, group: str = PROFILES) -> tuple:

@@ -29,18 +29,14 @@ from bokeh.model import Model
 from bokeh.resources import Resources
 
 from dashboard import data
-from dashboard.compare_page import compare_content
-from dashboard.orbits_page import orbits_content
-from dashboard.profiles_page import (
-    ORBIT_GROUP,
-    header,
-    is_orbit_experiment,
-    message,
-    profiles_view,
-    restore_on_ready,
-    todo_html,
-)
-from dashboard.stylesheet import page_css
+from dashboard.common.page_style import page_css
+from dashboard.common.page_widgets import header, message, restore_on_ready
+from dashboard.common.render import use_bokeh
+from dashboard.compare.page import compare_content
+from dashboard.orbits.page import orbits_content
+from dashboard.profiles.page import profiles_view
+from dashboard.profiles.page_texts import ORBIT_GROUP, is_orbit_experiment, todo_html
+from pipeline.location import DEFAULT_HELP
 
 SLUG_MAX = 60
 
@@ -157,6 +153,7 @@ def _check_out(out: Path) -> None:
 
 def export(out, store=None, self_contained: bool = False) -> list[Path]:
     """Write the index, one page per drawable model and the orbits page into ``out``; returns the paths."""
+    use_bokeh()  # the views' options are Bokeh options
     out = Path(out)
     _check_out(out)
     store = Path(store) if store else data.store_path([])
@@ -205,8 +202,8 @@ def export(out, store=None, self_contained: bool = False) -> list[Path]:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m dashboard.export", description=__doc__.split("\n\n")[0])
     parser.add_argument("out", type=Path, help="folder to write the pages into (created if needed)")
-    parser.add_argument("--store", default=None, help=f"store to read (default: ${data.ENV_VAR}, else the "
-                        "committed store.zarr)")
+    parser.add_argument("--store", default=None, help=f"store to read (default: {DEFAULT_HELP}; the demo in "
+                        "place of a user or current-folder store with no computed model)")
     parser.add_argument("--self-contained", action="store_true",
                         help="inline all JS and CSS (offline pages, ~+2 MB each) instead of loading them from the CDN")
     args = parser.parse_args(argv)

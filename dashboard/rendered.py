@@ -1,7 +1,7 @@
 """The served app's pages rendered once per process and store state, and copied for each session.
 
-``Pages`` (one per server process: ``PAGES``) renders the layout that ``profiles_page.profiles_view`` /
-``compare_page.compare_view`` / ``orbits_page.orbits_content`` build (``render``), prepares it (``prepare``) and
+``Pages`` (one per server process: ``PAGES``) renders the layout that ``profiles.page.profiles_view`` /
+``compare.page.compare_view`` / ``orbits.page.orbits_content`` build (``render``), prepares it (``prepare``) and
 hands each session a ``clone.Copy`` of it: the HoloViews views are rendered the first time a page is asked for
 (about 0.7 s for a 1280-head model) and every later session gets its own copy of those Bokeh models (about
 15 ms). A page's key (``profiles_key``, ``compare_key``, ``orbits_key``) holds, like ``dashboard.data``'s cache,
@@ -138,15 +138,15 @@ def render(key: tuple) -> tuple[Model, dict]:
     and the values the app's pane sets on its root."""
     kind, path = key[0], key[1]
     if kind == "profiles":
-        from dashboard.profiles_page import profiles_view
+        from dashboard.profiles.page import profiles_view
 
         name = key[3]
         return profiles_view(data.model_data(path, name), data.profiles(path).sel(model=name)), {"sizing_mode": "fixed"}
     if kind == "compare":
-        from dashboard.compare_page import compare_view
+        from dashboard.compare.page import compare_view
 
         return compare_view(data.profiles(path), damaged={r.name for r in data.rows(path) if r.damaged}), {}
-    from dashboard.orbits_page import orbits_content
+    from dashboard.orbits.page import orbits_content
 
     return orbits_content(Path(path)), {}
 

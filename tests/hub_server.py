@@ -60,6 +60,8 @@ class LoopbackHub:
         self.requests: list[tuple[str, str, str | None]] = []  # (method, path, Range header)
         self._ranges_ok = 0
         self._lock = threading.Lock()
+        self._answering = 0  # requests being answered (their handler running)
+        self._idle = threading.Condition(self._lock)
         self._server: ThreadingHTTPServer | None = None
         self._thread: threading.Thread | None = None
 
@@ -100,6 +102,12 @@ class LoopbackHub:
     # ------------------------------------------------------------------------------------- accounting
     def total_bytes(self, repo: str | None = None) -> int:
         return sum(n for (r, _f), n in self.bytes_served.items() if repo is None or r == repo)
+
+    def wait_idle(self, timeout: float = 30.0) -> bool:
+        """Wait until no request is being answered: every body sent, or given up on when its client went away
+        (a refused body's writes fail once the socket's buffers are full). False if ``timeout`` passes first."""
+        with self._idle:
+            return self._idle.wait_for(lambda: self._answering == 0, timeout)
 
     def reset_counts(self) -> None:
         with self._lock:
@@ -175,9 +183,19 @@ class _Handler(BaseHTTPRequestHandler):
         self._route(head=False)
 
     def _route(self, head: bool) -> None:
+        hub = self.hub
+        with hub._lock:
+            hub.requests.append((self.command, unquote(urlparse(self.path).path), self.headers.get("Range")))
+            hub._answering += 1
+        try:
+            self._answer(head)
+        finally:
+            with hub._idle:
+                hub._answering -= 1
+                hub._idle.notify_all()
+
+    def _answer(self, head: bool) -> None:
         path = unquote(urlparse(self.path).path)
-        with self.hub._lock:
-            self.hub.requests.append((self.command, path, self.headers.get("Range")))
         if path.startswith("/api/models/"):
             return self._api(path[len("/api/models/"):], head)
         m = re.match(r"^/(.+?)/resolve/([^/]+)/(.+)$", path)

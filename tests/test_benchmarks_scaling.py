@@ -28,7 +28,14 @@ def quick(tmp_path_factory):
 
 
 @pytest.mark.slow
-def test_printed_ratios_follow_from_the_printed_times(quick):
+def test_the_quick_run(quick):
+    """One run of the script serves both checks (it takes minutes; one test, so that pytest-xdist does not run
+    the module's fixture once per worker)."""
+    printed_ratios_follow_from_the_printed_times(quick)
+    every_store_holds_every_layer_with_the_profile_cores_values(quick)
+
+
+def printed_ratios_follow_from_the_printed_times(quick):
     _, text = quick
     times = re.search(rf"times: inline 1 thread {NUM} s; 1 worker x 1 thread {NUM} s; 2 workers x 1 thread {NUM} s",
                       text)
@@ -48,8 +55,7 @@ def test_printed_ratios_follow_from_the_printed_times(quick):
     assert re.search(rf"a layer's write {NUM} ms per layer", text), text
 
 
-@pytest.mark.slow
-def test_every_store_holds_every_layer_with_the_profile_cores_values(quick):
+def every_store_holds_every_layer_with_the_profile_cores_values(quick):
     from pipeline.architectures import layout_from_config, rotations
     from pipeline.checkpoints import open_checkpoint
     from pipeline.run import compute_layer

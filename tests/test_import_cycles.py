@@ -134,3 +134,43 @@ def test_no_import_cycle_in_pipeline_or_dashboard():
     assert not new, "import cycles: " + "; ".join(" -> ".join(c) for c in new)
     gone = [", ".join(sorted(k)) for k in KNOWN if k not in map(frozenset, found)]
     assert not gone, f"no longer a cycle, remove it from KNOWN: {gone}"
+
+
+# The store's parts meet through public seams: none of these modules imports another module's underscore names.
+SEAMED = ("pipeline.store", "pipeline.sources", "pipeline.schema", "pipeline.models", "pipeline.checkpoints",
+          "pipeline.real_models")
+
+
+def private_imports(modules: dict[str, Path]) -> list[str]:
+    """``module: from other import _name`` for every underscore name a module imports from another module of the
+    tree (relative imports resolved as in :func:`import_graph`)."""
+    out = []
+    for name, path in sorted(modules.items()):
+        package = name if _is_package(name, modules) else name.rpartition(".")[0]
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if not isinstance(node, ast.ImportFrom):
+                continue
+            base = package.split(".")[:len(package.split(".")) - (node.level - 1)] if node.level else []
+            mod = ".".join(base + ([node.module] if node.module else [])) if node.level else node.module
+            private = [a.name for a in node.names if a.name.startswith("_") and not a.name.startswith("__")]
+            if private and mod in modules and mod != name:
+                out.append(f"{name}: from {mod} import {', '.join(private)}")
+    return out
+
+
+def test_the_private_import_finder_finds_one(tmp_path):
+    pkg = tmp_path / "pipeline"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    (pkg / "a.py").write_text("_x = 1\ny = 2\n")
+    (pkg / "b.py").write_text("from .a import _x, y\nfrom pipeline.a import y as z\n")
+    modules = {f"pipeline.{p.stem}" if p.stem != "__init__" else "pipeline": p for p in pkg.glob("*.py")}
+    assert private_imports(modules) == ["pipeline.b: from pipeline.a import _x"]
+
+
+def test_the_store_parts_and_sources_import_no_private_names():
+    modules = _modules()
+    mine = {n: p for n, p in modules.items() if n.startswith(SEAMED)}
+    assert "pipeline.store.journal" in mine and "pipeline.sources.gguf" in mine
+    found = [line for line in private_imports(modules) if line.split(":")[0] in mine]
+    assert found == [], found

@@ -27,7 +27,7 @@ from .config import Config, adamw_epochs, learning_rate, penalty_weight
 from .equivariance import random_contexts
 from .model import circuits, table_forward
 from .task import P, split_mask, targets
-from .train import _eval_contexts, check_dtype, evaluate, initial_params, keep_freed_memory, optimizer_groups, penalty
+from .train import check_dtype, eval_contexts, evaluate, initial_params, optimizer_groups, penalty
 
 
 def resolve_device(device: str) -> torch.device:
@@ -59,7 +59,6 @@ def train_batch(cfg: Config, seeds: Sequence[int], device: str = "cpu", bar=None
         raise ValueError(f"seeds must be distinct; got {seeds}")
     dev = resolve_device(device)
     dtype = getattr(torch, check_dtype(cfg))
-    keep_freed_memory()  # the CPU side's large tensors are reused, not faulted in again each epoch
     t0 = time.time()
     K = len(seeds)
     per_seed = [initial_params(replace(cfg, seed=s)) for s in seeds]
@@ -110,7 +109,7 @@ def train_batch(cfg: Config, seeds: Sequence[int], device: str = "cpu", bar=None
     out = []
     mask_t = torch.from_numpy(masks)
     tgt3 = torch.from_numpy(targets()).long()
-    eval_ctx = _eval_contexts().to(dtype)
+    eval_ctx = eval_contexts().to(dtype)
     for i, s in enumerate(seeds):
         p = {k: v[i].detach().cpu().clone() for k, v in params.items()}
         with torch.no_grad():

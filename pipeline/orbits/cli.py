@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 import os
 
+from ..location import DEFAULT_HELP
+from .malloc import keep_freed_memory
 from .runs import FINDER, MODEL_NAME, NEAR_TOL, RANK_ORDER, store_run, train_run
 
 DESCRIPTION = """\
@@ -99,7 +101,7 @@ def register(subparsers) -> None:
     p = subparsers.add_parser("orbits", help="train the 32-head layer on addition mod 24 and find its C_24 orbits",
                               description=DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--store", default=None,
-                   help="Zarr store to write (default: $HEADGEOMETRY_STORE, else the repository's store.zarr)")
+                   help=f"Zarr store to write (default: {DEFAULT_HELP})")
     p.add_argument("--from-run", default=None, metavar="NPZ",
                    help="write this saved run (from --save-run or the sweep) instead of training")
     p.add_argument("--save-run", default=None, metavar="NPZ", help="also save the run's frames and weights here")
@@ -124,7 +126,7 @@ def register(subparsers) -> None:
     s = sub.add_parser("search", help="train many seeds in batches, rank their orbits, write the orbits_search table",
                        description=SEARCH_DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter)
     s.add_argument("--store", default=argparse.SUPPRESS,
-                   help="Zarr store for the table (default: $HEADGEOMETRY_STORE, else the repository's store.zarr)")
+                   help=f"Zarr store for the table (default: {DEFAULT_HELP})")
     s.add_argument("--seeds", default=None, metavar="A-B|A,B,...",
                    help="the seeds: a range 0-255 (inclusive) or a comma list (required unless --merge)")
     s.add_argument("--merge", action="append", default=[], metavar="STORE",
@@ -233,6 +235,7 @@ def run_search(args) -> int:
         torch.set_num_threads(args.threads)
     command = search_command(args)
     budget = None if args.time_budget is None else 60 * args.time_budget
+    keep_freed_memory()  # this process trains (and its dask workers set it themselves: search.batch_on_worker)
     try:
         rows = search(store_path, recipes, seeds, device=args.device, batch_size=args.batch_size,
                       time_budget=budget, polish_top=args.polish_top, scheduler=args.scheduler,
@@ -300,6 +303,7 @@ def run(args) -> int:
                               "or by the sweep")
         run_ = load_run(args.from_run)
     else:
+        keep_freed_memory()  # this process trains: its malloc keeps freed memory (pipeline.orbits.malloc)
         run_ = train_run(config_from_args(args, args.parser), args.save_run)
     finder = {"tol": args.tol, "dead_tol": args.dead_tol, "merge_tol": args.merge_tol}
     for line in store_run(run_, None if args.no_store else _store_path(args.store), finder, args.near_tol,

@@ -33,7 +33,7 @@ from ..schema import (
     SEARCH_SIZES,
     SEARCH_TOLS,
 )
-from .config import GRID_KEYS, Config, adamw_epochs, differences, from_dict  # noqa: F401 (GRID_KEYS re-exported)
+from .config import Config, adamw_epochs, differences, from_dict
 from .runs import FINDER, MODEL_NAME, RANKING, commit, rank_key, run_name, store_run
 
 TOLS, SIZES, KS = SEARCH_TOLS, SEARCH_SIZES, SEARCH_KS
@@ -238,6 +238,16 @@ def batch_rows(cfg: Config, label: str, seeds: Sequence[int], device: str, polis
     return rows
 
 
+def batch_on_worker(cfg: Config, label: str, seeds: Sequence[int], device: str, polish_top: int) -> list[dict]:
+    """:func:`batch_rows` as a dask worker of the search runs it: the worker's process keeps freed memory for reuse
+    first (``pipeline.orbits.malloc``): the search is an entry point of the workers it is given (``--scheduler``,
+    whose workers ``docs/orbits_search.md`` starts for the search), as the CLI is of its own process."""
+    from .malloc import keep_freed_memory
+
+    keep_freed_memory()
+    return batch_rows(cfg, label, seeds, device, polish_top)
+
+
 def search(store_path: str, recipes: list[Recipe], seeds: Sequence[int], device: str = "auto",
            batch_size: int = 32, time_budget: float | None = None, polish_top: int = 2,
            scheduler: str | None = None, progress: bool = True, command: str = "",
@@ -301,7 +311,7 @@ def _search_distributed(address: str, batches, device, polish_top, done, out_of_
     except (OSError, ValueError, TypeError) as exc:
         raise ValueError(f"--scheduler {address!r}: no dask scheduler answers there ({exc})") from None
     with client:
-        futures = {client.submit(batch_rows, rec.config, rec.label, b, device, polish_top, pure=False):
+        futures = {client.submit(batch_on_worker, rec.config, rec.label, b, device, polish_top, pure=False):
                    adamw_epochs(rec.config) * len(b) for rec, b in batches}
         for fut in as_completed(futures):
             rows = fut.result()

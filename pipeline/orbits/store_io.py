@@ -13,6 +13,7 @@ import json
 import numpy as np
 import xarray as xr
 
+from ..profile import head_profiles
 from ..schema import COORDINATES, ORBITS, ORBITS_SWEEP, ModelRow, ModelShape
 from ..store import Store
 from .config import METRICS
@@ -170,6 +171,14 @@ def orbits_dataset(run: dict, found: Orbits, A: int, B: int, finder: dict, near:
     if near is not None:
         coords["near_orbit_id"] = np.arange(len(near.sizes))
     ds = xr.Dataset(data, coords=coords)
+    ds.attrs = orbits_attrs(run, found, A, B, finder, near, near_tol)
+    return ds
+
+
+def orbits_attrs(run: dict, found: Orbits, A: int, B: int, finder: dict, near: Orbits | None = None,
+                 near_tol: float | None = None) -> dict:
+    """The ``orbits`` group's attributes: the run, its split, config and frames, the panels, the orbits found, the
+    finder's settings and the metrics' and finder's descriptions."""
     cfg = run["config"]
     attrs = {
         "run": run.get("name", ""),
@@ -197,8 +206,7 @@ def orbits_dataset(run: dict, found: Orbits, A: int, B: int, finder: dict, near:
     attrs |= _flat_attrs("finder_", finder)
     attrs |= {f"metric_{k}": v for k, v in METRICS.items()}
     attrs |= {f"doc_{k}": v for k, v in FINDER_DOC.items()}
-    ds.attrs = attrs
-    return ds
+    return attrs
 
 
 def sweep_dataset(rows: list[dict]) -> xr.Dataset:
@@ -230,8 +238,6 @@ def write_profiles_model(path, params: dict, name: str = "orbits-c24",
                          command: str = "python -m pipeline orbits") -> None:
     """The trained layer's heads as one more model of the profiles group (L = W_K^T W_Q in the residual space),
     with their head statistics and spectrum."""
-    from ..profile import head_profiles
-
     W_Q, W_K = np.asarray(params["W_Q"], np.float64), np.asarray(params["W_K"], np.float64)
     H, n, N = W_Q.shape
     digest = hashlib.sha256(W_Q.tobytes() + W_K.tobytes()).hexdigest()[:16]
@@ -243,5 +249,5 @@ def write_profiles_model(path, params: dict, name: str = "orbits-c24",
         if name in st.names():
             st.reset(name)
         st.register(row)
-        st.write_layer(name, 0, *head_profiles(W_Q, W_K, statistics=True))
+        st.write_layer(name, 0, *head_profiles(W_Q, W_K, at_zero=True).layer_values())
         st.mark_complete(name, revision=row.revision)

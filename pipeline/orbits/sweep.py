@@ -121,10 +121,13 @@ def polish_worker(runs: str, name: str) -> None:
     """Polish RUNS/<source>.npz further; saved as RUNS/<name>.npz with epochs counted on from the source."""
     import torch
 
+    from .config import Config
+    from .malloc import keep_freed_memory
     from .store_io import load_run
-    from .train import Config, train
+    from .train import train
 
     torch.set_num_threads(1)
+    keep_freed_memory()  # this worker process's own setting (pipeline.orbits.malloc)
     source, steps, *changes = POLISH[name]
     changes = changes[0] if changes else {}
     src = load_run(os.path.join(runs, f"{source}.npz"))
@@ -183,9 +186,12 @@ def save_run(path: str, name: str, result: dict) -> None:
 def run_worker(runs: str, phase: str, worker: int, workers: int) -> None:
     import torch
 
-    from .train import Config, train
+    from .config import Config
+    from .malloc import keep_freed_memory
+    from .train import train
 
     torch.set_num_threads(1)
+    keep_freed_memory()  # this worker process's own setting (pipeline.orbits.malloc)
     os.makedirs(runs, exist_ok=True)
     for i, (name, over) in enumerate(run_list(phase)):
         if i % workers != worker or name in done_names(runs):

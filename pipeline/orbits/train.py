@@ -17,60 +17,23 @@ Frames (M, R and the residual-space profile of every head, and the metrics) are 
 
 from __future__ import annotations
 
-import ctypes
-import ctypes.util
 import math
-import os
-import sys
 import time
+from dataclasses import dataclass, field
 
 import numpy as np
 import torch
 import torch.nn.functional as F
 
-from .config import METRICS, Config, adamw_epochs, is_frame, learning_rate, penalty_weight  # noqa: F401 (re-exported)
+from ..profile import cores, profile_of_cores, span_cores
+from .config import METRICS, Config, adamw_epochs, is_frame, learning_rate, penalty_weight
 from .equivariance import context_error2, random_contexts, triple_error2
 from .model import circuits, init_params, table_forward
 from .task import P, split_mask, targets
 
-_MALLOC_STATE: list[str] = []  # what keep_freed_memory did in this process (set once)
 
-
-def keep_freed_memory() -> str:
-    """Have glibc keep freed memory for reuse instead of handing it back to the kernel (once per process).
-
-    A training step allocates and frees the same large tensors every epoch: the context penalty's
-    (contexts, heads, 24, 24) intermediates are 7 MB for one seed and K times that for K seeds in
-    ``batch.train_batch``. Under glibc's defaults, blocks above the mmap threshold (at most 32 MB) are
-    mmap'ed and unmapped on every free, and the heap's top is trimmed, so each epoch faults the same memory
-    in again page by page and the kernel zeroes it: on one core this was a third of a single seed's step
-    and more than half of a step of 32 seeds (``docs/orbits_search.md``, "CPU throughput"). With mmap off
-    (M_MMAP_MAX 0) and trimming off (M_TRIM_THRESHOLD -1), freed blocks stay in the heap and the next
-    epoch reuses them. The process keeps its peak memory until it ends; nothing else changes (the same
-    operations on the same values, so the results are bit-equal).
-
-    Not glibc (macOS, musl), or ``HEADGEOMETRY_MALLOC=default`` in the environment: does nothing.
-    Returns ``"kept"``, ``"default"`` (opted out) or ``"unavailable"``.
-    """
-    if _MALLOC_STATE:
-        return _MALLOC_STATE[0]
-    state = "unavailable"
-    if os.environ.get("HEADGEOMETRY_MALLOC", "") == "default":
-        state = "default"
-    elif sys.platform.startswith("linux"):
-        try:
-            libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
-            mallopt = libc.mallopt
-        except (OSError, AttributeError):
-            mallopt = None
-        M_TRIM_THRESHOLD, M_MMAP_MAX = -1, -4  # glibc's malloc.h
-        if mallopt is not None and mallopt(M_MMAP_MAX, 0) == 1 and mallopt(M_TRIM_THRESHOLD, -1) == 1:
-            state = "kept"
-    _MALLOC_STATE.append(state)
-    return state
-
-
-def _eval_contexts(seed: int = 12345) -> torch.Tensor:
+def eval_contexts(seed: int = 12345) -> torch.Tensor:
+    """The fixed contexts every evaluation measures the context error on."""
     g = torch.Generator().manual_seed(seed)
     return torch.cat([random_contexts(8, (L,), P, g) for L in (4, 8, 16)])
 
@@ -111,8 +74,6 @@ def qk_profiles(params: dict[str, torch.Tensor]) -> np.ndarray:
     """(H, 4) float64: each head's profile (a, b, c, d) of L = W_K^T W_Q on the residual stream (d_model),
     through the same reduced eigenproblem as the profiles pipeline; biases are left out, as there. A head with
     L = 0 has a NaN profile."""
-    from ..profile import cores, profile_of_cores, span_cores
-
     W_Q, W_K = (params[k].detach().to(torch.float64).numpy() for k in ("W_Q", "W_K"))
     return profile_of_cores(cores(*span_cores(W_Q, W_K)))[0]
 
@@ -156,6 +117,159 @@ def optimizer_groups(cfg: Config, params: dict[str, torch.Tensor]) -> list[dict]
             {"params": [params[k] for k in qk], "weight_decay": wd_qk}]
 
 
+@dataclass
+class Training:
+    """One seed's training state (:func:`setup`): the weights, the optimiser, the split, the context generator,
+    and the frames and metrics recorded so far."""
+
+    cfg: Config
+    params: dict[str, torch.Tensor]
+    opt: torch.optim.Optimizer
+    mask: torch.Tensor
+    tgt: torch.Tensor
+    gen: torch.Generator
+    eval_ctx: torch.Tensor
+    log: object = None  # a callable receiving one line per frame, or None
+    frames: dict[str, list] = field(default_factory=lambda: {"epoch": [], "M": [], "R": [], "profile": []})
+    metrics: dict[str, list] = field(default_factory=lambda: {k: [] for k in METRICS})
+
+    @property
+    def trainable(self) -> list[torch.Tensor]:
+        return [v for v in self.params.values() if v.requires_grad]
+
+    def objective(self, w: float, ctx, decay: float = 0.0):
+        """(loss, M, R): cross-entropy on the train split, plus w times the penalty, plus decay/2 ||theta||^2."""
+        M, R = circuits(self.params)
+        G = table_forward(M, R)
+        ce = F.cross_entropy(G[self.mask], self.tgt[self.mask])
+        loss = ce + w * penalty(self.cfg, M, R, ctx, G)
+        if decay:
+            loss = loss + 0.5 * decay * sum((v * v).sum() for v in self.trainable)
+        return loss, M, R
+
+    def contexts(self, count: int):
+        """``count`` random contexts from the run's generator, or None when the context penalty is off."""
+        if self.cfg.context_weight <= 0:
+            return None
+        return random_contexts(count, self.cfg.context_lengths, P, self.gen, self.cfg.context_kind)
+
+
+def setup(cfg: Config, start: dict | None = None, context_state: torch.Tensor | None = None,
+          log=None) -> Training:
+    """The seeded init (or the weights ``start``), AdamW, the split, the targets and the context generator (at
+    ``context_state`` when given), in the order ``train`` has always drawn them."""
+    torch.manual_seed(cfg.seed)
+    dtype = getattr(torch, check_dtype(cfg))
+    params = initial_params(cfg, start)
+    opt = torch.optim.AdamW(optimizer_groups(cfg, params), lr=cfg.lr)
+    mask = torch.from_numpy(split_mask(cfg.train_fraction, cfg.seed, cfg.split))
+    tgt = torch.from_numpy(targets()).long()
+    gen = torch.Generator().manual_seed(cfg.seed + 1)
+    if context_state is not None:
+        gen.set_state(context_state)
+    return Training(cfg, params, opt, mask, tgt, gen, eval_contexts().to(dtype), log)
+
+
+def record(run: Training, epoch: int, w: float) -> dict:
+    """Keep a frame (M, R, the heads' profiles) and the metrics at ``epoch``; returns the metrics. A polishing
+    that stopped on a frame records it once."""
+    frames, metrics = run.frames, run.metrics
+    if frames["epoch"] and frames["epoch"][-1] == epoch:
+        for v in (*frames.values(), *metrics.values()):
+            v.pop()
+    with torch.no_grad():
+        M, R = circuits(run.params)
+    m = evaluate(M, R, run.mask, run.tgt, run.eval_ctx) | {"penalty_weight": w}
+    frames["epoch"].append(epoch)
+    frames["M"].append(M.numpy().astype(np.float32))
+    frames["R"].append(R.numpy().astype(np.float32))  # frames are float32 in any dtype
+    frames["profile"].append(qk_profiles(run.params))
+    for k in METRICS:
+        metrics[k].append(m[k])
+    if run.log is not None:
+        run.log(f"epoch {epoch} " + " ".join(f"{k}={v:.4g}" for k, v in m.items()))
+    return m
+
+
+def adamw_phase(run: Training, bar=None) -> None:
+    """The AdamW epochs (cosine rate, then the held rate), recording the frames that fall in them."""
+    cfg = run.cfg
+    for epoch in range(adamw_epochs(cfg)):
+        w = penalty_weight(cfg, epoch)
+        if is_frame(cfg, epoch):
+            m = record(run, epoch, w)
+            if bar is not None:
+                bar.set_postfix(train=f"{m['train_accuracy']:.3f}", held=f"{m['heldout_accuracy']:.3f}",
+                                eq=f"{m['equivariance_error']:.1e}")
+        for gparam in run.opt.param_groups:
+            gparam["lr"] = learning_rate(cfg, epoch)
+        ctx = run.contexts(cfg.context_batch)
+        run.opt.zero_grad(set_to_none=True)
+        loss, _, _ = run.objective(w, ctx)
+        if not torch.isfinite(loss.detach()):
+            raise FloatingPointError(f"the loss became {float(loss.detach())} at epoch {epoch}; "
+                                     "lower --lr, --init-scale or the penalty")
+        loss.backward()
+        run.opt.step()
+        if bar is not None:
+            bar.update(1)
+
+
+def polish_phase(run: Training, bar=None) -> int | None:
+    """``polish_steps`` LBFGS steps on fixed contexts, counted as epochs after AdamW, recording their frames.
+    Returns the step whose weights went non-finite (the last finite ones are kept and polishing stops), or None."""
+    cfg, trainable = run.cfg, run.trainable
+    n_adamw, w = adamw_epochs(cfg), polish_weight(cfg)
+    lbfgs = torch.optim.LBFGS(trainable, lr=1.0, max_iter=10, history_size=50, line_search_fn="strong_wolfe")
+    ctx = run.contexts(2 * cfg.context_batch)
+
+    def closure():
+        lbfgs.zero_grad(set_to_none=True)
+        loss, _, _ = run.objective(w, ctx, cfg.polish_decay)
+        loss.backward()
+        return loss
+
+    for i in range(cfg.polish_steps):
+        if is_frame(cfg, n_adamw + i):
+            record(run, n_adamw + i, w)
+        saved = [v.detach().clone() for v in trainable]
+        lbfgs.step(closure)
+        if not all(bool(torch.isfinite(v).all()) for v in trainable):
+            # LBFGS's line search can step into overflow; keep the last finite weights and stop polishing
+            with torch.no_grad():
+                for v, w0 in zip(trainable, saved, strict=True):
+                    v.copy_(w0)
+            if run.log is not None:
+                run.log(f"polishing stopped at step {i}: the weights became non-finite; kept the last finite ones")
+            return i
+        if bar is not None:
+            bar.update(1)
+    return None
+
+
+def polish_weight(cfg: Config) -> float:
+    """The penalty weight while polishing: ``polish_penalty``, else ``penalty_end``."""
+    return cfg.penalty_end if cfg.polish_penalty is None else cfg.polish_penalty
+
+
+def result(run: Training, final: dict, stopped_at: int | None, seconds: float) -> dict:
+    """What ``train`` returns: the config (with the polishing's stop, if any), the frames, metrics and weights."""
+    cfg = run.cfg
+    return {
+        "config": cfg.to_dict() | ({} if stopped_at is None else
+                                   {"extra": cfg.extra | {"polish_stopped_at": stopped_at}}),
+        "epoch": np.array(run.frames["epoch"]),
+        "M": np.stack(run.frames["M"]),
+        "R": np.stack(run.frames["R"]),
+        "profile": np.stack(run.frames["profile"]),
+        "metrics": {k: np.array(v) for k, v in run.metrics.items()},
+        "final": final,
+        "params": {k: v.detach().numpy().copy() for k, v in run.params.items()},
+        "train_mask": run.mask.numpy(),
+        "seconds": seconds,
+    }
+
+
 def train(cfg: Config, progress: bool = True, log=None, start: dict | None = None,
           context_state: torch.Tensor | None = None) -> dict:
     """Train one layer; returns the config, frames (epochs, M, R, metrics), final params and metrics.
@@ -165,124 +279,21 @@ def train(cfg: Config, progress: bool = True, log=None, start: dict | None = Non
     polish_steps=N`` polishes a saved run further) instead of the seeded init.
     ``context_state``: the state of the context generator to start from (``batch.train_batch`` returns it
     after AdamW, so that polishing a batched seed with ``epochs=0`` draws the contexts ``train`` would).
+    Setup (:func:`setup`), the AdamW epochs (:func:`adamw_phase`), polishing (:func:`polish_phase`), the last
+    frame (:func:`record`) and the result (:func:`result`).
     """
-    keep_freed_memory()
-    torch.manual_seed(cfg.seed)
-    dtype = getattr(torch, check_dtype(cfg))
-    params = initial_params(cfg, start)
-    trainable = [v for v in params.values() if v.requires_grad]
-    groups = optimizer_groups(cfg, params)
-    opt = torch.optim.AdamW(groups, lr=cfg.lr)
-    mask = torch.from_numpy(split_mask(cfg.train_fraction, cfg.seed, cfg.split))
-    tgt = torch.from_numpy(targets()).long()
-    gen = torch.Generator().manual_seed(cfg.seed + 1)
-    if context_state is not None:
-        gen.set_state(context_state)
-    eval_ctx = _eval_contexts().to(dtype)
-    frames = {"epoch": [], "M": [], "R": [], "profile": []}
-    metrics: dict[str, list] = {k: [] for k in METRICS}
-
-    def objective(w, ctx, decay=0.0):
-        M, R = circuits(params)
-        G = table_forward(M, R)
-        ce = F.cross_entropy(G[mask], tgt[mask])
-        loss = ce + w * penalty(cfg, M, R, ctx, G)
-        if decay:
-            loss = loss + 0.5 * decay * sum((v * v).sum() for v in trainable)
-        return loss, M, R
-
-    def record(epoch, w):
-        if frames["epoch"] and frames["epoch"][-1] == epoch:  # polishing stopped on a frame: record it once
-            for v in (*frames.values(), *metrics.values()):
-                v.pop()
-        with torch.no_grad():
-            M, R = circuits(params)
-        m = evaluate(M, R, mask, tgt, eval_ctx) | {"penalty_weight": w}
-        frames["epoch"].append(epoch)
-        frames["M"].append(M.numpy().astype(np.float32))
-        frames["R"].append(R.numpy().astype(np.float32))  # frames are float32 in any dtype
-        frames["profile"].append(qk_profiles(params))
-        for k in METRICS:
-            metrics[k].append(m[k])
-        if log is not None:
-            log(f"epoch {epoch} " + " ".join(f"{k}={v:.4g}" for k, v in m.items()))
-        return m
-
+    run = setup(cfg, start, context_state, log)
     t0 = time.time()
     n_adamw = adamw_epochs(cfg)
-    total = n_adamw + cfg.polish_steps
     bar = None
     if progress:
         from tqdm.auto import tqdm
 
-        bar = tqdm(total=total, desc=f"orbits seed {cfg.seed}", unit="epoch")
-    m = {}
-    for epoch in range(n_adamw):
-        w = penalty_weight(cfg, epoch)
-        if is_frame(cfg, epoch):
-            m = record(epoch, w)
-            if bar is not None:
-                bar.set_postfix(train=f"{m['train_accuracy']:.3f}", held=f"{m['heldout_accuracy']:.3f}",
-                                eq=f"{m['equivariance_error']:.1e}")
-        for gparam in opt.param_groups:
-            gparam["lr"] = learning_rate(cfg, epoch)
-        ctx = None
-        if cfg.context_weight > 0:
-            ctx = random_contexts(cfg.context_batch, cfg.context_lengths, P, gen, cfg.context_kind)
-        opt.zero_grad(set_to_none=True)
-        loss, _, _ = objective(w, ctx)
-        if not torch.isfinite(loss.detach()):
-            raise FloatingPointError(f"the loss became {float(loss.detach())} at epoch {epoch}; "
-                                     "lower --lr, --init-scale or the penalty")
-        loss.backward()
-        opt.step()
-        if bar is not None:
-            bar.update(1)
-    polish_w = cfg.penalty_end if cfg.polish_penalty is None else cfg.polish_penalty
-    stopped_at = None  # the polishing step whose weights went non-finite, if any
-    if cfg.polish_steps:
-        lbfgs = torch.optim.LBFGS(trainable, lr=1.0, max_iter=10, history_size=50, line_search_fn="strong_wolfe")
-        ctx = None
-        if cfg.context_weight > 0:
-            ctx = random_contexts(2 * cfg.context_batch, cfg.context_lengths, P, gen, cfg.context_kind)
-
-        def closure():
-            lbfgs.zero_grad(set_to_none=True)
-            loss, _, _ = objective(polish_w, ctx, cfg.polish_decay)
-            loss.backward()
-            return loss
-
-        for i in range(cfg.polish_steps):
-            epoch = n_adamw + i
-            if is_frame(cfg, epoch):
-                record(epoch, polish_w)
-            saved = [v.detach().clone() for v in trainable]
-            lbfgs.step(closure)
-            if not all(bool(torch.isfinite(v).all()) for v in trainable):
-                # LBFGS's line search can step into overflow; keep the last finite weights and stop polishing
-                with torch.no_grad():
-                    for v, w0 in zip(trainable, saved, strict=True):
-                        v.copy_(w0)
-                stopped_at = i
-                total = epoch
-                if log is not None:
-                    log(f"polishing stopped at step {i}: the weights became non-finite; kept the last finite ones")
-                break
-            if bar is not None:
-                bar.update(1)
-    m = record(total, penalty_weight(cfg, total) if not cfg.polish_steps else polish_w)
+        bar = tqdm(total=n_adamw + cfg.polish_steps, desc=f"orbits seed {cfg.seed}", unit="epoch")
+    adamw_phase(run, bar)
+    stopped_at = polish_phase(run, bar) if cfg.polish_steps else None
+    last = n_adamw + cfg.polish_steps if stopped_at is None else n_adamw + stopped_at
+    final = record(run, last, penalty_weight(cfg, last) if not cfg.polish_steps else polish_weight(cfg))
     if bar is not None:
         bar.close()
-    return {
-        "config": cfg.to_dict() | ({} if stopped_at is None else
-                                   {"extra": cfg.extra | {"polish_stopped_at": stopped_at}}),
-        "epoch": np.array(frames["epoch"]),
-        "M": np.stack(frames["M"]),
-        "R": np.stack(frames["R"]),
-        "profile": np.stack(frames["profile"]),
-        "metrics": {k: np.array(v) for k, v in metrics.items()},
-        "final": m,
-        "params": {k: v.detach().numpy().copy() for k, v in params.items()},
-        "train_mask": mask.numpy(),
-        "seconds": time.time() - t0,
-    }
+    return result(run, final, stopped_at, time.time() - t0)

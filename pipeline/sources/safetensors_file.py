@@ -1,5 +1,7 @@
 """A local ``.safetensors`` file read through the ``safetensors`` library, one tensor (in row blocks) at a time.
 
+A tensor's chosen rows can be read alone (``read_rows``: a fused QKV tensor's q and k rows).
+
 The library parses and validates the header (its size is capped at 100 MB, offsets must cover the file
 exactly), so a damaged or hostile file is refused before any tensor byte is read. Tensors are read by
 row blocks of ``get_slice`` and converted block by block, and the file is mapped afresh for each block,
@@ -61,28 +63,39 @@ class SafetensorsFile:
     def shape(self, name: str) -> tuple[int, ...]:
         return self._entries()[name][1]
 
-    def _read(self, name: str, compact: bool) -> np.ndarray:
+    def _read(self, name: str, compact: bool, ranges: list[tuple[int, int]] | None = None) -> np.ndarray:
+        """The tensor (or, with ``ranges``, its rows [a, b) for each (a, b), stacked), converted block by block."""
         import torch
 
         dtype, shape = self._entries()[name]
         out_dtype = np.float32 if compact and dtype in _EXACT32 else np.float64
         torch_dtype = torch.float32 if out_dtype == np.float32 else torch.float64
-        out = np.empty(shape, dtype=out_dtype)
         try:
             if len(shape) == 0:
+                out = np.empty(shape, dtype=out_dtype)
                 with self._open() as fh:
                     out[...] = fh.get_slice(name)[...].to(torch_dtype).numpy()
                 return out
+            ranges = [(0, shape[0])] if ranges is None else ranges
+            out = np.empty((sum(b - a for a, b in ranges), *shape[1:]), dtype=out_dtype)
             rows = max(1, _BLOCK // max(1, int(np.prod(shape[1:]))))
-            into = torch.from_numpy(out)
-            for i in range(0, shape[0], rows):
-                with self._open() as fh:  # reopened per block: the pages mapped for one block are let go
-                    into[i:i + rows].copy_(fh.get_slice(name)[i:i + rows])  # converted into out: no temporary
+            into, at = torch.from_numpy(out), 0
+            for a, b in ranges:
+                for i in range(a, b, rows):
+                    j = min(b, i + rows)
+                    with self._open() as fh:  # reopened per block: the pages mapped for one block are let go
+                        into[at:at + j - i].copy_(fh.get_slice(name)[i:j])  # converted into out: no temporary
+                    at += j - i
         except CheckpointError:
             raise
         except Exception as exc:  # noqa: BLE001
             raise _damaged(self.path, exc) from exc
         return out
+
+    def read_rows(self, name: str, ranges: list[tuple[int, int]]) -> np.ndarray:
+        """Rows [a, b) for each (a, b) of ``ranges``, stacked, compact (as :meth:`read_compact`): only those rows
+        are read from the file."""
+        return self._read(name, compact=True, ranges=ranges)
 
     def read(self, name: str) -> np.ndarray:
         return self._read(name, compact=False)

@@ -33,7 +33,12 @@ pull in torch. The schema (names, dimensions, dtypes, attributes, version) lives
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Mapping
 from pathlib import Path
+
+import numpy as np
+import xarray as xr
 
 from pipeline.schema import (
     COORDINATES,
@@ -47,29 +52,37 @@ from pipeline.schema import (
     STATISTICS,
     ModelRow,
 )
-from pipeline.store.backend import ENV_VAR, REPO_STORE, backend_for, default_store_path, is_url
-from pipeline.store.errors import Damage, Errors, StoreError
-from pipeline.store.groups import Groups, exchange
+from pipeline.store.backend import ENV_VAR, backend_for, default_store_path, is_url
+from pipeline.store.errors import Damage, StoreError
+from pipeline.store.groups import Hierarchy, exchange
 from pipeline.store.journal import Journal
+from pipeline.store.layer_writer import LayerWriter
 from pipeline.store.locks import Locks
 from pipeline.store.migrate import Migration
-from pipeline.store.profiles import Profiles
+from pipeline.store.profiles import ProfilesTable
 from pipeline.store.verify import Verification
 
 __all__ = [
     "COORDINATES", "Damage", "ENV_VAR", "ModelRow", "N_OFFSETS", "ORBITS", "ORBITS_SEARCH", "ORBITS_SWEEP",
-    "POSITIONAL_KINDS", "PROFILES", "REPO_STORE", "SCHEMA_VERSION", "STATISTICS", "Store", "StoreError",
+    "POSITIONAL_KINDS", "PROFILES", "SCHEMA_VERSION", "STATISTICS", "Store", "StoreError",
     "default_store_path", "exchange",
 ]
 
 
-class Store(Groups, Profiles, Verification, Migration, Journal, Locks, Errors):
+class Store:
     """A store opened once; every method reopens the arrays it touches, so other writers' changes show.
 
-    The methods come from one module each: ``groups`` (open, read and replace whole groups), ``profiles``
-    (the profiles table), ``verify`` (checksums: verify and the read-side check), ``migrate`` (schema
-    upgrades), ``journal`` (recovery), ``locks`` and ``errors``; ``backend`` holds what differs between a
-    local folder and an fsspec URL.
+    The facade over the store's parts, each an object handed the store's backend (``backend``: what differs
+    between a local folder and an fsspec URL) and the parts it uses:
+
+    - ``locks`` (:class:`~pipeline.store.locks.Locks`): the store lock and the per-model writer locks;
+    - ``journal`` (:class:`~pipeline.store.journal.Journal`): structural changes recorded first, replayed by
+      the next open (each part that journals a change hands it the replay: ``journal.on(op, replay)``);
+    - ``hierarchy`` (:class:`~pipeline.store.groups.Hierarchy`): the groups, opened with their schema version
+      checked, read as validated Datasets, replaced whole;
+    - ``profiles`` (:class:`~pipeline.store.profiles.ProfilesTable`): the profiles table's rows and layers;
+    - ``verification`` (:class:`~pipeline.store.verify.Verification`): verify and the read-side check;
+    - ``migration`` (:class:`~pipeline.store.migrate.Migration`): schema upgrades.
     """
 
     def __init__(self, location: str, mode: str = "a"):
@@ -78,6 +91,16 @@ class Store(Groups, Profiles, Verification, Migration, Journal, Locks, Errors):
         self.location = location
         self.mode = mode
         self.backend = backend_for(location)
+        self.locks = Locks(self.backend)
+        self.journal = Journal(self.backend, mode, self.locks)
+        self.hierarchy = Hierarchy(self.backend, mode, self.locks, self.journal)
+        self.profiles = ProfilesTable(self.backend, mode, self.hierarchy, self.locks, self.journal)
+        self.verification = Verification(self.backend, self.hierarchy, self.profiles)
+        self.migration = Migration(self.backend, mode, self.hierarchy, self.locks, self.journal)
+        self.journal.on("register", self.profiles.replay_register)
+        self.journal.on("replace", self.hierarchy.replay_replace)
+        self.journal.on("upgrade", self.migration.replay_upgrade)
+        self.journal.after_replay(self.profiles.drop_ghost_rows)
 
     @classmethod
     def open(cls, location=None, mode: str = "a") -> Store:
@@ -90,9 +113,106 @@ class Store(Groups, Profiles, Verification, Migration, Journal, Locks, Errors):
         if not is_url(location):
             location = str(Path(location).expanduser())
         store = cls(location, mode)
-        store._check_kind()
-        store._recover_if_needed()
+        store.hierarchy.check_kind()
+        store.journal.recover_if_needed()
         return store
 
     def __repr__(self) -> str:
         return f"Store({self.location!r}, mode={self.mode!r})"
+
+    # groups
+
+    def exists(self) -> bool:
+        """Whether the store has been created (its root zarr.json is there)."""
+        return self.hierarchy.exists()
+
+    def groups(self) -> list[str]:
+        """The groups the store holds (empty when there is no store yet)."""
+        return self.hierarchy.names()
+
+    def dataset(self, group: str) -> xr.Dataset:
+        """One group as a lazy xarray Dataset, validated against ``pipeline.schema``."""
+        return self.hierarchy.dataset(group)
+
+    def replace_group(self, group: str, ds: xr.Dataset, attrs: Mapping | None = None) -> None:
+        """Replace one group (not profiles) with ``ds``, atomically on local stores (:meth:`Hierarchy.replace`)."""
+        self.hierarchy.replace(group, ds, attrs)
+
+    def schema_versions(self) -> dict[str, object]:
+        """The schema version of every group."""
+        return self.hierarchy.schema_versions()
+
+    # the profiles table
+
+    def models(self) -> list[ModelRow]:
+        """Every model of the profiles group, in store order ([] when the store or group is missing)."""
+        return self.profiles.models()
+
+    def names(self) -> list[str]:
+        """The model names, in store order."""
+        return self.profiles.names()
+
+    def row(self, name: str) -> ModelRow:
+        """The row of model ``name`` (StoreError naming the models there when it is not one)."""
+        return self.profiles.row(name)
+
+    def layers_done(self, name: str) -> np.ndarray:
+        """Boolean (n_layers,) of the layers of ``name`` already written."""
+        return self.profiles.layers_done(name)
+
+    def layers_with_statistics(self, name: str) -> np.ndarray:
+        """Boolean (n_layers,) of the layers of ``name`` written with their head statistics."""
+        return self.profiles.layers_with_statistics(name)
+
+    def is_complete(self, name: str) -> bool:
+        return self.profiles.is_complete(name)
+
+    def register(self, row: ModelRow) -> int:
+        """Add a model row whole, or refresh the fields of a stored one (:meth:`ProfilesTable.register`)."""
+        return self.profiles.register(row)
+
+    def layer_writer(self, name: str) -> LayerWriter:
+        """A writer of the layers of ``name``, its row and arrays opened once
+        (:meth:`ProfilesTable.layer_writer`)."""
+        return self.profiles.layer_writer(name)
+
+    def write_layer(self, name: str, layer: int, profile: np.ndarray, norm: np.ndarray,
+                    statistics: np.ndarray | None = None, spectrum: np.ndarray | None = None) -> None:
+        """Region write of one (model, layer) with its checksums (:meth:`LayerWriter.write`)."""
+        self.profiles.write_layer(name, layer, profile, norm, statistics, spectrum)
+
+    def mark_complete(self, name: str, revision: str | None = None) -> None:
+        """Set ``complete`` (and clear ``damaged``) once every layer is written; refuses otherwise."""
+        self.profiles.mark_complete(name, revision)
+
+    def reset(self, name: str) -> None:
+        """Forget the values of a model (for --force): data NaN, no layer done, not complete, not damaged."""
+        self.profiles.reset(name)
+
+    # verification, upgrades, recovery, locks
+
+    def verify(self, names: list[str] | None = None, mark: bool = True) -> list[Damage]:
+        """Re-read every written layer (and every other group); returns what is damaged, marking it with
+        ``mark`` (:meth:`Verification.verify`)."""
+        return self.verification.verify(names, mark)
+
+    def damage_found(self) -> dict[str, str]:
+        """Read-only: model name -> damage line of the models whose written layers no longer match their
+        checksums, not yet marked damaged."""
+        return self.verification.damage_found()
+
+    def checked_models(self) -> list[ModelRow]:
+        """:meth:`models`, with the damage :meth:`damage_found` finds folded in. Writes nothing."""
+        return self.verification.checked_models()
+
+    def upgrade(self) -> list[str]:
+        """Bring every group to SCHEMA_VERSION in place, keeping all data (:meth:`Migration.upgrade`)."""
+        return self.migration.upgrade()
+
+    def recover(self) -> list[str]:
+        """Finish (or clean up) what a killed writer left; returns one line per action taken."""
+        return self.journal.recover()
+
+    def writer(self, name: str, wait: bool = False) -> contextlib.AbstractContextManager[None]:
+        """The per-model writer lock a run holds while it writes ``name`` (:meth:`Locks.writer`)."""
+        return self.locks.writer(name, wait)

@@ -18,27 +18,16 @@ from pathlib import Path
 
 import zarr
 
+from pipeline.location import ENV_VAR, default_store, is_url, refuse_write  # noqa: F401 - ENV_VAR: pipeline.store's
 from pipeline.store.errors import StoreError, v2_message
 
-ENV_VAR = "HEADGEOMETRY_STORE"
-REPO_STORE = Path(__file__).resolve().parents[2] / "store.zarr"
 STAGING = "staging"
 
 
 def default_store_path() -> str:
-    """The one default store: ``$HEADGEOMETRY_STORE`` if set, else ``store.zarr`` at the repository root.
-
-    The repository root is the folder holding the ``pipeline`` package, so the default does not depend on
-    the current directory. Every pipeline command and the dashboard use this rule.
-    """
-    env = os.environ.get(ENV_VAR, "").strip()
-    if env:
-        return env if is_url(env) else str(Path(env).expanduser())
-    return str(REPO_STORE)
-
-
-def is_url(location: str) -> bool:
-    return "://" in location
+    """The one default store (``pipeline.location.default_store``: ``$HEADGEOMETRY_STORE``, else
+    ``store.zarr`` in the current folder, else the user store). Every pipeline command and the dashboard use it."""
+    return default_store().location
 
 
 def backend_for(location: str) -> Local | Remote:
@@ -62,11 +51,13 @@ class Local:
     def check_kind(self, mode: str) -> None:
         """No store, not a Zarr store, a Zarr v2 store: each a clear StoreError."""
         loc, p = self.location, Path(self.location)
+        if mode == "a":
+            refuse_write(loc)  # the bundled demo, or anything else inside the installed package
         if not p.exists():
             if mode == "r":
                 raise StoreError(
                     f"no store at {loc!r}. Create it with `python -m pipeline profiles MODEL --store {loc}`, "
-                    "or leave out --store to use the committed store.zarr."
+                    "or leave out --store to use the default store."
                 )
             return
         if not p.is_dir():

@@ -1,4 +1,5 @@
-"""The store's errors: one-line StoreErrors that say what to do, and Damage records."""
+"""The store's errors: one-line StoreErrors that say what to do, Damage records, and the guard around every write
+(a read-only handle refused, an OSError turned into a StoreError)."""
 
 from __future__ import annotations
 
@@ -36,30 +37,31 @@ def v2_message(location: str) -> str:
             f"(--store NEW.zarr) or recompute this one with `python -m pipeline profiles ... --store NEW.zarr`.")
 
 
-class Errors:
-    """OSError while writing -> StoreError."""
+def os_error(exc: OSError, location: str, what: str, kept: str) -> StoreError:
+    """A StoreError for an OSError while writing ``what`` to the store at ``location``: what happened, what is
+    kept, what to do."""
+    code = errno.errorcode.get(exc.errno or 0, "")
+    if exc.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
+        return StoreError(f"the store {location!r} is read-only ({exc.strerror or exc}; {code}) while "
+                          f"writing {what}; nothing was changed there. Write to a store you can write "
+                          f"(--store PATH).")
+    if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+        return StoreError(f"no space left on the device of {location!r} while writing {what} ({code}). "
+                          f"Nothing already written was lost ({kept} kept). Free some space and run the same "
+                          "command again: it resumes.")
+    return StoreError(f"could not write {what} to {location!r}: {exc.strerror or exc} ({code or 'OSError'})."
+                      f" Nothing already written was lost ({kept} kept); run the same command again to resume.")
 
-    def _os_error(self, exc: OSError, what: str, kept: str) -> StoreError:
-        """A StoreError for an OSError while writing ``what``: what happened, what is kept, what to do."""
-        code = errno.errorcode.get(exc.errno or 0, "")
-        if exc.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
-            return StoreError(f"the store {self.location!r} is read-only ({exc.strerror or exc}; {code}) while "
-                              f"writing {what}; nothing was changed there. Write to a store you can write "
-                              f"(--store PATH).")
-        if exc.errno in (errno.ENOSPC, errno.EDQUOT):
-            return StoreError(f"no space left on the device of {self.location!r} while writing {what} ({code}). "
-                              f"Nothing already written was lost ({kept} kept). Free some space and run the same "
-                              "command again: it resumes.")
-        return StoreError(f"could not write {what} to {self.location!r}: {exc.strerror or exc} ({code or 'OSError'})."
-                          f" Nothing already written was lost ({kept} kept); run the same command again to resume.")
 
-    @contextlib.contextmanager
-    def _writing(self, what: str, kept: str = "everything written before") -> Iterator[None]:
-        if self.mode != "a":
-            raise StoreError(f"the store {self.location!r} was opened read-only; cannot write {what}.")
-        try:
-            yield
-        except StoreError:
-            raise
-        except OSError as exc:
-            raise self._os_error(exc, what, kept) from exc
+@contextlib.contextmanager
+def writing(location: str, mode: str, what: str, kept: str = "everything written before") -> Iterator[None]:
+    """Around a write of ``what``: refused on a store opened read-only (``mode`` "r"), and an OSError inside
+    becomes :func:`os_error`'s StoreError."""
+    if mode != "a":
+        raise StoreError(f"the store {location!r} was opened read-only; cannot write {what}.")
+    try:
+        yield
+    except StoreError:
+        raise
+    except OSError as exc:
+        raise os_error(exc, location, what, kept) from exc

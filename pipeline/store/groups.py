@@ -1,4 +1,4 @@
-"""Groups: opened with their schema version checked, read as validated Datasets, replaced whole."""
+"""The store's groups: listed, opened with their schema version checked, read as validated Datasets, replaced whole."""
 
 from __future__ import annotations
 
@@ -24,8 +24,7 @@ from pipeline.schema import (
     problems,
 )
 from pipeline.store.backend import STAGING
-from pipeline.store.errors import StoreError
-from pipeline.store.journal import JOURNAL
+from pipeline.store.errors import StoreError, writing
 from pipeline.store.quiet import quiet_listing
 
 RENAME_EXCHANGE = 2  # linux/fs.h
@@ -33,10 +32,15 @@ _AT_FDCWD = -100
 _NO_EXCHANGE = (errno.EINVAL, errno.ENOSYS, errno.EXDEV, errno.EOPNOTSUPP)
 
 
-class Groups:
-    """Reading and replacing whole groups."""
+class Hierarchy:
+    """The store's groups: listed, opened with their schema version checked, read as validated Datasets, and
+    replaced whole (journalled: :meth:`replay_replace` finishes a replacement a kill interrupted)."""
 
-    def _check_kind(self) -> None:
+    def __init__(self, backend, mode: str, locks, journal):
+        self.backend, self.mode, self.locks, self.journal = backend, mode, locks, journal
+        self.location = backend.location
+
+    def check_kind(self) -> None:
         """No store, not a Zarr store, a Zarr v2 store: each a clear StoreError."""
         self.backend.check_kind(self.mode)
 
@@ -44,22 +48,22 @@ class Groups:
         """Whether the store has been created (its root zarr.json is there)."""
         return self.backend.exists()
 
-    def _root_group(self, mode: str = "r") -> zarr.Group:
+    def _root(self) -> zarr.Group:
         try:
-            return zarr.open_group(self.location, mode=mode, use_consolidated=False)
+            return zarr.open_group(self.location, mode="r", use_consolidated=False)
         except FileNotFoundError as exc:
             raise StoreError(f"no store at {self.location!r} ({exc}).") from exc
 
-    def groups(self) -> list[str]:
+    def names(self) -> list[str]:
         """The groups the store holds (empty when there is no store yet)."""
         if not self.exists():
             return []
         with quiet_listing():
-            return sorted(name for name, _ in self._root_group().groups())
+            return sorted(name for name, _ in self._root().groups())
 
-    def _group(self, group: str, mode: str = "r") -> zarr.Group:
+    def open(self, group: str, mode: str = "r") -> zarr.Group:
         """One group, its schema version checked (StoreError with the fix otherwise)."""
-        if not self.exists() or group not in self.groups():
+        if not self.exists() or group not in self.names():
             fix = WRITE_COMMANDS.get(group, "python -m pipeline ...")
             raise StoreError(f"the store {self.location!r} has no {group!r} group. Write it with "
                              f"`{fix} --store {self.location}`.")
@@ -77,7 +81,7 @@ class Groups:
 
     def dataset(self, group: str) -> xr.Dataset:
         """One group as a lazy xarray Dataset, validated against ``pipeline.schema``."""
-        self._group(group)
+        self.open(group)
         try:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore", RuntimeWarning)  # consolidated fallback on hand-made stores
@@ -92,7 +96,7 @@ class Groups:
                              f"{'; '.join(bad)}. Recompute it with `{fix} --store {self.location}`.")
         return ds
 
-    def replace_group(self, group: str, ds: xr.Dataset, attrs: Mapping | None = None) -> None:
+    def replace(self, group: str, ds: xr.Dataset, attrs: Mapping | None = None) -> None:
         """Replace one group (e.g. ``orbits``) with ``ds``, atomically on local stores; other groups untouched.
 
         Written whole in staging (beside the store), then exchanged with the stored group in one step
@@ -112,29 +116,34 @@ class Groups:
         bad = problems(group, ds)
         if bad:
             raise StoreError(f"refusing to write the {group!r} group: {'; '.join(bad)}.")
-        with self._writing(f"the {group!r} group", f"the old {group!r} group and every other group"):
+        with writing(self.location, self.mode, f"the {group!r} group",
+                     f"the old {group!r} group and every other group"):
             if not self.backend.swaps_groups:
-                with self._store_lock():
+                with self.locks.store_lock():
                     ds.to_zarr(self.location, group=group, mode="w", consolidated=False, zarr_format=3)
-                    self._consolidate()
+                    self.journal.consolidate()
                 return
             self.backend.create_root()
             token = uuid.uuid4().hex
             new, old = f"{STAGING}/{group}.{token}", f"{STAGING}/{group}.old.{token}"
-            with self._store_lock():  # held while staging too: recovery removes staging only of dead writers
+            with self.locks.store_lock():  # held while staging too: recovery removes staging only of dead writers
                 try:
                     ds.to_zarr(str(self.backend.aux / new), mode="w", consolidated=False, zarr_format=3)
                     ino = os.stat(self.backend.aux / new).st_ino  # tells the new group from the old after an exchange
-                    self.backend.write_atomic(JOURNAL, json.dumps({"op": "replace", "group": group, "new": new,
-                                                            "old": old, "ino": ino}).encode())
+                    self.journal.write({"op": "replace", "group": group, "new": new, "old": old, "ino": ino})
                 except BaseException:
                     shutil.rmtree(self.backend.aux / new, ignore_errors=True)
                     raise
-                self._apply_swap(group, new, old, ino)  # from here on a failure is finished by the next open
-                self._consolidate()
-                self.backend.delete(JOURNAL)
+                self.swap(group, new, old, ino)  # from here on a failure is finished by the next open
+                self.journal.consolidate()
+                self.journal.clear()
 
-    def _apply_swap(self, group: str, new: str, old: str, ino: int | None = None) -> None:
+    def replay_replace(self, entry: dict) -> str:
+        """The journal's replay of a ``replace`` entry."""
+        self.swap(entry["group"], entry["new"], entry["old"], entry.get("ino"))
+        return f"finished replacing the {entry['group']!r} group"
+
+    def swap(self, group: str, new: str, old: str, ino: int | None = None) -> None:
         """Idempotent: put the staged group ``new`` in place of ``group`` and drop the old one.
 
         ``ino`` is the staged group's inode: after an exchange the staging path holds the old group (another
@@ -170,12 +179,11 @@ class Groups:
         if not self.exists():
             return {}
         with quiet_listing():
-            return {name: g.attrs.get("schema_version") for name, g in self._root_group().groups()}
-
+            return {name: g.attrs.get("schema_version") for name, g in self._root().groups()}
 
 
 @functools.cache
-def _renameat2():
+def renameat2():
     """libc's ``renameat2`` (Linux, glibc >= 2.28), or None."""
     if not sys.platform.startswith("linux"):
         return None
@@ -192,7 +200,7 @@ def exchange(a: Path, b: Path) -> bool:
     """Swap two existing paths in one atomic step (``renameat2(RENAME_EXCHANGE)``); False, with nothing changed,
     where that is not available (no such call, or the filesystem or kernel refuses it: the caller falls back
     to two renames). Other errors raise OSError."""
-    fn = _renameat2()
+    fn = renameat2()
     if fn is None:
         return False
     if fn(_AT_FDCWD, os.fsencode(a), _AT_FDCWD, os.fsencode(b), RENAME_EXCHANGE) == 0:

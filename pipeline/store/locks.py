@@ -11,7 +11,7 @@ from collections.abc import Iterator
 
 from filelock import FileLock, Timeout
 
-from pipeline.store.errors import StoreError
+from pipeline.store.errors import StoreError, os_error
 
 LOCK_WAIT_S = 600.0  # structural changes take well under a second; a longer wait means a stuck writer
 _LOCKS: dict[tuple[int, str], FileLock] = {}  # one FileLock per process and lock file: holding it is reentrant
@@ -19,10 +19,15 @@ _THREAD_LOCKS: dict[str, threading.RLock] = {}
 
 
 class Locks:
-    """File locks in the backend's lock folder, reentrant within one process."""
+    """File locks in the backend's lock folder, reentrant within one process (every handle of a process on the
+    same store shares them)."""
+
+    def __init__(self, backend):
+        self.backend = backend
+        self.location = backend.location
 
     @contextlib.contextmanager
-    def _store_lock(self) -> Iterator[None]:
+    def store_lock(self) -> Iterator[None]:
         """The lock every structural change holds (reentrant within one process)."""
         lock = self._file_lock("store")
         with _THREAD_LOCKS.setdefault(lock.lock_file, threading.RLock()):  # the file lock is per process
@@ -32,7 +37,7 @@ class Locks:
                 raise StoreError(f"the store {self.location!r} has been locked by another writer for "
                                  f"{LOCK_WAIT_S:.0f} s; is a run stuck?") from exc
             except OSError as exc:
-                raise self._os_error(exc, "its lock file", "everything") from exc
+                raise os_error(exc, self.location, "its lock file", "everything") from exc
             try:
                 yield
             finally:
@@ -45,11 +50,12 @@ class Locks:
             try:
                 self.backend.lock_dir.mkdir(parents=True, exist_ok=True)
             except OSError as exc:
-                raise self._os_error(exc, "its lock file", "nothing") from exc
+                raise os_error(exc, self.location, "its lock file", "nothing") from exc
             lock = _LOCKS[os.getpid(), key] = FileLock(key, thread_local=False)
         return lock
 
-    def _model_lock_name(self, name: str) -> str:
+    @staticmethod
+    def _model_lock_name(name: str) -> str:
         return "model-" + hashlib.sha256(name.encode()).hexdigest()[:16]
 
     @contextlib.contextmanager
@@ -71,7 +77,7 @@ class Locks:
             raise StoreError(f"{name!r} is being written to {self.location!r} by {holder}. Wait for that run "
                              "to finish (finished layers are kept), or store this one under another --name.") from exc
         except OSError as exc:
-            raise self._os_error(exc, f"the writer lock of {name!r}", "everything") from exc
+            raise os_error(exc, self.location, f"the writer lock of {name!r}", "everything") from exc
         try:
             if lock.lock_counter == 1:
                 with contextlib.suppress(OSError):
@@ -82,7 +88,7 @@ class Locks:
         finally:
             lock.release()
 
-    def _check_not_written_elsewhere(self, name: str) -> None:
-        """Refuse to touch ``name`` while another process holds its writer lock."""
+    def refuse_if_held(self, name: str) -> None:
+        """Refuse (StoreError) to touch ``name`` while another process holds its writer lock."""
         with self.writer(name, wait=False):
             pass

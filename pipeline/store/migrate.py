@@ -14,20 +14,25 @@ from pipeline.schema import (
     STR_FIELDS,
     layer_checksum,
 )
-from pipeline.store.errors import StoreError
-from pipeline.store.profiles import _data_arrays, _even_rows
+from pipeline.store.errors import StoreError, writing
+from pipeline.store.profile_arrays import create_data_arrays, even_rows
 from pipeline.store.quiet import quiet_listing
 
 
 class Migration:
-    """upgrade() and its journalled step."""
+    """upgrade() and its journalled step (:meth:`replay_upgrade` finishes one a kill interrupted)."""
+
+    def __init__(self, backend, mode: str, hierarchy, locks, journal):
+        self.backend, self.mode = backend, mode
+        self.hierarchy, self.locks, self.journal = hierarchy, locks, journal
+        self.location = backend.location
 
     def upgrade(self) -> list[str]:
         """Bring every group to SCHEMA_VERSION in place, keeping all data, after finishing or removing the side
         groups of the two-rename layout (``G.__writing__``, ``G.__old__``: a writer without the journal left them
         when killed); returns what was done. ``python -m pipeline verify --upgrade`` runs it."""
         done = self._clean_side_groups()
-        versions = self.schema_versions()
+        versions = self.hierarchy.schema_versions()
         todo = {g: v for g, v in versions.items() if v != SCHEMA_VERSION}
         if not todo:
             return done
@@ -35,20 +40,26 @@ class Migration:
         if newer:
             raise StoreError(f"groups {newer} of {self.location!r} are not from an older version of this "
                              f"schema (this code writes version {SCHEMA_VERSION}); nothing changed.")
-        with self._writing("the schema upgrade", "every group"), self._store_lock():
-            with self._journalled({"op": "upgrade"}):
-                self._apply_upgrade()
+        with writing(self.location, self.mode, "the schema upgrade", "every group"), self.locks.store_lock():
+            with self.journal.recording({"op": "upgrade"}):
+                self.apply_upgrade()
         return done + [f"{g}: schema version {v} -> {SCHEMA_VERSION}" for g, v in sorted(todo.items())]
 
     def _clean_side_groups(self) -> list[str]:
         if not self.backend.legacy_leftovers():
             return []
-        with self._writing("the cleanup of side groups", "every group"), self._store_lock():
+        with writing(self.location, self.mode, "the cleanup of side groups", "every group"), \
+                self.locks.store_lock():
             out = self.backend.clean_legacy()
-            self._consolidate()
+            self.journal.consolidate()
         return out
 
-    def _apply_upgrade(self) -> None:
+    def replay_upgrade(self, entry: dict) -> str:
+        """The journal's replay of an ``upgrade`` entry."""
+        self.apply_upgrade()
+        return f"finished upgrading to schema version {SCHEMA_VERSION}"
+
+    def apply_upgrade(self) -> None:
         """Idempotent. Version 1 -> 2: the provenance and damage fields, and per-layer checksums of the
         layers already written (computed from the stored values)."""
         root = zarr.open_group(self.location, mode="a", use_consolidated=False)
@@ -56,12 +67,12 @@ class Migration:
             groups = list(root.groups())
         for name, g in groups:
             if name == PROFILES and g.attrs.get("schema_version") != SCHEMA_VERSION:
-                n = _even_rows(g)
+                n = even_rows(g)
                 L = g["layer"].shape[0]
                 missing = {f: MODEL_DATA[f] for f in STR_FIELDS if f not in g}
                 if "layer_checksum" not in g:
                     missing["layer_checksum"] = PROFILE_DATA["layer_checksum"]
-                _data_arrays(g, missing, {"model": n, "layer": L})
+                create_data_arrays(g, missing, {"model": n, "layer": L})
                 sums = g["layer_checksum"]
                 done = np.asarray(g["layer_done"][:], dtype=bool)
                 for i in range(n):

@@ -17,11 +17,16 @@ from pipeline.schema import (
 )
 from pipeline.store.backend import with_store
 from pipeline.store.errors import Damage, StoreError
-from pipeline.store.profiles import _clear_statistics, _index, _names
+from pipeline.store.profile_arrays import row_names
+from pipeline.store.profiles import Table
 
 
 class Verification:
-    """verify (marks damage) and the read-side check (reports it)."""
+    """verify (marks damage through the profiles table) and the read-side check (reports it, writing nothing)."""
+
+    def __init__(self, backend, hierarchy, profiles):
+        self.hierarchy, self.profiles = hierarchy, profiles
+        self.location = backend.location
 
     def verify(self, names: list[str] | None = None, mark: bool = True) -> list[Damage]:
         """Re-read every written layer (and every other group); returns what is damaged.
@@ -33,7 +38,7 @@ class Verification:
         and not repaired yet are listed too (layer None).
         """
         found: list[Damage] = []
-        groups = self.groups()
+        groups = self.hierarchy.names()
         if PROFILES in groups:
             found += self._verify_profiles(names, mark)
         if names is None:
@@ -43,9 +48,9 @@ class Verification:
         return found
 
     def _verify_profiles(self, names: list[str] | None, mark: bool) -> list[Damage]:
-        g = self._profiles()
+        g = self.profiles.open()
         try:
-            stored = _names(g)
+            stored = row_names(g)
             meta = {f: g[f][:] for f in ("n_layers", "n_heads", "d_head", "command", "source", "damaged")}
             done = np.asarray(g["layer_done"][:], dtype=bool)
             sums = np.asarray(g["layer_checksum"][:])
@@ -75,7 +80,7 @@ class Verification:
                 continue
             found += [Damage(PROFILES, name, layer, why, command) for layer, why in sorted(bad.items())]
             if mark:
-                self._mark_damaged(name, bad, command)
+                self.profiles.mark_damaged(name, sorted(bad), _damage_line(bad, command))
         return found
 
     def damage_found(self) -> dict[str, str]:
@@ -86,19 +91,19 @@ class Verification:
         them). Writes nothing, so it works on a read-only store; every reader (``list``, the dashboard)
         folds it into the rows it shows (:meth:`checked_models`).
         """
-        return self._damage_found(*self._models())
+        return self._damage_found(self.profiles.read())
 
     def checked_models(self) -> list[ModelRow]:
         """:meth:`models`, with the damage :meth:`damage_found` finds: such a model reads damaged and not complete,
         its ``damaged`` line naming the repair. Writes nothing."""
-        read = self._models()
-        found = self._damage_found(*read)
-        return [replace(r, damaged=found[r.name], complete=False) if r.name in found else r for r in read[0]]
+        table = self.profiles.read()
+        found = self._damage_found(table)
+        return [replace(r, damaged=found[r.name], complete=False) if r.name in found else r for r in table.rows]
 
-    def _damage_found(self, rows: list[ModelRow], g: zarr.Group | None, names: list[str],
-                      cols: dict[str, np.ndarray]) -> dict[str, str]:
+    def _damage_found(self, table: Table) -> dict[str, str]:
         """Only the models with written layers and no damage recorded are read, each in one block per variable."""
-        todo = [r for r in rows if r.layers_done and not r.damaged]
+        g, names, cols = table.group, table.names, table.columns
+        todo = [r for r in table.rows if r.layers_done and not r.damaged]
         if not todo:
             return {}
         verify = with_store("python -m pipeline verify", self.location)
@@ -118,25 +123,10 @@ class Verification:
                 out[r.name] = _damage_line(bad, f"{verify} && {with_store(r.fix_command, self.location)}")
         return out
 
-    def _mark_damaged(self, name: str, bad: dict[int, str], command: str) -> None:
-        layers = sorted(bad)
-        line = _damage_line(bad, command)
-        with self._writing(f"the damage record of {name!r}", "the undamaged layers"), self._store_lock():
-            g = self._profiles("a")
-            i = _index(g, name, self.location)
-            g["complete"][i] = False
-            g["damaged"][i] = line
-            for layer in layers:
-                g["layer_done"][i, layer] = False
-                g["layer_checksum"][i, layer] = ""
-                g["profile"][i, layer] = np.nan  # whole chunks: replaces a garbled chunk without reading it
-                g["norm"][i, layer] = np.nan
-                _clear_statistics(g, i, layer)
-
     def _verify_group(self, group: str) -> list[Damage]:
         fix = with_store(WRITE_COMMANDS.get(group, "python -m pipeline ..."), self.location)
         try:
-            g = self._group(group)
+            g = self.hierarchy.open(group)
         except StoreError as exc:
             return [Damage(group, "", None, str(exc), fix)]
         out = []

@@ -159,6 +159,14 @@ def write_synthetic_store(path, rope_shape=(4, 8), absolute_shape=(3, 6), empty_
 # ---------------------------------------------------------------------------------------- fixtures
 
 
+@pytest.fixture(scope="session", autouse=True)
+def bokeh_backend():
+    """Bokeh as HoloViews' backend for the pages built here, as the entry points make it."""
+    from dashboard.common.render import use_bokeh
+
+    use_bokeh()
+
+
 ORBIT_FRAMES = 8  # frames of the session store's orbit run (``orbits_with_profiles``)
 TRAIL_EPOCHS = 25  # its trails: up to 3 frames (epochs 0, 10, ..., 70)
 

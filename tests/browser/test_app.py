@@ -16,7 +16,7 @@ from urllib.parse import parse_qsl, urlsplit
 import numpy as np
 import pytest
 
-from dashboard.geometry import project, to_3d
+from dashboard.common.geometry import project, to_3d
 from tests.browser.conftest import (
     ABSOLUTE_MODEL,
     EMPTY_MODEL,

@@ -14,9 +14,9 @@ import io
 import numpy as np
 import pytest
 
-from dashboard import orbits_frames as of
 from dashboard.export import bokeh_resources, page_html
-from dashboard.orbits_page import RECORD_FRAMES_JS, frame_state, orbits_view
+from dashboard.orbits import frames as of
+from dashboard.orbits.page import RECORD_FRAMES_JS, frame_state, orbits_view
 from tests.browser.conftest import (
     ORBIT_FRAMES,
     TRAIL_EPOCHS,

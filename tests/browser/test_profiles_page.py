@@ -14,8 +14,7 @@ import numpy as np
 import pytest
 
 from dashboard import data
-from dashboard.export import profile_page_name
-from dashboard.geometry import (
+from dashboard.common.geometry import (
     dequantise,
     face_coordinates,
     layer_type_fractions,
@@ -25,6 +24,7 @@ from dashboard.geometry import (
     to_3d,
     type_labels,
 )
+from dashboard.export import profile_page_name
 from pipeline.schema import STATISTICS
 from tests.browser.conftest import (
     ABSOLUTE_MODEL,

@@ -22,8 +22,8 @@ from bokeh.resources import CDN
 from dashboard import data, rendered
 from dashboard.bokeh_internals import PagePane
 from dashboard.clone import copy_layout
-from dashboard.orbits_page import orbits_content
-from dashboard.profiles_page import profiles_view
+from dashboard.orbits.page import orbits_content
+from dashboard.profiles.page import profiles_view
 from pipeline.store import default_store_path
 from tests.browser.conftest import (
     FIND_JS,

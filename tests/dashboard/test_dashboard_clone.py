@@ -20,7 +20,7 @@ from bokeh.models import Title, Toolbar, UIElement
 
 from dashboard import data, rendered
 from dashboard.clone import copy_layout, copy_plan
-from dashboard.profiles_page import profiles_view
+from dashboard.profiles.page import profiles_view
 from pipeline import store as st
 from tests.browser.conftest import ABSOLUTE_MODEL, ROPE_MODEL, write_synthetic_store
 

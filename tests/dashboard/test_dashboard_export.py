@@ -18,7 +18,7 @@ import zarr
 
 from dashboard import data
 from dashboard.export import export, main, profile_page_name, slug
-from dashboard.orbits_page import orbits_content
+from dashboard.orbits.page import orbits_content
 from pipeline import store as st
 from tests.browser.conftest import ROPE_MODEL, synthetic_orbits_dataset, write_synthetic_store
 
@@ -51,7 +51,8 @@ def broken_stores(tmp: Path) -> dict[str, tuple[Path, str]]:
 def test_store_path_precedence(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     monkeypatch.delenv(data.ENV_VAR, raising=False)
-    assert data.store_path([]) == REPO / "store.zarr"  # next to the package, not the working directory
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "data"))
+    assert data.store_path([]) == REPO / "store.zarr"  # no user store yet: the demo, a checkout's committed store
     monkeypatch.setenv(data.ENV_VAR, str(tmp_path / "env.zarr"))
     assert data.store_path([]) == tmp_path / "env.zarr"
     assert data.store_path(["--store", "arg.zarr"]) == tmp_path / "arg.zarr"
@@ -198,7 +199,7 @@ def test_dashboard_modules_and_an_export_import_nothing_heavy(good_store, tmp_pa
     import subprocess
     import sys
 
-    code = ("import sys\nfrom dashboard import app, data, export, profiles_page, views\n"
+    code = ("import sys\nfrom dashboard import app, data, export, views\nfrom dashboard.profiles import page\n"
             f"export.export({str(tmp_path)!r}, {str(good_store)!r})\n"
             "heavy = ('torch', 'transformers', 'safetensors', 'huggingface_hub')\n"
             "print(','.join(m for m in heavy if m in sys.modules))")

@@ -1,11 +1,11 @@
-"""The numpy rules behind the profile views' new layers (dashboard/geometry.py): spectral types, the rank-one
+"""The numpy rules behind the profile views' new layers (dashboard/common/geometry.py): spectral types, the rank-one
 curve, the a = 0 face, the extreme heads of each type, checked against direct computations."""
 
 from __future__ import annotations
 
 import numpy as np
 
-from dashboard import geometry as g
+from dashboard.common import geometry as g
 
 
 def naive_profile(L: np.ndarray) -> np.ndarray:

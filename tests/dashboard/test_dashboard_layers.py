@@ -1,12 +1,16 @@
-"""The dashboard's three layers, and every private Bokeh/Panel name in one module of the serve layer.
+"""The dashboard's three layers, its pages one folder each, and every private Bokeh/Panel name in one module of
+the serve layer.
 
-``LAYERS`` is the one list of which module is in which layer (docs/architecture.md, "The views" says
-why). A layer imports only from itself and the layers above it in ``ORDER`` (views, then pages, then
-serve), counting imports inside functions; only the serve layer imports Panel. Outside
-``dashboard/bokeh_internals.py`` no dashboard module, and no benchmark that imports Bokeh or Panel, may
-reach a private Bokeh/Panel name: an attribute ``x._name`` that the project does not define itself (or
-that Bokeh, Panel or param define), ``__new__`` or ``super(Class, obj)`` on a class, a ``_method``
-overridden in a subclass of a class from outside the project, or such a name as a string (getattr).
+A module's layer (docs/architecture.md, "The views" says why) is ``TOP``'s entry for the modules of the
+``dashboard`` package itself; in a package below it (``common`` and each page's folder) it follows the
+module's name: ``page`` and ``page_*`` are pages, every other module is views, so a new page's folder is
+layered by its names alone. A layer imports only from itself and the layers above it in ``ORDER`` (views,
+then pages, then serve), counting imports inside functions; only the serve layer imports Panel; a page's
+folder imports no other page's. Outside ``dashboard/bokeh_internals.py`` no dashboard module, and no
+benchmark that imports Bokeh or Panel, may reach a private Bokeh/Panel name: an attribute ``x._name`` that
+the project does not define itself (or that Bokeh, Panel or param define), ``__new__`` or
+``super(Class, obj)`` on a class, a ``_method`` overridden in a subclass of a class from outside the
+project, or such a name as a string (getattr).
 """
 
 from __future__ import annotations
@@ -21,26 +25,40 @@ from tests.test_import_cycles import _modules, import_graph
 ROOT = Path(__file__).resolve().parents[2]
 DASHBOARD = ROOT / "dashboard"
 INTERNALS = "dashboard.bokeh_internals"
+COMMON = "dashboard.common"
 
-LAYERS: dict[str, tuple[str, ...]] = {
-    # the notebook API: HoloViews views over xarray, the numpy rules they draw, the store reader, and the
-    # browser code (jscode) that views attach; no pages, no Panel
-    "views": ("dashboard", "dashboard.views", "dashboard.geometry", "dashboard.baselines", "dashboard.data",
-              "dashboard.jscode", "dashboard.orbits_frames"),
-    # pages as pure Bokeh layouts linked in the browser: the same layout served and exported
-    "pages": ("dashboard.profiles_page", "dashboard.profiles_views", "dashboard.compare_page",
-              "dashboard.orbits_page", "dashboard.page_models", "dashboard.stylesheet"),
+TOP: dict[str, str] = {
+    # the notebook API (the views of every page, gathered) and the store reader; no pages, no Panel
+    "dashboard": "views", "dashboard.views": "views", "dashboard.data": "views",
     # pages delivered to a reader: the Panel app and its per-process rendering and copies, the static
     # exporter, the entry points, the version check and the one module of Bokeh/Panel internals
-    "serve": ("dashboard.app", "dashboard.rendered", "dashboard.clone", "dashboard.serialized",
-              "dashboard.bokeh_internals", "dashboard.export", "dashboard.versions", "dashboard.cli",
-              "dashboard.__main__"),
+    **{f"dashboard.{m}": "serve" for m in ("app", "rendered", "clone", "serialized", "bokeh_internals", "export",
+                                           "versions", "cli", "__main__", "store_note")},
 }
 ORDER = ("views", "pages", "serve")
 
 
+def layer(module: str) -> str:
+    """The layer of a dashboard module (the module doc says how)."""
+    if module in TOP:
+        return TOP[module]
+    name = module.rpartition(".")[2]
+    return "pages" if name == "page" or name.startswith("page_") else "views"
+
+
+def dashboard_modules() -> list[str]:
+    return sorted(m for m in _modules() if m.split(".")[0] == "dashboard")
+
+
 def layer_of() -> dict[str, str]:
-    return {m: layer for layer, ms in LAYERS.items() for m in ms}
+    return {m: layer(m) for m in dashboard_modules()}
+
+
+def page_packages() -> list[str]:
+    """The pages' folders: every package below ``dashboard`` but ``common``."""
+    files = _modules()
+    return sorted(m for m in dashboard_modules() if files[m].name == "__init__.py" and files[m].parent != DASHBOARD
+                  and m != COMMON)
 
 
 def dashboard_graph() -> dict[str, set[str]]:
@@ -49,12 +67,16 @@ def dashboard_graph() -> dict[str, set[str]]:
             if m.split(".")[0] == "dashboard"}
 
 
-def test_every_dashboard_module_is_in_exactly_one_layer():
-    listed = [m for ms in LAYERS.values() for m in ms]
-    assert len(listed) == len(set(listed)), "a module listed in two layers"
-    on_disk = {m for m in _modules() if m.split(".")[0] == "dashboard"}
-    assert on_disk - set(listed) == set(), "modules in no layer: add them to LAYERS"
-    assert set(listed) - on_disk == set(), "LAYERS names modules that do not exist"
+def test_the_layers_cover_the_dashboard():
+    files = _modules()
+    assert {m for m in dashboard_modules() if files[m].parent == DASHBOARD} == set(TOP), (
+        "a module of dashboard/ itself needs its layer in TOP")
+    assert {"dashboard.compare", "dashboard.orbits", "dashboard.profiles"} <= set(page_packages())  # read
+    layers = layer_of()
+    for package in page_packages():  # each page: its views and its page builder
+        assert {layers[m] for m in dashboard_modules() if m.startswith(package + ".")} == {"views", "pages"}, package
+    assert {m for m, k in layers.items() if k == "pages" and m.startswith(COMMON)} == {
+        "dashboard.common.page_models", "dashboard.common.page_style", "dashboard.common.page_widgets"}
 
 
 def layer_violations(graph: dict[str, set[str]], layers: dict[str, str]) -> list[str]:
@@ -66,14 +88,29 @@ def layer_violations(graph: dict[str, set[str]], layers: dict[str, str]) -> list
 def test_a_layer_imports_only_itself_and_the_layers_below():
     layers = layer_of()
     graph = dashboard_graph()
-    assert graph["dashboard.app"] >= {"dashboard.rendered", "dashboard.profiles_page"}  # the graph is read
+    assert graph["dashboard.app"] >= {"dashboard.rendered", "dashboard.profiles.page_texts"}  # the graph is read
     assert layer_violations(graph, layers) == []
     # the checker itself: a view importing a page, a page importing the app
-    bad = dict(graph, **{"dashboard.views": {"dashboard.profiles_page"},
-                         "dashboard.compare_page": {"dashboard.app"}})
+    bad = dict(graph, **{"dashboard.profiles.tetrahedron": {"dashboard.profiles.page"},
+                         "dashboard.compare.page": {"dashboard.app"}})
     assert layer_violations(bad, layers) == [
-        "dashboard.compare_page (pages) imports dashboard.app (serve)",
-        "dashboard.views (views) imports dashboard.profiles_page (pages)"]
+        "dashboard.compare.page (pages) imports dashboard.app (serve)",
+        "dashboard.profiles.tetrahedron (views) imports dashboard.profiles.page (pages)"]
+
+
+def page_crossings(graph: dict[str, set[str]]) -> list[str]:
+    """Imports from one page's folder into another's."""
+    def page(m: str) -> str | None:
+        return next((p for p in page_packages() if m == p or m.startswith(p + ".")), None)
+    return sorted(f"{m} imports {t}" for m, ts in graph.items() for t in ts
+                  if page(m) is not None and page(t) is not None and page(m) != page(t))
+
+
+def test_a_page_imports_only_its_own_folder_and_what_pages_share():
+    graph = dashboard_graph()
+    assert page_crossings(graph) == []
+    assert page_crossings(dict(graph, **{"dashboard.orbits.views": {"dashboard.profiles.tetrahedron"}})) == [
+        "dashboard.orbits.views imports dashboard.profiles.tetrahedron"]
 
 
 def imported_roots(path: Path) -> set[str]:
@@ -88,8 +125,9 @@ def imported_roots(path: Path) -> set[str]:
 
 def test_only_the_serve_layer_imports_panel():
     files = _modules()
-    users = sorted(m for m in layer_of() if "panel" in imported_roots(files[m]))
-    assert users and all(m in LAYERS["serve"] for m in users), users
+    layers = layer_of()
+    users = sorted(m for m in layers if "panel" in imported_roots(files[m]))
+    assert users and all(layers[m] == "serve" for m in users), users
 
 
 # ------------------------------------------------------------------------------ private Bokeh/Panel names
@@ -178,7 +216,7 @@ def names():
 
 def checked_files() -> list[Path]:
     """Every dashboard module but the internals one, and the benchmarks that import Bokeh or Panel."""
-    out = [p for p in sorted(DASHBOARD.glob("*.py")) if p.stem != INTERNALS.rpartition(".")[2]]
+    out = [p for p in sorted(DASHBOARD.rglob("*.py")) if p != DASHBOARD / "bokeh_internals.py"]
     out += [p for p in sorted((ROOT / "benchmarks").glob("*.py")) if imported_roots(p) & {"bokeh", "panel"}]
     return out
 

@@ -19,9 +19,9 @@ import xarray as xr
 from bokeh.embed import json_item
 from bokeh.models import ColumnDataSource, Div, GridPlot, Slider
 
-from dashboard import orbits_frames as of
 from dashboard import views
-from dashboard.orbits_page import frame_state, orbits_view
+from dashboard.orbits import frames as of
+from dashboard.orbits.page import frame_state, orbits_view
 from pipeline import store
 from tests.browser.conftest import synthetic_orbits_dataset
 
@@ -425,8 +425,8 @@ def test_page_ships_every_frames_tetrahedron_once_and_opens_on_the_last(tmp_path
     assert list(planes["head"]) == list(dots["head"]) and list(planes["colour"]) == list(dots["colour"])
     slider = next(m for m in layout.references() if isinstance(m, Slider))
     tetra_cbs = [cb for cb in slider.js_property_callbacks["change:value"]
-                 if cb.args["ctx"].get("dots") is _sources(layout)["orbits_tetra_dots"]]
-    assert len(tetra_cbs) == 1 and tetra_cbs[0].args["ctx"]["H"] == H
+                 if cb.args["ctx"].get("tetra_dots") is _sources(layout)["orbits_tetra_dots"]]
+    assert len(tetra_cbs) == 1 and tetra_cbs[0].args["ctx"]["n_heads"] == H
 
 
 # ------------------------------------------------------------------------------- the hypotheses

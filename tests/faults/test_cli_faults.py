@@ -1,6 +1,10 @@
 """Every ordinary bad input to ``python -m pipeline profiles``: one line on stderr, exit status 2, no traceback,
-and the store byte-identical (every file hashed before and after). The runs are real subprocesses except
-for ENOSPC, which is simulated in-process (a full disk cannot be made on demand)."""
+and the store byte-identical (every file hashed before and after).
+
+The command runs in this process (``pipeline.__main__.main``, stderr captured; argparse's exit caught), as it
+does in a user's; :func:`test_a_real_process_prints_the_one_line_alone` runs a bad checkpoint and a bad option
+as real subprocesses, so nothing else a fresh interpreter prints (import-time warnings) goes unseen. ENOSPC is
+simulated (a full disk cannot be made on demand)."""
 
 from __future__ import annotations
 
@@ -31,17 +35,39 @@ def snapshot(path) -> dict[str, str]:
             for p in sorted(root.rglob("*")) if p.is_file()} if root.exists() else {}
 
 
-def cli(*argv, env_extra: dict | None = None) -> subprocess.CompletedProcess:
-    env = os.environ | {"HF_HUB_OFFLINE": "1"} | (env_extra or {})
-    return subprocess.run([sys.executable, "-m", "pipeline", "profiles", *map(str, argv), "--quiet"],
+def process(*argv) -> tuple[int, str]:
+    """``python -m pipeline profiles ARGV --quiet`` in a real subprocess (offline): (exit status, stderr)."""
+    env = os.environ | {"HF_HUB_OFFLINE": "1"}
+    done = subprocess.run([sys.executable, "-m", "pipeline", "profiles", *map(str, argv), "--quiet"],
                           capture_output=True, text=True, cwd=str(ROOT), timeout=300, env=env)
+    return done.returncode, done.stderr
 
 
-def assert_refused(done: subprocess.CompletedProcess, pattern: str) -> None:
-    assert done.returncode == 2, (done.returncode, done.stderr[-2000:])
-    assert "Traceback" not in done.stderr, done.stderr[-2000:]
-    lines = done.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("error: "), done.stderr
+@pytest.fixture
+def cli(capsys, monkeypatch):
+    """``cli(*argv)``: ``python -m pipeline profiles ARGV --quiet`` in this process (offline): (exit status,
+    stderr)."""
+    from pipeline.__main__ import main
+
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+
+    def run(*argv) -> tuple[int, str]:
+        capsys.readouterr()
+        try:
+            code = main(["profiles", *map(str, argv), "--quiet"])
+        except SystemExit as exc:  # argparse's usage errors
+            code = exc.code
+        return code, capsys.readouterr().err
+
+    return run
+
+
+def assert_refused(done: tuple[int, str], pattern: str) -> None:
+    code, err = done
+    assert code == 2, (code, err[-2000:])
+    assert "Traceback" not in err, err[-2000:]
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: "), err
     assert re.search(pattern, lines[0]), (pattern, lines[0])
 
 
@@ -51,15 +77,26 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-@pytest.fixture
-def store_and_model(tiny_model, tmp_path):
-    """A store holding one complete model, and the checkpoint folder it came from."""
+@pytest.fixture(scope="module")
+def good_store(tmp_path_factory):
+    """A store holding one complete model, and the checkpoint folder it came from, made once: the tests read the
+    folder (a test that changes it changes a copy) and each gets its own copy of the store."""
     from pipeline.run import run_profiles
+    from tests.conftest import build_tiny, save
 
-    _, folder = tiny_model("opt", name="good")
+    home = tmp_path_factory.mktemp("good")
+    folder = Path(save(build_tiny("opt"), home / "good"))
+    store = home / "s.zarr"
+    run_profiles([str(folder)], store, progress=False, log=lambda *_: None)
+    return store, folder
+
+
+@pytest.fixture
+def store_and_model(good_store, tmp_path):
+    """A copy of the module's store (byte for byte), and the checkpoint folder it came from."""
     store = tmp_path / "s.zarr"
-    run_profiles([folder], store, progress=False, log=lambda *_: None)
-    return store, Path(folder)
+    shutil.copytree(good_store[0], store)
+    return store, good_store[1]
 
 
 def copy_of(folder: Path, dest: Path) -> Path:
@@ -115,7 +152,7 @@ CHECKPOINT_CASES = {
 
 @pytest.mark.parametrize("case", list(CHECKPOINT_CASES))
 @pytest.mark.slow
-def test_bad_checkpoints(store_and_model, tmp_path, case):
+def test_bad_checkpoints(store_and_model, tmp_path, case, cli):
     store, folder = store_and_model
     damage, pattern = CHECKPOINT_CASES[case]
     bad = copy_of(folder, tmp_path / "bad")
@@ -129,7 +166,7 @@ def test_bad_checkpoints(store_and_model, tmp_path, case):
 
 
 @pytest.mark.slow
-def test_bad_options(store_and_model, tmp_path):
+def test_bad_options(store_and_model, tmp_path, cli):
     store, folder = store_and_model
     before = snapshot(store)
     port = free_port()
@@ -150,7 +187,7 @@ def test_bad_options(store_and_model, tmp_path):
 
 
 @pytest.mark.slow
-def test_read_only_store(store_and_model):
+def test_read_only_store(store_and_model, cli):
     store, folder = store_and_model
     before = snapshot(store)
     modes = {p: p.stat().st_mode for p in [store, *store.rglob("*")]}
@@ -165,7 +202,7 @@ def test_read_only_store(store_and_model):
     assert snapshot(store) == before
 
 
-def test_zarr_v2_store(store_and_model, tmp_path):
+def test_zarr_v2_store(store_and_model, tmp_path, cli):
     import zarr
 
     _, folder = store_and_model
@@ -177,7 +214,7 @@ def test_zarr_v2_store(store_and_model, tmp_path):
 
 
 @pytest.mark.slow
-def test_store_that_is_not_a_store(store_and_model, tmp_path):
+def test_store_that_is_not_a_store(store_and_model, tmp_path, cli):
     _, folder = store_and_model
     plain = tmp_path / "plain"
     plain.mkdir()
@@ -190,6 +227,18 @@ def test_store_that_is_not_a_store(store_and_model, tmp_path):
         assert (snapshot(target) if target.is_dir() else target.read_bytes()) == before
 
 
+def test_a_real_process_prints_the_one_line_alone(store_and_model, tmp_path):
+    """A bad checkpoint and a bad option through a fresh interpreter: its stderr is the one error line, nothing
+    else (no import-time warning), exit status 2, the store unchanged."""
+    store, folder = store_and_model
+    before = snapshot(store)
+    bad = copy_of(folder, tmp_path / "bad")
+    CHECKPOINT_CASES["config not JSON"][0](bad)
+    assert_refused(process(bad, "--store", store), CHECKPOINT_CASES["config not JSON"][1])
+    assert_refused(process(folder, "--store", store, "--workers", "two"), r"--workers: invalid int value: 'two'")
+    assert snapshot(store) == before
+
+
 def _main(argv, capsys) -> tuple[int, str]:
     from pipeline.__main__ import main
 
@@ -199,13 +248,11 @@ def _main(argv, capsys) -> tuple[int, str]:
 
 def test_no_space_left_before_writing(store_and_model, tmp_path, monkeypatch, capsys):
     """The run estimates what it writes and refuses when the disk has less free."""
-    from pipeline import run
-
     store, folder = store_and_model
     before = snapshot(store)
     other = copy_of(folder, tmp_path / "other")
     real = shutil.disk_usage
-    monkeypatch.setattr(run.shutil, "disk_usage", lambda p: real(p)._replace(free=1000))
+    monkeypatch.setattr(shutil, "disk_usage", lambda p: real(p)._replace(free=1000))
     code, err = _main(["profiles", other, "--store", store, "--quiet"], capsys)
     assert code == 2 and err.count("\n") == 1 and "Traceback" not in err
     assert re.search(r"not enough disk space for the store .* MB are free", err), err
@@ -215,7 +262,7 @@ def test_no_space_left_before_writing(store_and_model, tmp_path, monkeypatch, ca
 def test_no_space_left_while_writing(store_and_model, tmp_path, monkeypatch, capsys):
     """ENOSPC inside the store's write of layer 1: one line, exit 2, layer 0 kept, a rerun resumes."""
     from pipeline import run
-    from pipeline.store import profiles as zstore  # where write_layer computes its checksum
+    from pipeline.store import layer_writer as zstore  # where a layer's write computes its checksum
 
     store, folder = store_and_model
     other = copy_of(folder, tmp_path / "other")

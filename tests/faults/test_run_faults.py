@@ -36,10 +36,14 @@ def reshape_tensor(folder, name, shape):
     save_file(tensors, str(path), metadata={"format": "pt"})
 
 
-@pytest.fixture
-def complete_store(tiny_model, tmp_path):
-    _, folder = tiny_model("opt-postnorm", name="m")  # 3 layers x 4 heads, width 24
-    store = tmp_path / "s.zarr"
+@pytest.fixture(scope="module")
+def complete_store(tmp_path_factory):
+    """A store holding one complete model "m", made once: the tests only read it (and check it is unchanged)."""
+    from tests.conftest import build_tiny, save
+
+    root = tmp_path_factory.mktemp("complete")
+    folder = save(build_tiny("opt-postnorm"), root / "m")  # 3 layers x 4 heads, width 24
+    store = root / "s.zarr"
     run([folder], store)
     return store, folder
 
@@ -68,7 +72,7 @@ def test_shape_mismatch_without_force_leaves_no_row_behind(complete_store, tiny_
     assert list(xr.open_zarr(str(store), group="profiles").model.values) == ["m"]
 
 
-def test_every_model_is_validated_before_the_first_is_written(complete_store, tiny_model, tmp_path):
+def test_every_model_is_validated_before_the_first_is_written(tiny_model, tmp_path):
     _, good = tiny_model("bert", name="fine")
     _, bad = tiny_model("bert", name="broken")
     reshape_tensor(bad, "encoder.layer.1.attention.self.key.weight", (24, 20))
@@ -159,25 +163,22 @@ def test_a_task_refuses_a_checkpoint_that_changed_after_planning(tiny_model, tmp
     assert not store.exists()
 
 
-def test_a_tasks_delay_is_a_parameter_not_the_environment(tiny_model, tmp_path, monkeypatch):
-    """LayerTask.delay makes the task wait before it starts; no pipeline module reads a test-only variable."""
+def test_each_tasks_call_is_a_run_of_its_own_and_a_task_writes_its_layer(tiny_model, tmp_path):
+    """The tasks of one tasks() call share one run token, another call's have another; a task run in this process
+    writes its layer. No pipeline module reads a variable of the environment that only tests set."""
     import dataclasses
     import pathlib
-    import time
 
     from pipeline.run import open_store, plan_model, run_task
 
     _, folder = tiny_model("bert", name="slow")
     store = tmp_path / "s.zarr"
     plan = plan_model(folder, open_store(str(store)))
-    task = plan.tasks(str(store), delay=0.4)[0]
-    plain = plan.tasks(str(store))[0]
-    assert task.delay == 0.4 and dataclasses.replace(task, delay=0.0, run=plain.run) == plain
-    assert task.run != plain.run  # each call of tasks() is a run of its own
+    first, second = plan.tasks(str(store)), plan.tasks(str(store))
+    assert len({t.run for t in first}) == 1 and first[0].run != second[0].run  # each call of tasks() is its own run
+    assert [dataclasses.replace(t, run=first[0].run) for t in second] == first
     open_store(str(store)).register(plan.row)
-    start = time.perf_counter()
-    assert run_task(task) == task.layer
-    assert time.perf_counter() - start >= 0.4
-    assert open_store(str(store)).layers_done(plan.name)[task.layer]
+    assert run_task(first[0]) == first[0].layer
+    assert open_store(str(store)).layers_done(plan.name)[first[0].layer]
     sources = pathlib.Path(__file__).resolve().parents[2] / "pipeline"
     assert not [p for p in sources.rglob("*.py") if "HEADGEOMETRY_TEST_" in p.read_text()]

@@ -9,7 +9,9 @@ is left as the first run made it.
 from __future__ import annotations
 
 import multiprocessing
+import multiprocessing.connection
 import os
+import shutil
 import time
 
 import numpy as np
@@ -18,13 +20,13 @@ import pytest
 from pipeline import store as st
 from tests.factories import random_layers
 from tests.faults import tree_digest
+from tests.faults.figures import record
 
 pytestmark = pytest.mark.timeout(300)  # a hung child fails the test instead of the run
 
 CTX = multiprocessing.get_context("fork")
 TRIALS = int(os.environ.get("HEADGEOMETRY_CONCURRENT_TRIALS", 10))
 WRITERS = 3
-HELD: dict[str, int] = {}
 
 
 def row(k: int) -> st.ModelRow:
@@ -38,13 +40,17 @@ def values(k: int, trial: int):
     return random_layers(np.random.default_rng(1000 * trial + k), r.n_layers, r.n_heads)
 
 
-def run_model(path, k: int, trial: int, barrier, hold_s: float = 0.0, wait: bool = False, use_lock=False):
-    """One `profiles` run, as a process: register, write every layer, mark complete."""
+def run_model(path, k: int, trial: int, barrier, hold_s: float = 0.0, wait: bool = False, use_lock=False,
+              release=None):
+    """One `profiles` run, as a process: register, write every layer, mark complete (holding the model's writer
+    lock with ``use_lock``, and with ``release`` first waiting, lock held, until the event is set)."""
     barrier.wait(timeout=60)
     r = row(k)
     try:
         if use_lock:
             with st.Store.open(path).writer(r.name, wait=wait):
+                if release is not None:
+                    release.wait(60)
                 write_all(path, r, values(k, trial), hold_s)
         else:
             write_all(path, r, values(k, trial), hold_s)
@@ -62,11 +68,17 @@ def write_all(path, r, vals, hold_s=0.0):
     st.Store.open(path).mark_complete(r.name)
 
 
-def start(path, jobs, **kw):
+def start(path, jobs, release=None, **kw):
+    """Run ``jobs`` ((model, trial) each) as processes started together at a barrier; their exit codes. With
+    ``release`` (an event the processes get), it is set as soon as the first process has exited."""
     barrier = CTX.Barrier(len(jobs))
-    procs = [CTX.Process(target=run_model, args=(str(path), k, t, barrier), kwargs=kw) for k, t in jobs]
+    procs = [CTX.Process(target=run_model, args=(str(path), k, t, barrier), kwargs=kw | {"release": release})
+             for k, t in jobs]
     for p in procs:
         p.start()
+    if release is not None:
+        multiprocessing.connection.wait([p.sentinel for p in procs], timeout=120)
+        release.set()
     for p in procs:
         p.join(120)
     return [p.exitcode for p in procs]
@@ -76,10 +88,13 @@ def start(path, jobs, **kw):
 @pytest.mark.slow
 def test_concurrent_runs_of_different_models_keep_every_registration(tmp_path, preexisting):
     held = 0
+    template = tmp_path / "with-a-model.zarr"
+    if preexisting:
+        write_all(template, row(9), values(9, 0))  # written once, copied into each trial's store
     for trial in range(TRIALS):
         path = tmp_path / f"t{trial}.zarr"
         if preexisting:
-            write_all(path, row(9), values(9, trial))
+            shutil.copytree(template, path)
         codes = start(path, [(k, trial) for k in range(WRITERS)])
         assert codes == [0] * WRITERS, f"trial {trial}: exit codes {codes}"
         ds = st.Store.open(path, mode="r").dataset("profiles")
@@ -96,7 +111,8 @@ def test_concurrent_runs_of_different_models_keep_every_registration(tmp_path, p
                 np.testing.assert_array_equal(ds.norm.sel(model=r.name).values[layer, : r.n_heads, 7], n)
         assert st.Store.open(path).verify() == []
         held += 1
-    HELD[f"different models, {'store with a model' if preexisting else 'empty store'}"] = held
+    record("concurrent trials held", f"different models, {'store with a model' if preexisting else 'empty store'}",
+           held)
     print(f"\n{held} of {TRIALS} trials of {WRITERS} concurrent writers held every registration and value")
 
 
@@ -106,7 +122,8 @@ def test_same_model_twice_the_second_is_refused_and_the_first_kept(tmp_path, cap
     write_all(path, row(5), values(5, 0))  # something already in the store
     refused = 0
     for trial in range(TRIALS):
-        codes = start(path, [(1, trial), (1, trial)], hold_s=0.6, use_lock=True)
+        # both at once; the one that gets the lock holds it until the other has exited (refused)
+        codes = start(path, [(1, trial), (1, trial)], use_lock=True, release=CTX.Event())
         assert sorted(codes) == [0, 5], f"trial {trial}: exit codes {codes}"
         out = capfd.readouterr().out
         assert "'model-1' is being written to" in out and "--name" in out
@@ -117,7 +134,7 @@ def test_same_model_twice_the_second_is_refused_and_the_first_kept(tmp_path, cap
         assert bool(ds.complete.sel(model="model-1"))
         np.testing.assert_array_equal(ds.profile.sel(model="model-1").values[0, :3, 0], values(1, trial)[0][0])
         st.Store.open(path).reset("model-1")
-    HELD["same model twice, refused"] = refused
+    record("concurrent trials held", "same model twice, refused", refused)
 
 
 def test_same_model_refused_while_a_run_holds_it_and_the_store_unchanged(tmp_path):

@@ -228,7 +228,7 @@ def test_every_reader_sees_the_damage_and_writes_nothing(path, tmp_path, capsys,
 
     assert main(["list", "--store", str(path)]) == 0
     out = capsys.readouterr().out
-    table = {r.split()[0]: r.split()[1] for r in out.split(f"The store {path}:")[1].strip().splitlines()[1:3]}
+    table = {r.split()[0]: r.split()[1] for r in out.split(f"The store {path} (from --store)")[1].splitlines()[2:4]}
     assert table == {"A": "damaged", "C": "complete"}
     said = [x.removeprefix("A: ") for x in out.splitlines() if x.startswith("A: ")]
     assert len(said) == 1 and line.fullmatch(said[0]), said

@@ -26,7 +26,8 @@ from pipeline import store as st
 from pipeline.schema import STR_FIELDS, model_rows
 from pipeline.store import groups
 from tests.factories import random_layers, write_model
-from tests.faults import kill_points
+from tests.faults import kill_points, tree_digest
+from tests.faults.figures import record
 
 # a hung child fails the test instead of the run; every kill point (HEADGEOMETRY_KILL_STRIDE=1) takes longer
 pytestmark = pytest.mark.timeout(3600 if os.environ.get("HEADGEOMETRY_KILL_STRIDE") else 300)
@@ -34,7 +35,6 @@ pytestmark = pytest.mark.timeout(3600 if os.environ.get("HEADGEOMETRY_KILL_STRID
 A = st.ModelRow("A", 2, 3, 16, 4, "learned absolute", source="here", command="python -m pipeline profiles A")
 B = st.ModelRow("B", 4, 5, 20, 4, "rope", source="there", family="llama", command="python -m pipeline profiles B",
                 rotary_dim=4, format="gguf", quantization="Q4_1", note="a bigger model: the store grows")
-SURVIVED: dict[str, int] = {}
 
 
 A_LAYERS = random_layers(np.random.default_rng(0), 2, 3)
@@ -61,20 +61,26 @@ OLD_SWEEP, NEW_SWEEP = sweep_ds(5, 3), sweep_ds(8, 4)
 
 @pytest.fixture(scope="module")
 def template(tmp_path_factory) -> Path:
-    """A store with model A complete, an orbits and an orbits_sweep group."""
+    """A store with model A complete, an orbits and an orbits_sweep group; byte-identical at the end (the copies
+    share its files)."""
     path = tmp_path_factory.mktemp("template") / "s.zarr"
     write_model(path, A, A_LAYERS, revision="r1")
     st.Store.open(path).replace_group("orbits", OLD_ORBITS)
     st.Store.open(path).replace_group("orbits_sweep", OLD_SWEEP)
-    return path
+    digest = tree_digest(path)
+    yield path
+    assert tree_digest(path) == digest, "a write changed a file of the template in place through a copy's link"
 
 
 def copier(template: Path, path: Path):
+    """A fresh copy of ``template`` at ``path`` (none: no store), its files hard links to the template's: every
+    write of the store and of zarr replaces a file whole (a new file renamed over the old), so a copy's writes
+    never reach the template (the template fixture checks it)."""
     def prepare():
         shutil.rmtree(path, ignore_errors=True)
         shutil.rmtree(path.parent / f".{path.name}.writer", ignore_errors=True)
         if template is not None:
-            shutil.copytree(template, path)
+            shutil.copytree(template, path, copy_function=os.link)
     return prepare
 
 
@@ -129,7 +135,8 @@ def assert_group(path: Path, group: str, options: list[xr.Dataset]) -> int:
 
 
 def count(name: str, n: int) -> None:
-    SURVIVED[name] = SURVIVED.get(name, 0) + 1
+    """One more kill point ``n`` of the operation ``name`` survived (the fault tests' summary)."""
+    record("kill points survived", name)
 
 
 # ------------------------------------------------------------------------------------------ scenarios
@@ -251,14 +258,14 @@ def test_plain_xarray_sees_the_old_or_new_group_at_every_kill(template, tmp_path
     recovers: with the exchange always the old or the new group; with the fallback (two renames, the
     exchange made unavailable) the group is missing at exactly the kill point between the renames, and the
     next open of the store restores it."""
-    if how == "exchange" and groups._renameat2() is None:
+    if how == "exchange" and groups.renameat2() is None:
         pytest.skip("renameat2 is not available on this system (not Linux, or a libc without it)")
-    monkeypatch.setenv("HEADGEOMETRY_KILL_STRIDE", "1")
     monkeypatch.setattr(groups, "exchange", exchange_as_a_kill_point(groups.exchange) if how == "exchange"
                         else lambda a, b: False)
     path = tmp_path / "s.zarr"
     seen, missing, points = set(), [], 0
-    for n in kill_points(lambda: st.Store.open(path).replace_group("orbits", NEW_ORBITS), copier(template, path)):
+    for n in kill_points(lambda: st.Store.open(path).replace_group("orbits", NEW_ORBITS), copier(template, path),
+                         stride=1):
         got = plain_group(path, "orbits", [OLD_ORBITS, NEW_ORBITS])
         if got is None:
             missing.append(n)
@@ -316,4 +323,4 @@ def downgrade_to_v1(path: Path) -> None:
         meta = json.loads((path / g / "zarr.json").read_text())
         meta["attributes"]["schema_version"] = 1
         (path / g / "zarr.json").write_text(json.dumps(meta))
-    st.Store(str(path), "a")._consolidate()
+    st.Store(str(path), "a").journal.consolidate()

@@ -13,6 +13,8 @@ Rotary models: transformers computes the rotation angles in float32, so they com
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 
@@ -284,3 +286,114 @@ def test_suffix_matching_ignores_mask_buffers_and_prefixes():
     assert qk_tensor_names(layout, names, 1, fold_ln=True)["ln"] == "transformer.h.1.ln_1.weight"
     with pytest.raises(ArchitectureError, match=r"no tensor named '\*h.1.attn.c_attn.weight'"):
         qk_tensor_names(layout, [n for n in names if n != "transformer.h.1.attn.c_attn.weight"], 1)
+
+
+# ---------------------------------------------------------------------------------------- the family table
+
+
+def test_an_unsupported_family_lists_the_supported_ones_and_the_docs_section():
+    from pipeline.architectures import FAMILIES
+
+    with pytest.raises(ArchitectureError) as err:
+        layout_from_config({"model_type": "t5"})
+    message = str(err.value)
+    assert all(name in message for name in FAMILIES) and len(FAMILIES) >= 30
+    assert 'docs/architecture.md, section "Adding a family"' in message
+    with pytest.raises(ArchitectureError, match=r"bert with position_embedding_type 'relative_key'.*not supported"):
+        layout_from_config({"model_type": "bert", "hidden_size": 8, "num_attention_heads": 2, "num_hidden_layers": 1,
+                            "position_embedding_type": "relative_key"})
+
+
+CLIP = {"model_type": "clip", "text_config": {"hidden_size": 32, "num_attention_heads": 4, "num_hidden_layers": 2},
+        "vision_config": {"hidden_size": 48, "num_attention_heads": 3, "num_hidden_layers": 5}}
+
+
+def test_towers_are_models_of_their_own():
+    from pipeline.architectures import towers
+
+    assert towers(CLIP) == ("text", "vision") and towers({"model_type": "whisper"}) == ("encoder", "decoder")
+    assert towers({"model_type": "llama"}) == ()
+    text, vision = layout_from_config(CLIP, "text"), layout_from_config(CLIP, "vision")
+    assert (text.tower, text.n_layers, text.n_heads, text.d_model, text.d_head) == ("text", 2, 4, 32, 8)
+    assert (vision.tower, vision.n_layers, vision.n_heads, vision.d_model, vision.d_head) == ("vision", 5, 3, 48, 16)
+    alone = layout_from_config({"model_type": "clip_vision_model"} | CLIP["vision_config"])
+    assert alone.shape.mismatches(vision) == {"family": ("clip_vision_model", "clip")}
+    whisper = {"model_type": "whisper", "d_model": 24, "encoder_attention_heads": 4, "decoder_attention_heads": 6,
+               "encoder_layers": 3, "decoder_layers": 2}
+    enc, dec = layout_from_config(whisper, "encoder"), layout_from_config(whisper, "decoder")
+    assert (enc.n_layers, enc.n_heads, dec.n_layers, dec.n_heads) == (3, 4, 2, 6)
+    with pytest.raises(ArchitectureError, match=r"clip is a model of 2 towers \(text, vision\): name one of them"):
+        layout_from_config(CLIP)
+    with pytest.raises(ArchitectureError, match="not 'audio'"):
+        layout_from_config(CLIP, "audio")
+    with pytest.raises(ArchitectureError, match="llama has no towers"):
+        layout_from_config({"model_type": "llama"}, "text")
+
+
+def _transformers_dict(cfg_cls: str, **kw) -> dict:
+    return getattr(transformers, cfg_cls)(vocab_size=64, **kw).to_dict()
+
+
+def test_old_config_keys_give_what_transformers_makes_of_them():
+    """Configs on the Hub written before transformers 5 (flat rope keys, a sliding pattern, SmolLM3's interval) give
+    the layout of the config transformers converts them to."""
+    gemma3 = dict(model_type="gemma3_text", hidden_size=32, num_attention_heads=4, num_key_value_heads=2, head_dim=8,
+                  num_hidden_layers=7, query_pre_attn_scalar=16, rope_theta=5e5, rope_local_base_freq=300.0,
+                  rope_scaling={"rope_type": "linear", "factor": 8.0}, sliding_window_pattern=3)
+    old = layout_from_config(gemma3)
+    assert old == layout_from_config(_transformers_dict("Gemma3TextConfig", **{k: v for k, v in gemma3.items()
+                                                                                if k != "model_type"}))
+    kinds = [(p.rope_theta, p.scaling) for p in old.layers]
+    assert kinds[2] == (5e5, (("rope_type", "linear"), ("factor", 8.0))) and kinds[0] == kinds[1] == (300.0, ())
+    modern = dict(hidden_size=32, num_attention_heads=4, num_hidden_layers=5, global_rope_theta=5000.0,
+                  local_rope_theta=50.0, global_attn_every_n_layers=2, pad_token_id=0, bos_token_id=1,
+                  eos_token_id=2, cls_token_id=3, sep_token_id=4)
+    old = layout_from_config({"model_type": "modernbert"} | modern)
+    assert old == layout_from_config(_transformers_dict("ModernBertConfig", **modern))
+    assert [p.rope_theta for p in old.layers] == [5000.0, 50.0, 5000.0, 50.0, 5000.0]
+    smol = layout_from_config({"model_type": "smollm3", "hidden_size": 32, "num_attention_heads": 4,
+                               "num_hidden_layers": 8, "no_rope_layer_interval": 4})
+    assert [p.kind for p in smol.layers] == ["rope", "rope", "rope", "none"] * 2 and smol.positional == "rope"
+    falcon = layout_from_config({"model_type": "falcon", "hidden_size": 64, "n_head": 8, "n_layer": 2,
+                                 "new_decoder_architecture": True, "n_head_kv": 2})
+    assert (falcon.n_heads, falcon.n_kv_heads, falcon.spec.split, falcon.spec.ln) == (8, 2, "groups",
+                                                                                     "h.{l}.ln_attn.weight")
+
+
+def test_rotations_of_a_model_whose_layers_differ_name_the_layer():
+    smol = layout_from_config({"model_type": "smollm3", "hidden_size": 32, "num_attention_heads": 4,
+                               "num_hidden_layers": 4})
+    with pytest.raises(ValueError, match="pass layer="):
+        rotations(smol)
+    assert rotations(smol, layer=3) is None and rotations(smol, layer=0).shape == (N_OFFSETS, 8, 8)
+    assert rotations(smol, layer=0) is rotations(smol, layer=2)  # one array per kind, shared (read-only)
+    assert not rotations(smol, layer=0).flags.writeable
+
+
+def test_a_fused_tensor_of_the_wrong_shape_is_named():
+    from pipeline.architectures import check_layer
+
+    layout = layout_from_config({"model_type": "phi3", "hidden_size": 16, "num_attention_heads": 4,
+                                 "num_key_value_heads": 2, "num_hidden_layers": 1})
+
+    class Shapes:
+        def tensor_names(self):
+            return ["model.layers.0.self_attn.qkv_proj.weight"]
+
+        def shape(self, name):
+            return (48, 16)  # [q | k | v] of 4 + 2 + 2 heads of 4 would be 32 rows
+
+    with pytest.raises(ArchitectureError, match=r"qkv_proj.weight' has shape \(48, 16\), expected \(32, 16\)"):
+        check_layer(Shapes(), layout, 0)
+
+
+def test_the_docs_table_lists_every_family_of_the_table():
+    from pathlib import Path
+
+    from pipeline.architectures import FAMILIES
+
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "architecture.md").read_text()
+    section = doc[doc.index("### Families"):doc.index("### Adding a family")]
+    rows = [line.split("|")[1] for line in section.splitlines() if line.startswith("| `")]
+    named = {n for cell in rows for n in re.findall(r"`([^`]+)`", cell)}
+    assert set(FAMILIES) <= named, set(FAMILIES) - named

@@ -68,7 +68,9 @@ def test_both_clis_use_it():
     from pipeline.models import compute_command
     from pipeline.orbits import cli, config
 
-    assert not hasattr(profiles_cli, "add_dataclass_arguments") and not hasattr(config, "config_flags")
+    assert profiles_cli.add_dataclass_arguments is cli_args.add_dataclass_arguments and not hasattr(config,
+                                                                                                     "config_flags")
+    assert "add_dataclass_arguments(p, RunOptions)" in inspect.getsource(profiles_cli.register)
     assert "add_dataclass_arguments" in inspect.getsource(cli.add_config_arguments)
     assert compute_command("./ckpt", "n", True) == cli_args.command("python -m pipeline profiles", ["./ckpt"],
                                                                     {"name": "n", "fold_ln": True})

@@ -22,7 +22,7 @@ import pytest
 import xarray as xr
 from safetensors.numpy import load_file, save_file
 
-from pipeline import profiles_cli
+from pipeline import profiles_cli, run_executors, run_plan, run_tasks
 from pipeline import run as run_module
 from pipeline.models import MODELS, SEED_MODELS
 from tests.conftest import KINDS, ln_gain, torch
@@ -196,7 +196,7 @@ def test_interrupted_run_resumes_and_complete_runs_are_skipped(tiny_model, tmp_p
     model, folder = tiny_model("opt-postnorm")  # 3 layers
     store = tmp_path / "s.zarr"
     first = CountingCompute(interrupt_at=2)
-    monkeypatch.setattr(run_module, "compute_layer", first)
+    monkeypatch.setattr(run_executors, "compute_layer", first)
     with pytest.raises(Crash):
         cli("profiles", folder, "--store", store, "--quiet")
     ds = open_store(store)
@@ -204,7 +204,7 @@ def test_interrupted_run_resumes_and_complete_runs_are_skipped(tiny_model, tmp_p
     assert ds.layer_done.values[0].tolist()[:3] == [True, True, False]
 
     again = CountingCompute()
-    monkeypatch.setattr(run_module, "compute_layer", again)
+    monkeypatch.setattr(run_executors, "compute_layer", again)
     assert cli("profiles", folder, "--store", store, "--quiet") == 0
     assert again.layers == [2]
     m = open_store(store).isel(model=0)
@@ -212,14 +212,14 @@ def test_interrupted_run_resumes_and_complete_runs_are_skipped(tiny_model, tmp_p
     np.testing.assert_allclose(m.profile.values, expected_profiles(model, "opt-postnorm")[0], rtol=0, atol=1e-9)
 
     skip = CountingCompute()
-    monkeypatch.setattr(run_module, "compute_layer", skip)
+    monkeypatch.setattr(run_executors, "compute_layer", skip)
     before = snapshot(store)
     assert cli("profiles", folder, "--store", store, "--quiet") == 0
     assert skip.layers == [] and "already complete" in capsys.readouterr().out
     assert snapshot(store) == before
 
     force = CountingCompute()
-    monkeypatch.setattr(run_module, "compute_layer", force)
+    monkeypatch.setattr(run_executors, "compute_layer", force)
     assert cli("profiles", folder, "--store", store, "--force", "--quiet") == 0
     assert force.layers == [0, 1, 2]
     np.testing.assert_array_equal(open_store(store).isel(model=0).profile.values, m.profile.values)
@@ -392,6 +392,8 @@ def test_profile_layer_task_writes_what_the_local_run_writes(tiny_model, tmp_pat
 
 
 def test_provenance_and_the_checkpoints_own_name_go_into_the_row(tiny_model, tmp_path, monkeypatch):
+    from dataclasses import replace
+
     from pipeline import checkpoints
     from pipeline.store import Store
 
@@ -406,10 +408,10 @@ def test_provenance_and_the_checkpoints_own_name_go_into_the_row(tiny_model, tmp
 
     def self_named(*args, **kwargs):  # as a GGUF file names itself (general.name)
         ck = real(*args, **kwargs)
-        ck.provenance.update(name="its-own-name", note="a note for the dashboard")
+        ck.own_name, ck.provenance = "its-own-name", replace(ck.provenance, note="a note for the dashboard")
         return ck
 
-    monkeypatch.setattr(checkpoints, "open_checkpoint", self_named)
+    monkeypatch.setattr(run_plan, "open_checkpoint", self_named)  # where planning opens it
     assert cli("profiles", folder, "--store", store, "--quiet") == 0
     row = Store.open(store, "r").row("its-own-name")
     assert row.note == "a note for the dashboard" and row.command == f"python -m pipeline profiles {folder}"
@@ -436,7 +438,7 @@ def test_read_ahead_gives_each_layer_as_read_and_reads_the_next_only_when_small(
             raise OSError(f"layer {layer} unreadable")
         return real(ckpt, layout, layer, fold_ln)
 
-    monkeypatch.setattr(architectures, "layer_qk", spy)
+    monkeypatch.setattr(run_tasks, "layer_qk", spy)  # where the read-ahead reads
     broken = None
     with run_module.read_ahead(plan) as take:
         for i in plan.todo:
@@ -447,13 +449,13 @@ def test_read_ahead_gives_each_layer_as_read_and_reads_the_next_only_when_small(
     assert reads == [(0, False), (1, True), (2, True)]
 
     reads.clear()
-    monkeypatch.setattr(run_module, "READ_AHEAD_BYTES", 0)
+    monkeypatch.setattr(run_tasks, "READ_AHEAD_BYTES", 0)
     with run_module.read_ahead(plan) as take:
         for i in plan.todo:
             take(i)
     assert reads == [(0, False), (1, False), (2, False)]
 
-    monkeypatch.setattr(run_module, "READ_AHEAD_BYTES", 64 << 20)
+    monkeypatch.setattr(run_tasks, "READ_AHEAD_BYTES", 64 << 20)
     reads.clear()
     broken = 2
     with run_module.read_ahead(plan) as take:

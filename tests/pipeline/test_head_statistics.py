@@ -66,14 +66,14 @@ def check(W_Q, W_K, n, got_stats, got_spec, kv=None, R0=None, gain=None):
 def test_statistics_and_spectrum_match_the_dense_computation(N, n, H):
     rng = np.random.default_rng(N + n)
     W_Q, W_K = rng.normal(size=(H, n, N)), rng.normal(size=(H, n, N))
-    prof, norm, stats, spec = head_profiles(W_Q, W_K, statistics=True)
+    prof, norm, stats, spec = head_profiles(W_Q, W_K, at_zero=True).layer_values()
     assert stats.shape == (H, len(STATISTICS)) and spec.shape == (H, min(N, 2 * n))
     check(W_Q, W_K, n, stats, spec)
     np.testing.assert_allclose(stats[:, IDX["symmetric_energy"]], 1 - prof[:, 0], atol=1e-12)
     # statistics change nothing about the profile
-    p2, n2 = head_profiles(W_Q, W_K)
-    np.testing.assert_array_equal(p2, prof)
-    np.testing.assert_array_equal(n2, norm)
+    plain = head_profiles(W_Q, W_K)
+    np.testing.assert_array_equal(plain.profile, prof)
+    np.testing.assert_array_equal(plain.norm, norm)
 
 
 def test_grouped_query_rotary_and_folded_heads_at_d0():
@@ -85,21 +85,21 @@ def test_grouped_query_rotary_and_folded_heads_at_d0():
     kv = np.array([0, 0, 1, 1])
     gain = rng.uniform(0.5, 2.0, size=N)
     R = rotation_matrices(n, n, 100.0, 9)
-    prof, norm, stats, spec = head_profiles(W_Q, W_K, R, kv_of_head=kv, gain=gain, statistics=True, chunk_bytes=1)
+    prof, norm, stats, spec = head_profiles(W_Q, W_K, R, kv_of_head=kv, gain=gain, at_zero=True).layer_values()
     check(W_Q.astype(np.float64), W_K.astype(np.float64), n, stats, spec, kv=kv, R0=R[0], gain=gain)
-    _, _, s2, sp2 = head_profiles(W_Q, W_K, R[:1], kv_of_head=kv, gain=gain, statistics=True)
+    _, _, s2, sp2 = head_profiles(W_Q, W_K, R[:1], kv_of_head=kv, gain=gain, at_zero=True).layer_values()
     np.testing.assert_allclose(stats, s2, rtol=1e-12, atol=1e-14)  # the same head at d = 0 alone
     np.testing.assert_allclose(spec, sp2, atol=1e-14)
     # a partial-rotary layer (half the dimensions rotated): R(0) is the identity there too
     R = rotation_matrices(n, n // 2, 10000.0, 5)
-    _, _, s3, sp3 = head_profiles(W_Q, W_K, R, kv_of_head=kv, gain=gain, statistics=True)
+    _, _, s3, sp3 = head_profiles(W_Q, W_K, R, kv_of_head=kv, gain=gain, at_zero=True).layer_values()
     np.testing.assert_allclose(s3, stats, rtol=1e-12, atol=1e-14)
 
 
 def test_the_spectrum_is_the_eigenvalues_of_S_decreasing_and_the_profile_follows_from_it():
     rng = np.random.default_rng(2)
     W_Q, W_K = rng.normal(size=(3, 5, 20)), rng.normal(size=(3, 5, 20))
-    prof, _, stats, spec = head_profiles(W_Q, W_K, statistics=True)
+    prof, _, stats, spec = head_profiles(W_Q, W_K, at_zero=True).layer_values()
     assert np.all(np.diff(spec, axis=-1) <= 0)
     pos, neg = np.maximum(spec, 0), np.sort(np.maximum(-spec, 0), axis=-1)[:, ::-1]
     np.testing.assert_allclose(2 * np.sum(pos * neg, axis=-1), prof[:, 1], atol=1e-12)  # b = 2 <lambda_+, lambda_->
@@ -111,7 +111,7 @@ def test_the_vertices_and_the_undefined_cases():
     n, N = 3, 10
     Y = rng.normal(size=(n, N))
     # positive semidefinite Y^T Y: lambda_- = 0, so rho = 0, the bound 0, lobe_departure undefined (NaN)
-    _, _, s, spec = head_profiles(Y[None], Y[None], statistics=True)
+    _, _, s, spec = head_profiles(Y[None], Y[None], at_zero=True).layer_values()
     s = dict(zip(STATISTICS, s[0], strict=True))
     assert (s["n_pos"], s["n_neg"], s["n_zero"]) == (3, 0, 3)
     assert s["rho"] == 0 and s["pairing_bound"] == 0 and np.isnan(s["lobe_departure"])
@@ -119,7 +119,7 @@ def test_the_vertices_and_the_undefined_cases():
     assert s["symmetric_energy"] == pytest.approx(1, abs=1e-14) and s["pairing"] == pytest.approx(0, abs=1e-14)
     assert np.all(spec[0, 3:] == 0)
     # negative semidefinite: lambda_+ = 0, so rho (and everything built on it) is NaN
-    _, _, s, _ = head_profiles(-Y[None], Y[None], statistics=True)
+    _, _, s, _ = head_profiles(-Y[None], Y[None], at_zero=True).layer_values()
     s = dict(zip(STATISTICS, s[0], strict=True))
     assert np.isnan([s["rho"], s["pairing_bound"], s["pairing_gap"], s["lobe_departure"]]).all()
     assert s["d_sym"] == 1 and (s["n_pos"], s["n_neg"]) == (0, 3)
@@ -128,7 +128,7 @@ def test_the_vertices_and_the_undefined_cases():
     A = M - M.T  # rank N: as a head of dimension N
     U, sv, Vt = np.linalg.svd(A)
     W_K, W_Q = U.T, sv[:, None] * Vt  # A = W_K^T W_Q
-    _, _, s, spec = head_profiles(W_Q[None], W_K[None], statistics=True)
+    _, _, s, spec = head_profiles(W_Q[None], W_K[None], at_zero=True).layer_values()
     s = dict(zip(STATISTICS, s[0], strict=True))
     assert s["symmetric_energy"] == 0 and s["n_zero"] == N and s["trace_ratio"] == pytest.approx(0, abs=1e-12)
     for name in ("balance", "pairing", "rho", "pairing_bound", "pairing_gap", "lobe_departure", "b_sym"):
@@ -138,12 +138,12 @@ def test_the_vertices_and_the_undefined_cases():
     x, y = rng.normal(size=(1, N)), rng.normal(size=(1, N))
     W_Q = np.vstack([x, np.zeros((n - 1, N))])[None]
     W_K = np.vstack([y, np.zeros((n - 1, N))])[None]
-    _, _, s, _ = head_profiles(W_Q, W_K, statistics=True)
+    _, _, s, _ = head_profiles(W_Q, W_K, at_zero=True).layer_values()
     s = dict(zip(STATISTICS, s[0], strict=True))
     assert s["participation_ratio"] == pytest.approx(1) and s["stable_rank"] == pytest.approx(1)
     assert s["leading_share"] == pytest.approx(1)
     # L = 0: no statistics, no spectrum
-    _, norm, s, spec = head_profiles(np.zeros((1, n, N)), Y[None], statistics=True)
+    _, norm, s, spec = head_profiles(np.zeros((1, n, N)), Y[None], at_zero=True).layer_values()
     assert norm[0] == 0 and np.isnan(s).all() and np.isnan(spec).all()
 
 
@@ -160,7 +160,7 @@ def stored_statistics(store, name):
 def test_every_run_path_writes_the_statistics_of_the_checkpoint(tiny_model, tmp_path):
     """In-process, a process pool and a dask cluster write the same statistics, those of the dense L(0) of each
     head of a grouped-query rotary checkpoint (4 query heads on 2 key heads, n = 12, N = 32)."""
-    from pipeline.run import close_client, make_client, open_store, plan_model, run_dask, run_profiles
+    from pipeline.run import open_cluster, open_store, plan_model, run_dask, run_profiles
 
     model, folder = tiny_model("mistral")
     H, Hkv, n, N = 4, 2, 12, 32
@@ -169,12 +169,9 @@ def test_every_run_path_writes_the_statistics_of_the_checkpoint(tiny_model, tmp_
     runs["inline"] = stored_statistics(tmp_path / "inline.zarr", "m")
     run_profiles([folder], tmp_path / "pool.zarr", name="m", progress=False, log=lambda *_: None, workers=1)
     runs["pool"] = stored_statistics(tmp_path / "pool.zarr", "m")
-    client = make_client(workers=1, processes=False)
-    try:
+    with open_cluster(workers=1, processes=False) as cluster:
         store = open_store(str(tmp_path / "dask.zarr"))
-        run_dask([plan_model(folder, store, name="m")], store, client, progress=False)
-    finally:
-        close_client(client)
+        run_dask([plan_model(folder, store, name="m")], store, cluster.client, progress=False)
     runs["dask"] = stored_statistics(tmp_path / "dask.zarr", "m")
     for layer, block in enumerate(model.model.layers):
         W_Q = block.self_attn.q_proj.weight.detach().numpy().reshape(H, n, N)

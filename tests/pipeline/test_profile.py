@@ -1,6 +1,5 @@
 """The profile math: low-rank route against the naive N x N oracle and against closed forms."""
 
-import sys
 import warnings
 
 import numpy as np
@@ -9,7 +8,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pipeline import profile as prof_module
-from pipeline.profile import head_profiles, naive_profiles, profile_of_cores
+from pipeline.profile import Kernels, eigen, head_profiles, naive_profiles, profile_of_cores, span, spectra
+from pipeline.profile import lapack as numpy_route
 from pipeline.rotary import rotation_matrices
 
 
@@ -40,7 +40,8 @@ def test_low_rank_matches_naive_oracle(seed, N, n, H):
     rng = np.random.default_rng(seed)
     W_Q = rng.normal(size=(H, n, N)) * rng.uniform(0.1, 10)
     W_K = rng.normal(size=(H, n, N))
-    prof, norm = head_profiles(W_Q, W_K)
+    out = head_profiles(W_Q, W_K)
+    prof, norm = out.profile, out.norm
     for h in range(H):
         L = dense_L(W_Q[h], W_K[h])
         np.testing.assert_allclose(prof[h], naive_oracle(L), atol=1e-10)
@@ -58,7 +59,8 @@ def test_rotary_low_rank_matches_naive_at_every_offset(seed, rot_frac, style):
     H, n, N = 2, 16, 40
     W_Q, W_K = rng.normal(size=(H, n, N)), rng.normal(size=(H, n, N))
     R = rotation_matrices(n, int(n * rot_frac), 10000.0, 129, style=style)
-    prof, norm = head_profiles(W_Q, W_K, R)
+    out = head_profiles(W_Q, W_K, R)
+    prof, norm = out.profile, out.norm
     assert prof.shape == (H, 129, 4) and norm.shape == (H, 129)
     L = dense_L(W_Q, W_K, R)
     for h in range(H):
@@ -82,7 +84,7 @@ def as_heads(L):
 def test_closed_forms_diagonal(diag, expected):
     L = np.diag(diag)
     np.testing.assert_allclose(naive_profiles(L)[0], expected, atol=1e-15)
-    np.testing.assert_allclose(head_profiles(*as_heads(L))[0][0], expected, atol=1e-15)
+    np.testing.assert_allclose(head_profiles(*as_heads(L)).profile[0], expected, atol=1e-15)
     np.testing.assert_allclose(naive_oracle(L), expected, atol=1e-15)
 
 
@@ -94,7 +96,7 @@ def test_rank_one_closed_form(theta):
     u = Q[:, 0]
     v = np.cos(theta) * Q[:, 0] + np.sin(theta) * Q[:, 1]
     W_K, W_Q = u[None, None, :] * 2.5, v[None, None, :]  # L = W_K^T W_Q = 2.5 u v^T
-    prof = head_profiles(W_Q, W_K)[0][0]
+    prof = head_profiles(W_Q, W_K).profile[0]
     s2, c = np.sin(theta) ** 2, np.cos(theta)
     expected = [s2 / 2, s2 / 2, c**2 if c > 0 else 0.0, c**2 if c < 0 else 0.0]
     np.testing.assert_allclose(prof, expected, atol=1e-12)
@@ -107,21 +109,21 @@ def random_heads(seed, H=3, n=8, N=30):
 
 def test_invariances():
     W_Q, W_K = random_heads(0)
-    p = head_profiles(W_Q, W_K)[0]
+    p = head_profiles(W_Q, W_K).profile
     # transpose: swapping the roles of Q and K gives L^T, same profile (non-rotary)
-    np.testing.assert_allclose(head_profiles(W_K, W_Q)[0], p, atol=1e-12)
+    np.testing.assert_allclose(head_profiles(W_K, W_Q).profile, p, atol=1e-12)
     # positive scaling
-    np.testing.assert_allclose(head_profiles(7.3 * W_Q, W_K)[0], p, atol=1e-12)
+    np.testing.assert_allclose(head_profiles(7.3 * W_Q, W_K).profile, p, atol=1e-12)
     # orthogonal change of basis of the residual stream: L -> O^T L O
     O, _ = np.linalg.qr(np.random.default_rng(5).normal(size=(30, 30)))
-    np.testing.assert_allclose(head_profiles(W_Q @ O, W_K @ O)[0], p, atol=1e-12)
+    np.testing.assert_allclose(head_profiles(W_Q @ O, W_K @ O).profile, p, atol=1e-12)
     # -L swaps c and d
-    np.testing.assert_allclose(head_profiles(-W_Q, W_K)[0], p[:, [0, 1, 3, 2]], atol=1e-12)
+    np.testing.assert_allclose(head_profiles(-W_Q, W_K).profile, p[:, [0, 1, 3, 2]], atol=1e-12)
 
 
 def test_random_heads_sit_near_half_half():
     W_Q, W_K = random_heads(3, H=8, n=64, N=512)
-    p = head_profiles(W_Q, W_K)[0]
+    p = head_profiles(W_Q, W_K).profile
     assert np.all(np.abs(p[:, 0] - 0.5) < 0.03)
     assert np.all(np.abs(p[:, 1] - 0.5) < 0.03)
     assert np.all(p[:, 2] + p[:, 3] < 0.03)
@@ -134,15 +136,15 @@ def test_vertices_are_exact():
     J = np.block([[np.zeros((m, m)), np.eye(m)], [-np.eye(m), np.zeros((m, m))]])
     # antisymmetric: L = X J X^T
     W_K, W_Q = X.T[None], (J @ X.T)[None]
-    assert head_profiles(W_Q, W_K)[0][0].tolist() == [1.0, 0.0, 0.0, 0.0]
+    assert head_profiles(W_Q, W_K).profile[0].tolist() == [1.0, 0.0, 0.0, 0.0]
     # positive / negative semidefinite: L = +-Y Y^T
     Y = rng.normal(size=(4, N))
-    assert head_profiles(Y[None], Y[None])[0][0].tolist() == [0.0, 0.0, 1.0, 0.0]
-    assert head_profiles(-Y[None], Y[None])[0][0].tolist() == [0.0, 0.0, 0.0, 1.0]
+    assert head_profiles(Y[None], Y[None]).profile[0].tolist() == [0.0, 0.0, 1.0, 0.0]
+    assert head_profiles(-Y[None], Y[None]).profile[0].tolist() == [0.0, 0.0, 0.0, 1.0]
     # H: symmetric with spectrum symmetric about zero, L = U diag(2, 1, -1, -2) U^T
     U, _ = np.linalg.qr(rng.normal(size=(N, 4)))
     Dg = np.diag([2.0, 1.0, -1.0, -2.0])
-    assert head_profiles((U @ Dg).T[None], U.T[None])[0][0].tolist() == [0.0, 1.0, 0.0, 0.0]
+    assert head_profiles((U @ Dg).T[None], U.T[None]).profile[0].tolist() == [0.0, 1.0, 0.0, 0.0]
     # the same through the dense route
     assert naive_profiles(U @ Dg @ U.T)[0].tolist() == [0.0, 1.0, 0.0, 0.0]
 
@@ -152,15 +154,15 @@ def test_zero_form_is_nan_and_flagged_without_warnings():
     W_nonzero = np.random.default_rng(0).normal(size=(2, 4, 10))
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        prof, norm = head_profiles(W, W_nonzero)
-        prof_r, norm_r = head_profiles(W, W_nonzero, rotation_matrices(4, 4, 100.0, 5))
+        out, out_r = head_profiles(W, W_nonzero), head_profiles(W, W_nonzero, rotation_matrices(4, 4, 100.0, 5))
+    prof, norm, prof_r, norm_r = out.profile, out.norm, out_r.profile, out_r.norm
     assert np.isnan(prof).all() and (norm == 0).all()
     assert np.isnan(prof_r).all() and (norm_r == 0).all()
 
 
 def test_profiles_sum_to_one_and_are_nonnegative():
     W_Q, W_K = random_heads(9, H=6, n=5, N=17)
-    p = head_profiles(W_Q, W_K, rotation_matrices(5, 4, 50.0, 20))[0]
+    p = head_profiles(W_Q, W_K, rotation_matrices(5, 4, 50.0, 20)).profile
     assert (p >= 0).all()
     np.testing.assert_allclose(p.sum(-1), 1.0, atol=1e-14)
 
@@ -184,7 +186,8 @@ def test_grouped_key_heads_and_gain_equal_the_expanded_float64_route():
     W_Q, W_K, kv_of_head = gqa_heads(4)
     g = np.random.default_rng(5).uniform(0.5, 2.0, size=W_Q.shape[-1])
     R = rotation_matrices(6, 4, 500.0, 9)
-    got, got_norm = head_profiles(W_Q, W_K, R, kv_of_head=kv_of_head, gain=g)
+    out = head_profiles(W_Q, W_K, R, kv_of_head=kv_of_head, gain=g)
+    got, got_norm = out.profile, out.norm
     L = dense_L(W_Q * g, W_K[kv_of_head] * g, R)
     for h in range(len(W_Q)):
         for d in range(9):
@@ -199,84 +202,24 @@ def test_float32_storage_gives_the_same_profiles_as_its_float64_values():
     R = rotation_matrices(6, 6, 100.0, 5)
     a = head_profiles(W_Q32, W_K32, R, kv_of_head=kv_of_head)
     b = head_profiles(W_Q32.astype(np.float64), W_K32.astype(np.float64)[kv_of_head], R)
-    np.testing.assert_array_equal(a[0], b[0])
-    np.testing.assert_array_equal(a[1], b[1])
+    np.testing.assert_array_equal(a.profile, b.profile)
+    np.testing.assert_array_equal(a.norm, b.norm)
 
 
-def test_small_work_chunks_and_dense_rotations_agree_with_the_default_route():
+def test_dense_rotations_take_the_dense_product_and_match_the_oracle():
     rng = np.random.default_rng(8)
     W_Q, W_K = rng.normal(size=(2, 6, 25)), rng.normal(size=(2, 6, 25))
     R = rotation_matrices(6, 6, 100.0, 11)
-    ref = head_profiles(W_Q, W_K, R)
-    small = head_profiles(W_Q, W_K, R, chunk_bytes=1, batched_offsets=True)  # chunks of one offset
-    np.testing.assert_allclose(small[0], ref[0], atol=1e-14)
     # a rotation with no pair structure (a random orthogonal mix) takes the dense product, checked on the oracle
     O = np.linalg.qr(rng.normal(size=(3, 6, 6)))[0]
     assert prof_module.rotation_pairs(O) is None and prof_module.rotation_pairs(R) is not None
-    dense, dense_norm = head_profiles(W_Q, W_K, O)
+    out = head_profiles(W_Q, W_K, O)
+    dense, dense_norm = out.profile, out.norm
     L = dense_L(W_Q, W_K, O)
     for h in range(2):
         for d in range(3):
             np.testing.assert_allclose(dense[h, d], naive_oracle(L[h, d]), atol=1e-10)
             np.testing.assert_allclose(dense_norm[h, d], np.linalg.norm(L[h, d]), rtol=1e-12)
-
-
-@pytest.mark.parametrize("no_scipy", [False, True])
-@pytest.mark.parametrize(
-    "H, kv, n, N, rot, style",
-    [(4, 2, 16, 96, 16, "half"),  # grouped-query, k = 2n: the triangular product
-     (3, 3, 8, 40, 4, "interleaved"),  # partial rotary
-     (2, 1, 12, 18, 12, "half"),  # N < 2n: m = n, k = N
-     (2, 2, 12, 8, 12, "half")],  # N < n: m = k = N < n, the dense product
-)
-def test_offset_by_offset_route_equals_the_chunked_route(monkeypatch, no_scipy, H, kv, n, N, rot, style):
-    """The numpy route's offset-by-offset path (in place LAPACK, triangular products) against the chunked path
-    (one eigvalsh call per chunk): profiles, norms, statistics and spectra within 1e-12, with and without scipy."""
-    if no_scipy:
-        monkeypatch.setitem(sys.modules, "scipy.linalg", None)  # `from scipy.linalg import ...` raises ImportError
-    rng = np.random.default_rng(H * 1000 + N)
-    W_Q, W_K = rng.normal(size=(H, n, N)) * rng.uniform(0.1, 10), rng.normal(size=(kv, n, N))
-    W_Q[0] = 0.0  # L = 0: NaN profile, norm 0
-    kv_of_head = np.arange(H) // (H // kv)
-    gain = rng.uniform(0.5, 2.0, size=N)
-    R = rotation_matrices(n, rot, 500.0, 33, style=style)
-    results = {}
-    for rotations in (R, None):
-        new = head_profiles(W_Q, W_K, rotations, kv_of_head=kv_of_head, gain=gain, statistics=True)
-        results[rotations is None] = new
-        old = head_profiles(W_Q, W_K, rotations, kv_of_head=kv_of_head, gain=gain, statistics=True,
-                            batched_offsets=True)
-        for got, want in zip(new, old, strict=True):
-            assert got.shape == want.shape
-            np.testing.assert_array_equal(np.isnan(got), np.isnan(want))
-            np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12)
-        assert np.isnan(new[0][0]).all() and (new[1][0] == 0).all()
-    L = dense_L(W_Q * gain, W_K[kv_of_head] * gain, R)  # and both against the N x N oracle
-    for h in range(1, H):
-        np.testing.assert_allclose(results[True][0][h], naive_oracle(L[h, 0]), atol=1e-10)  # R(0) = I
-        np.testing.assert_allclose(results[False][0][h, 32], naive_oracle(L[h, 32]), atol=1e-10)
-
-
-@pytest.mark.parametrize("no_scipy", [False, True])
-def test_the_per_offset_route_matches_the_oracle_and_the_chunked_route(monkeypatch, no_scipy):
-    """k = 2n = 144: the per-offset route's own LAPACK settings (the span through its Gram matrix, dsytrd in blocks of
-    SYTRD_BLOCK) against the N x N oracle at every offset and against the chunked route (numpy's eigvalsh and qr),
-    and the same sizes without scipy (numpy's eigvalsh and qr on the per-offset route)."""
-    if no_scipy:
-        monkeypatch.setitem(sys.modules, "scipy.linalg", None)
-    n, N = 72, 160
-    rng = np.random.default_rng(144)
-    W_Q, W_K = rng.normal(size=(1, n, N)) * 3.0, rng.normal(size=(1, n, N))
-    gain = rng.uniform(0.5, 2.0, size=N)
-    R = rotation_matrices(n, n, 1e4, 5)
-    got = head_profiles(W_Q, W_K, R, gain=gain, statistics=True)
-    want = head_profiles(W_Q, W_K, R, gain=gain, statistics=True, batched_offsets=True)
-    for a, b in zip(got, want, strict=True):
-        np.testing.assert_allclose(a, b, rtol=1e-12, atol=1e-12)
-    L = dense_L(W_Q * gain, W_K * gain, R)
-    for d in range(len(R)):
-        np.testing.assert_allclose(got[0][0, d], naive_oracle(L[0, d]), atol=1e-10)
-        np.testing.assert_allclose(got[1][0, d], np.linalg.norm(L[0, d]), rtol=1e-12)
 
 
 def test_lapack_blocking_agrees_with_lapacks_defaults():
@@ -292,15 +235,12 @@ def test_lapack_blocking_agrees_with_lapacks_defaults():
         want = lapack.dsyevd(S.copy().T, compute_v=0, lower=1, lwork=lwork, liwork=liwork)[0]
         A = np.asfortranarray(rng.normal(size=(3 * k, k)))
         qr = np.triu(lapack.dgeqrf(A.copy(order="F"), lwork=int(lapack.dgeqrf_lwork(*A.shape)[0]))[0][:k])
-        got, R = prof_module._lapack_in_place(k)[0](S.copy()), prof_module._qr_r_in_place(A.copy(order="F"))
+        got, R = numpy_route.lapack_in_place(k)[0](S.copy()), span.qr_r_in_place(A.copy(order="F"))
         np.testing.assert_allclose(got, want, rtol=0, atol=1e-13 * np.abs(want).max())
         np.testing.assert_allclose(got, np.linalg.eigvalsh(S), rtol=0, atol=1e-13 * np.abs(want).max())
         np.testing.assert_allclose(R, qr, rtol=0, atol=1e-13 * np.abs(R).max())  # the same reflections, signs and all
-        with pytest.MonkeyPatch.context() as mp:
-            mp.setattr(prof_module, "SYTRD_BLOCK", None)
-            mp.setattr(prof_module, "QR_BLOCK", None)
-            np.testing.assert_array_equal(prof_module._lapack_in_place(k)[0](S.copy()), want)
-            np.testing.assert_array_equal(prof_module._qr_r_in_place(A.copy(order="F")), qr)
+        np.testing.assert_array_equal(numpy_route.lapack_in_place(k, sytrd_block=None)[0](S.copy()), want)
+        np.testing.assert_array_equal(span.qr_r_in_place(A.copy(order="F"), block=None), qr)
 
 
 def conditioned_heads(cond: float | str, n: int = 24, N: int = 200, seed: int = 0):
@@ -320,28 +260,26 @@ def conditioned_heads(cond: float | str, n: int = 24, N: int = 200, seed: int = 
 
 
 def spy_qr(monkeypatch) -> list:
-    """Record each call of the QR in ``_span_r``'s place: what the Gram route fell back to."""
-    taken, qr_r = [], prof_module._qr_r_in_place
-    monkeypatch.setattr(prof_module, "_qr_r_in_place", lambda A: taken.append("qr") or qr_r(A))
+    """Record each call of the QR in ``span_r``'s place: what the Gram route fell back to."""
+    taken, qr_r = [], span.qr_r_in_place
+    monkeypatch.setattr(span, "qr_r_in_place", lambda A, block=span.QR_BLOCK: taken.append("qr") or qr_r(A, block))
     return taken
 
 
 @pytest.mark.parametrize("cond", [1.0, 1e2, 1e4, 1e6, 1e8])
 def test_the_gram_factor_gives_the_qr_factors_values(monkeypatch, cond):
     """A head's span factored through its Gram matrix (dsyrk + dpotrf) gives the profiles, norms, statistics and
-    spectra of the Householder QR (GRAM_RCOND = 0) within 1e-13 at every offset, for spans of condition number 1 to
-    1e8: far past the guard, which is lowered here so that the Gram route takes them all."""
+    spectra of the Householder QR (``Kernels(gram_rcond=0)``) within 1e-13 at every offset, for spans of condition
+    number 1 to 1e8: far past the guard, which is lowered here so that the Gram route takes them all."""
     pytest.importorskip("scipy.linalg.lapack", reason="the Gram route is scipy's BLAS and LAPACK")
     W_Q, W_K = conditioned_heads(cond)
     R = rotation_matrices(W_Q.shape[1], W_Q.shape[1], 1e4, 9)
     taken = spy_qr(monkeypatch)
-    monkeypatch.setattr(prof_module, "GRAM_RCOND", 1e-15)
-    gram = head_profiles(W_Q, W_K, R, statistics=True)
+    gram = head_profiles(W_Q, W_K, R, at_zero=True, kernels=Kernels(gram_rcond=1e-15))
     assert taken == []
-    monkeypatch.setattr(prof_module, "GRAM_RCOND", 0)
-    qr = head_profiles(W_Q, W_K, R, statistics=True)
+    qr = head_profiles(W_Q, W_K, R, at_zero=True, kernels=Kernels(gram_rcond=0))
     assert taken == ["qr"]
-    for a, b in zip(gram, qr, strict=True):
+    for a, b in zip(gram.layer_values(), qr.layer_values(), strict=True):
         np.testing.assert_allclose(a, b, rtol=1e-13, atol=1e-13)
 
 
@@ -354,7 +292,7 @@ def test_the_gram_guard_leaves_ill_conditioned_and_rank_deficient_spans_to_the_q
     A = np.asfortranarray(np.concatenate([W_K[0].T, W_Q[0].T], axis=1))
     A0 = A.copy()
     taken = spy_qr(monkeypatch)
-    F = prof_module._span_r(A)
+    F = span.span_r(A)
     assert np.array_equal(F, np.triu(F))
     if cond in (1.0, 10.0):
         assert taken == []
@@ -362,7 +300,7 @@ def test_the_gram_guard_leaves_ill_conditioned_and_rank_deficient_spans_to_the_q
         np.testing.assert_allclose(F.T @ F, A0.T @ A0, rtol=0, atol=1e-13 * np.abs(A0.T @ A0).max())
     else:
         assert taken == ["qr"]
-        np.testing.assert_array_equal(F, prof_module._qr_r_in_place(A0.copy(order="F")))
+        np.testing.assert_array_equal(F, span.qr_r_in_place(A0.copy(order="F")))
 
 
 def test_the_gram_factor_written_into_a_used_work_array_is_the_one_made_afresh():
@@ -372,18 +310,18 @@ def test_the_gram_factor_written_into_a_used_work_array_is_the_one_made_afresh()
     W_Q, W_K = conditioned_heads(10.0)
     n, N = W_Q.shape[-2:]
     A = np.asfortranarray(np.concatenate([W_K[0].T, W_Q[0].T], axis=1))
-    fresh = prof_module._span_r(A.copy(order="F"))
-    work_A, work_G = prof_module.span_work(n, N)
-    for old in (np.full_like(work_G, np.nan), prof_module._span_r(np.asfortranarray(A[::-1]))):
+    fresh = span.span_r(A.copy(order="F"))
+    work_A, work_G = span.span_work(n, N)
+    for old in (np.full_like(work_G, np.nan), span.span_r(np.asfortranarray(A[::-1]))):
         work_G[...] = old
         work_A[...] = A
-        R = prof_module._span_r(work_A, work_G)
+        R = span.span_r(work_A, work_G)
         assert np.shares_memory(R, work_G)
         np.testing.assert_array_equal(R, fresh)
 
 
 def test_spectra_in_blocks_of_rows_are_those_of_one_pass(monkeypatch):
-    """_profile_of_spectra works in row blocks under SPECTRA_BLOCK_BYTES: 700 spectra (with zeros, ties, a dead
+    """profile_of_spectra works in row blocks under SPECTRA_BLOCK_BYTES: 700 spectra (with zeros, ties, a dead
     row) give bit for bit what one pass over all of them gives."""
     rng = np.random.default_rng(5)
     lam = rng.standard_normal((700, 64))
@@ -393,10 +331,10 @@ def test_spectra_in_blocks_of_rows_are_those_of_one_pass(monkeypatch):
     norm = rng.uniform(0.5, 2.0, 700)
     norm[40] = 0.0
     a = rng.uniform(0.0, 0.3, 700)
-    blocked = prof_module._profile_of_spectra(a, lam, norm, 1e-10)
-    assert 700 > 2 * (prof_module.SPECTRA_BLOCK_BYTES // (8 * 64))  # the blocked path is the one taken
-    monkeypatch.setattr(prof_module, "SPECTRA_BLOCK_BYTES", 1 << 40)
-    whole = prof_module._profile_of_spectra(a, lam, norm, 1e-10)
+    blocked = spectra.profile_of_spectra(a, lam, norm, 1e-10)
+    assert 700 > 2 * (spectra.SPECTRA_BLOCK_BYTES // (8 * 64))  # the blocked path is the one taken
+    monkeypatch.setattr(spectra, "SPECTRA_BLOCK_BYTES", 1 << 40)
+    whole = spectra.profile_of_spectra(a, lam, norm, 1e-10)
     for x, y in zip(blocked, whole, strict=True):
         np.testing.assert_array_equal(x, y)
     assert np.isnan(blocked[0][40]).all() and np.isfinite(blocked[0][41]).all()
@@ -440,7 +378,7 @@ def test_eigen_routes_resolve_as_documented():
     assert prof_module.eigen_route("numpy") == ("numpy", None)
     assert prof_module.eigen_route("torch", "cpu") == ("torch", "cpu")
     assert prof_module.eigen_route("auto", "cpu") == ("torch", "cpu")  # an explicit device means torch
-    expected = ("torch", "cuda") if prof_module._cuda_available() else ("numpy", None)
+    expected = ("torch", "cuda") if eigen.cuda_available() else ("numpy", None)
     assert prof_module.eigen_route("auto") == expected
     with pytest.raises(ValueError, match="one of"):
         prof_module.eigen_route("lapack")
@@ -453,13 +391,13 @@ def test_torch_float64_route_on_cpu_matches_numpy():
     pytest.importorskip("torch", reason="the torch eigen route needs torch (installed with the pipeline extra)")
     W_Q, W_K, kv_of_head = gqa_heads(11)
     R = rotation_matrices(6, 6, 100.0, 7)
-    ref = head_profiles(W_Q, W_K, R, kv_of_head=kv_of_head, eigvalsh="numpy", batched_offsets=True)
+    ref = head_profiles(W_Q, W_K, R, kv_of_head=kv_of_head, eigvalsh="numpy")
     got = head_profiles(W_Q, W_K, R, kv_of_head=kv_of_head, eigvalsh="torch", device="cpu", threads=1)
-    np.testing.assert_allclose(got[0], ref[0], atol=1e-12)
-    np.testing.assert_allclose(got[1], ref[1], rtol=1e-12)  # torch's QR and products: rounding apart
+    np.testing.assert_allclose(got.profile, ref.profile, atol=1e-12)
+    np.testing.assert_allclose(got.norm, ref.norm, rtol=1e-12)  # torch's QR and products: rounding apart
     # exact vertices survive the route change
     Y = np.random.default_rng(2).normal(size=(4, 20))
-    assert head_profiles(Y[None], Y[None], eigvalsh="torch", device="cpu")[0][0].tolist() == [0.0, 0.0, 1.0, 0.0]
+    assert head_profiles(Y[None], Y[None], eigvalsh="torch", device="cpu").profile[0].tolist() == [0.0, 0.0, 1.0, 0.0]
 
 
 def test_torch_float32_route_needs_a_tolerance_and_keeps_within_it():
@@ -470,12 +408,12 @@ def test_torch_float32_route_needs_a_tolerance_and_keeps_within_it():
     with pytest.raises(ValueError, match="explicit tol"):
         head_profiles(W_Q, W_K, R, eigvalsh="torch-float32", device="cpu")
     tol = 1e-5
-    ref = head_profiles(W_Q, W_K, R, eigvalsh="numpy", batched_offsets=True)
+    ref = head_profiles(W_Q, W_K, R, eigvalsh="numpy")
     got = head_profiles(W_Q, W_K, R, eigvalsh="torch-float32", tol=tol, device="cpu")
-    assert np.abs(got[0] - ref[0]).max() <= tol
-    np.testing.assert_allclose(got[1], ref[1], rtol=1e-12)  # norms are float64 either way
+    assert np.abs(got.profile - ref.profile).max() <= tol
+    np.testing.assert_allclose(got.norm, ref.norm, rtol=1e-12)  # norms are float64 either way
     Y = rng.normal(size=(4, 20))
-    assert head_profiles(-Y[None], Y[None], eigvalsh="torch-float32", tol=tol, device="cpu")[0][0].tolist() == [
+    assert head_profiles(-Y[None], Y[None], eigvalsh="torch-float32", tol=tol, device="cpu").profile[0].tolist() == [
         0.0, 0.0, 0.0, 1.0]
 
 
@@ -509,9 +447,8 @@ def test_one_nonfinite_weight_names_its_head_on_every_route(rotary, where, bad):
         W_K[1, 0, 11] = bad
     else:
         gain[5] = bad
-    for batched in (False, True):
-        with pytest.raises(ValueError, match=f"^head {first} has NaN or Inf weights"):
-            head_profiles(W_Q, W_K, R, kv_of_head=kv_of_head, gain=gain, batched_offsets=batched)
+    with pytest.raises(ValueError, match=f"^head {first} has NaN or Inf weights"):
+        head_profiles(W_Q, W_K, R, kv_of_head=kv_of_head, gain=gain)
 
 
 def test_finite_weights_whose_factor_overflows_are_told_apart_from_nonfinite_ones():
@@ -552,5 +489,5 @@ def test_compact_layer_route_equals_the_expanded_float64_layer(tmp_path, dtype):
         R = rotations(layout)
         got = head_profiles(qk.W_Q, qk.W_K, R, kv_of_head=qk.kv_of_head, gain=qk.gain)
         want = head_profiles(W_Q, W_K, R)
-        np.testing.assert_array_equal(got[0], want[0])
-        np.testing.assert_array_equal(got[1], want[1])
+        np.testing.assert_array_equal(got.profile, want.profile)
+        np.testing.assert_array_equal(got.norm, want.norm)

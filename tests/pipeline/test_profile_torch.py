@@ -1,4 +1,4 @@
-"""The torch routes' layer-batched path (pipeline.profile._layer_on_device) on CPU torch, against the numpy route
+"""The torch routes' layer-batched path (pipeline.profile.device) on CPU torch, against the numpy route
 (profiles, norms, statistics and spectra within 1e-12) and against the naive N x N route; and
 benchmarks/gpu_bench.py run on the CPU at tiny sizes."""
 
@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from pipeline import profile as prof_module
-from pipeline.profile import head_profiles, naive_profiles
+from pipeline.profile import Kernels, head_profiles, naive_profiles
 from pipeline.rotary import rotation_matrices
 
 torch = pytest.importorskip("torch", reason="the torch eigen routes need torch (installed with the pipeline extra)")
@@ -39,18 +39,23 @@ def assert_same(got, want, atol=1e-12):
             np.testing.assert_allclose(a, b, rtol=0, atol=atol)
 
 
+def arrays(out) -> tuple[np.ndarray, ...]:
+    """profile, norm[, statistics, spectrum] of a head_profiles result."""
+    return out.layer_values() if out.at_zero is not None else (out.profile, out.norm)
+
+
 def both(W_Q, W_K, rotations, **kw):
-    """(torch float64 on the CPU, numpy) results of the same call."""
+    """(torch float64 on the CPU, numpy) arrays of the same call."""
     got = head_profiles(W_Q, W_K, rotations, eigvalsh="torch", device="cpu", threads=1, **kw)
     want = head_profiles(W_Q, W_K, rotations, eigvalsh="numpy", **kw)
-    return got, want
+    return arrays(got), arrays(want)
 
 
 @pytest.mark.parametrize("style, rot", [("half", 8), ("interleaved", 8), ("half", 4)])
 def test_rotary_layer_with_grouped_keys_gain_and_statistics_equals_the_numpy_route(style, rot):
     W_Q, W_K, kv_of_head, gain = layer(1)
     R = rotation_matrices(8, rot, 500.0, 17, style=style)
-    got, want = both(W_Q, W_K, R, kv_of_head=kv_of_head, gain=gain, statistics=True)
+    got, want = both(W_Q, W_K, R, kv_of_head=kv_of_head, gain=gain, at_zero=True)
     assert got[0].shape == (4, 17, 4) and got[2].shape == (4, 17) and got[3].shape == (4, 16)
     assert_same(got, want)
     plain = both(W_Q, W_K[kv_of_head], R)  # without the grouping, the gain or the statistics
@@ -59,7 +64,7 @@ def test_rotary_layer_with_grouped_keys_gain_and_statistics_equals_the_numpy_rou
 
 def test_position_free_layer_equals_the_numpy_route():
     W_Q, W_K, kv_of_head, gain = layer(2)
-    got, want = both(W_Q, W_K, None, kv_of_head=kv_of_head, gain=gain, statistics=True)
+    got, want = both(W_Q, W_K, None, kv_of_head=kv_of_head, gain=gain, at_zero=True)
     assert got[0].shape == (4, 4) and got[1].shape == (4,)
     assert_same(got, want)
 
@@ -68,40 +73,39 @@ def test_dense_rotations_take_the_batched_product_and_equal_the_numpy_route():
     W_Q, W_K, kv_of_head, _ = layer(3)
     O = np.linalg.qr(np.random.default_rng(3).normal(size=(5, 8, 8)))[0]  # no pair structure
     assert prof_module.rotation_pairs(O) is None
-    assert_same(*both(W_Q, W_K, O, kv_of_head=kv_of_head, statistics=True))
+    assert_same(*both(W_Q, W_K, O, kv_of_head=kv_of_head, at_zero=True))
 
 
-def test_chunks_split_heads_and_offsets_and_give_the_same_values(monkeypatch):
+def test_chunks_split_heads_and_offsets_and_give_the_same_values():
     """chunk_bytes of 5 cores: the (heads x offsets) pairs cross head boundaries inside chunks, the QR takes two heads
     at a time. Every core is solved once, progress reports each head once in order, values as unchunked and numpy."""
     W_Q, W_K, kv_of_head, gain = layer(4, H=6, kv=3)
     R = rotation_matrices(8, 8, 1e4, 7)
     k = 16
     batches = []
-    real = prof_module._torch_eigvalsh
 
-    def counting(route):
-        eig = real(route)
+    class Counting(Kernels):  # each batched eigensolver call's batch size
+        def torch_eigensolver(self, route):
+            eig = super().torch_eigensolver(route)
 
-        def f(S):
-            batches.append(S.shape[0])
-            return eig(S)
+            def f(S):
+                batches.append(S.shape[0])
+                return eig(S)
 
-        return f
+            return f
 
-    monkeypatch.setattr(prof_module, "_torch_eigvalsh", counting)
     done = []
-    small = head_profiles(W_Q, W_K, R, kv_of_head=kv_of_head, gain=gain, statistics=True, eigvalsh="torch",
-                          device="cpu", threads=1, chunk_bytes=5 * k * k * 8, progress=done.append)
+    small = head_profiles(W_Q, W_K, R, kv_of_head=kv_of_head, gain=gain, at_zero=True, eigvalsh="torch",
+                          device="cpu", threads=1, chunk_bytes=5 * k * k * 8, progress=done.append, kernels=Counting())
     assert batches == [5] * 8 + [2] and done == list(range(6))  # 6 x 7 = 42 cores
     batches.clear()
-    whole = head_profiles(W_Q, W_K, R, kv_of_head=kv_of_head, gain=gain, statistics=True, eigvalsh="torch",
-                          device="cpu", threads=1, chunk_bytes=1 << 30)
+    whole = head_profiles(W_Q, W_K, R, kv_of_head=kv_of_head, gain=gain, at_zero=True, eigvalsh="torch",
+                          device="cpu", threads=1, chunk_bytes=1 << 30, kernels=Counting())
     assert batches == [42]
-    for a, b in zip(small, whole, strict=True):  # the same cores: chunking changes nothing
+    for a, b in zip(arrays(small), arrays(whole), strict=True):  # the same cores: chunking changes nothing
         np.testing.assert_array_equal(a, b)
-    assert_same(small, head_profiles(W_Q, W_K, R, kv_of_head=kv_of_head, gain=gain, statistics=True,
-                                     eigvalsh="numpy"))
+    assert_same(arrays(small), arrays(head_profiles(W_Q, W_K, R, kv_of_head=kv_of_head, gain=gain, at_zero=True,
+                                                    eigvalsh="numpy")))
 
 
 @pytest.mark.parametrize("H, kv, n, N", [(4, 2, 8, 40),  # k = 2n
@@ -114,7 +118,7 @@ def test_rank_deficient_and_zero_heads_equal_the_numpy_route(H, kv, n, N):
     W_K[0, n // 2:] = W_K[0, :n - n // 2]  # repeated key rows
     R = rotation_matrices(n, n, 1e3, 9)
     for rotations in (R, None):
-        got, want = both(W_Q, W_K, rotations, kv_of_head=kv_of_head, gain=gain, statistics=True)
+        got, want = both(W_Q, W_K, rotations, kv_of_head=kv_of_head, gain=gain, at_zero=True)
         assert_same(got, want)
         assert np.isnan(got[0][0]).all() and (got[1][0] == 0).all() and np.isnan(got[2][0]).all()
 
@@ -123,7 +127,8 @@ def test_against_the_naive_n_by_n_route():
     """Independent of the low-rank reduction: the dense W_K^T R(d) W_Q (times the gain), N x N, its own profile."""
     W_Q, W_K, kv_of_head, gain = layer(6, N=20)
     R = rotation_matrices(8, 8, 100.0, 6)
-    prof, norm = head_profiles(W_Q, W_K, R, kv_of_head=kv_of_head, gain=gain, eigvalsh="torch", device="cpu")
+    out = head_profiles(W_Q, W_K, R, kv_of_head=kv_of_head, gain=gain, eigvalsh="torch", device="cpu")
+    prof, norm = out.profile, out.norm
     Wq, Wk = W_Q * gain, W_K[kv_of_head] * gain
     L = np.swapaxes(Wk, -1, -2)[:, None] @ R[None] @ Wq[:, None]  # (H, D, N, N)
     naive, naive_norm = naive_profiles(L)
@@ -144,10 +149,10 @@ def test_compact_read_only_storage_is_widened_exactly_and_vertices_stay_exact():
                           eigvalsh="torch", device="cpu")
     b = head_profiles(W_Q.astype(np.float32).astype(np.float64), W_K.astype(np.float32).astype(np.float64), R,
                       kv_of_head=kv_of_head, gain=gain, eigvalsh="torch", device="cpu")
-    np.testing.assert_array_equal(a[0], b[0])
-    np.testing.assert_array_equal(a[1], b[1])
+    np.testing.assert_array_equal(a.profile, b.profile)
+    np.testing.assert_array_equal(a.norm, b.norm)
     Y = np.random.default_rng(7).normal(size=(1, 4, 20))
-    vertices = head_profiles(np.concatenate([Y, -Y]), np.concatenate([Y, Y]), eigvalsh="torch", device="cpu")[0]
+    vertices = head_profiles(np.concatenate([Y, -Y]), np.concatenate([Y, Y]), eigvalsh="torch", device="cpu").profile
     assert vertices.tolist() == [[0.0, 0.0, 1.0, 0.0], [0.0, 0.0, 0.0, 1.0]]  # L = Y^T Y and -Y^T Y
 
 
@@ -157,8 +162,8 @@ def test_float32_eigensolver_keeps_within_its_tolerance_and_bad_weights_name_the
     tol = 1e-5
     got = head_profiles(W_Q, W_K, R, kv_of_head=kv_of_head, gain=gain, eigvalsh="torch-float32", tol=tol, device="cpu")
     want = head_profiles(W_Q, W_K, R, kv_of_head=kv_of_head, gain=gain, eigvalsh="numpy")
-    assert np.abs(got[0] - want[0]).max() <= tol
-    np.testing.assert_allclose(got[1], want[1], rtol=1e-12)  # norms are float64 either way
+    assert np.abs(got.profile - want.profile).max() <= tol
+    np.testing.assert_allclose(got.norm, want.norm, rtol=1e-12)  # norms are float64 either way
     W_Q[2, 3, 5] = np.nan
     with pytest.raises(ValueError, match="head 2 has NaN or Inf"):
         head_profiles(W_Q, W_K, R, kv_of_head=kv_of_head, eigvalsh="torch", device="cpu", chunk_bytes=1)

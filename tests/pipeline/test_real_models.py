@@ -14,16 +14,18 @@ import pytest
 
 from pipeline.architectures import layout_from_config
 from pipeline.checkpoints import open_checkpoint
-from pipeline.real_models import Q4_1_NOTE, REAL_MODELS, RealModelError, weight_file
+from pipeline.models import MODELS, PINNED_MODELS, Q4_1_NOTE, PinnedFile
+from pipeline.real_models import weight_file
 from pipeline.run import compute_layer
+from pipeline.sources.pinned import PinnedFileError
 from pipeline.store import Store, default_store_path
 from tests.conftest import torch, transformers
 
 
 def installed(name: str):
     try:
-        return weight_file(REAL_MODELS[name])
-    except RealModelError as exc:
+        return weight_file(MODELS[name])
+    except PinnedFileError as exc:
         pytest.skip(str(exc))
 
 
@@ -42,18 +44,18 @@ EXPECTED = {  # what each row must record, besides the file's own sha256
 }
 
 
-@pytest.mark.parametrize("name", list(REAL_MODELS))
+@pytest.mark.parametrize("name", PINNED_MODELS)
 @pytest.mark.slow
 def test_committed_values_agree_with_a_fresh_computation(name):
     path = installed(name)
     store = Store.open(default_store_path(), "r")
-    assert name in store.names(), f"{name} is not in the committed store; run: {REAL_MODELS[name].command}"
+    assert name in store.names(), f"{name} is not in the committed store; run: {MODELS[name].command}"
     row = store.row(name)
     assert row.complete and not row.damaged
     for field, value in EXPECTED[name].items():
         assert getattr(row, field) == value, field
     assert row.sha256 == hashlib.sha256(path.read_bytes()).hexdigest()
-    assert (row.source, row.command) == (REAL_MODELS[name].source, REAL_MODELS[name].command)
+    assert (row.source, row.command) == (MODELS[name].pinned.source, MODELS[name].command)
     ckpt = open_checkpoint(str(path))
     layout = layout_from_config(ckpt.config)
     ds = store.dataset("profiles").sel(model=name)
@@ -67,7 +69,7 @@ def test_committed_values_agree_with_a_fresh_computation(name):
         stored_norm = ds.norm.isel(heads).values
         # Within 1e-12, the issue's bound, not bit for bit: the store was written with each span factored by
         # Householder QR, the pipeline now factors a well-conditioned span through its Gram matrix
-        # (profile._span_r), which rounds differently (by about 1e-15 on these heads).
+        # (pipeline.profile.span.span_r), which rounds differently (by about 1e-15 on these heads).
         np.testing.assert_allclose(stored, np.broadcast_to(profile, stored.shape), rtol=0, atol=1e-12)
         np.testing.assert_allclose(stored_norm, np.broadcast_to(norm, stored_norm.shape), rtol=1e-12, atol=0)
         np.testing.assert_allclose(ds.head_statistics.isel(heads).values, stats, rtol=0, atol=1e-12)
@@ -77,7 +79,7 @@ def test_committed_values_agree_with_a_fresh_computation(name):
         assert float(np.abs(ds.profile.isel(layer=0, d=64) - ds.profile.isel(layer=0, d=0)).max()) > 1e-3
 
 
-@pytest.mark.parametrize("name", list(REAL_MODELS))
+@pytest.mark.parametrize("name", PINNED_MODELS)
 def test_stored_statistics_of_a_real_head_equal_the_dense_computation(name):
     """One real head per model: its Q/K read through the project's own reader (GGUF, ONNX), the dense N x N
     form built, and every statistic and the spectrum taken from numpy's eigh and svd of it."""
@@ -113,14 +115,20 @@ _ROLES = {"attn_v.weight": "self_attn.v_proj.weight", "attn_output.weight": "sel
 def test_smollm2_loss_needs_the_unpermuted_rows():
     """All SmolLM2 tensors dequantised into transformers' LlamaForCausalLM: with the reader's Q/K (rows put back
     in rotate-half order) the next-token loss on an English paragraph is that of a working model (llama.cpp
-    itself gives about 2.4 nats/token on such text); with the rows as stored in the file it is far worse."""
+    itself gives about 2.4 nats/token on such text); with the rows as stored in the file it is far worse.
+
+    The file's tensors and fields are taken from the reader's direct header parse, which
+    tests/pipeline/test_gguf.py checks against gguf's own GGUFReader on this file, field for field and byte for
+    byte (GGUFReader's parse of the tokenizer's strings takes seconds)."""
     gguf = pytest.importorskip("gguf")
+    from pipeline.sources.gguf import scan_header
+
     path = installed("SmolLM2-135M-Instruct")
     ckpt = open_checkpoint(str(path))
     c = ckpt.config
-    reader = gguf.GGUFReader(str(path))
+    header = scan_header(path)
     state, stored_qk = {}, {}
-    for t in reader.tensors:
+    for t in header.tensors:
         w = gguf.quants.dequantize(t.data, t.tensor_type).reshape(tuple(int(x) for x in reversed(t.shape.tolist())))
         if t.name == "token_embd.weight":
             state["model.embed_tokens.weight"] = w
@@ -137,8 +145,7 @@ def test_smollm2_loss_needs_the_unpermuted_rows():
         vocab_size=vocab, hidden_size=c["hidden_size"], num_hidden_layers=c["num_hidden_layers"],
         num_attention_heads=c["num_attention_heads"], num_key_value_heads=c["num_key_value_heads"],
         head_dim=c["head_dim"], rope_theta=c["rope_theta"], tie_word_embeddings="output.weight" not in
-        {t.name for t in reader.tensors}, rms_norm_eps=float(reader.fields["llama.attention.layer_norm_rms_epsilon"]
-                                                           .contents()),
+        {t.name for t in header.tensors}, rms_norm_eps=float(header.fields["llama.attention.layer_norm_rms_epsilon"]),
         intermediate_size=state["model.layers.0.mlp.up_proj.weight"].shape[0])
     torch.manual_seed(0)
     model = transformers.LlamaForCausalLM(config).eval()
@@ -166,10 +173,13 @@ def test_the_command_refuses_bad_input_in_one_line(tmp_path, capsys, monkeypatch
     with pytest.raises(SystemExit) as e:
         main(["real", "--model", "gpt-5", "--store", str(store)])
     assert e.value.code == 2
-    import pipeline.real_models as rm
+    import dataclasses
 
-    monkeypatch.setitem(rm.REAL_MODELS, "paraphrase-MiniLM-L3-v2",
-                        rm.RealModel("paraphrase-MiniLM-L3-v2", "no-such-distribution-xyz", "1.0", "x.onnx"))
+    from pipeline import models
+
+    missing = dataclasses.replace(models.MODELS["paraphrase-MiniLM-L3-v2"],
+                                  pinned=PinnedFile("no-such-distribution-xyz", "1.0", "x.onnx"))
+    monkeypatch.setitem(models.MODELS, "paraphrase-MiniLM-L3-v2", missing)
     capsys.readouterr()
     assert main(["real", "--model", "paraphrase-MiniLM-L3-v2", "--store", str(store)]) == 2
     err = capsys.readouterr().err

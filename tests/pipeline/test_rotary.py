@@ -52,8 +52,8 @@ def test_rotary_profiles_change_if_convention_flipped():
     rng = np.random.default_rng(4)
     W_Q, W_K = rng.normal(size=(2, 8, 20)), rng.normal(size=(2, 8, 20))
     d = np.arange(1, 20)
-    right = head_profiles(W_Q, W_K, rotation_matrices(8, 8, 100.0, d))[0]
-    flipped = head_profiles(W_Q, W_K, rotation_matrices(8, 8, 100.0, -d))[0]
+    right = head_profiles(W_Q, W_K, rotation_matrices(8, 8, 100.0, d)).profile
+    flipped = head_profiles(W_Q, W_K, rotation_matrices(8, 8, 100.0, -d)).profile
     assert np.abs(right - flipped).max() > 1e-3
 
 

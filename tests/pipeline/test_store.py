@@ -140,7 +140,7 @@ def test_open_errors_say_what_to_do(tmp_path):
     meta = json.loads(meta_path.read_text())
     meta["attributes"]["schema_version"] = 0
     meta_path.write_text(json.dumps(meta))
-    st.Store.open(path)._consolidate()  # refresh the root's consolidated copy, as the old writer would have left it
+    st.Store.open(path).journal.consolidate()  # the root's consolidated copy, as an old writer left it
     with pytest.raises(st.StoreError, match="schema version 0"):
         st.Store.open(path, mode="r").dataset("profiles")
 
@@ -187,20 +187,6 @@ def test_side_groups_of_a_writer_without_journal_are_finished_by_upgrade_not_on_
 # ------------------------------------------------------------------------------------ the Store handle
 
 
-def test_default_store_rule(monkeypatch):
-    monkeypatch.delenv(st.ENV_VAR, raising=False)
-    import pipeline
-
-    repo = Path(pipeline.__file__).resolve().parents[1]  # the folder holding the pipeline package
-    assert st.default_store_path() == str(repo / "store.zarr")  # next to the package, not the working directory
-    monkeypatch.setenv(st.ENV_VAR, "~/elsewhere.zarr")
-    assert st.default_store_path() == str(Path("~/elsewhere.zarr").expanduser())
-    monkeypatch.setenv(st.ENV_VAR, "s3://bucket/s.zarr")
-    assert st.default_store_path() == "s3://bucket/s.zarr"
-    monkeypatch.setenv(st.ENV_VAR, "/x/y.zarr")
-    assert st.Store.open(None).location == "/x/y.zarr"  # opening creates nothing until the first write
-
-
 def test_one_shape_and_one_provenance_type_serve_every_model_type():
     """ModelRow holds ModelShape's and Provenance's fields (same names, types and defaults); Layout and ModelSpec are
     ModelShapes; the store's per-model int and provenance variables are those fields."""
@@ -221,8 +207,7 @@ def test_one_shape_and_one_provenance_type_serve_every_model_type():
     assert schema.STR_FIELDS[-6:] == schema.PROVENANCE_FIELDS == ("format", "quantization", "package", "file",
                                                                   "sha256", "note")
     spec = MODELS["pythia-70m-deduped"]
-    row = schema.ModelRow.of("p", spec.shape, schema.Provenance.of({"format": "hub", "name": "not stored"}),
-                             source=spec.hub_id)
+    row = schema.ModelRow.of("p", spec.shape, schema.Provenance(format="hub"), source=spec.hub_id)
     assert row.shape == spec.shape and row.provenance == schema.Provenance(format="hub")
     assert (row.n_layers, row.n_heads, row.n_kv_heads, row.rotary_dim, row.family) == (6, 8, 8, 16, "gpt_neox")
     assert spec.mismatches(dataclasses.replace(spec, n_heads=4, rope_theta=1.0)) == {"n_heads": (8, 4),
@@ -335,7 +320,7 @@ def drop_statistics(path: Path) -> None:
     """Make ``path`` a store as written before the statistics existed: no statistics variables, no coordinates."""
     for name in ("head_statistics", "spectrum", "statistics_checksum", "statistic", "eigen"):
         shutil.rmtree(path / "profiles" / name)
-    st.Store(str(path), "a")._consolidate()
+    st.Store(str(path), "a").journal.consolidate()
 
 
 def test_a_store_written_before_the_statistics_opens_and_says_so(tmp_path, capsys):

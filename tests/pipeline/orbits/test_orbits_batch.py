@@ -90,16 +90,49 @@ def test_device_choice():
 
 
 def test_freed_memory_is_kept_once_per_process():
-    """train() and train_batch() ask glibc to keep freed memory (no mmap, no trim); the choice is made once and
-    reported the same afterwards. Where glibc is the C library and no opt-out is set, it is taken."""
-    import os
+    """The orbit experiment's entry points ask glibc to keep freed memory (no mmap, no trim); the choice is made once
+    and reported the same afterwards. Where glibc is the C library, it is taken."""
     import platform
 
-    from pipeline.orbits.train import keep_freed_memory
+    from pipeline.orbits.malloc import keep_freed_memory
 
     first = keep_freed_memory()
-    assert first in ("kept", "default", "unavailable")
+    assert first in ("kept", "unavailable")
     assert keep_freed_memory() == first
-    if (platform.system() == "Linux" and platform.libc_ver()[0] == "glibc"
-            and os.environ.get("HEADGEOMETRY_MALLOC") != "default"):
+    if platform.system() == "Linux" and platform.libc_ver()[0] == "glibc":
         assert first == "kept"
+
+
+def test_the_trainers_leave_malloc_alone(monkeypatch):
+    """train() and train_batch() change no process-wide setting: they neither call keep_freed_memory nor load a C
+    library through ctypes (which is how malloc's settings are changed)."""
+    import ctypes
+
+    from pipeline.orbits import malloc
+
+    torch.set_num_threads(1)
+    calls, real = [], ctypes.CDLL
+    monkeypatch.setattr(ctypes, "CDLL", lambda *a, **k: calls.append(("CDLL", a)) or real(*a, **k))
+    monkeypatch.setattr(malloc, "keep_freed_memory", lambda: calls.append("keep_freed_memory") or "kept")
+    train(replace(TINY, epochs=2), progress=False)
+    train_batch(replace(TINY, epochs=2), [0, 1])
+    assert calls == []
+
+
+def test_the_entry_points_keep_freed_memory(monkeypatch, tmp_path):
+    """``python -m pipeline orbits`` (training), ``orbits search`` and the search's dask worker function set it."""
+    from pipeline.__main__ import main
+    from pipeline.orbits import cli, malloc, search
+
+    torch.set_num_threads(1)
+    calls = []
+    monkeypatch.setattr(cli, "keep_freed_memory", lambda: calls.append("cli") or "kept")
+    monkeypatch.setattr(malloc, "keep_freed_memory", lambda: calls.append("worker") or "kept")
+    small = ["--n-heads", "4", "--d-model", "16", "--d-head", "4", "--epochs", "2"]
+    assert main(["orbits", *small, "--no-store"]) == 0
+    assert calls == ["cli"]
+    assert main(["orbits", "search", "--store", str(tmp_path / "s.zarr"), "--seeds", "0", *small, "--device", "cpu",
+                 "--polish-top", "0", "--no-store-best"]) == 0
+    assert calls == ["cli", "cli"]
+    rows = search.batch_on_worker(replace(TINY, epochs=2), "tiny", [0], "cpu", 0)
+    assert calls == ["cli", "cli", "worker"] and [r["run"] for r in rows] == ["tiny-s0"]

@@ -37,10 +37,11 @@ def _same(row, want):
     np.testing.assert_array_equal(row["family_heads"], want["family_heads"])
 
 
-@pytest.fixture
-def tiny_search(tmp_path):
+@pytest.fixture(scope="module")
+def tiny_search(tmp_path_factory):
+    """A search of three seeds, made once: its table is only read; store_best adds the ``orbits`` group."""
     torch.set_num_threads(1)
-    path = str(tmp_path / "s.zarr")
+    path = str(tmp_path_factory.mktemp("tiny-search") / "s.zarr")
     rows = search(path, [Recipe("tiny", TINY)], [0, 1, 2], device="cpu", batch_size=2, polish_top=1, progress=False,
                   command="test", log=lambda line: None)
     return path, rows

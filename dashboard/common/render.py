@@ -1,0 +1,93 @@
+"""HoloViews views to Bokeh models: the one switch to HoloViews' Bokeh backend, rendering one view at a
+time, and the render hooks that name the Bokeh models a view makes, so that a page finds them by name.
+
+Importing a dashboard module sets nothing process-wide. The views write Bokeh options, so HoloViews'
+current backend must be Bokeh when they are called: the entry points switch to it with ``use_bokeh()``
+(the served app's ``app.serve_settings``, the exporter, the tests' fixtures); a notebook calls
+``use_bokeh()`` or ``hv.extension("bokeh")``, which also loads BokehJS into the notebook.
+
+Every Bokeh model a page reads or drives is named where the view makes it, with ``name_models`` (a
+render hook: the models HoloViews made for each element of a plot, by the element's group and label) or
+Bokeh's ``name=``; the pages find them with ``fig.select_one({"name": ...})``, never by class or colour.
+"""
+
+from __future__ import annotations
+
+import threading
+
+import holoviews as hv
+from bokeh.models import Plot
+
+_RENDER_LOCK = threading.RLock()
+
+# A part of an element's plot that ``name_models`` names: HoloViews' handle holding it, and where it sits
+# (``None``: the handle itself). ``mapper`` is the colour mapper of an element drawn with colours.
+_PARTS = {"renderer": ("glyph_renderer", None), "source": ("cds", None), "glyph": ("glyph", None),
+          "mapper": ("glyph", "color_mapper"), "table": ("table", None)}
+
+
+def use_bokeh() -> None:
+    """Make Bokeh HoloViews' current backend, registering its renderer: the views' options are Bokeh
+    options. The entry points call it (see the module doc); calling it again changes nothing."""
+    import holoviews.plotting.bokeh  # noqa: F401 - registers the Bokeh renderer
+
+    hv.Store.set_current_backend("bokeh")
+
+
+def render(obj):
+    """``hv.render(obj)`` with Bokeh for the dashboard's pages, one call at a time (HoloViews' renderer is
+    not thread-safe), drawn with Bokeh's canvas backend.
+
+    HoloViews asks for WebGL by default; the pages draw at most a few thousand glyphs, where WebGL only
+    adds a context per figure and a copy of it onto the canvas at every paint (in headless chromium,
+    without a GPU, that copy took 350 ms of a page load). Notebooks keep HoloViews' default.
+    """
+    with _RENDER_LOCK:
+        out = hv.render(obj, backend="bokeh")
+    for plot in out.select({"type": Plot}):
+        plot.output_backend = "canvas"
+    return out
+
+
+def element_plots(plot, element) -> dict[str, object]:
+    """The plots of the elements drawn by a HoloViews ``plot``, by element: ``"Group.label"`` for each
+    labelled element and ``"Group"`` for the one element of its group; the element's group for a plot of
+    one element."""
+    if not getattr(plot, "subplots", None):
+        return {element.group: plot}
+    out, groups = {}, {}
+    for sub in plot.subplots.values():
+        drawn = sub.current_frame
+        if drawn.label:
+            out[f"{drawn.group}.{drawn.label}"] = sub
+        groups.setdefault(drawn.group, []).append(sub)
+    out |= {group: subs[0] for group, subs in groups.items() if len(subs) == 1}
+    return out
+
+
+def name_models(names: dict[str, dict[str, str]], figure: str | None = None):
+    """A render hook naming the Bokeh models HoloViews made for each element: ``names`` is
+    {element (``element_plots``' keys): {part: name}}, a part being ``renderer``, ``source``, ``glyph``,
+    ``mapper`` (the colour mapper) or ``table`` (a table's DataTable); a line's Span is its ``glyph``;
+    ``figure``: the figure's name."""
+    def hook(plot, element):
+        plots = element_plots(plot, element)
+        for key, parts in names.items():
+            if key not in plots:
+                raise KeyError(f"no element {key!r} in the plot; it draws {sorted(plots)}")
+            for part, name in parts.items():
+                handle, attribute = _PARTS[part]
+                model = plots[key].handles[handle]
+                (getattr(model, attribute) if attribute else model).name = name
+        if figure is not None:
+            plot.state.name = figure
+    return hook
+
+
+def name_tools(fig, names: dict[type, str]) -> None:
+    """Name the tools of ``fig`` that HoloViews made from strings (``tools=["box_select"]``), by their
+    class: {Bokeh tool class: name}. Called from the render hook of the view that asked for them."""
+    for tool in fig.tools:
+        for cls, name in names.items():
+            if isinstance(tool, cls):
+                tool.name = name

@@ -1,2 +1,0 @@
-// The "Clear selection" button.
-heads.selected.indices = [];

@@ -1,2 +1,0 @@
-// A compare chooser changed: write the models and the quantity into the URL (compare_url.js).
-write_compare_url(ctx);

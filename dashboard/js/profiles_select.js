@@ -1,2 +1,0 @@
-// The selection of heads changed (in the tetrahedron or a per-layer view): redraw the histograms.
-histograms(ctx, false);

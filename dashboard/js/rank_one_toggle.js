@@ -1,2 +1,0 @@
-// The rank-one curve's checkbox: show or hide the curve in the tetrahedron.
-curve.visible = cb_obj.active.includes(0);

@@ -1,2 +1,0 @@
-// The page's state changed (d, colour mode, selection, the model shown): write it into the URL.
-write_url(ctx);

@@ -1,0 +1,3 @@
+// uses: heads
+// The "Clear selection" button.
+heads.selected.indices = [];

@@ -1,0 +1,154 @@
+"""Heads as training starts them: the library-initialisation baseline, one attention module at a time.
+
+**Library initialisation** (``"init"``): the heads a model of a config has when training starts, drawn by the
+transformers model class's own ``_init_weights`` for that config. The model is built on the meta device (no memory,
+no values), so a 24B config costs nothing; for each layer only its attention module is materialised: a copy of the
+meta module is given real (uninitialised) memory in the dtype ``AutoModel.from_config`` would use (the config's
+``dtype``, else torch's default), and the class's ``_init_weights`` is applied to it and to its submodules in the
+order transformers' own initialisation walks them (children first, then the module: ``torch.nn.Module.apply``), with
+the ``_init_weights`` of the innermost transformers model holding the module, as that walk does. The layer's W_Q, W_K
+are then read from the module by :func:`pipeline.architectures.layer_qk`, the reader of trained
+checkpoints.
+
+**The seeding rule.** A whole model's initialisation draws every module from one random stream, so layer l's heads
+depend on every parameter drawn before them, embeddings included; reproducing that for one layer would mean drawing
+the whole model. Here the stream is restarted at each attention module instead: layer l of seed s is initialised
+right after ``torch.manual_seed(layer_seed(s, l))`` (:func:`layer_seed`). So a layer can be made alone, in any order,
+and the values are those of ``AutoModel.from_config(config)`` whose initialisation reseeds the same way as it enters
+each attention module (``tests/pipeline/analyses/test_init_heads.py`` builds that model through transformers' own
+``from_config`` and compares every parameter of every attention module). The global torch generator is left as it
+was (``torch.random.fork_rng``).
+
+``_init_weights`` is a private method of transformers: this module is its one user, and it refuses transformers
+releases other than the tested major version (``TESTED_MAJOR``).
+"""
+
+from __future__ import annotations
+
+import copy
+
+import numpy as np
+
+from pipeline.analyses.iid_heads import check_seed
+from pipeline.architectures import LayerQK, layer_qk, layout_from_config, qk_tensor_names
+
+TESTED_MAJOR = 5  # transformers 5.x: the releases whose from_config initialisation this module reproduces
+
+
+class InitBaselineError(ValueError):
+    """The library-initialisation baseline cannot be made for this config or environment; the message says why."""
+
+
+def layer_seed(seed: int, layer: int) -> int:
+    """The torch seed of layer ``layer`` of baseline seed ``seed``: a 64-bit integer from numpy's SeedSequence."""
+    return int(np.random.SeedSequence([int(seed), int(layer)]).generate_state(1, np.uint64)[0])
+
+
+def _transformers():
+    import transformers
+
+    major = int(transformers.__version__.split(".")[0])
+    if major != TESTED_MAJOR:
+        raise InitBaselineError(f"the library-initialisation baseline reproduces transformers {TESTED_MAJOR}.x's "
+                                f"initialisation; transformers {transformers.__version__} is installed: "
+                                f"pip install 'transformers>={TESTED_MAJOR},<{TESTED_MAJOR + 1}'")
+    return transformers
+
+
+class _ModuleTensors:
+    """A module's parameters under their names in the model, read like a checkpoint's tensors (for ``layer_qk``)."""
+
+    def __init__(self, prefix: str, module):
+        self._tensors = {f"{prefix}.{name}": p for name, p in module.named_parameters()}
+
+    def tensor_names(self) -> list[str]:
+        return list(self._tensors)
+
+    def read(self, name: str) -> np.ndarray:
+        import torch
+
+        return self._tensors[name].detach().to(torch.float64).numpy()
+
+    def read_compact(self, name: str) -> np.ndarray:
+        """float32 when that is exact (float32, bfloat16, float16 parameters), else float64."""
+        import torch
+
+        t = self._tensors[name].detach()
+        exact = t.dtype in (torch.float32, torch.bfloat16, torch.float16)
+        return t.to(torch.float32 if exact else torch.float64).numpy()
+
+
+class InitHeads:
+    """The library-initialisation baseline of one config and seed (module docstring).
+
+    ``config`` is a Hugging Face config dict (``config.json``) of a supported family. ``layout`` is its
+    :class:`pipeline.architectures.Layout`; :meth:`layer` gives a layer's heads, :meth:`attention` the initialised
+    attention module itself.
+    """
+
+    def __init__(self, config: dict, seed: int):
+        try:
+            self.seed = check_seed(seed)
+        except ValueError as exc:
+            raise InitBaselineError(str(exc)) from None
+        self.layout = layout_from_config(config)
+        transformers = _transformers()
+        import torch
+
+        kwargs = {k: v for k, v in config.items() if k != "model_type"}
+        try:
+            hf_config = transformers.AutoConfig.for_model(config["model_type"], **kwargs)
+            with torch.device("meta"):
+                self._model = transformers.AutoModel.from_config(hf_config)
+        except (ValueError, TypeError, KeyError) as exc:
+            raise InitBaselineError(f"transformers cannot build a {config.get('model_type')!r} model from this "
+                                    f"config: {exc}") from None
+        self._names = [name for name, _ in self._model.named_parameters()]
+
+    def attention_path(self, layer: int) -> str:
+        """The name of layer ``layer``'s attention module in the model (the parent of its Q/K projections)."""
+        names = qk_tensor_names(self.layout, self._names, layer)
+        parents = {name.rsplit(".", 2)[0] for role, name in names.items() if role in ("q", "k", "qkv")}
+        if len(parents) != 1:
+            raise InitBaselineError(f"layer {layer}'s Q/K projections {sorted(names.values())} have no one parent "
+                                    "module")
+        return parents.pop()
+
+    def attention(self, layer: int):
+        """Layer ``layer``'s attention module, initialised by the model class's ``_init_weights`` under the layer's
+        seed (a CPU torch module of its own)."""
+        import torch
+
+        path = self.attention_path(layer)
+        owner = self._owner(path)
+        module = copy.deepcopy(self._model.get_submodule(path)).to_empty(device="cpu")
+        with torch.no_grad(), torch.random.fork_rng(devices=[]):
+            for p in module.parameters():
+                if p.is_floating_point():
+                    p.fill_(float("nan"))  # what _init_weights leaves unwritten shows as NaN
+            torch.manual_seed(layer_seed(self.seed, layer))
+            module.apply(owner._init_weights)
+        return module
+
+    def _owner(self, path: str):
+        """The innermost transformers model that holds the module at ``path``: transformers initialises each
+        module with the ``_init_weights`` of that model (a decoder inside a model may be a model of its own)."""
+        PreTrainedModel = _transformers().PreTrainedModel
+        owner, parts = self._model, path.split(".")
+        for i in range(1, len(parts)):
+            sub = self._model.get_submodule(".".join(parts[:i]))
+            if isinstance(sub, PreTrainedModel):
+                owner = sub
+        return owner
+
+    def layer(self, layer: int) -> LayerQK:
+        """Layer ``layer``'s heads as :func:`pipeline.architectures.layer_qk` reads them (W_Q, W_K in float32 for
+        float32 / bfloat16 / float16 parameters)."""
+        if not 0 <= int(layer) < self.layout.n_layers:
+            raise InitBaselineError(f"layer {layer} out of range: the config has {self.layout.n_layers} layers")
+        qk = layer_qk(_ModuleTensors(self.attention_path(layer), self.attention(layer)), self.layout, int(layer))
+        for name, w in (("W_Q", qk.W_Q), ("W_K", qk.W_K)):
+            if not np.isfinite(w).all():
+                raise InitBaselineError(f"{type(self._model).__name__}._init_weights left part of layer {layer}'s "
+                                        f"{name} unwritten; this family's initialisation is not reproduced here")
+        return qk

@@ -1,0 +1,156 @@
+"""A checkpoint's :class:`Layout` from its ``config.json`` dict, read through its family's table entry.
+
+One code path (:func:`layout_from_config`) reads every entry: the sizes from the entry's config keys, the
+key/value grouping, the positional kind of each layer, the QK-norm and the softmax scale.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field, replace
+
+from pipeline.families.errors import ADDING_A_FAMILY, ArchitectureError
+from pipeline.families.positions import layer_positionals
+from pipeline.families.spec import Family, Positional
+from pipeline.families.table import FAMILIES
+from pipeline.schema import ModelShape
+
+
+@dataclass(frozen=True)
+class Layout(ModelShape):
+    """Shape (the :class:`pipeline.schema.ModelShape` fields) and conventions of one checkpoint's attention.
+
+    ``scale`` is the softmax scale of the scores (score = scale * k^T q) by the family's rule; a tanh soft-cap
+    (``softcap``) and GPT-2's ``scale_attn_by_inverse_layer_idx`` change scores monotonically per layer and no
+    profile. ``rotary_dim`` / ``rope_theta`` / ``rotary_style`` / ``rope_scaling`` (the (key, value) pairs of a
+    scaled RoPE) are those of the model's first rotary layer; ``layers`` holds every layer's
+    :class:`Positional` where they differ (SmolLM3's layers without rotary, Gemma 3's and ModernBERT's sliding
+    and global layers), and is empty where all layers are alike. ``qk_norm`` names the norm on queries and keys
+    ("" none, else "rms per head", "rms over the projection" or "layernorm per head"). ``tower`` names the tower
+    of a multi-tower model ("" for others). ``spec`` is the family's table entry with the config's variants
+    applied: what the tensor readers read.
+    """
+
+    rope_theta: float = 0.0
+    rotary_style: str = ""
+    rope_scaling: tuple = ()
+    scale: float = 1.0
+    pre_norm: bool = True
+    layers: tuple[Positional, ...] = ()
+    qk_norm: str = ""
+    softcap: float = 0.0
+    tower: str = ""
+    spec: Family | None = field(default=None, compare=False, repr=False)
+
+    def __post_init__(self):
+        super().__post_init__()
+        if self.n_heads % self.n_kv_heads:
+            raise ArchitectureError(f"{self.n_heads} attention heads cannot be grouped over {self.n_kv_heads} "
+                                    "key/value heads; the config is inconsistent")
+        if self.layers and len(self.layers) != self.n_layers:
+            raise ArchitectureError(f"{len(self.layers)} per-layer positional kinds for {self.n_layers} layers")
+
+    def positional_of(self, layer: int) -> Positional:
+        """The positional kind of ``layer`` (every layer's is the model's where ``layers`` is empty)."""
+        if self.layers:
+            return self.layers[layer]
+        return Positional(self.positional, self.rotary_dim, self.rope_theta, self.rotary_style, self.rope_scaling)
+
+
+def supported(towered: bool | None = None) -> str:
+    """The supported model types, for messages and --help: all of them (``towered`` None, multi-tower ones with
+    their towers), or only those of one tower (False) or of several (True)."""
+    names = []
+    for name, f in FAMILIES.items():
+        if towered is None or towered == bool(f.towers):
+            names.append(name if not f.towers else f"{name} ({' + '.join(t for t, _ in f.towers)})")
+    return ", ".join(names)
+
+
+def towers(config: dict) -> tuple[str, ...]:
+    """The towers of a multi-tower model's config (CLIP: text, vision; Whisper: encoder, decoder); () for others."""
+    entry = FAMILIES.get(config.get("model_type"))
+    return tuple(t for t, _ in entry.towers) if entry is not None else ()
+
+
+def _get(config: dict, keys, what: str, default=None):
+    for k in keys:
+        if config.get(k) is not None:
+            return config[k]
+    if default is not None:
+        return default
+    raise ArchitectureError(f"config.json of this {what} checkpoint has none of the keys {tuple(keys)}; is it a "
+                            "complete Hugging Face config?")
+
+
+def _entry(config: dict, tower: str | None) -> tuple[Family, dict]:
+    """The resolved entry and the (sub-)config it reads."""
+    family = config.get("model_type")
+    entry = FAMILIES.get(family)
+    if entry is None:
+        raise ArchitectureError(f"model_type {family!r} is not supported; supported families: {supported()}. To add "
+                                f"one, see {ADDING_A_FAMILY}.")
+    if entry.towers:
+        names = [t for t, _ in entry.towers]
+        if tower not in names:
+            raise ArchitectureError(f"{family} is a model of {len(names)} towers ({', '.join(names)}): name one of "
+                                    f"them{f', not {tower!r}' if tower else ''} (layout_from_config(config, tower=...)"
+                                    "); the profiles command reads models of one tower")
+        entry = entry.tower(tower)
+        if entry.sub_config:
+            sub = config.get(entry.sub_config)
+            if not isinstance(sub, dict):
+                raise ArchitectureError(f"config.json of this {family} checkpoint has no {entry.sub_config!r} "
+                                        f"dict for its {tower} tower; is it a complete Hugging Face config?")
+            config = sub
+    elif tower:
+        raise ArchitectureError(f"{family} has no towers; it is profiled whole (asked for tower {tower!r})")
+    entry = entry.resolved(config)
+    if entry.unsupported:
+        raise ArchitectureError(f"{family} with {entry.unsupported} is not supported")
+    return entry, config
+
+
+def layout_from_config(config: dict, tower: str | None = None) -> Layout:
+    """The :class:`Layout` of a checkpoint (or of its ``tower``, for CLIP and Whisper) from its config dict.
+
+    Raises ArchitectureError for an unsupported ``model_type`` (listing the supported ones), a multi-tower
+    model without a tower, or an inconsistent config.
+    """
+    entry, cfg = _entry(config, tower)
+    what = repr(config.get("model_type"))
+    N, H, L = (int(_get(cfg, keys, what)) for keys in (entry.hidden, entry.heads, entry.layers))
+    if L < 1:
+        raise ArchitectureError(f"the config gives {L} layers; a model needs at least one attention layer to profile.")
+    if entry.grouping == "grouped":
+        kv = int(_get(cfg, entry.kv_keys, what, default=H))
+    else:
+        kv = 1 if entry.grouping == "multi-query" else H
+    n = int(_get(cfg, entry.head_dim, what, default=0)) if entry.head_dim else 0
+    if not n:
+        if N % H:
+            raise ArchitectureError(f"hidden size {N} is not divisible by {H} heads; the config is inconsistent")
+        n = N // H
+    if entry.embedding_key and cfg.get(entry.embedding_key) not in (None, N):
+        entry = replace(entry, ln_first="")  # embeddings projected after their norm: layer 0 reads no norm output
+    layers = layer_positionals(entry, cfg, n, L)
+    first = next((p for p in layers if p.kind == "rope"), layers[0])
+    uniform = all(p == layers[0] for p in layers)
+    qk = "" if entry.qk_norm is None else f"{entry.qk_norm.kind} per head" if entry.qk_norm.over == "head" else \
+        f"{entry.qk_norm.kind} over the projection"
+    return Layout(family=entry.name, n_layers=L, n_heads=H, n_kv_heads=kv, d_model=N, d_head=n,
+                  positional=first.kind, rotary_dim=first.rotary_dim, rope_theta=first.rope_theta,
+                  rotary_style=first.style, rope_scaling=first.scaling, scale=_scale(entry, cfg, n, what),
+                  pre_norm="{p}" not in entry.ln, layers=() if uniform else tuple(layers), qk_norm=qk,
+                  softcap=float(cfg.get(entry.softcap_key) or 0.0) if entry.softcap_key else 0.0,
+                  tower=tower or "", spec=entry)
+
+
+def _scale(entry: Family, cfg: dict, n: int, what: str) -> float:
+    if entry.scale == "1":
+        return 1.0
+    if entry.scale == "1/sqrt(head_dim)":
+        return 1.0 / math.sqrt(n)
+    if entry.scale == "1/sqrt(query_pre_attn_scalar)":
+        return float(_get(cfg, ("query_pre_attn_scalar",), what)) ** -0.5
+    return float(_get(cfg, ("attention_multiplier",), what))

@@ -1,0 +1,163 @@
+"""The entry type of the family table: what one family's attention looks like in its config and tensors.
+
+An entry is data only: config key names, tensor name templates, the split of a fused Q/K tensor, the key/value
+grouping, the positional rule, the QK-norm, the layer-norm gain that ``--fold-ln`` folds and the softmax scale
+rule. ``pipeline.families.layout`` reads the config through an entry and ``pipeline.families.tensors`` reads
+the weights; neither knows any family by name.
+
+Templates name a tensor by the *suffix* of its name, with ``{l}`` the layer, ``{p}`` the layer before it
+(post-norm families) and ``{h}`` a head (a norm stored as one tensor per head). A config whose flags change
+the layout (Falcon's ``new_decoder_architecture``, GPT-BigCode's ``multi_query``, StableLM's
+``qk_layernorm``, ...) picks a variant: every :class:`When` whose condition holds is applied in order, later
+ones overriding earlier ones.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, fields, replace
+
+# How the Q and K rows sit in the tensor(s) of one layer (torch Linear layout, rows = outputs):
+SPLITS = {
+    "separate": "q and k in tensors of their own, (H n, N) and (Hkv n, N)",
+    "rows": "one fused tensor, rows [q (H n) | k (Hkv n) | v (Hkv n)]",
+    "groups": "one fused tensor, per key/value group the rows [q (H/Hkv heads) | k | v]; per head [q | k | v] "
+              "when every head is its own group",
+    "columns": "a Conv1D weight (N, 3 N), columns [q | k | v] (x @ W)",
+}
+# How query heads share key heads: query head h reads key head h // (H / Hkv).
+GROUPINGS = ("multi-head", "grouped", "multi-query")
+# Per-layer positional rules of rotary families.
+LAYER_RULES = {
+    "": "every layer alike",
+    "no_rope_layers": "config list, 1 = rotary, 0 = none (SmolLM3); else every no_rope_layer_interval-th none",
+    "layer_types": "rotary parameters per attention type of each layer (Gemma 3, ModernBERT)",
+}
+# Softmax scale rules: score = scale * k^T q.
+SCALES = ("1/sqrt(head_dim)", "1", "1/sqrt(query_pre_attn_scalar)", "attention_multiplier")
+
+
+@dataclass(frozen=True)
+class Positional:
+    """The positional kind of one layer: ``kind`` (learned absolute, alibi, rope, none) and, for rope, the
+    rotated dimensions of a head, the base, the style (``half`` or ``interleaved``) and the scaling pairs."""
+
+    kind: str
+    rotary_dim: int = 0
+    rope_theta: float = 0.0
+    style: str = ""
+    scaling: tuple = ()
+
+
+@dataclass(frozen=True)
+class QKNorm:
+    """A norm on the queries and keys, applied before the rotation.
+
+    ``kind``: ``rms`` (x / sqrt(mean x^2 + eps)) or ``layernorm`` (centred first, C = I - 11^T / n).
+    ``over``: ``head`` (each head's n values) or ``projection`` (all H n values at once; RMS only).
+    ``gain``: how the gain is stored: ``shared`` (n,) for every head, ``per_head`` (heads, n) in one tensor,
+    ``each_head`` one (n,) tensor per head (``{h}`` in the template), ``projection`` (heads n,).
+    """
+
+    kind: str
+    over: str
+    gain: str
+    q: str
+    k: str
+
+    def __post_init__(self):
+        if self.kind not in ("rms", "layernorm") or self.over not in ("head", "projection"):
+            raise ValueError(f"QKNorm kind {self.kind!r} over {self.over!r} is not one the readers know")
+        if self.gain not in ("shared", "per_head", "each_head", "projection"):
+            raise ValueError(f"QKNorm gain layout {self.gain!r} is not one the readers know")
+        if self.over == "projection" and self.kind != "rms":
+            raise ValueError("a LayerNorm over the whole projection does not factor per head")
+
+
+@dataclass(frozen=True)
+class When:
+    """A variant: where ``config[key]`` (``default`` when the key is absent) equals ``value``, the entry's
+    fields named in ``changes`` take these values."""
+
+    key: str
+    value: object
+    changes: tuple[tuple[str, object], ...]
+    default: object = None
+
+    def holds(self, config: dict) -> bool:
+        got = config.get(self.key)
+        return (self.default if got is None else got) == self.value
+
+
+def when(key: str, value, default=None, **changes) -> When:
+    return When(key, value, tuple(changes.items()), default)
+
+
+@dataclass(frozen=True)
+class Family:
+    """One family (or one tower of a multi-tower model): the table's entry. See the module docstring."""
+
+    name: str
+    kind: str  # decoder, encoder, vision, audio (for the docs and the error message)
+    # config keys (first present wins); ``sub_config``: the config's sub-dict this tower reads
+    hidden: tuple[str, ...] = ("hidden_size",)
+    heads: tuple[str, ...] = ("num_attention_heads",)
+    layers: tuple[str, ...] = ("num_hidden_layers",)
+    head_dim: tuple[str, ...] = ()  # keys that may give the head size (else hidden / heads)
+    sub_config: str = ""
+    # key/value grouping: "multi-head", "grouped" (kv_keys, else H) or "multi-query" (one key head)
+    grouping: str = "multi-head"
+    kv_keys: tuple[str, ...] = ("num_key_value_heads",)
+    # the Q/K tensors: ``q`` and ``k`` templates, or ``q`` alone naming the fused tensor
+    q: str = ""
+    k: str = ""
+    split: str = "separate"
+    # positional: "learned absolute", "alibi", "rope" or "none"; rotary style and its dimension
+    positional: str = "rope"
+    rotary_style: str = "half"
+    rotary_dim_key: str = ""  # a config key giving the rotary dimension itself (GPT-J's rotary_dim)
+    layer_rule: str = ""
+    # layer_types derived from a period where the config has no list: (key, default period, phase): layer i is
+    # full attention when (i + phase) % period == 0; and per type the old flat keys of its rope base, with the
+    # config class's default: (type, keys, default)
+    type_period: tuple = ()
+    type_theta: tuple[tuple[str, tuple[str, ...], float], ...] = ()
+    qk_norm: QKNorm | None = None
+    gain_offset: float = 0.0  # every norm's gain is gain_offset + weight (Gemma: 1 + weight)
+    # --fold-ln: the gain of the norm whose output enters layer l's attention ({p} = l - 1); ``ln_first`` for
+    # layer 0 when it differs ("" = none); ``ln`` "" = no such norm (OLMo 2: attention reads the residual)
+    ln: str = ""
+    ln_first: str | None = None
+    embedding_key: str = ""  # the embedding width, where a projection after the embeddings' norm may follow it
+    scale: str = "1/sqrt(head_dim)"
+    softcap_key: str = ""  # a config key for tanh soft-capping of the scores (does not change a profile)
+    unsupported: str = ""  # set by a variant the readers cannot profile: the reason, for the error message
+    variants: tuple[When, ...] = ()
+    towers: tuple[tuple[str, Family], ...] = field(default=(), repr=False)
+
+    def __post_init__(self):
+        if self.split not in SPLITS:
+            raise ValueError(f"{self.name}: split {self.split!r} not among {tuple(SPLITS)}")
+        if self.grouping not in GROUPINGS:
+            raise ValueError(f"{self.name}: grouping {self.grouping!r} not among {GROUPINGS}")
+        if self.layer_rule not in LAYER_RULES:
+            raise ValueError(f"{self.name}: layer rule {self.layer_rule!r} not among {tuple(LAYER_RULES)}")
+        if self.scale not in SCALES:
+            raise ValueError(f"{self.name}: scale rule {self.scale!r} not among {SCALES}")
+        if not self.towers and (not self.q or (self.split == "separate") != bool(self.k)):
+            raise ValueError(f"{self.name}: name q and k for separate tensors, q alone for a fused one")
+        if "{p}" in self.ln and self.ln_first is None:
+            raise ValueError(f"{self.name}: a gain of the layer before ({self.ln!r}) needs ln_first for layer 0")
+
+    def resolved(self, config: dict) -> Family:
+        """The entry with every variant whose condition ``config`` meets applied (and no variants left)."""
+        out = self
+        for v in self.variants:
+            if v.holds(config):
+                out = replace(out, **dict(v.changes))
+        return replace(out, variants=())
+
+    def tower(self, name: str) -> Family:
+        return dict(self.towers)[name]
+
+
+FAMILY_FIELDS = tuple(f.name for f in fields(Family))

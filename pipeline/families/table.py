@@ -1,0 +1,131 @@
+"""The family table: one entry per ``model_type`` (see :class:`pipeline.families.spec.Family`).
+
+Each entry was read off transformers' own modelling file of the family (the attention's forward pass, its norms
+and its rotary helper); ``tests/pipeline/families/`` proves every entry equal to that forward pass. To add a
+family, add an entry here and its case to those tests (docs/architecture.md, "Adding a family").
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from pipeline.families.spec import Family, QKNorm, when
+
+_ABS, _ALIBI = "learned absolute", "alibi"
+_ATTN = "layers.{l}.self_attn."
+
+
+def _decoder(name: str, **kw) -> Family:
+    """A Llama-style decoder: separate q_proj / k_proj under layers.l.self_attn, grouped key heads, rotate-half
+    rotary, the pre-attention ``input_layernorm``."""
+    base = dict(kind="decoder", head_dim=("head_dim",), grouping="grouped", q=_ATTN + "q_proj.weight",
+                k=_ATTN + "k_proj.weight", ln="layers.{l}.input_layernorm.weight")
+    return Family(name=name, **(base | kw))
+
+
+def _rms_head(gain: str = "shared") -> QKNorm:
+    return QKNorm("rms", "head", gain, _ATTN + "q_norm.weight", _ATTN + "k_norm.weight")
+
+
+_BERT = dict(kind="encoder", q="layer.{l}.attention.self.query.weight", k="layer.{l}.attention.self.key.weight",
+             positional=_ABS, ln="layer.{p}.output.LayerNorm.weight", ln_first="embeddings.LayerNorm.weight",
+             variants=tuple(when("position_embedding_type", kind, unsupported=f"position_embedding_type {kind!r} (its "
+                                 "relative position scores are not a form of the two tokens' residual vectors)")
+                            for kind in ("relative_key", "relative_key_query")))
+_GEMMA = dict(gain_offset=1.0)  # GemmaRMSNorm: x * (1 + weight)
+_GEMMA3_TYPES = dict(layer_rule="layer_types", type_period=("sliding_window_pattern", 6, 1),
+                     type_theta=(("sliding_attention", ("rope_local_base_freq",), 10000.0),
+                                 ("full_attention", ("rope_theta",), 1e6)))
+_CLIP_TEXT = Family(name="clip", kind="text", q="text_model.encoder.layers.{l}.self_attn.q_proj.weight",
+                    k="text_model.encoder.layers.{l}.self_attn.k_proj.weight", positional=_ABS,
+                    ln="text_model.encoder.layers.{l}.layer_norm1.weight")
+_CLIP_VISION = Family(name="clip", kind="vision", q="vision_model.encoder.layers.{l}.self_attn.q_proj.weight",
+                      k="vision_model.encoder.layers.{l}.self_attn.k_proj.weight", positional=_ABS,
+                      ln="vision_model.encoder.layers.{l}.layer_norm1.weight")
+
+
+def _whisper(tower: str) -> Family:
+    return Family(name="whisper", kind="audio", hidden=("d_model",), heads=(f"{tower}_attention_heads",),
+                  layers=(f"{tower}_layers",), q=f"{tower}.layers.{{l}}.self_attn.q_proj.weight",
+                  k=f"{tower}.layers.{{l}}.self_attn.k_proj.weight", positional=_ABS,
+                  ln=f"{tower}.layers.{{l}}.self_attn_layer_norm.weight")
+
+
+ENTRIES = (
+    # ---------------------------------------------------------------- decoders
+    Family("gpt2", "decoder", hidden=("n_embd", "hidden_size"), heads=("n_head",), layers=("n_layer",),
+           q="h.{l}.attn.c_attn.weight", split="columns", positional=_ABS, ln="h.{l}.ln_1.weight",
+           variants=(when("scale_attn_weights", False, default=True, scale="1"),)),
+    Family("opt", "decoder", q=_ATTN + "q_proj.weight", k=_ATTN + "k_proj.weight", positional=_ABS,
+           ln="layers.{l}.self_attn_layer_norm.weight",
+           variants=(when("do_layer_norm_before", False, default=True, ln="layers.{p}.final_layer_norm.weight",
+                          ln_first=""),)),
+    Family("bloom", "decoder", hidden=("hidden_size", "n_embed"), heads=("n_head", "num_attention_heads"),
+           layers=("n_layer", "num_hidden_layers"), q="h.{l}.self_attention.query_key_value.weight", split="groups",
+           positional=_ALIBI, ln="h.{l}.input_layernorm.weight"),
+    Family("gpt_neox", "decoder", q="layers.{l}.attention.query_key_value.weight", split="groups",
+           ln="layers.{l}.input_layernorm.weight"),
+    _decoder("mistral"),
+    _decoder("llama"),
+    _decoder("qwen2"),
+    _decoder("mixtral"),
+    _decoder("qwen3", qk_norm=_rms_head()),
+    _decoder("qwen3_moe", qk_norm=_rms_head()),
+    _decoder("gemma", **_GEMMA),
+    _decoder("gemma2", **_GEMMA, scale="1/sqrt(query_pre_attn_scalar)", softcap_key="attn_logit_softcapping"),
+    _decoder("gemma3_text", **_GEMMA, **_GEMMA3_TYPES, qk_norm=_rms_head(), scale="1/sqrt(query_pre_attn_scalar)",
+             softcap_key="attn_logit_softcapping"),
+    _decoder("phi", variants=(when("qk_layernorm", True, qk_norm=QKNorm(
+        "layernorm", "head", "shared", _ATTN + "q_layernorm.weight", _ATTN + "k_layernorm.weight")),)),
+    _decoder("phi3", q=_ATTN + "qkv_proj.weight", k="", split="rows"),
+    Family("gptj", "decoder", hidden=("n_embd",), heads=("n_head",), layers=("n_layer",),
+           q="h.{l}.attn.q_proj.weight", k="h.{l}.attn.k_proj.weight", rotary_style="interleaved",
+           rotary_dim_key="rotary_dim", ln="h.{l}.ln_1.weight"),
+    Family("falcon", "decoder", heads=("num_attention_heads", "n_head"), layers=("num_hidden_layers", "n_layer"),
+           kv_keys=("num_kv_heads", "n_head_kv"), q="h.{l}.self_attention.query_key_value.weight", split="groups",
+           ln="h.{l}.input_layernorm.weight",
+           variants=(when("multi_query", True, default=True, split="rows", grouping="multi-query"),
+                     when("new_decoder_architecture", True, split="groups", grouping="grouped",
+                          ln="h.{l}.ln_attn.weight"),
+                     when("num_ln_in_parallel_attn", 1, ln="h.{l}.input_layernorm.weight"),
+                     when("alibi", True, positional=_ALIBI))),
+    _decoder("stablelm", head_dim=(), variants=(when("qk_layernorm", True, qk_norm=QKNorm(
+        "layernorm", "head", "each_head", _ATTN + "q_layernorm.norms.{h}.weight",
+        _ATTN + "k_layernorm.norms.{h}.weight")),)),
+    _decoder("olmo2", qk_norm=QKNorm("rms", "projection", "projection", _ATTN + "q_norm.weight",
+                                     _ATTN + "k_norm.weight"), ln=""),
+    _decoder("starcoder2"),
+    Family("gpt_bigcode", "decoder", hidden=("n_embd",), heads=("n_head",), layers=("n_layer",),
+           q="h.{l}.attn.c_attn.weight", split="groups", positional=_ABS, ln="h.{l}.ln_1.weight",
+           variants=(when("multi_query", True, default=True, split="rows", grouping="multi-query"),
+                     when("scale_attn_weights", False, default=True, scale="1"))),
+    _decoder("cohere", rotary_style="interleaved", variants=(when("use_qk_norm", True, qk_norm=QKNorm(
+        "layernorm", "head", "per_head", _ATTN + "q_norm.weight", _ATTN + "k_norm.weight")),)),
+    _decoder("granite", scale="attention_multiplier"),
+    _decoder("smollm3", layer_rule="no_rope_layers"),
+    # ---------------------------------------------------------------- encoders
+    Family("bert", **_BERT),
+    Family("roberta", **_BERT),
+    Family("xlm-roberta", **_BERT),
+    Family("electra", **_BERT | dict(embedding_key="embedding_size")),
+    Family("distilbert", "encoder", hidden=("dim",), heads=("n_heads",), layers=("n_layers",),
+           q="transformer.layer.{l}.attention.q_lin.weight", k="transformer.layer.{l}.attention.k_lin.weight",
+           positional=_ABS, ln="transformer.layer.{p}.output_layer_norm.weight",
+           ln_first="embeddings.LayerNorm.weight"),
+    Family("modernbert", "encoder", q="layers.{l}.attn.Wqkv.weight", split="rows", layer_rule="layer_types",
+           type_period=("global_attn_every_n_layers", 3, 0),
+           type_theta=(("sliding_attention", ("local_rope_theta",), 10000.0),
+                       ("full_attention", ("global_rope_theta",), 160000.0)),
+           ln="layers.{l}.attn_norm.weight", ln_first="embeddings.norm.weight"),
+    # ---------------------------------------------------------------- other modalities
+    Family("vit", "vision", q="encoder.layer.{l}.attention.attention.query.weight",
+           k="encoder.layer.{l}.attention.attention.key.weight", positional=_ABS,
+           ln="encoder.layer.{l}.layernorm_before.weight"),
+    Family("clip", "text + vision", towers=(("text", replace(_CLIP_TEXT, sub_config="text_config")),
+                                            ("vision", replace(_CLIP_VISION, sub_config="vision_config")))),
+    replace(_CLIP_TEXT, name="clip_text_model"),
+    replace(_CLIP_VISION, name="clip_vision_model"),
+    Family("whisper", "audio", towers=(("encoder", _whisper("encoder")), ("decoder", _whisper("decoder")))),
+)
+
+FAMILIES: dict[str, Family] = {f.name: f for f in ENTRIES}

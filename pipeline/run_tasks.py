@@ -1,0 +1,117 @@
+"""One (model, layer) task of a profiles run: what a worker opens, computes and writes, and what it keeps open
+between tasks (one store handle, one checkpoint and one layer writer per run)."""
+
+from __future__ import annotations
+
+import contextlib
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from functools import lru_cache
+
+import numpy as np
+
+from pipeline.architectures import layer_qk, layout_from_config
+from pipeline.architectures import rotations as rotations_of
+from pipeline.checkpoints import open_checkpoint
+from pipeline.profile import head_profiles
+from pipeline.run_store import open_store
+from pipeline.sources.base import CheckpointError
+
+READ_AHEAD_BYTES = 64 << 20  # run_inline reads the next layer while it profiles one whose Q/K take at most this
+
+
+def compute_layer(ckpt, layout, layer: int, fold_ln: bool, rotations=None, qk=None) -> tuple[np.ndarray, ...]:
+    """Profiles and statistics of one layer, in the order ``Store.write_layer`` takes them: profile (H, 4) or
+    (H, 129, 4) for rotary models, norm (H,) or (H, 129), head statistics (H, 17) and spectrum (H, k) at d = 0.
+
+    The layer's Q/K are read compact (float32 where exact, grouped key heads once), or given as ``qk``
+    (``pipeline.architectures.LayerQK``, read already: :func:`read_ahead`), and each head is converted to float64
+    only while it is profiled (``pipeline.profile.head_profiles``)."""
+    if qk is None:
+        qk = layer_qk(ckpt, layout, layer, fold_ln)
+    if rotations is None:
+        rotations = rotations_of(layout, layer=layer)  # per layer: some models' layers differ (SmolLM3, Gemma 3)
+    return head_profiles(qk.W_Q, qk.W_K, rotations, kv_of_head=qk.kv_of_head, gain=qk.gain,
+                         at_zero=True).layer_values()
+
+
+@contextlib.contextmanager
+def read_ahead(plan):
+    """``take(i)``: the Q/K (``pipeline.architectures.LayerQK``) of ``plan.todo[i]`` (a ``run_plan.ModelPlan``),
+    taken in order. While the caller profiles one layer, a thread reads the next, when a layer's compact Q/K take at
+    most READ_AHEAD_BYTES: memory then holds the layer in use and the one being read, at most one layer and
+    READ_AHEAD_BYTES (the caller keeps no reference to a layer past its use).
+
+    Why: on the opt-1.3b shape reading is about a tenth of a layer's time, and the read (file pages, conversion)
+    and the profile (one BLAS/LAPACK thread) use different cores (benchmarks/scale_bench.py --sections 3 times
+    the whole run). A read's error is raised when its layer is taken, after the layers before it are written."""
+    todo = list(plan.todo)
+    ahead = None  # (index, future) of the layer being read ahead, or None
+
+    def read(i: int):
+        return layer_qk(plan.ckpt, plan.layout, todo[i], plan.row.layernorm_folded)
+
+    with ThreadPoolExecutor(1, thread_name_prefix="read-ahead") as pool:
+        def take(i: int):
+            nonlocal ahead
+            index, future = ahead or (None, None)
+            qk = future.result() if index == i else read(i)  # a layer read ahead and not taken is dropped
+            small = qk.W_Q.nbytes + qk.W_K.nbytes <= READ_AHEAD_BYTES
+            ahead = (i + 1, pool.submit(read, i + 1)) if i + 1 < len(todo) and small else None
+            return qk
+
+        try:
+            yield take
+        finally:
+            if ahead is not None:
+                ahead[1].cancel()
+
+
+@dataclass(frozen=True)
+class LayerTask:
+    """One (model, layer): what a worker opens (source at the pinned revision) and where it writes."""
+
+    store: str
+    name: str
+    source: str
+    revision: str | None
+    layer: int
+    fold_ln: bool
+    run: str = ""  # the run's token (ModelPlan.tasks): a worker writes a run's layers through one writer
+
+
+@lru_cache(maxsize=4)
+def _worker_store(location: str):
+    """One store handle per location per worker process."""
+    return open_store(location)
+
+
+@lru_cache(maxsize=8)
+def _worker_writer(location: str, name: str, run: str):
+    """One layer writer per (store, model, run) per worker process: the model's row and arrays are opened by its
+    first task of a run, not by every task (about 20 ms a layer). A writer stays valid while the run holds the
+    model's writer lock (``Profiles.layer_writer``); ``run`` (one token per planned run) keeps a later run on a
+    long-lived worker from reusing it."""
+    return _worker_store(location).layer_writer(name)
+
+
+@lru_cache(maxsize=4)
+def _worker_checkpoint(source: str, revision: str | None):
+    """One open checkpoint per (source, revision) per worker process (Hub headers are read once)."""
+    return open_checkpoint(source, revision)
+
+
+def run_task(task: LayerTask, ckpt=None) -> int:
+    """Read, profile and write one layer; returns the layer. Opens the checkpoint when ``ckpt`` is None."""
+    if ckpt is None:
+        ckpt = _worker_checkpoint(task.source, task.revision)
+        if task.revision and ckpt.revision != task.revision:
+            raise CheckpointError(f"{task.source} is at revision {ckpt.revision} on this worker, but the run was "
+                                  f"planned for {task.revision}: the checkpoint changed (or differs between "
+                                  "machines). Rerun the command to plan it again.")
+    values = compute_layer(ckpt, layout_from_config(ckpt.config), task.layer, task.fold_ln)
+    if task.run:
+        _worker_writer(task.store, task.name, task.run).write(task.layer, *values)
+    else:
+        _worker_store(task.store).write_layer(task.name, task.layer, *values)
+    return task.layer

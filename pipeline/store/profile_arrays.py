@@ -1,0 +1,143 @@
+"""The profiles group at the level of its zarr arrays: the row names, rows added, evened and cleared, dimensions
+grown, variables and coordinates created with the schema's dtypes, fills and chunks.
+
+Plain functions over an open ``zarr.Group``, shared by the parts that write the group (``profiles``,
+``layer_writer``, ``verify``, ``migrate``); none of them takes a lock or journals: their callers do.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict
+
+import numpy as np
+import zarr
+
+from pipeline.schema import (
+    PROFILE_ATTRS,
+    PROFILE_COORD_ARRAYS,
+    PROFILE_DATA,
+    ROW_FIELDS,
+    STATISTICS,
+    STATISTICS_DATA,
+    ModelRow,
+    profile_chunks,
+)
+from pipeline.store.errors import StoreError
+from pipeline.store.quiet import quiet_listing
+
+
+def row_names(g: zarr.Group) -> list[str]:
+    """The ``model`` coordinate: every row's name in store order ("" for a row without one)."""
+    return [str(x) for x in g["model"][:]] if g["model"].shape[0] else []
+
+
+def row_index(g: zarr.Group, name: str, location: str = "") -> int:
+    """The row of model ``name``; StoreError naming the models there when it has none."""
+    names = row_names(g)
+    if not name or name not in names:
+        raise StoreError(f"model {name!r} is not in the store {location!r} (it has: "
+                         f"{', '.join(n for n in names if n) or 'none'}).")
+    return names.index(name)
+
+
+def model_arrays(g: zarr.Group) -> list[zarr.Array]:
+    """Every array whose first dimension is ``model``."""
+    with quiet_listing():
+        arrays = [a for _, a in g.arrays()]
+    return [a for a in arrays if a.metadata.dimension_names and a.metadata.dimension_names[0] == "model"]
+
+
+def resize_rows(g: zarr.Group, n: int) -> None:
+    """Every model-dimension array to ``n`` rows; the ``model`` names last when growing, first when shrinking."""
+    arrays = model_arrays(g)
+    names = [a for a in arrays if a.basename == "model"]
+    others = [a for a in arrays if a.basename != "model"]
+    for a in (others + names) if n >= g["model"].shape[0] else (names + others):
+        if a.shape[0] != n:
+            a.resize((n,) + a.shape[1:])
+
+
+def even_rows(g: zarr.Group) -> int:
+    """Make every model-dimension array as long as ``model`` (a killed resize may leave them uneven)."""
+    n = g["model"].shape[0]
+    for a in model_arrays(g):
+        if a.shape[0] != n:
+            a.resize((n,) + a.shape[1:])
+    return n
+
+
+def clear_row(g: zarr.Group, i: int) -> None:
+    """A fresh row's values: fill everywhere (whole chunks, so nothing is read)."""
+    for a in model_arrays(g):
+        a[i] = a.metadata.fill_value
+
+
+def create_data_arrays(g: zarr.Group, variables: dict, sizes: dict[str, int]) -> None:
+    """Create the data variables ``variables`` (schema: name -> (dims, dtype, fill)) at ``sizes``."""
+    for name, (dims, dtype, fill) in variables.items():
+        g.create_array(name, shape=tuple(sizes[d] for d in dims), chunks=profile_chunks(dims, sizes),
+                       dtype=str if dtype == "str" else dtype, fill_value=fill, dimension_names=list(dims))
+
+
+def create_coordinate(g: zarr.Group, name: str, values, rows: int | None = None) -> None:
+    """Create the coordinate ``name`` holding ``values``, with the schema's dtype, fill and chunk length; ``rows``
+    entries long (the ones past ``values`` read as the fill), by default as long as ``values``."""
+    dtype, fill, chunk = PROFILE_COORD_ARRAYS[name]
+    a = g.create_array(name, shape=(len(values) if rows is None else rows,), chunks=(chunk,),
+                       dtype=str if dtype == "str" else dtype, fill_value=fill, dimension_names=[name])
+    if len(values):
+        a[:] = np.array(values, dtype=object) if dtype == "str" else np.asarray(values)
+
+
+def ensure_statistics(g: zarr.Group, width: int) -> None:
+    """Idempotent: the statistics variables and their coordinates (``statistic``, ``eigen`` of ``width``), empty,
+    in a profiles group that lacks them (its models read as not computed)."""
+    if "statistic" not in g:
+        create_coordinate(g, "statistic", STATISTICS)
+    if "eigen" not in g:
+        create_coordinate(g, "eigen", np.arange(width))
+    sizes = {"model": g["model"].shape[0], "layer": g["layer"].shape[0], "head": g["head"].shape[0],
+             "statistic": len(STATISTICS), "eigen": g["eigen"].shape[0]}
+    missing = {k: v for k, v in STATISTICS_DATA.items() if k not in g}
+    if missing:
+        create_data_arrays(g, missing, sizes)
+        g.update_attributes(PROFILE_ATTRS)
+
+
+def clear_statistics(g: zarr.Group, i: int, layer: int | None = None) -> None:
+    """Forget the statistics of row ``i`` (one layer, or all): NaN values, no checksum (whole chunks)."""
+    if "statistics_checksum" not in g:
+        return
+    where = (i,) if layer is None else (i, layer)
+    g["head_statistics"][where] = np.nan
+    g["spectrum"][where] = np.nan
+    g["statistics_checksum"][where] = ""
+
+
+def grow(g: zarr.Group, n_layers: int, n_heads: int, width: int = 0) -> None:
+    """Grow the layer/head (and eigen) dimensions in place; resize keeps every chunk already written."""
+    L0, H0 = g["layer"].shape[0], g["head"].shape[0]
+    L, H = max(L0, n_layers), max(H0, n_heads)
+    E = max(g["eigen"].shape[0], width) if "eigen" in g else 0
+    variables = PROFILE_DATA | {k: v for k, v in STATISTICS_DATA.items() if k in g}
+    for name, (dims, _dtype, _fill) in variables.items():
+        a = g[name]
+        new = {"layer": L, "head": H, "eigen": E}
+        shape = tuple(new.get(d, s) for d, s in zip(dims, a.shape, strict=True))
+        if shape != a.shape:
+            a.resize(shape)
+    if "eigen" in g and (g["eigen"].shape[0] != E or not np.array_equal(g["eigen"][:], np.arange(E))):
+        g["eigen"].resize((E,))
+        g["eigen"][:] = np.arange(E)
+    if g["layer"].shape[0] != L or not np.array_equal(g["layer"][:], np.arange(L)):
+        g["layer"].resize((L,))
+        g["layer"][:] = np.arange(L)
+    if g["head"].shape[0] != H or not np.array_equal(g["head"][:], np.arange(H)):
+        g["head"].resize((H,))
+        g["head"][:] = np.arange(H)
+
+
+def row_dict(row: ModelRow) -> dict:
+    """The stored fields of ``row`` (what its registration journals and writes)."""
+    d = asdict(row)
+    return {k: d[k] for k in ROW_FIELDS}

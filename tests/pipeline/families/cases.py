@@ -1,0 +1,298 @@
+"""One tiny random model per family variant, and a probe of its forward pass.
+
+Every case names a transformers config class with tiny sizes (built offline, no Hub), the model class, and what
+the test reads from the live model: the module whose input is the attention input x (a regex whose group is
+the layer), the QK-norm modules, and the norm whose output is x (what ``--fold-ln`` folds). These names were
+read off transformers' modelling files; the probe checks each against the forward pass (the norm's output *is*
+x), so a wrong name fails rather than passes.
+
+Models are float64 with eager attention, every bias zero (so the pre-softmax score is exactly the bilinear form,
+divided by the QK-norm's divisors), norm gains drawn from U(0.5, 2) and matrices from N(0, 1 / fan_in).
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+import re
+from collections import defaultdict
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from tests.conftest import torch, transformers
+
+T = 9  # tokens per sequence (never a head count, so a norm's head axis is told from its token axis)
+VOCAB = 64
+
+
+@dataclass(frozen=True)
+class Case:
+    config: str
+    kw: dict
+    model: str
+    proj: str  # regex (search, anchored at the end) of the module whose input is x; group 1 = layer
+    ln: str = ""  # the module whose output is layer l's x: a template with {l}, {p} = l - 1 ("" = none)
+    ln_first: str | None = None  # layer 0's, where it differs ("" = none)
+    q_norm: str = ""  # regexes of the QK-norm modules (group 1 = layer)
+    k_norm: str = ""
+    tower: str | None = None
+    submodel: str = ""  # the attribute of the tower's own module, run alone
+    inputs: str = "ids"  # ids, pixels, features, decoder
+    causal: bool = True
+    other: str = ""  # regex of other attention projections whose softmax is not this tower's (cross-attention)
+    rtol: float = 1e-5
+    save: dict = field(default_factory=dict)  # dtype / max_shard_size of save_pretrained
+    alibi: str = ""  # the modelling module whose build_alibi_tensor gives the ALiBi bias (Falcon: over sqrt(n))
+
+
+_GQA = dict(hidden_size=32, num_attention_heads=4, num_key_value_heads=2, num_hidden_layers=2, intermediate_size=48,
+            vocab_size=VOCAB, max_position_embeddings=64)
+_ATTN = r"layers\.(\d+)\.self_attn\."
+_DEC = dict(proj=_ATTN + "q_proj", ln="layers.{l}.input_layernorm")
+_QK = dict(q_norm=_ATTN + "q_norm", k_norm=_ATTN + "k_norm")
+_BERT = dict(hidden_size=32, num_attention_heads=4, num_hidden_layers=2, intermediate_size=48, vocab_size=VOCAB,
+             max_position_embeddings=32)
+_BERT_PROBE = dict(proj=r"layer\.(\d+)\.attention\.self\.query", ln="layer.{p}.output.LayerNorm",
+                   ln_first="embeddings.LayerNorm", causal=False)
+_WHISPER = dict(d_model=32, encoder_attention_heads=4, decoder_attention_heads=4, encoder_layers=2, decoder_layers=2,
+                encoder_ffn_dim=48, decoder_ffn_dim=48, num_mel_bins=8, max_source_positions=T,
+                max_target_positions=32, vocab_size=VOCAB, pad_token_id=0, bos_token_id=1, eos_token_id=2,
+                decoder_start_token_id=3)
+_CLIP = dict(text_config=dict(hidden_size=32, num_attention_heads=4, num_hidden_layers=2, intermediate_size=48,
+                              vocab_size=VOCAB, max_position_embeddings=32, pad_token_id=0, bos_token_id=1,
+                              eos_token_id=2),
+             vision_config=dict(hidden_size=24, num_attention_heads=2, num_hidden_layers=3, intermediate_size=32,
+                                image_size=12, patch_size=4), projection_dim=8)
+
+CASES: dict[str, Case] = {
+    "qwen3": Case("Qwen3Config", _GQA | dict(head_dim=8), "Qwen3ForCausalLM", **_DEC, **_QK),
+    "qwen3_moe": Case("Qwen3MoeConfig", _GQA | dict(moe_intermediate_size=16, num_experts=4, num_experts_per_tok=2),
+                      "Qwen3MoeForCausalLM", **_DEC, **_QK),
+    "mixtral": Case("MixtralConfig", _GQA | dict(num_local_experts=4, rope_theta=1000.0), "MixtralForCausalLM", **_DEC),
+    "gemma": Case("GemmaConfig", _GQA | dict(head_dim=12), "GemmaForCausalLM", **_DEC),
+    "gemma2": Case("Gemma2Config", _GQA | dict(head_dim=8, query_pre_attn_scalar=16, attn_logit_softcapping=50.0,
+                                              sliding_window=32), "Gemma2ForCausalLM", **_DEC),
+    "gemma3_text": Case("Gemma3TextConfig", _GQA | dict(
+        head_dim=8, num_hidden_layers=3, query_pre_attn_scalar=16, sliding_window=32, sliding_window_pattern=2,
+        rope_parameters={"sliding_attention": {"rope_type": "default", "rope_theta": 100.0},
+                         "full_attention": {"rope_type": "linear", "factor": 4.0, "rope_theta": 1000.0}}),
+        "Gemma3ForCausalLM", **_DEC, **_QK),
+    "phi": Case("PhiConfig", _GQA | dict(num_key_value_heads=4), "PhiForCausalLM", **_DEC),
+    "phi-qk_layernorm": Case("PhiConfig", _GQA | dict(num_key_value_heads=4, qk_layernorm=True), "PhiForCausalLM",
+                             **_DEC, q_norm=_ATTN + "q_layernorm", k_norm=_ATTN + "k_layernorm"),
+    "phi3": Case("Phi3Config", _GQA | dict(pad_token_id=0, bos_token_id=1, eos_token_id=2), "Phi3ForCausalLM",
+                 proj=_ATTN + "qkv_proj", ln="layers.{l}.input_layernorm"),
+    "phi3-bf16-sharded": Case("Phi3Config", _GQA | dict(pad_token_id=0, bos_token_id=1, eos_token_id=2),
+                              "Phi3ForCausalLM", proj=_ATTN + "qkv_proj", ln="layers.{l}.input_layernorm",
+                              save=dict(dtype=torch.bfloat16, max_shard_size="8KB")),
+    "gptj": Case("GPTJConfig", dict(n_embd=32, n_head=4, n_layer=2, rotary_dim=4, vocab_size=VOCAB, n_positions=64),
+                 "GPTJForCausalLM", proj=r"h\.(\d+)\.attn\.q_proj", ln="h.{l}.ln_1"),
+    "falcon-multi_query": Case("FalconConfig", dict(hidden_size=32, num_attention_heads=4, num_hidden_layers=2,
+                                                    vocab_size=VOCAB, multi_query=True, new_decoder_architecture=False),
+                               "FalconForCausalLM", proj=r"h\.(\d+)\.self_attention\.query_key_value",
+                               ln="h.{l}.input_layernorm"),
+    "falcon-new_decoder_architecture": Case(
+        "FalconConfig", dict(hidden_size=32, num_attention_heads=4, num_kv_heads=2, num_hidden_layers=2,
+                             vocab_size=VOCAB, new_decoder_architecture=True),
+        "FalconForCausalLM", proj=r"h\.(\d+)\.self_attention\.query_key_value", ln="h.{l}.ln_attn",
+        save=dict(max_shard_size="8KB")),
+    "falcon-per_head": Case("FalconConfig", dict(hidden_size=32, num_attention_heads=4, num_hidden_layers=2,
+                                                 vocab_size=VOCAB, multi_query=False, parallel_attn=False),
+                            "FalconForCausalLM", proj=r"h\.(\d+)\.self_attention\.query_key_value",
+                            ln="h.{l}.input_layernorm"),
+    "falcon-alibi": Case("FalconConfig", dict(hidden_size=32, num_attention_heads=4, num_hidden_layers=2,
+                                              vocab_size=VOCAB, multi_query=False, parallel_attn=False, alibi=True),
+                         "FalconForCausalLM", proj=r"h\.(\d+)\.self_attention\.query_key_value",
+                         ln="h.{l}.input_layernorm", alibi="falcon", rtol=1e-10),
+    "stablelm": Case("StableLmConfig", _GQA, "StableLmForCausalLM", **_DEC),
+    "stablelm-qk_layernorm": Case("StableLmConfig", _GQA | dict(qk_layernorm=True), "StableLmForCausalLM", **_DEC,
+                                  q_norm=_ATTN + "q_layernorm", k_norm=_ATTN + "k_layernorm"),
+    "olmo2": Case("Olmo2Config", _GQA, "Olmo2ForCausalLM", proj=_ATTN + "q_proj", **_QK),
+    "starcoder2": Case("Starcoder2Config", _GQA, "Starcoder2ForCausalLM", **_DEC),
+    "gpt_bigcode-multi_query": Case("GPTBigCodeConfig", dict(n_embd=32, n_head=4, n_layer=2, vocab_size=VOCAB,
+                                                             n_positions=32), "GPTBigCodeForCausalLM",
+                                    proj=r"h\.(\d+)\.attn\.c_attn", ln="h.{l}.ln_1", rtol=1e-10),
+    "gpt_bigcode-per_head": Case("GPTBigCodeConfig", dict(n_embd=32, n_head=4, n_layer=2, vocab_size=VOCAB,
+                                                          n_positions=32, multi_query=False), "GPTBigCodeForCausalLM",
+                                 proj=r"h\.(\d+)\.attn\.c_attn", ln="h.{l}.ln_1", rtol=1e-10),
+    "cohere": Case("CohereConfig", _GQA, "CohereForCausalLM", **_DEC),
+    "cohere-qk_norm": Case("CohereConfig", _GQA | dict(use_qk_norm=True), "CohereForCausalLM", **_DEC, **_QK),
+    "granite": Case("GraniteConfig", _GQA | dict(attention_multiplier=0.3), "GraniteForCausalLM", **_DEC),
+    "smollm3": Case("SmolLM3Config", _GQA | dict(num_hidden_layers=4, pad_token_id=0, bos_token_id=1,
+                                                 eos_token_id=2), "SmolLM3ForCausalLM", **_DEC),  # layer 3: no rotary
+    "roberta": Case("RobertaConfig", _BERT | dict(pad_token_id=1), "RobertaModel", **_BERT_PROBE, rtol=1e-10),
+    "xlm-roberta": Case("XLMRobertaConfig", _BERT | dict(pad_token_id=1), "XLMRobertaModel", **_BERT_PROBE,
+                        rtol=1e-10),
+    "electra-projected": Case("ElectraConfig", _BERT | dict(embedding_size=16), "ElectraModel",
+                              **_BERT_PROBE | dict(ln_first=""), rtol=1e-10),
+    "distilbert": Case("DistilBertConfig", dict(dim=32, n_heads=4, n_layers=2, hidden_dim=48, vocab_size=VOCAB,
+                                                max_position_embeddings=32), "DistilBertModel",
+                       proj=r"layer\.(\d+)\.attention\.q_lin", ln="transformer.layer.{p}.output_layer_norm",
+                       ln_first="embeddings.LayerNorm", causal=False, rtol=1e-10),
+    "modernbert": Case("ModernBertConfig", dict(hidden_size=32, num_attention_heads=4, num_hidden_layers=3,
+                                                intermediate_size=48, vocab_size=VOCAB, global_attn_every_n_layers=2,
+                                                global_rope_theta=1000.0, local_rope_theta=100.0, pad_token_id=0,
+                                                bos_token_id=1, eos_token_id=2, cls_token_id=3, sep_token_id=4),
+                       "ModernBertModel", proj=r"layers\.(\d+)\.attn\.Wqkv", ln="layers.{l}.attn_norm",
+                       ln_first="embeddings.norm", causal=False),
+    "vit": Case("ViTConfig", dict(hidden_size=32, num_attention_heads=4, num_hidden_layers=2, intermediate_size=48,
+                                  image_size=12, patch_size=4), "ViTModel", inputs="pixels",
+                proj=r"layers\.(\d+)\.attention\.q_proj", ln="layers.{l}.layernorm_before",
+                causal=False, rtol=1e-10),
+    "clip/text": Case("CLIPConfig", _CLIP, "CLIPModel", tower="text", submodel="text_model",
+                      proj=r"layers\.(\d+)\.self_attn\.q_proj", ln="encoder.layers.{l}.layer_norm1", rtol=1e-10),
+    "clip/vision": Case("CLIPConfig", _CLIP, "CLIPModel", tower="vision", submodel="vision_model", inputs="pixels",
+                        proj=r"layers\.(\d+)\.self_attn\.q_proj", ln="encoder.layers.{l}.layer_norm1", causal=False,
+                        rtol=1e-10),
+    "whisper/encoder": Case("WhisperConfig", _WHISPER, "WhisperModel", tower="encoder", submodel="encoder",
+                            inputs="features", proj=r"layers\.(\d+)\.self_attn\.q_proj",
+                            ln="layers.{l}.self_attn_layer_norm", causal=False, rtol=1e-10),
+    "whisper/decoder": Case("WhisperConfig", _WHISPER, "WhisperModel", tower="decoder", submodel="decoder",
+                            inputs="decoder", proj=r"layers\.(\d+)\.self_attn\.q_proj",
+                            ln="layers.{l}.self_attn_layer_norm", other=r"encoder_attn\.q_proj", rtol=1e-10),
+}
+
+
+def build(case: Case, seed: int = 0):
+    """The case's model: eval mode, eager attention, float64, biases zero, gains U(0.5, 2), matrices N(0, 1/fan_in)."""
+    config = getattr(transformers, case.config)(**case.kw)
+    for c in (config, getattr(config, "text_config", None), getattr(config, "vision_config", None)):
+        if c is not None:
+            c._attn_implementation = "eager"
+            c._experts_implementation = "eager"  # MoE: the grouped matmul kernels take no float64
+    torch.manual_seed(seed)
+    model = getattr(transformers, case.model)(config).eval()
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if p.ndim == 0:  # a scalar (CLIP's logit scale): not attention
+                continue
+            if name.endswith("bias"):
+                p.zero_()
+            elif p.ndim == 1 or "norm" in name.lower():
+                p.uniform_(0.5, 2.0)
+            else:
+                p.normal_(0.0, 1.0 / math.sqrt(p.shape[-1]))
+    model = model.to(torch.float64)
+    if (dtype := case.save.get("dtype")) is not None:  # the float64 model holds exactly the saved numbers
+        with torch.no_grad():
+            for p in model.parameters():
+                p.copy_(p.to(dtype).to(torch.float64))
+    return model
+
+
+def save(model, case: Case, folder) -> str:
+    """save_pretrained, of a copy cast to the case's save dtype (buffers such as rotary frequencies stay float64
+    in ``model``)."""
+    dtype = case.save.get("dtype")
+    out = model if dtype is None else copy.deepcopy(model).to(dtype)
+    kw = {"max_shard_size": case.save["max_shard_size"]} if "max_shard_size" in case.save else {}
+    out.save_pretrained(str(folder), **kw)
+    return str(folder)
+
+
+def _inputs(case: Case, model) -> tuple[object, dict]:
+    """The module to run (the tower's own, or the model) and its inputs."""
+    g = torch.Generator().manual_seed(1)
+    module = getattr(model, case.submodel) if case.submodel else model
+    if case.inputs == "pixels":
+        size = model.config.vision_config.image_size if case.tower else model.config.image_size
+        return module, {"pixel_values": torch.randn(1, 3, size, size, generator=g, dtype=torch.float64)}
+    if case.inputs == "features":
+        return module, {"input_features": torch.randn(1, model.config.num_mel_bins, 2 * T, generator=g,
+                                                      dtype=torch.float64)}
+    ids = torch.randint(5, VOCAB, (1, T), generator=g)
+    if case.inputs == "decoder":
+        memory = torch.randn(1, T, model.config.d_model, generator=g, dtype=torch.float64)
+        return module, {"input_ids": ids, "encoder_hidden_states": memory}
+    return module, {"input_ids": ids}
+
+
+def _eps(m) -> float:
+    for holder in (m, getattr(m, "norms", [None])[0]):
+        for attr in ("variance_epsilon", "eps"):
+            if holder is not None and getattr(holder, attr, None) is not None:
+                return float(getattr(holder, attr))
+    raise AssertionError(f"no epsilon on {type(m).__name__}")
+
+
+def _kind(m) -> str:
+    name = type(m).__name__ if not hasattr(m, "norms") else type(m.norms[0]).__name__
+    return "rms" if "RMS" in name else "layernorm"
+
+
+def probe(model, case: Case) -> dict[int, dict]:
+    """Per layer: ``x`` (T, N) entering the Q projection, ``scores`` (H, T, T) handed to softmax, the QK-norms'
+    inputs (``q``, ``k``: (array, eps, kind)) and the fold-ln norm's input and output (``ln_in``, ``ln_out``)."""
+    layers: dict[int, dict] = defaultdict(dict)
+    state = {"layer": None}
+    module, inputs = _inputs(case, model)
+    n_layers = len([n for n, _ in module.named_modules() if re.search(case.proj + "$", n)])
+    ln_of = {}
+    for layer in range(n_layers):
+        template = case.ln_first if layer == 0 and case.ln_first is not None else case.ln
+        if template:
+            ln_of[template.format(l=layer, p=layer - 1)] = layer
+
+    def take_x(layer):
+        def hook(_m, args):
+            state["layer"] = layer
+            layers[layer].setdefault("x", args[0][0].detach().numpy().copy())
+        return hook
+
+    def keep(layer, key, m):
+        def hook(_m, args, output):
+            layers[layer].setdefault(key, (args[0][0].detach().numpy().copy(), _eps(m), _kind(m)))
+            if key == "ln_in":
+                layers[layer].setdefault("ln_out", output[0].detach().numpy().copy())
+        return hook
+
+    handles = []
+    for name, m in module.named_modules():
+        if hit := re.search(case.proj + "$", name):
+            handles.append(m.register_forward_pre_hook(take_x(int(hit.group(1)))))
+        elif case.other and re.search(case.other + "$", name):
+            handles.append(m.register_forward_pre_hook(lambda *_: state.update(layer=None)))
+        for key, pattern in (("q", case.q_norm), ("k", case.k_norm)):
+            if pattern and (hit := re.search(pattern + "$", name)):
+                handles.append(m.register_forward_hook(keep(int(hit.group(1)), key, m)))
+        suffix = next((s for s in ln_of if name == s or name.endswith("." + s)), None)
+        if suffix is not None:
+            handles.append(m.register_forward_hook(keep(ln_of[suffix], "ln_in", m)))
+    real_softmax = torch.nn.functional.softmax
+
+    def recording_softmax(x, *args, **kwargs):
+        if state["layer"] is not None and x.ndim == 4:
+            layers[state["layer"]].setdefault("scores", x.detach().to(torch.float64).numpy()[0].copy())
+        return real_softmax(x, *args, **kwargs)
+
+    torch.nn.functional.softmax = recording_softmax
+    try:
+        with torch.no_grad():
+            module(**inputs)
+    finally:
+        torch.nn.functional.softmax = real_softmax
+        for h in handles:
+            h.remove()
+    return dict(layers)
+
+
+def normalised(u: np.ndarray, eps: float, kind: str) -> tuple[np.ndarray, np.ndarray]:
+    """(u / r, r): a norm's output before its gain, and its divisor r over the last axis."""
+    if kind == "layernorm":
+        c = u - u.mean(axis=-1, keepdims=True)
+        r = np.sqrt((c * c).mean(axis=-1) + eps)
+        return c / r[..., None], r
+    r = np.sqrt((u * u).mean(axis=-1) + eps)
+    return u / r[..., None], r
+
+
+def divisors(captured, heads: int) -> np.ndarray:
+    """r (T, heads) of a QK-norm from its captured input: per head, or one per token over the whole projection."""
+    u, eps, kind = captured
+    if u.ndim == 2:  # (T, heads * n): one divisor per token
+        return np.repeat(normalised(u, eps, kind)[1][:, None], heads, axis=1)
+    if u.shape[0] != T:  # (heads, T, n)
+        u = u.transpose(1, 0, 2)
+    assert u.shape[:2] == (T, heads), u.shape  # the text cases have T tokens, never a head count
+    return normalised(u, eps, kind)[1]

@@ -1,0 +1,116 @@
+"""Every family's Q/K, read from its saved files, against the model's own forward pass.
+
+For each case (``cases.py``: a tiny random model per family variant, biases zero), the pre-softmax scores
+captured from transformers' eager attention must satisfy
+
+    scores[h, i, j] * r_q(i, h) * r_k(j, h) = scale * x_j^T L_h(i - j) x_i,    L_h(d) = W_K[h]^T R(d) W_Q[h]
+
+with W_Q, W_K from ``layer_weights`` (QK-norm gain and centring folded in), R(d) from ``rotations(layout,
+offsets, layer)`` (the identity for layers without rotary), x the hidden states entering the Q projection and
+r the divisors the QK-norms applied, computed from the norms' captured inputs (1 without a QK-norm). A tanh
+soft-cap is undone first (Gemma 2). Rotary and QK-norm families compare at 1e-5 relative (transformers computes
+rotation angles and these norms in float32), the rest at 1e-10.
+
+With ``fold_ln``, the same scores equal the form of the folded weights on the normalised residual: the norm
+declared by the case is checked to be the one whose output is x, and n = its input normalised (no gain).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from pipeline.architectures import layer_weights, layout_from_config, qk_tensor_names, rotations
+from pipeline.checkpoints import open_checkpoint
+from tests.pipeline.families.cases import CASES, divisors, normalised
+
+
+def form_scores(layout, layer: int, W_Q, W_K, xq, xk) -> np.ndarray:
+    """(H, T, T): scale * xk_j^T W_K^T R(i - j) W_Q xq_i."""
+    T = len(xq)
+    R = rotations(layout, np.arange(-(T - 1), T), layer)
+    Q = np.einsum("hnm,im->hin", W_Q, xq)
+    K = np.einsum("hnm,jm->hjn", W_K, xk)
+    out = np.empty((W_Q.shape[0], T, T))
+    for i in range(T):
+        for j in range(T):
+            q = Q[:, i] if R is None else Q[:, i] @ R[i - j + T - 1].T
+            out[:, i, j] = np.einsum("hn,hn->h", K[:, j], q)
+    return layout.scale * out
+
+
+def alibi_bias(case, layout, T: int) -> np.ndarray:
+    """(H, 1, T): the ALiBi bias the model adds to every query's scores, from its own build_alibi_tensor."""
+    import importlib
+    import math
+
+    from tests.conftest import torch
+
+    module = importlib.import_module(f"transformers.models.{case.alibi}.modeling_{case.alibi}")
+    bias = module.build_alibi_tensor(torch.ones(1, T, dtype=torch.long), layout.n_heads, torch.float64)
+    assert layout.positional == "alibi" and case.alibi == "falcon"
+    return bias.numpy().reshape(layout.n_heads, 1, T) / math.sqrt(layout.d_head)
+
+
+def checked(name: str, family_model):
+    case = CASES[name]
+    model, folder, probed = family_model(name)
+    ckpt = open_checkpoint(folder)
+    layout = layout_from_config(ckpt.config, case.tower)
+    assert sorted(probed) == list(range(layout.n_layers)), "every layer's attention ran once"
+    return case, ckpt, layout, probed
+
+
+def relative(got: np.ndarray, want: np.ndarray, allowed: np.ndarray) -> float:
+    return float(np.abs(got - want)[:, allowed].max() / np.abs(got[:, allowed]).max())
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_scores_equal_the_forward_pass(family_model, name):
+    case, ckpt, layout, probed = checked(name, family_model)
+    H, kv = layout.n_heads, layout.n_kv_heads
+    for layer in range(layout.n_layers):
+        p = probed[layer]
+        T = len(p["x"])  # text: cases.T tokens; vision: patches and the class token
+        allowed = np.tril(np.ones((T, T), bool)) if case.causal else np.ones((T, T), bool)
+        got = p["scores"].copy()
+        assert got.shape == (H, T, T)
+        if case.causal:  # the captured scores really are the masked pre-softmax scores
+            assert (got[:, ~allowed] < -1e30).all()
+        if layout.softcap:
+            got[:, allowed] = layout.softcap * np.arctanh(got[:, allowed] / layout.softcap)
+        if case.q_norm:  # scores times the divisors (masked entries left as they are)
+            r = divisors(p["q"], H).T[:, :, None] * divisors(p["k"], kv)[:, np.arange(H) // (H // kv)].T[:, None, :]
+            got = np.where(allowed, got * np.where(allowed, r, 1.0), got)
+        W_Q, W_K = layer_weights(ckpt, layout, layer)
+        if case.alibi:  # the position bias, as the model's own code builds it (Falcon: over sqrt(n))
+            got = got - alibi_bias(case, layout, T)
+        want = form_scores(layout, layer, W_Q, W_K, p["x"], p["x"])
+        err = relative(got, want, allowed)
+        assert err < case.rtol, f"{name} layer {layer}: relative error {err:.2e}"
+        if "ln_in" in p:  # --fold-ln: the declared norm produces x, and folding its gain gives the same scores
+            np.testing.assert_array_equal(p["ln_out"], p["x"])
+            u, eps, kind = p["ln_in"]
+            n = normalised(u, eps, kind)[0]
+            fq, fk = layer_weights(ckpt, layout, layer, fold_ln=True)
+            err = relative(got, form_scores(layout, layer, fq, fk, n, n), allowed)
+            assert err < max(case.rtol, 1e-9), f"{name} layer {layer} folded: relative error {err:.2e}"
+        else:  # no norm's output enters this layer: nothing to fold
+            assert "ln" not in qk_tensor_names(layout, ckpt.tensor_names(), layer, fold_ln=True)
+
+
+def test_every_entry_of_the_table_is_proved():
+    """Every family of the table has a case here, or in test_architectures.py (the first eight); the standalone CLIP
+    towers are the CLIP entry's towers under their own model_type."""
+    from dataclasses import replace
+
+    from pipeline.architectures import FAMILIES
+    from tests.conftest import transformers
+
+    proved = {getattr(transformers, case.config).model_type for case in CASES.values()}
+    first_eight = {"gpt2", "opt", "bloom", "gpt_neox", "mistral", "llama", "qwen2", "bert"}
+    standalone = {"clip_text_model": ("clip", "text"), "clip_vision_model": ("clip", "vision")}
+    for name, (family, tower) in standalone.items():
+        assert FAMILIES[name] == replace(FAMILIES[family].tower(tower), name=name, sub_config="")
+    assert set(FAMILIES) == proved | first_eight | set(standalone)
+    assert len(proved | first_eight) >= 30

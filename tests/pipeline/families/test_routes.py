@@ -1,0 +1,193 @@
+"""The routes other than a local folder, for the families' own layouts: Hub range reads of fused QKV tensors fetch
+the q and k rows alone, and GGUF files of llama.cpp's architectures read back as the Hugging Face weights."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from pipeline.architectures import layer_qk, layer_weights, layout_from_config, qk_tensor_names
+from pipeline.checkpoints import open_checkpoint
+from tests.hub_server import LoopbackHub, serve_folder
+from tests.pipeline.families.cases import CASES
+
+pytest.importorskip("huggingface_hub", reason="the Hub tests need huggingface_hub")
+
+
+@pytest.fixture
+def hub_env(monkeypatch, tmp_path):
+    """A fresh Hub cache, no token, online, no retries."""
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf-home"))
+    for var in ("HF_HUB_CACHE", "HF_TOKEN", "HUGGING_FACE_HUB_TOKEN", "HF_HUB_OFFLINE"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("HEADGEOMETRY_HUB_RETRIES", "0")
+    return monkeypatch
+
+
+def _header_bytes(path: Path) -> int:
+    return 8 + int.from_bytes(path.read_bytes()[:8], "little")
+
+
+def _fetch_bound(folder: Path, layout, names_by_layer) -> tuple[int, int]:
+    """(the q and k rows' bytes, what else a reader must fetch: config, index and the headers of their shards)."""
+    from safetensors import safe_open
+
+    index = folder / "model.safetensors.index.json"
+    where = json.loads(index.read_text())["weight_map"] if index.exists() else None
+    qk, shards = 0, set()
+    for names in names_by_layer:
+        name = names["qkv"]
+        shard = folder / (where[name] if where else "model.safetensors")
+        shards.add(shard)
+        with safe_open(str(shard), framework="pt") as fh:
+            item = fh.get_slice(name).get_dtype()
+        size = {"F64": 8, "F32": 4, "BF16": 2, "F16": 2}[item]
+        qk += (layout.n_heads + layout.n_kv_heads) * layout.d_head * layout.d_model * size
+    other = (folder / "config.json").stat().st_size + (index.stat().st_size if index.exists() else 0)
+    return qk, other + sum(_header_bytes(s) for s in shards)
+
+
+@pytest.mark.parametrize("name", ["phi3-bf16-sharded", "falcon-new_decoder_architecture", "falcon-per_head",
+                                  "gpt_bigcode-per_head"])
+def test_hub_reads_only_the_q_and_k_rows_of_a_fused_tensor(family_model, hub_env, name):
+    from pipeline.sources.hub import hub_checkpoint
+
+    _, folder, _ = family_model(name)
+    repo = f"test-org/{Path(folder).name}"
+    local = open_checkpoint(folder)
+    layout = layout_from_config(local.config)
+    with LoopbackHub(serve_folder(folder, repo)) as hub:
+        hub_env.setenv("HF_ENDPOINT", hub.endpoint)
+        remote = hub_checkpoint(repo)
+        names = []
+        for layer in range(layout.n_layers):
+            got, want = layer_qk(remote, layout, layer), layer_qk(local, layout, layer)
+            assert got.W_Q.dtype == want.W_Q.dtype
+            np.testing.assert_array_equal(got.W_Q, want.W_Q)
+            np.testing.assert_array_equal(got.W_K, want.W_K)
+            names.append(qk_tensor_names(layout, local.tensor_names(), layer))
+        served = hub.total_bytes(repo)
+    qk, other = _fetch_bound(Path(folder), layout, names)
+    assert qk <= served <= 1.0001 * qk + other, (served, qk, other)
+
+
+# ------------------------------------------------------------------------------------------ GGUF
+
+# case -> llama.cpp architecture, as its converter (convert_hf_to_gguf.py) writes it
+GGUF_ARCHS = {"qwen3": "qwen3", "qwen3_moe": "qwen3moe", "gemma": "gemma", "gemma2": "gemma2",
+              "gemma3_text": "gemma3", "phi3": "phi3", "olmo2": "olmo2", "starcoder2": "starcoder2",
+              "stablelm-qk_layernorm": "stablelm", "cohere-qk_norm": "command-r", "granite": "granite",
+              "smollm3": "smollm3"}
+PERMUTED = ("granite", "smollm3")  # rotated as interleaved pairs by llama.cpp: the converter permutes Q/K rows
+
+
+def permute(w: np.ndarray, heads: int) -> np.ndarray:
+    """The converter's LlamaModel.permute: per head, rotate-half row order -> interleaved pairs."""
+    return w.reshape(heads, 2, w.shape[0] // heads // 2, *w.shape[1:]).swapaxes(1, 2).reshape(w.shape)
+
+
+def _metadata(w, arch: str, cfg, per_layer_pattern: bool = False) -> None:
+    """The shape and rotary keys the converter writes, and each architecture's own."""
+    import gguf
+
+    heads, head_dim = cfg.num_attention_heads, getattr(cfg, "head_dim", None) or cfg.hidden_size // \
+        cfg.num_attention_heads
+    w.add_block_count(cfg.num_hidden_layers)
+    w.add_embedding_length(cfg.hidden_size)
+    w.add_head_count(heads)
+    w.add_head_count_kv(cfg.num_key_value_heads)
+    w.add_key_length(head_dim)
+    rope = cfg.rope_parameters
+    if arch == "gemma3":
+        full, local = rope["full_attention"], rope["sliding_attention"]
+        w.add_rope_freq_base(full["rope_theta"])
+        w.add_rope_freq_base_swa(local["rope_theta"])
+        w.add_rope_scaling_type(gguf.RopeScalingType.LINEAR)
+        w.add_rope_scaling_factor(full["factor"])
+        w.add_sliding_window_pattern([t == "sliding_attention" for t in cfg.layer_types] if per_layer_pattern
+                                     else int(cfg.sliding_window_pattern))
+    else:
+        w.add_rope_freq_base(rope["rope_theta"])
+        w.add_rope_dimension_count(int(head_dim * rope.get("partial_rotary_factor", 1.0)))
+    if arch == "gemma2":
+        w.add_attn_logit_softcapping(cfg.attn_logit_softcapping)
+    if arch == "granite":
+        w.add_attention_scale(cfg.attention_multiplier)
+
+
+def write_gguf(case_name: str, folder: str, path: Path, per_layer_pattern: bool = False) -> Path:
+    """A GGUF file of the case's saved weights, with the converter's conventions for its architecture: Q/K rows
+    permuted where llama.cpp rotates pairs, every Gemma norm gain stored as 1 + weight, StableLM's per-head QK norm
+    gains stacked, a fused QKV kept fused."""
+    import gguf
+    from safetensors.numpy import load_file
+
+    arch = GGUF_ARCHS[case_name]
+    tensors = {}
+    for f in sorted(Path(folder).glob("*.safetensors")):
+        tensors |= load_file(str(f))
+    cfg = getattr(transformers_module(), CASES[case_name].config).from_pretrained(folder)
+    w = gguf.GGUFWriter(str(path), arch)
+    w.add_name(f"tiny {arch}")
+    _metadata(w, arch, cfg, per_layer_pattern)
+    shift = 1.0 if arch.startswith("gemma") else 0.0
+    roles = {"q_proj": "attn_q", "k_proj": "attn_k", "qkv_proj": "attn_qkv", "q_norm": "attn_q_norm",
+             "k_norm": "attn_k_norm"}
+    for layer in range(cfg.num_hidden_layers):
+        at = f"model.layers.{layer}."
+        for hf, role in roles.items():
+            if (t := tensors.get(f"{at}self_attn.{hf}.weight")) is not None:
+                heads = cfg.num_attention_heads if hf == "q_proj" else cfg.num_key_value_heads
+                if arch in PERMUTED and hf in ("q_proj", "k_proj"):
+                    t = permute(t, heads)
+                w.add_tensor(f"blk.{layer}.{role}.weight", (t + (shift if "norm" in hf else 0.0)).astype(np.float32))
+        for side, heads in (("q", cfg.num_attention_heads), ("k", cfg.num_key_value_heads)):
+            parts = [tensors.get(f"{at}self_attn.{side}_layernorm.norms.{h}.weight") for h in range(heads)]
+            if parts[0] is not None:
+                w.add_tensor(f"blk.{layer}.attn_{side}_norm.weight", np.stack(parts).astype(np.float32))
+        if (g := tensors.get(f"{at}input_layernorm.weight")) is not None:
+            w.add_tensor(f"blk.{layer}.attn_norm.weight", (g + shift).astype(np.float32))
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    return path
+
+
+def transformers_module():
+    from tests.conftest import transformers
+
+    return transformers
+
+
+@pytest.mark.parametrize("name", list(GGUF_ARCHS))
+def test_gguf_of_each_architecture_reads_back_the_hf_weights(family_model, tmp_path, name):
+    """A GGUF file written as llama.cpp's converter writes the family reads back as the Hugging Face checkpoint's
+    layout and weights (float32 in the file: 1e-6), folded norm gains included."""
+    from pipeline.sources.gguf import open_gguf
+
+    _, folder, _ = family_model(name)
+    path = write_gguf(name, folder, tmp_path / f"{name}.gguf")
+    local, ggml = open_checkpoint(folder), open_gguf(path)
+    want, got = layout_from_config(local.config), layout_from_config(ggml.config)
+    assert got.shape == want.shape
+    assert (got.layers, got.qk_norm, got.rope_scaling) == (want.layers, want.qk_norm, want.rope_scaling)
+    assert ggml.config["model_type"] == want.family and ggml.provenance.format == "gguf"
+    for layer in range(want.n_layers):
+        for fold in (False, True):
+            (gq, gk), (wq, wk) = layer_weights(ggml, got, layer, fold), layer_weights(local, want, layer, fold)
+            np.testing.assert_allclose(gq, wq, rtol=1e-6, atol=1e-7)
+            np.testing.assert_allclose(gk, wk, rtol=1e-6, atol=1e-7)
+
+
+def test_gemma3_gguf_with_its_sliding_pattern_per_layer(family_model, tmp_path):
+    """Newer converters write Gemma 3's pattern as one flag per layer (true = sliding): the same layout."""
+    from pipeline.sources.gguf import open_gguf
+
+    _, folder, _ = family_model("gemma3_text")
+    per_layer = layout_from_config(open_gguf(write_gguf("gemma3_text", folder, tmp_path / "p.gguf", True)).config)
+    assert per_layer.layers == layout_from_config(open_checkpoint(folder).config).layers
+    assert [p.rope_theta for p in per_layer.layers] == [100.0, 1000.0, 100.0]
