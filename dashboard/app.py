@@ -75,10 +75,7 @@ SERVED_TEMPLATE = ("{% block js_resources %}"
 # The line a served page shows from its HTML until its document has come (the session's build: its pages copied,
 # or first built), with the seconds so far; removed by its own script once BokehJS holds the document.
 LOADING_HTML = ('<div id="loading" class="building">Loading the page … <span>0</span> s</div>'
-                "<script>(() => { const line = document.getElementById('loading'), t0 = Date.now();"
-                " const tick = () => { if (window.Bokeh && Bokeh.documents.length > 0) { line.remove(); return; }"
-                " line.querySelector('span').textContent = Math.floor((Date.now() - t0) / 1000);"
-                " setTimeout(tick, 250); }; tick(); })();</script>")
+                f"<script>{jscode.code('loading_line')}</script>")
 
 
 def serve_settings() -> None:
