@@ -263,6 +263,8 @@ def profiles_panel(store, state: AppState, args: dict[str, str] | None = None,
         shown[0].one("heads").selected.indices = []
         if same_structure(shown[0], page):
             replace_in_place(shown[0], page)  # the same models with the new model's data: the document stays flat
+            if pane.object is not shown[0].root:  # a progress line took the pane meanwhile: the page comes back
+                pane.object = shown[0].root
             return
         _follow(page, state)  # a page of other views (statistics present or not): it replaces the shown one
         shown[0] = page
@@ -271,8 +273,9 @@ def profiles_panel(store, state: AppState, args: dict[str, str] | None = None,
     def switch(name: str) -> None:
         select.value = name
         key = rendered.profiles_key(store, name)
-        if not pages.build(key).done():
-            shown.clear()  # the progress line takes the pane: the page that comes replaces it whole
+        # a page not built yet: its progress line takes the pane, and the page shown comes back with the new
+        # model's data (``show``), never a second page beside it (the document's ready callback, the deep link's
+        # restore, holds the first page's models for as long as the session lasts)
         try:
             when_ready(pages, key, pane, "Profiles of attention heads", f"the page of {name}",
                        lambda page: show(name, page))

@@ -295,7 +295,7 @@ def test_served_tap_fills_the_inspector_and_models_with_other_views_switch(brows
     np.testing.assert_allclose(model_data(page, "inspector_statistics", "value"), stats[1, 5], rtol=1e-6)
     select = page.locator("select").first
     select.select_option(label=ABSOLUTE_MODEL)  # no statistics: the same views, those that need them hidden
-    page.wait_for_function("() => {" + FIND_JS + "return find('statistics_missing').visible; }", timeout=30_000)
+    wait_js(page, "const m = find('statistics_missing'); return m != null && m.visible;", timeout=30_000)
     assert "statistics not computed" in model_prop(page, "statistics_missing", "text")
     assert ABSOLUTE_MODEL in model_prop(page, "model_line", "text")
     assert model_prop(page, "statistics_area", "visible") is False
