@@ -39,6 +39,7 @@ Needs Debian's chromium at /usr/bin/chromium and the playwright package.
 from __future__ import annotations
 
 import argparse
+import functools
 import os
 import re
 import statistics
@@ -215,18 +216,20 @@ def rev_tree(tmp: Path, rev: str) -> Path:
     return out
 
 
-def serve(root: Path, store: Path, port: int):
-    """``panel serve ROOT/dashboard/app.py`` on 127.0.0.1 with ROOT first on the import path; (process, url)."""
-    env = dict(os.environ, PYTHONPATH=f"{root}{os.pathsep}{REPO}")
-    cmd = [sys.executable, "-m", "panel", "serve", str(root / "dashboard" / "app.py"), "--port", str(port),
+def serve(root: Path, store: Path, port: int, script: Path | None = None, args: tuple[str, ...] = ()):
+    """``panel serve ROOT/dashboard/app.py`` (or ``script``) on 127.0.0.1 with ROOT first on the import path, then
+    benchmarks/, ``args`` after the store's; (process, url)."""
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(map(str, (root, REPO, REPO / "benchmarks"))))
+    script = script or root / "dashboard" / "app.py"
+    cmd = [sys.executable, "-m", "panel", "serve", str(script), "--port", str(port),
            "--address", "127.0.0.1", "--allow-websocket-origin", f"127.0.0.1:{port}", "--log-level", "warning",
            "--liveness", "--unused-session-lifetime", "1000", "--check-unused-sessions", "500",
-           "--args", "--store", str(store)]
+           "--args", "--store", str(store), *args]
     proc = subprocess.Popen(cmd, cwd=root, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     for _ in range(180):
         try:
             with urllib.request.urlopen(f"http://127.0.0.1:{port}/liveness", timeout=2):
-                return proc, f"http://127.0.0.1:{port}/app"
+                return proc, f"http://127.0.0.1:{port}/{script.stem}"
         except OSError:
             time.sleep(0.5)
     proc.kill()
@@ -486,7 +489,7 @@ def _one_load(browser, url: str, server, context=None) -> dict:
     return {"wall": wall, "tl": tl, "chromium_cpu": _chromium_cpu(spent), "server_cpu": (s1 - s0) if server else None}
 
 
-def _many_loads(browser, url: str, server, n: int) -> dict:
+def _many_loads(browser, url: str, server, n: int, timeout_s: float = 300) -> dict:
     """``n`` pages navigated at once (none waits for another); wall seconds until every one is drawn.
     Each page is first on an empty page of the same origin: a file:// page's folder (chromium refuses a script's
     navigation from about:blank to a file), the server's /liveness for a served page. So both kinds of page start
@@ -510,7 +513,7 @@ def _many_loads(browser, url: str, server, n: int) -> dict:
     for p in pages:
         p.evaluate("(u) => { window.location.href = u; }", url)
     for p in pages:
-        p.wait_for_function(IDLE_JS, timeout=300_000, polling=MANY_POLL_MS)
+        p.wait_for_function(IDLE_JS, timeout=timeout_s * 1000, polling=MANY_POLL_MS)
     wall = time.perf_counter() - t0
     spent, s1 = _cpu_spent(procs, c0), (_cpu([server]) if server else 0.0)
     for p in pages:
@@ -630,6 +633,181 @@ def print_compare(res: dict, n_at_once: int = 20) -> None:
               f"document {tl['models']}")
 
 
+# ------------------------------------------------------------------------------------ the serve layer's pieces
+
+# Each piece of the serve layer switched off in turn (``rendered.Pages``' parameters): a session's page copied
+# from one rendered once per process (``clone.py``), its form serialised once (``serialized.py``), the page's
+# defaults written as values before the first copy (``rendered.prepare``).
+ARMS = {"all pieces": {}, "no copies (a page rendered per session)": {"copies": False},
+        "no pre-serialisation": {"preserialise": False}, "no default filling": {"write_defaults": False}}
+
+# The app of one arm: dashboard/app.py's script with the arm's pages (``arm_pages``: one per server process).
+ARM_APP = """import sys
+from dashboard import app, data
+from dashboard_bench import arm_pages
+app.serve_settings()
+store = data.store_path(sys.argv[1:])
+pages = arm_pages(sys.argv[sys.argv.index("--arm") + 1])
+app.serve(store, pages)
+app.warm(store, pages)
+"""
+
+
+@functools.cache
+def arm_pages(arm: str):
+    """The served pages of one arm of ARMS (by its index), one per process (the app script runs per session)."""
+    from dashboard import rendered
+
+    return rendered.Pages(**list(ARMS.values())[int(arm)])
+
+
+def compare_pieces(browser, store: Path, tmp: Path, rounds: int, many_rounds: int, n_at_once: int = 20) -> dict:
+    """The served profiles page with each piece of ARMS switched off in turn, each arm its own server, interleaved:
+    per round one warm load of each (a new browser context), then ``n_at_once`` loads at once of each
+    (``many_rounds``); also each server's session build (``bokeh_session``, median of 7, and 20 at once)."""
+    import psutil
+    from bokeh_session import sessions as open_sessions
+    from bokeh_session import sessions_at_once
+
+    from tests.browser.conftest import free_port, stop
+
+    script = tmp / "arm.py"
+    script.write_text(ARM_APP)
+    procs, urls = [], {}
+    for i, arm in enumerate(ARMS):
+        proc, url = serve(REPO, store, free_port(), script, ("--arm", str(i)))
+        procs.append(proc)
+        urls[arm] = (url, psutil.Process(proc.pid))
+    res = {k: {"one": [], "many": [], "server": [], "server20": []} for k in urls}
+    try:
+        for u, srv in urls.values():  # the first session pays the imports and the first rendering
+            _one_load(browser, u, srv)
+        for i in range(rounds):
+            for k in (list(urls) if i % 2 == 0 else list(urls)[::-1]):
+                res[k]["one"].append(_one_load(browser, *urls[k]))
+                res[k]["server"].append(statistics.median(open_sessions(urls[k][0], 3, at_once=False)))
+            print(f"  round {i + 1}: " + ", ".join(f"{k} {res[k]['one'][-1]['wall']:.2f} s" for k in urls)
+                  + f"; load average {os.getloadavg()[0]:.1f}", flush=True)
+        for i in range(many_rounds):
+            for k in (list(urls) if i % 2 == 0 else list(urls)[::-1]):
+                res[k]["many"].append(_many_loads(browser, *urls[k], n_at_once, timeout_s=1200))
+                res[k]["server20"].append(sessions_at_once(urls[k][0], n_at_once))
+            print(f"  {n_at_once} at once, round {i + 1}: "
+                  + ", ".join(f"{k} {res[k]['many'][-1]['wall']:.1f} s" for k in urls), flush=True)
+    finally:
+        for proc in procs:
+            stop(proc)
+    return res
+
+
+def print_pieces(res: dict, n_at_once: int = 20) -> None:
+    """The table of ``compare_pieces``: each arm against all pieces on (ratios: medians of per-round ratios; above
+    1, the piece switched off in that arm makes the page slower by that factor)."""
+    med = statistics.median
+    base = next(iter(res))
+    rows = [("warm load to a drawn tetrahedron, wall, median (s)", "one", lambda x: x["wall"]),
+            ("  server CPU per load, median (s)", "one", lambda x: x["server_cpu"]),
+            ("session build, server side (GET and pull), median (s)", "server", lambda x: x),
+            (f"{n_at_once} loads at once in chromium, all drawn, wall, median (s)", "many", lambda x: x["wall"]),
+            (f"  server CPU for the {n_at_once}, median (s)", "many", lambda x: x["server_cpu"]),
+            (f"{n_at_once} sessions at once, server side, all sent, median (s)", "server20", lambda x: x)]
+    print()
+    print(f"{'the served profiles page, each piece switched off in turn':62s}"
+          + "".join(f"{k[:24]:>26s}" for k in res))
+    for name, part, get in rows:
+        cells = []
+        for k in res:
+            value = med(get(x) for x in res[k][part])
+            ratio = med(get(a) / get(b) for a, b in zip(res[k][part], res[base][part], strict=True))
+            cells.append(f"{value:.3f}" + ("" if k == base else f" (x{ratio:.2f})"))
+        print(f"{name:62s}" + "".join(f"{c:>26s}" for c in cells))
+    print("  (x: the arm's time over all pieces', median of the per-round ratios; a piece earns its place where "
+          "switching it off costs at least x1.10)")
+
+
+# ---------------------------------------------------------------------------------------- each tab's first load
+
+# The model each tab's page is drawn with, by the tab's name in a deep link.
+TAB_DRAWN = {"profiles": "tetrahedron", "compare": "compare_depth", "orbits": "orbits_frame"}
+
+# Installed before any page script: whether the page's loading line was there when its HTML was parsed.
+LOADING_INIT = ("document.addEventListener('DOMContentLoaded', () => {"
+                " window.__loadingLine = document.getElementById('loading') !== null; });")
+
+
+def _tab_load(browser, url: str, tab: str) -> tuple[float, bool]:
+    """Seconds from navigating to ``url`` until the model TAB_DRAWN[tab] is drawn with every view of the page, and
+    whether the loading line showed meanwhile."""
+    from tests.browser.conftest import DRAWN_JS, FIND_JS
+
+    page = _new_page(browser, timeline=False)
+    page.add_init_script(LOADING_INIT)
+    t0 = time.perf_counter()
+    page.goto(url)
+    page.wait_for_function("(n) => {" + FIND_JS + "return find(n) != null && (" + DRAWN_JS + ")(); }",
+                           arg=TAB_DRAWN[tab], timeout=600_000, polling=100)
+    wall = time.perf_counter() - t0
+    seen = page.evaluate("() => window.__loadingLine === true")
+    page.close()
+    return wall, seen
+
+
+def compare_tabs(browser, store: Path, command: str) -> dict:
+    """Each tab's first and warm served load, as a first visitor meets it: per tab a fresh server (``command``:
+    ``panel serve dashboard/app.py``, or with ``--warm`` as ``python -m dashboard`` starts it), the profiles page
+    loaded once, then the tab's deep link twice (``?tab=...``)."""
+    from tests.browser.conftest import free_port, stop
+
+    out = {}
+    for tab in TAB_DRAWN:
+        proc, url = serve(REPO, store, free_port(), args=()) if command == "panel serve" else _serve_warm(store)
+        try:
+            profiles, seen = _tab_load(browser, url, "profiles")
+            first, seen_first = _tab_load(browser, f"{url}?tab={tab}", tab)
+            warm, _ = _tab_load(browser, f"{url}?tab={tab}", tab)
+        finally:
+            stop(proc)
+        out[tab] = {"profiles": profiles, "first": first, "warm": warm, "loading": seen and seen_first}
+        print(f"  {tab}: the profiles page {profiles:.2f} s, then ?tab={tab} first {first:.2f} s, warm {warm:.2f} s"
+              f"; load average {os.getloadavg()[0]:.1f}", flush=True)
+    return out
+
+
+def _serve_warm(store: Path):
+    """The app served as ``python -m dashboard`` serves it (``dashboard.__main__.serve_command``), on a free port of
+    127.0.0.1 with --liveness; (process, url)."""
+    from dashboard.__main__ import serve_command
+    from tests.browser.conftest import free_port
+
+    port = free_port()
+    cmd = serve_command(store, port, "127.0.0.1", show=False)
+    cmd[cmd.index("--args"):cmd.index("--args")] = ["--liveness", "--log-level", "warning"]
+    proc = subprocess.Popen(cmd, cwd=REPO, env=dict(os.environ, PYTHONPATH=str(REPO)), stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)
+    for _ in range(600):
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/liveness", timeout=2):
+                return proc, f"http://127.0.0.1:{port}/app"
+        except OSError:
+            time.sleep(0.5)
+    proc.kill()
+    raise RuntimeError("python -m dashboard did not start")
+
+
+def print_tabs(results: dict[str, dict]) -> None:
+    """The table of ``compare_tabs`` for each way of starting the server."""
+    print()
+    for command, res in results.items():
+        print(f"{'each tab served fresh (' + command + '), the profiles page loaded once':70s}"
+              f"{'first (s)':>12s}{'warm (s)':>12s}{'first / profiles first':>26s}{'loading line':>15s}")
+        base = res["profiles"]["profiles"]
+        for tab, r in res.items():
+            print(f"{'  ?tab=' + tab:70s}{r['first']:12.2f}{r['warm']:12.2f}{r['first'] / base:26.2f}"
+                  f"{'yes' if r['loading'] else 'no':>15s}")
+        print(f"{'  the profiles page, first load of a fresh server':70s}{base:12.2f}")
+    print("  (target: every tab's first load within 1.5 x the profiles page's first load)")
+
+
 def screenshots(out: Path) -> int:
     """docs/profiles_page.png and docs/orbits_page.png from the app served over the committed store."""
     from playwright.sync_api import sync_playwright
@@ -688,8 +866,14 @@ def main(argv=None) -> int:
     ap.add_argument("--before-sessions", type=int, default=20, help="the same for the dashboard before (slower)")
     ap.add_argument("--no-before", action="store_true", help="time only this tree's dashboard and the floor")
     ap.add_argument("--screenshots", type=Path, default=None, help="write the docs screenshots here and stop")
-    ap.add_argument("--only", choices=["pages"], default=None,
-                    help="pages: only the served profiles page against the same page from disk (warm loads and "
+    ap.add_argument("--store", type=Path, default=None,
+                    help="--only tabs: the store to serve (default: the committed store)")
+    ap.add_argument("--only", choices=["pages", "pieces", "tabs"], default=None,
+                    help="pieces: the served profiles page with each piece of the serve layer (copies, "
+                         "pre-serialisation, default filling) switched off in turn (warm loads and 20 at once, "
+                         "interleaved); tabs: each tab's first and warm load on a fresh server, served as `panel "
+                         "serve dashboard/app.py` and as `python -m dashboard`; "
+                         "pages: only the served profiles page against the same page from disk (warm loads and "
                          "20 at once, interleaved, with CPU and each load's timeline)")
     ap.add_argument("--rounds", type=int, default=9, help="--only pages: warm loads of each page")
     ap.add_argument("--many-rounds", type=int, default=3, help="--only pages: rounds of 20 loads at once")
@@ -700,6 +884,20 @@ def main(argv=None) -> int:
         return screenshots(args.screenshots)
 
     from playwright.sync_api import sync_playwright
+
+    if args.only == "tabs":
+        from pipeline.store import default_store_path
+        from tests.browser.conftest import CHROMIUM, CHROMIUM_ARGS
+
+        store = args.store or Path(default_store_path())
+        print(f"{store}; {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f}", flush=True)
+        with sync_playwright() as pw:
+            browser = pw.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
+            results = {command: compare_tabs(browser, store, command)
+                       for command in ("panel serve", "python -m dashboard")}
+            browser.close()
+        print_tabs(results)
+        return 0
 
     from pipeline import store as st
     from tests.browser.conftest import (
@@ -726,6 +924,13 @@ def main(argv=None) -> int:
                                 before=rev_tree(tmp, args.before) if args.before else None)
             browser.close()
         print_compare(res)
+        return 0
+    if args.only == "pieces":
+        with sync_playwright() as pw:
+            browser = pw.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
+            res = compare_pieces(browser, path, tmp, args.rounds, args.many_rounds)
+            browser.close()
+        print_pieces(res)
         return 0
     trees = {"now": REPO}
     before = None if args.no_before else old_tree(tmp)

@@ -1,8 +1,8 @@
 """python -m dashboard [--store PATH] [--port 5006] [--address 127.0.0.1]: serve the app on localhost.
 
-The same as ``panel serve dashboard/app.py --address 127.0.0.1 --args --store PATH``, with localhost as
-the default address (``panel serve`` alone listens on every interface). Export static pages with
-``python -m dashboard.export OUT/``.
+The same as ``panel serve dashboard/app.py --address 127.0.0.1 --warm --args --store PATH``, with localhost as
+the default address (``panel serve`` alone listens on every interface) and the pages built from the start
+(``--warm``). Export static pages with ``python -m dashboard.export OUT/``.
 """
 
 from __future__ import annotations
@@ -19,9 +19,10 @@ APP = Path(__file__).resolve().parent / "app.py"
 
 
 def serve_command(store: Path, port: int, address: str, show: bool) -> list[str]:
-    """The ``panel serve`` command line: bound to ``address``, websocket origin limited to it."""
+    """The ``panel serve`` command line: bound to ``address``, websocket origin limited to it, the app script run
+    once at start (``--warm``: it starts building every page a first visit shows, ``app.warm``)."""
     cmd = [sys.executable, "-m", "panel", "serve", str(APP), "--port", str(port), "--address", address,
-           "--allow-websocket-origin", f"{address}:{port}"]
+           "--allow-websocket-origin", f"{address}:{port}", "--warm"]
     if address in ("127.0.0.1", "localhost"):
         cmd += ["--allow-websocket-origin", f"localhost:{port}"]
     if show:

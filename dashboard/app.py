@@ -2,7 +2,7 @@
 
 A thin Panel shell. One ``AppState`` (model, d, layer, selection, frame) per session. The store's
 contents are read once per process (``dashboard.data``) and its pages are rendered once per process
-(``dashboard.rendered``, from ``profiles_page`` and ``orbits_page``, both built from ``dashboard.views``),
+(``dashboard.rendered``, from the pages of ``dashboard.profiles``, ``dashboard.compare`` and ``dashboard.orbits``),
 both keyed on the store's path and modification state; a session takes its own copy of those Bokeh
 models. Choosing another model replaces the profiles view's data in place. Every interaction inside a
 view runs in the browser and is mirrored into the state.
@@ -16,7 +16,8 @@ parameter can choose it. The page names the store and why at its foot, and the d
 Deep links: ``?model=NAME&tab=profiles&d=17&color=type&heads=3.5,3.7``, and for the Compare tab
 ``?tab=compare&models=A,B&quantity=rho``. The server reads ``model`` and ``tab`` from the session's request
 (``url_args``); the pages' own JavaScript applies the rest once the document is ready and writes the state
-back into the URL as it changes (``dashboard/js/url_state.js``, ``compare_url.js``), as in the exported pages.
+back into the URL as it changes (``dashboard/profiles/js/url_state.js``, ``dashboard/compare/js/compare_url.js``),
+as in the exported pages.
 What a link asks for and the page cannot show is left at its default and named in a note at the top of the
 page. Without a ``model`` the first load shows the first computed model with rotary positions (a d slider),
 else the first computed model.
@@ -29,10 +30,12 @@ import gc
 import html
 import logging
 import sys
+import time
 
 import panel as pn
 import param
 from bokeh.layouts import column
+from bokeh.model import Model
 from bokeh.settings import settings
 
 from dashboard import data, rendered
@@ -52,7 +55,7 @@ TABS = ("profiles", "compare", "orbits")  # the tabs' names in a deep link, in o
 GC_THRESHOLDS = (20_000, 20, 20)  # gc.set_threshold in a server of the app (serve_settings); Python's are 700, 10, 10
 SCRIPTS_FIRST_S = 0.15  # a session's build waits this long after its GET, for the page's scripts (``serve``)
 
-PAGE_CSS = page_css("text", "served", document=True)  # Panel's raw_css (dashboard/page.css)
+PAGE_CSS = page_css("text", "served", document=True)  # Panel's raw_css (dashboard/common/page.css)
 
 # Scripts of Panel's page that no served page uses, by a fragment of their tag: BokehJS's WebGL bundle
 # (every figure draws on a canvas: ``views.render``) and es-module-shims with its options (Panel's ESM
@@ -60,12 +63,19 @@ PAGE_CSS = page_css("text", "served", document=True)  # Panel's raw_css (dashboa
 UNUSED_SCRIPTS = ("/bokeh-gl.", "es-module-shims", '"esms-options"')
 
 # The served page: Panel's page template (a string template extends it) with its script tags, one a line,
-# less those of UNUSED_SCRIPTS. Set on each session's document (``page_template``).
+# less those of UNUSED_SCRIPTS, and the loading line (LOADING_HTML) before the page's root. Set on each session's
+# document (``page_template``).
 SERVED_TEMPLATE = ("{% block js_resources %}"
                    "{% for line in bokeh_js.splitlines() if not unused_scripts | select('in', line) | list %}"
                    "{{ line }}\n"
                    "{% endfor %}"
-                   "{% endblock js_resources %}")
+                   "{% endblock js_resources %}"
+                   "{% block contents %}{{ loading_html }}{{ super() }}{% endblock contents %}")
+
+# The line a served page shows from its HTML until its document has come (the session's build: its pages copied,
+# or first built), with the seconds so far; removed by its own script once BokehJS holds the document.
+LOADING_HTML = ('<div id="loading" class="building">Loading the page … <span>0</span> s</div>'
+                f"<script>{jscode.code('loading_line')}</script>")
 
 
 def serve_settings() -> None:
@@ -142,8 +152,70 @@ def _link_note(page: Copy, notes: list[str]) -> None:
         note.visible = True
 
 
+def building_view(title: str, what: str) -> Model:
+    """What a tab shows while its page is being built: the page's title and a line that says so, with the seconds
+    it has taken so far (``_count_seconds``)."""
+    return column(header(title), message(f"Building {html.escape(what)} … 0 s", "building", name="building"))
+
+
+def _count_seconds(doc, note: Model, what: str):
+    """Count the seconds on the progress line ``note`` every second; returns the callback to remove."""
+    t0 = time.monotonic()
+
+    def tick() -> None:
+        note.text = (f'<div class="building">Building {html.escape(what)} … {time.monotonic() - t0:.0f} s'
+                     "</div>")
+
+    return doc.add_periodic_callback(tick, 1000)
+
+
+def when_ready(pages: rendered.Pages, key: tuple, pane: PagePane, title: str, what: str, show) -> None:
+    """Call ``show(page)`` with a session's own page of ``key`` (``show`` puts it into ``pane``): now if the page is
+    prepared, or outside a served session (waiting for it); else show ``building_view`` in ``pane`` and call
+    ``show`` on the session's document once the page is prepared. The event loop never waits for a rendering. What
+    the page builder or ``show`` raises is shown in the pane as ``guarded`` shows it, or raised outside a session."""
+    future = pages.build(key)
+    doc = pn.state.curdoc
+    if doc is None or doc.session_context is None:
+        show(pages.copy(key, future.result()))
+        return
+
+    def swap() -> None:
+        try:
+            show(pages.copy(key, future.result()))
+        except Exception as exc:  # noqa: BLE001 - shown on the page (unexpected ones logged in full)
+            if isinstance(exc, data.StoreError):  # a store the user can fix: the message says how
+                pane.object = _error_view(title, str(exc))
+            elif isinstance(exc, KeyError) and key[0] == "profiles":  # the model has left the store since
+                pane.object = _error_view(title, f"{key[3]} is no longer in the store {key[1]}.")
+            else:
+                pane.object = _failed_view(title, key[1], exc).object
+
+    if future.done():
+        swap()
+        return
+    waiting = building_view(title, what)
+    pane.object = waiting
+    ticks = _count_seconds(doc, waiting.children[1], what)
+
+    def arrived() -> None:
+        doc.remove_periodic_callback(ticks)
+        swap()
+
+    future.add_done_callback(lambda _: doc.add_next_tick_callback(arrived))
+
+
+def shown_model(rows: list[data.ModelRow], asked: str | None) -> str | None:
+    """The model the profiles tab shows: ``asked`` (the link's) if it is drawable, else ``first_model``; None when
+    no model is drawable."""
+    names = [n for v in selector_groups(rows).values() for n in v]
+    if not names:
+        return None
+    return asked if asked in names else first_model(rows, names)
+
+
 def profiles_panel(store, state: AppState, args: dict[str, str] | None = None,
-                   notes: list[str] | None = None) -> pn.viewable.Viewable:
+                   notes: list[str] | None = None, pages: rendered.Pages = rendered.PAGES) -> pn.viewable.Viewable:
     """The model selector, the profiles view of ``state.model`` and the list of models to compute or repair.
 
     ``args``: the deep link's parameters (``model`` is read here); ``notes``: what the link asked for that
@@ -161,68 +233,98 @@ def profiles_panel(store, state: AppState, args: dict[str, str] | None = None,
         body = "The store holds no computed model yet. See below for the commands that compute them."
         return pn.Column(pn.pane.Bokeh(column(header("Profiles of attention heads"),
                                               message(body, name="no_models"))), todo)
-    names = [n for v in groups.values() for n in v]
     asked = args.get("model")
-    if asked is not None and asked not in names:
+    if asked is not None and shown_model(rows, asked) != asked:
         notes.insert(0, f"model = <code>{html.escape(asked[:80])}</code> is not a computed model of this store; "
-                        f"showing {html.escape(first_model(rows, names))}")
+                        f"showing {html.escape(shown_model(rows, None))}")
     elif asked is not None:
         state.model = asked
-    state.model = state.model if state.model in names else first_model(rows, names)
+    state.model = shown_model(rows, state.model or None)
     select = pn.widgets.Select(label="Model", groups=groups, value=state.model, width=340)
     select.link(state, value="model")
     pane = PagePane(sizing_mode="fixed")
     shown: list[Copy] = []  # the profiles page in the pane, once there is one
+    first = [True]  # the first page shown: the deep link's restore runs on it when the document is ready
 
-    def show(name: str) -> None:
-        try:
-            page = rendered.profiles(store, name)
-        except KeyError:
-            shown.clear()
-            pane.object = _error_view("Profiles of attention heads", f"{name} is no longer in the store {store}.")
+    def show(name: str, page: Copy) -> None:
+        if name != state.model:  # the selector has moved on while this page was being built
             return
         state.param.update(d=0, selection=[], layer=None)
         if not shown:
             _follow(page, state)
             _link_note(page, notes)
             doc = pn.state.curdoc
-            if doc is not None and doc.session_context is not None:
+            if first and doc is not None and doc.session_context is not None:
                 restore_on_ready(doc, page.root)
+            first.clear()
             shown.append(page)
             pane.object = page.root
             return
         shown[0].one("heads").selected.indices = []
         if same_structure(shown[0], page):
             replace_in_place(shown[0], page)  # the same models with the new model's data: the document stays flat
+            if pane.object is not shown[0].root:  # a progress line took the pane meanwhile: the page comes back
+                pane.object = shown[0].root
             return
         _follow(page, state)  # a page of other views (statistics present or not): it replaces the shown one
         shown[0] = page
         pane.object = page.root
 
-    state.param.watch(lambda ev: (show(ev.new), setattr(select, "value", ev.new)), "model")
-    show(state.model)
+    def switch(name: str) -> None:
+        select.value = name
+        key = rendered.profiles_key(store, name)
+        # a page not built yet: its progress line takes the pane, and the page shown comes back with the new
+        # model's data (``show``), never a second page beside it (the document's ready callback, the deep link's
+        # restore, holds the first page's models for as long as the session lasts)
+        try:
+            when_ready(pages, key, pane, "Profiles of attention heads", f"the page of {name}",
+                       lambda page: show(name, page))
+        except KeyError:  # outside a session: the model is no longer in the store
+            shown.clear()
+            pane.object = _error_view("Profiles of attention heads", f"{name} is no longer in the store {store}.")
+
+    state.param.watch(lambda ev: switch(ev.new), "model")
+    switch(state.model)
     return pn.Column(select, pane, todo, name="Profiles")
 
 
-def compare_panel(store, state: AppState) -> pn.viewable.Viewable:
-    """Every computed model side by side (``compare_page``); its choosers as the deep link asks
+def compare_panel(store, state: AppState, pages: rendered.Pages = rendered.PAGES) -> pn.viewable.Viewable:
+    """Every computed model side by side (``compare.page``); its choosers as the deep link asks
     (``?tab=compare&models=A,B&quantity=rho``, applied in the browser once the document is ready)."""
+    pane = PagePane()
+
+    def show(page: Copy) -> None:
+        doc = pn.state.curdoc
+        if doc is not None and doc.session_context is not None:
+            restore_on_ready(doc, page.root)
+        pane.object = page.root
+
     try:
-        page = rendered.compare(store)
-    except data.StoreError as exc:
+        when_ready(pages, rendered.compare_key(store), pane, "Compare models", "the compare page", show)
+    except data.StoreError as exc:  # outside a session
         return pn.pane.Bokeh(_error_view("Compare models", str(exc)))
-    doc = pn.state.curdoc
-    if doc is not None and doc.session_context is not None:
-        restore_on_ready(doc, page.root)
-    return PagePane(page.root)
+    return pane
 
 
-def orbits_panel(store, state: AppState) -> pn.viewable.Viewable:
-    page = rendered.orbits(store)
-    slider = page.one("orbits_frame")
-    if slider is not None:
-        slider.on_change("value", lambda attr, old, new: state.param.update(frame=int(new)))
-    return PagePane(page.root)
+def orbits_panel(store, state: AppState, pages: rendered.Pages = rendered.PAGES) -> pn.viewable.Viewable:
+    pane = PagePane()
+
+    def show(page: Copy) -> None:
+        slider = page.one("orbits_frame")
+        if slider is not None:
+            slider.on_change("value", lambda attr, old, new: state.param.update(frame=int(new)))
+        pane.object = page.root
+
+    when_ready(pages, rendered.orbits_key(store), pane, "Orbits of C24", "the orbits page", show)
+    return pane
+
+
+def _failed_view(title: str, store, exc: Exception) -> pn.pane.Bokeh:
+    """The message of a tab whose drawing failed unexpectedly; the traceback goes to the server's log."""
+    logging.getLogger("dashboard").error("drawing %s failed", title, exc_info=exc)
+    return pn.pane.Bokeh(_error_view(title, f"this view could not be drawn from {store}: "
+                                            f"{type(exc).__name__}: {exc}. The full traceback is in the "
+                                            "server's log; please report it with the store."))
 
 
 def guarded(make, title: str, store, state: AppState) -> pn.viewable.Viewable:
@@ -234,15 +336,13 @@ def guarded(make, title: str, store, state: AppState) -> pn.viewable.Viewable:
     try:
         return make(store, state)
     except Exception as exc:  # noqa: BLE001 - shown on the page, logged in full
-        logging.getLogger("dashboard").exception("drawing %s failed", title)
-        return pn.pane.Bokeh(_error_view(title, f"this view could not be drawn from {store}: "
-                                                f"{type(exc).__name__}: {exc}. The full traceback is in the "
-                                                "server's log; please report it with the store."))
+        return _failed_view(title, store, exc)
 
 
-def build(store, state: AppState | None = None, args: dict[str, str] | None = None) -> pn.Column:
+def build(store, state: AppState | None = None, args: dict[str, str] | None = None,
+          pages: rendered.Pages = rendered.PAGES) -> pn.Column:
     """The whole served page over ``store`` for one session: Profiles, Compare and Orbits tabs (the last two
-    built when shown).
+    built when shown), their pages copied from ``pages``.
 
     ``args``: the deep link's parameters (default: the session's request, ``url_args``)."""
     state = state or AppState()
@@ -253,9 +353,12 @@ def build(store, state: AppState | None = None, args: dict[str, str] | None = No
         notes.append(f"tab = <code>{html.escape(tab[:80])}</code> is not a tab ({', '.join(TABS)}); showing the "
                      "profiles")
         tab = TABS[0]
-    orbits = pn.param.ParamFunction(lambda: guarded(orbits_panel, "Orbits of C24", store, state), lazy=True)
-    profiles = guarded(lambda s, st: profiles_panel(s, st, args, notes), "Profiles of attention heads", store, state)
-    compare = pn.param.ParamFunction(lambda: guarded(compare_panel, "Compare models", store, state), lazy=True)
+    orbits = pn.param.ParamFunction(lambda: guarded(lambda s, st: orbits_panel(s, st, pages), "Orbits of C24",
+                                                    store, state), lazy=True)
+    profiles = guarded(lambda s, st: profiles_panel(s, st, args, notes, pages), "Profiles of attention heads", store,
+                       state)
+    compare = pn.param.ParamFunction(lambda: guarded(lambda s, st: compare_panel(s, st, pages), "Compare models",
+                                                     store, state), lazy=True)
     tabs = pn.Tabs(("Profiles", profiles), ("Compare", compare), ("Orbits", orbits), dynamic=True, name="tabs",
                    active=TABS.index(tab))
     tabs.jscallback(args={"names": list(TABS)}, active=jscode.code("url_tab"))
@@ -268,9 +371,34 @@ def page_template(doc) -> None:
     """Give the session's document ``doc`` the served page's template (``SERVED_TEMPLATE``)."""
     doc.template = SERVED_TEMPLATE
     doc.template_variables["unused_scripts"] = list(UNUSED_SCRIPTS)
+    doc.template_variables["loading_html"] = LOADING_HTML
 
 
-def serve(store) -> pn.Column:
+def session_keys(store, args: dict[str, str]) -> list[tuple]:
+    """The pages a session of the link ``args`` shows at once: the profiles page of its model and the page of its
+    tab (``rendered.*_key``); none when the store cannot be read (the page says why)."""
+    try:
+        model = shown_model(data.rows(store), args.get("model"))
+    except data.StoreError:
+        return []
+    keys = [rendered.profiles_key(store, model)] if model is not None else []
+    tab = args.get("tab")
+    if tab == "compare":
+        keys.append(rendered.compare_key(store))
+    elif tab == "orbits":
+        keys.append(rendered.orbits_key(store))
+    return keys
+
+
+def warm(store, pages: rendered.Pages = rendered.PAGES) -> None:
+    """Build, on the pages' thread after the pages sessions wait for, every page a first visit can show: the
+    profiles page a plain link opens, the compare and the orbits page. Run by the app script for each session
+    (pages built once are not built again) and, with ``panel serve --warm`` (``python -m dashboard``), once
+    when the server starts."""
+    pages.warm(lambda: [*session_keys(store, {}), rendered.compare_key(store), rendered.orbits_key(store)])
+
+
+def serve(store, pages: rendered.Pages = rendered.PAGES) -> pn.Column:
     """Serve the page over ``store`` to the current session (``pn.state.curdoc``) in two steps: an empty root now,
     so the GET that runs the app script answers at once, and the page (``build``) put in it by a next-tick
     callback of the session's document, while the browser loads BokehJS. The server builds the session (copying
@@ -292,7 +420,11 @@ def serve(store) -> pn.Column:
     until the browser's websocket connects, and a pull already waiting for the lock (a first session's build
     takes seconds) would come before it. So the first pull sends the whole page, and the deep-link restore it
     registers (``restore_on_ready``) runs when that document is ready, as it did when the page was built in the
-    GET. Returns the Panel root (its Bokeh model holds the page)."""
+    GET.
+
+    The pages the session shows at once (``session_keys``) are built on the pages' thread (``rendered.Pages``)
+    unless they are already; the callback awaits them, so the event loop serves other sessions meanwhile, while
+    the browser shows the template's progress line. Returns the Panel root (its Bokeh model holds the page)."""
     page = pn.Column(name="page")
     # no Location root: nothing here reads pn.state.location (the pages keep the URL themselves)
     page.servable(title=TITLE, location=False)
@@ -302,10 +434,12 @@ def serve(store) -> pn.Column:
     args = url_args()  # read now: the request is the GET's
 
     def fill() -> None:
-        root.children = [build(store, args=args).get_root(doc)]
+        root.children = [build(store, args=args, pages=pages).get_root(doc)]
 
     async def hold_then_fill() -> None:
         await asyncio.sleep(SCRIPTS_FIRST_S)
+        waiting = [asyncio.wrap_future(pages.build(key)) for key in session_keys(store, args)]
+        await asyncio.gather(*waiting, return_exceptions=True)  # a failed page is shown as its tab says
         run_as_curdoc(doc, fill)  # past its await, a coroutine callback runs without the session's curdoc
 
     doc.add_next_tick_callback(hold_then_fill)
@@ -314,4 +448,6 @@ def serve(store) -> pn.Column:
 
 if __name__.startswith("bokeh"):  # run by `panel serve`: the store comes from argv after --args, never the URL
     serve_settings()
-    serve(data.store_path(sys.argv[1:]))
+    STORE = data.store_path(sys.argv[1:])
+    serve(STORE)
+    warm(STORE)

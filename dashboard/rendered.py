@@ -1,11 +1,14 @@
 """The served app's pages rendered once per process and store state, and copied for each session.
 
-``profiles(store, name)``, ``compare(store)`` and ``orbits(store)`` return a ``clone.Copy`` of the layout
-that ``profiles_page.profiles_view`` / ``compare_page.compare_view`` / ``orbits_page.orbits_content`` build: the
-HoloViews views are rendered the first time a model is shown (about 0.7 s for 1280 heads) and every
-later session gets its own copy of those Bokeh models (about 15 ms). The cache is keyed like
-``dashboard.data``'s, on the store's path and the modification state of its groups, so a model
-recomputed while the server runs is rendered anew.
+``Pages`` (one per server process: ``PAGES``) renders the layout that ``profiles.page.profiles_view`` /
+``compare.page.compare_view`` / ``orbits.page.orbits_content`` build (``render``), prepares it (``prepare``) and
+hands each session a ``clone.Copy`` of it: the HoloViews views are rendered the first time a page is asked for
+(about 0.7 s for a 1280-head model) and every later session gets its own copy of those Bokeh models (about
+15 ms). A page's key (``profiles_key``, ``compare_key``, ``orbits_key``) holds, like ``dashboard.data``'s cache,
+the store's path and the modification state of its groups, so a model recomputed while the server runs is
+rendered anew. Pages are rendered one at a time on a thread of their own, the pages a session waits for first,
+then those ``Pages.warm`` asks for ahead of any session; a session awaits a page's future, so the server's event
+loop keeps serving other sessions while a page is rendered (``dashboard.app``).
 
 A rendered page is checked once with Bokeh's document validation (its warnings go to the log), so the
 served app switches off the same check on every session's document (``app.serve_settings``): a copy has the models
@@ -24,16 +27,19 @@ that may hold a model, the serialiser every property. So before the first copy t
 written into the rendered page as values (``_materialise_defaults``), and a read is a dict lookup.
 Elements that BokehJS draws in the DOM keep their other properties unset (``_written_properties``).
 BokehJS sees every model with the same values and draws the same pixels
-(``tests/browser/test_rendered.py``); the document grows by about 5% (the values are sent). The pages
-use no Bokeh theme, which such values would override. ``HEADGEOMETRY_WRITE_DEFAULTS=0`` in the server's
-environment leaves the defaults unset, to compare a page drawn both ways.
+(``tests/browser/test_rendered.py``, which serves ``Pages(write_defaults=False)`` beside the app); the document
+grows by about 5% (the values are sent). The pages use no Bokeh theme, which such values would override.
+``Pages``' parameters switch each piece off (copies, pre-serialisation, default filling), as
+``benchmarks/dashboard_bench.py --only pieces`` serves them side by side.
 """
 
 from __future__ import annotations
 
-import functools
-import os
+import logging
 import threading
+from collections import OrderedDict
+from concurrent.futures import Future
+from dataclasses import dataclass
 from pathlib import Path
 
 from bokeh.core.property.descriptors import PropertyDescriptor, UnsetValueError
@@ -43,12 +49,11 @@ from bokeh.models import AllIndices, CDSView, ColumnDataSource, Plot, Title, Too
 
 from dashboard import data, serialized
 from dashboard.bokeh_internals import is_set, set_value
-from dashboard.clone import Copy, Plan, copy_layout, copy_plan
+from dashboard.clone import Copy, Plan, copy_layout, copy_plan, named_models
 from dashboard.serialized import Encoded
 from pipeline.schema import ORBITS, ORBITS_SEARCH
 
-_LOCK = threading.Lock()  # sessions asking for a page not yet rendered wait for one rendering of it
-                          # (lru_cache alone would let each thread render it)
+PAGES_KEPT = 12  # prepared pages a process keeps (the least recently asked for go first)
 
 
 def _written_properties(m: Model):
@@ -76,10 +81,21 @@ def _materialise_defaults(models: list[Model]) -> None:
             set_value(m, descriptor, value)
 
 
-def _prepared(layout: Model, **shown) -> tuple[Model, list[Model], Encoded, Plan]:
-    """``layout`` with its stateless models shared, its defaults written as values, validated once; the
-    list of its models; its serialised form (``dashboard.serialized``); and the plan of copying it
-    (``clone.copy_plan``).
+@dataclass(frozen=True)
+class Prepared:
+    """A rendered page ready to copy: its ``layout``, the list of its ``models``, its serialised form
+    (``dashboard.serialized``; None where ``Pages`` does not pre-serialise) and the ``plan`` of copying it
+    (``clone.copy_plan``)."""
+
+    layout: Model
+    models: list[Model]
+    encoded: Encoded | None
+    plan: Plan
+
+
+def prepare(layout: Model, write_defaults: bool = True, preserialise: bool = True, **shown) -> Prepared:
+    """``layout`` with its stateless models shared, its defaults written as values (``write_defaults``),
+    validated once, serialised once (``preserialise``) and planned for copying.
 
     ``shown``: the values the app's pane sets on the page's root (``PagePane(sizing_mode="fixed")`` in
     ``app.profiles_panel``), set after the validation (which warns on a fixed sizing mode without a width
@@ -94,63 +110,156 @@ def _prepared(layout: Model, **shown) -> tuple[Model, list[Model], Encoded, Plan
     for m in models:
         if isinstance(m, Plot):
             m.syncable = False
-    if os.environ.get("HEADGEOMETRY_WRITE_DEFAULTS", "1") != "0":
+    if write_defaults:
         _materialise_defaults(models)
     process_validation_issues(check_integrity(models))
     layout.update(**shown)
-    return layout, models, serialized.encode(layout, models), copy_plan(layout, models)
+    encoded = serialized.encode(layout, models) if preserialise else None
+    return Prepared(layout, models, encoded, copy_plan(layout, models))
 
 
-def _copy(layout: Model, models: list[Model], encoded: Encoded, plan: Plan) -> Copy:
-    """A new copy of a prepared page that serialises as ``encoded`` (renamed) until it changes."""
-    page = copy_layout(layout, models, plan)
-    serialized.attach(page.root, page.by_original, encoded)
-    return page
+def profiles_key(store, name: str) -> tuple:
+    """The key of the profiles page of model ``name`` in the store's present state."""
+    return ("profiles", str(store), data.state_key(store), name)
 
 
-@functools.lru_cache(maxsize=8)
-def _profiles(path: str, key: tuple, name: str) -> tuple[Model, list[Model], Encoded, Plan]:
-    from dashboard.profiles.page import profiles_view
-
-    return _prepared(profiles_view(data.model_data(path, name), data.profiles(path).sel(model=name)),
-                     sizing_mode="fixed")
+def compare_key(store) -> tuple:
+    """The key of the compare page in the store's present state."""
+    return ("compare", str(store), data.state_key(store))
 
 
-@functools.lru_cache(maxsize=2)
-def _orbits(path: str, key: tuple) -> tuple[Model, list[Model], Encoded, Plan]:
+def orbits_key(store) -> tuple:
+    """The key of the orbits page in the present state of the store's orbits groups."""
+    return ("orbits", str(store), (data.state_key(store, ORBITS), data.state_key(store, ORBITS_SEARCH)))
+
+
+def render(key: tuple) -> tuple[Model, dict]:
+    """The page of ``key`` (``profiles_key``, ``compare_key``, ``orbits_key``) as its page builder lays it out,
+    and the values the app's pane sets on its root."""
+    kind, path = key[0], key[1]
+    if kind == "profiles":
+        from dashboard.profiles.page import profiles_view
+
+        name = key[3]
+        return profiles_view(data.model_data(path, name), data.profiles(path).sel(model=name)), {"sizing_mode": "fixed"}
+    if kind == "compare":
+        from dashboard.compare.page import compare_view
+
+        return compare_view(data.profiles(path), damaged={r.name for r in data.rows(path) if r.damaged}), {}
     from dashboard.orbits.page import orbits_content
 
-    return _prepared(orbits_content(Path(path)))
+    return orbits_content(Path(path)), {}
 
 
-@functools.lru_cache(maxsize=2)
-def _compare(path: str, key: tuple) -> tuple[Model, list[Model], Encoded, Plan]:
-    from dashboard.compare.page import compare_view
+class Pages:
+    """The served app's pages, each rendered and prepared once per process and store state (the key holds the
+    state: a model recomputed while the server runs is rendered anew), one at a time on a thread of their own,
+    so that no session's event loop waits on a rendering: a session awaits ``build(key)`` (a future) and takes a
+    ``copy`` of the prepared page it holds.
 
-    return _prepared(compare_view(data.profiles(path), damaged={r.name for r in data.rows(path) if r.damaged}))
+    ``copies``: a session gets a copy of the page prepared once (``clone.py``), else a page rendered for it
+    alone, in its own build; ``write_defaults``, ``preserialise``: as ``prepare`` does them (for copies). A
+    rendering that fails (a model no longer in the store: ``KeyError``) is not kept; the next request renders
+    again."""
+
+    def __init__(self, copies: bool = True, write_defaults: bool = True, preserialise: bool = True):
+        self.copies, self.write_defaults, self.preserialise = copies, write_defaults, preserialise
+        self._built: OrderedDict[tuple, Future] = OrderedDict()
+        self._queue: list[tuple[tuple | None, object]] = []  # (page key or None, its work), the next first
+        self._lock = threading.Condition()
+        self._thread: threading.Thread | None = None
+
+    def _run(self) -> None:
+        while True:
+            with self._lock:
+                while not self._queue:
+                    self._lock.wait()
+                _, work = self._queue.pop(0)
+            try:
+                work()
+            except Exception:  # noqa: BLE001 - a warm-up that cannot read the store: the sessions will say why
+                logging.getLogger("dashboard").warning("warming the pages failed", exc_info=True)
+
+    def _queued(self, key: tuple | None, work, first: bool) -> None:
+        """Queue ``work`` (a function) for the pages' thread: ``first``, before everything still waiting, else
+        after it; the caller holds the lock."""
+        self._queue.insert(0 if first else len(self._queue), (key, work))
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._run, name="pages", daemon=True)
+            self._thread.start()
+        self._lock.notify()
+
+    def _prepare(self, key: tuple, future: Future) -> None:
+        if not future.set_running_or_notify_cancel():
+            return
+        try:
+            layout, shown = render(key)
+            future.set_result(prepare(layout, self.write_defaults, self.preserialise, **shown))
+        except BaseException as exc:  # noqa: BLE001 - handed to whoever waits on the page
+            future.set_exception(exc)
+
+    def build(self, key: tuple, first: bool = True) -> Future:
+        """The future of the prepared page of ``key``, queued unless it is built or being built: ``first``, before
+        every page still waiting (a session waits for it), else after them (``warm``). Without copies, a done
+        future of None: ``copy`` renders the page."""
+        if not self.copies:
+            future = Future()
+            future.set_result(None)
+            return future
+        with self._lock:
+            future = self._built.get(key)
+            if future is None or (future.done() and future.exception() is not None):
+                future = self._built[key] = Future()
+                self._queued(key, lambda: self._prepare(key, future), first)
+                while len(self._built) > PAGES_KEPT:
+                    self._built.popitem(last=False)
+            elif first and not future.done():  # waiting in the queue: it goes first
+                at = next((i for i, (k, _) in enumerate(self._queue) if k == key), None)
+                if at:
+                    self._queue.insert(0, self._queue.pop(at))
+            self._built.move_to_end(key)
+            return future
+
+    def warm(self, keys) -> None:
+        """Build, after every page already waiting, the pages of ``keys()`` (a function, called on the pages'
+        thread: working out the keys may read the store), in that order."""
+        with self._lock:
+            self._queued(None, lambda: [self.build(k, first=False) for k in keys()], first=False)
+
+    def copy(self, key: tuple, prepared: Prepared | None) -> Copy:
+        """A session's own page from ``prepared`` (the result of ``build(key)``): a copy of it, or, without copies,
+        the page rendered for this session alone, here and now (as the app did before pages were copied)."""
+        if not self.copies:
+            layout, _ = render(key)
+            return Copy(layout, named_models(layout))
+        page = copy_layout(prepared.layout, prepared.models, prepared.plan)
+        if prepared.encoded is not None:
+            serialized.attach(page.root, page.by_original, prepared.encoded)
+        return page
+
+    def page(self, key: tuple) -> Copy:
+        """A session's own page of ``key``, waiting for its preparation (outside a served session: a notebook, a
+        test); what the page builder raised, if it failed."""
+        return self.copy(key, self.build(key).result())
+
+
+PAGES = Pages()  # the served app's pages (``app.serve``)
 
 
 def compare(store) -> Copy:
     """A new copy of the compare page (every computed model of the store)."""
-    with _LOCK:
-        prepared = _compare(str(store), data.state_key(store))
-    return _copy(*prepared)
+    return PAGES.page(compare_key(store))
 
 
 def profiles(store, name: str) -> Copy:
-    """A new copy of the profiles page of model ``name``; KeyError (from ``data.model_data``, never cached)
-    when the store has no such model."""
-    with _LOCK:
-        prepared = _profiles(str(store), data.state_key(store), name)
-    return _copy(*prepared)
+    """A new copy of the profiles page of model ``name``; KeyError (from ``data.model_data``, never kept) when
+    the store has no such model."""
+    return PAGES.page(profiles_key(store, name))
 
 
 def orbits(store) -> Copy:
     """A new copy of the orbits page (or of its message when the store's orbits group cannot be shown)."""
-    key = (data.state_key(store, ORBITS), data.state_key(store, ORBITS_SEARCH))
-    with _LOCK:
-        prepared = _orbits(str(store), key)
-    return _copy(*prepared)
+    return PAGES.page(orbits_key(store))
 
 
 def same_structure(a: Copy, b: Copy) -> bool:

@@ -15,8 +15,7 @@ import socket
 import subprocess
 import sys
 import tempfile
-import time
-import urllib.request
+import threading
 from pathlib import Path
 
 import numpy as np
@@ -168,10 +167,49 @@ def bokeh_backend():
     use_bokeh()
 
 
+ORBIT_FRAMES = 8  # frames of the session store's orbit run (``orbits_with_profiles``)
+TRAIL_EPOCHS = 25  # its trails: up to 3 frames (epochs 0, 10, ..., 70)
+
+
+def orbits_with_profiles() -> xr.Dataset:
+    """An ``orbits`` group of ORBIT_FRAMES frames with every head's W_K^T W_Q profile at each frame
+    (``with_profiles``: head 31 dead) and trails of TRAIL_EPOCHS epochs."""
+    from tests.dashboard.test_dashboard_orbits import with_profiles  # that module imports this one
+
+    ds = with_profiles(synthetic_orbits_dataset(n_frames=ORBIT_FRAMES))
+    ds.attrs["trail_epochs"] = TRAIL_EPOCHS
+    return ds
+
+
 @pytest.fixture(scope="session")
 def synthetic_store(tmp_path_factory) -> Path:
-    """A synthetic store shared by the whole session (read-only for the tests)."""
-    return write_synthetic_store(tmp_path_factory.mktemp("store") / "store.zarr")
+    """The synthetic store with ``orbits_with_profiles`` as its orbits group, shared by the whole session
+    (read-only for the tests)."""
+    path = write_synthetic_store(tmp_path_factory.mktemp("store") / "store.zarr", with_orbits=False)
+    store.Store.open(path).replace_group(store.ORBITS, orbits_with_profiles())
+    return path
+
+
+def _exported(synthetic_store, tmp_path_factory, self_contained: bool) -> Path:
+    from dashboard.export import export
+
+    out = tmp_path_factory.mktemp("export_inline" if self_contained else "export_cdn")
+    export(out, synthetic_store, self_contained=self_contained)
+    return out
+
+
+@pytest.fixture(scope="session")
+def exported_site(synthetic_store, tmp_path_factory) -> Path:
+    """The synthetic store exported as static pages that load BokehJS from its CDN (``dashboard.export``), shared
+    by the whole session (read-only for the tests)."""
+    return _exported(synthetic_store, tmp_path_factory, self_contained=False)
+
+
+@pytest.fixture(scope="session")
+def exported_inline(synthetic_store, tmp_path_factory) -> Path:
+    """The synthetic store exported as self-contained static pages (``--self-contained``), shared by the whole
+    session (read-only for the tests)."""
+    return _exported(synthetic_store, tmp_path_factory, self_contained=True)
 
 
 @pytest.fixture(scope="session")
@@ -196,38 +234,48 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def serve_app(store_path, port: int | None = None, timeout: float = 90.0, env: dict | None = None):
-    """Start ``panel serve dashboard/app.py`` on 127.0.0.1 in a subprocess (``env``: variables to add to its
-    environment); returns (process, url)."""
+def serve_app(store_path, port: int | None = None, timeout: float = 90.0, script: Path | None = None,
+              args: tuple[str, ...] = ()):
+    """Start ``panel serve dashboard/app.py`` (or another app ``script``) on 127.0.0.1 in a subprocess, ``args``
+    after the store's; returns (process, url) once the server says it is running. Its output goes to the file
+    ``process.log_path``."""
     port = port or free_port()
-    cmd = [sys.executable, "-m", "panel", "serve", str(REPO / "dashboard" / "app.py"), "--port", str(port),
-           "--address", "127.0.0.1", "--allow-websocket-origin", f"127.0.0.1:{port}", "--log-level", "warning",
-           "--liveness", "--args", "--store", str(store_path)]
+    script = Path(script or REPO / "dashboard" / "app.py")
+    cmd = [sys.executable, "-m", "panel", "serve", str(script), "--port", str(port),
+           "--address", "127.0.0.1", "--allow-websocket-origin", f"127.0.0.1:{port}", "--log-level", "info",
+           "--args", "--store", str(store_path), *args]
     log = tempfile.NamedTemporaryFile(prefix="panel-serve-", suffix=".log", delete=False)
-    proc = subprocess.Popen(cmd, cwd=REPO, stdout=log, stderr=subprocess.STDOUT, env={**os.environ, **(env or {})})
+    proc = subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     proc.log_path = log.name
-    url = f"http://127.0.0.1:{port}/app"
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        if proc.poll() is not None:
-            out = Path(proc.log_path).read_text(errors="replace")
-            raise RuntimeError(f"panel serve exited with {proc.returncode}:\n{out}")
-        try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{port}/liveness", timeout=2):
-                return proc, url
-        except OSError:
-            time.sleep(0.5)
-    proc.kill()
-    raise RuntimeError(f"panel serve did not answer on port {port} within {timeout} s")
+    url = f"http://127.0.0.1:{port}/{script.stem}"
+    # the server's output, copied to the log; the line that says the app is running is awaited (its socket is
+    # bound by then), or the end of the output (the server failed)
+    answered, running = threading.Event(), []
+
+    def copy() -> None:
+        with open(log.name, "w", encoding="utf-8") as out:
+            for line in proc.stdout:
+                out.write(line)
+                out.flush()
+                if f"Bokeh app running at: {url}" in line:
+                    running.append(True)
+                    answered.set()
+        answered.set()
+
+    threading.Thread(target=copy, daemon=True).start()
+    if not answered.wait(timeout) or not running:
+        stop(proc)
+        out = Path(proc.log_path).read_text(errors="replace")
+        raise RuntimeError(f"panel serve did not start on port {port} within {timeout} s "
+                           f"(exit status {proc.returncode}):\n{out}")
+    return proc, url
 
 
 def stop(proc: subprocess.Popen) -> None:
-    proc.terminate()
-    try:
-        proc.wait(timeout=10)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait()
+    """End a server started by ``serve_app`` at once: it keeps nothing a graceful shutdown would save, and Bokeh's
+    takes seconds."""
+    proc.kill()
+    proc.wait()
 
 
 @pytest.fixture(scope="session")
@@ -314,6 +362,71 @@ def wait_for_bokeh(page, name: str, timeout: float = 60_000) -> None:
     page.wait_for_function("(arg) => {" + FIND_JS + "return find(arg) != null; }", arg=name, timeout=timeout)
 
 
+def wait_js(page, body: str, arg=None, timeout: float = 10_000) -> None:
+    """Wait until ``body`` (a function body that may use ``find(name)`` and ``arg``) returns a true value."""
+    page.wait_for_function("(arg) => {" + FIND_JS + body + "}", arg=arg, timeout=timeout)
+
+
+# JS: whether the values ``got`` (nested arrays and typed arrays, flattened) are ``want`` (a flat list: numbers,
+# null for NaN or null, or other values compared with ===) within atol + rtol * |want|.
+CLOSE_JS = """
+const flat = (v) => (v != null && typeof v !== 'string' && v.length !== undefined)
+  ? Array.from(v).flatMap(flat) : [v];
+const close = (got, want, atol, rtol) => {
+  if (got == null) { return false; }
+  const g = flat(got);
+  if (g.length !== want.length) { return false; }
+  return want.every((w, i) => {
+    const x = g[i];
+    if (w === null) { return x === null || Number.isNaN(x); }
+    if (typeof w !== 'number') { return x === w; }
+    return typeof x === 'number' && Math.abs(x - w) <= atol + rtol * Math.abs(w);
+  });
+};
+"""
+
+
+def _flat(values) -> list:
+    """``values`` (nested lists or an array) as a flat list, NaN as None."""
+    out = np.asarray(values, dtype=object).ravel().tolist()
+    return [None if isinstance(v, float) and np.isnan(v) else (v.item() if hasattr(v, "item") else v) for v in out]
+
+
+def wait_for_column(page, name: str, column: str, expected, atol: float = 0.0, rtol: float = 0.0,
+                    timeout: float = 10_000) -> None:
+    """Wait until ``data[column]`` of the ColumnDataSource named ``name`` holds ``expected`` (flattened; NaN as
+    null) within ``atol + rtol * |expected|``: the page's callbacks have run."""
+    wait_js(page, CLOSE_JS + "const m = find(arg[0]);"
+            " return m != null && close(m.data[arg[1]], arg[2], arg[3], arg[4]);",
+            [name, column, _flat(expected), atol, rtol], timeout)
+
+
+def wait_for_prop(page, name: str, prop: str, value, timeout: float = 10_000) -> None:
+    """Wait until property ``prop`` of the model named ``name`` equals ``value`` (JSON-able; arrays compared by
+    their items)."""
+    wait_js(page, CLOSE_JS + "const m = find(arg[0]); return m != null && close([m[arg[1]]], arg[2], 0, 0);",
+            [name, prop, _flat([value])], timeout)
+
+
+# JS: whether every root of every Bokeh document on the page has a view that has finished drawing.
+DRAWN_JS = ("() => { if (!window.Bokeh || !Bokeh.documents.length) { return false; }"
+            " for (const d of Bokeh.documents) { if (!d.roots().length) { return false; }"
+            " for (const r of d.roots()) { const v = Bokeh.index.find_one(r);"
+            " if (v == null || !v.has_finished()) { return false; } } } return true; }")
+
+
+def next_paint(page) -> None:
+    """Return once the page has painted a frame after everything it has been asked so far (an animation frame,
+    then a task queued from it: Bokeh paints its canvases in animation-frame callbacks)."""
+    page.evaluate("() => new Promise(r => requestAnimationFrame(() => setTimeout(r, 0)))")
+
+
+def wait_for_drawn(page, timeout: float = 60_000) -> None:
+    """Wait until every view of the page has finished drawing, and for the paint after that."""
+    page.wait_for_function(DRAWN_JS, timeout=timeout)
+    next_paint(page)
+
+
 def model_data(page, name: str, column: str) -> list:
     """``data[column]`` of the ColumnDataSource named ``name``, as a list (NaN -> None)."""
     return js(page, "const m = find(arg[0]); if (m == null) { return null; }"
@@ -377,8 +490,8 @@ def assert_movie_plays_and_loops(page, play_button) -> None:
     last = model_prop(page, "orbits_frame", "end")
     x0 = model_data(page, "orbits_dots_0", "x")
     play_button.click()
-    page.wait_for_function("() => {" + FIND_JS + "return find('orbits_frame').value > 0; }", timeout=10_000)
-    page.wait_for_timeout(100)
+    wait_js(page, "return find('orbits_frame').value > 0;")
+    wait_js(page, CLOSE_JS + "return !close(find('orbits_dots_0').data.x, arg, 0, 0);", _flat(x0))  # the dots moved
     assert model_data(page, "orbits_dots_0", "x") != x0
-    page.wait_for_function("() => {" + FIND_JS + f"return find('orbits_frame').value === {last}; }}", timeout=20_000)
-    page.wait_for_function("() => {" + FIND_JS + f"return find('orbits_frame').value < {last}; }}", timeout=20_000)
+    wait_js(page, f"return find('orbits_frame').value === {last};", timeout=20_000)
+    wait_js(page, f"return find('orbits_frame').value < {last};", timeout=20_000)

@@ -40,6 +40,9 @@ from tests.browser.conftest import (
     set_selected,
     stop,
     wait_for_bokeh,
+    wait_for_column,
+    wait_for_drawn,
+    wait_js,
 )
 
 sys.path.insert(0, str(REPO / "benchmarks"))
@@ -68,24 +71,24 @@ def test_served_profiles_page(browser, served_app):
     x0 = model_data(page, "heads", "x")
     left, top, w, h = frame_box(page, "tetrahedron")
     drag(page, left + w / 2, top + h / 2, left + w / 2 - 60, top + h / 2 - 40)
-    page.wait_for_timeout(300)
     az, el = model_prop(page, "azimuth", "value"), model_prop(page, "elevation", "value")
     p = np.array([model_data(page, "heads", c) for c in "abcd"], dtype=float).T
+    wait_for_column(page, "heads", "x", project(to_3d(p), az, el)[0], atol=1e-9)  # projected for the new camera
     x = np.array(model_data(page, "heads", "x"))
     assert not np.allclose(x, x0)
     np.testing.assert_allclose(x, project(to_3d(p), az, el)[0], atol=1e-9)
 
     # the d slider moves the data to the stored profile at that offset
     set_prop(page, "d_slider", "value", 32)
-    page.wait_for_timeout(300)
+    wait_for_column(page, "heads", "a", rope_profiles(4, 8)[:, :, 32, 0].ravel(), atol=1 / 65534)
     p32 = np.array([model_data(page, "heads", c) for c in "abcd"], dtype=float).T
     np.testing.assert_allclose(p32, rope_profiles(4, 8)[:, :, 32].reshape(-1, 4), atol=1 / 65534)
 
     # a selection reaches the histograms
     set_selected(page, "heads", [0, 1, 2, 3])
-    page.wait_for_timeout(300)
-    sel = np.array(histogram(page, "a", selected=True))
     counts = np.bincount(np.minimum((p32[:4, 0] * 40).astype(int), 39), minlength=40)
+    wait_js(page, "return Array.from(find('hist_selected').data.top).some(v => v > 0);")
+    sel = np.array(histogram(page, "a", selected=True))
     np.testing.assert_allclose(sel, counts / 4)
     assert requested == []  # the served app asks nothing of the internet
     assert errors == []
@@ -263,15 +266,21 @@ def test_a_served_load_sends_no_figure_sizes_back_and_a_selection_still_reaches_
     errors = console_errors(page)
     route_offline(page)
     sent: list[str] = []
-    page.on("websocket", lambda ws: ws.on("framesent", lambda p: sent.append(p if isinstance(p, str) else "")))
+    sockets = []
+
+    def opened(ws) -> None:
+        sockets.append(ws)
+        ws.on("framesent", lambda p: sent.append(p if isinstance(p, str) else ""))
+
+    page.on("websocket", opened)
     page.goto(served_app)
     wait_for_bokeh(page, "heads")
-    page.wait_for_timeout(1500)  # BokehJS sends measured sizes right after the first layout
+    wait_for_drawn(page)  # laid out: BokehJS has measured every figure, and sent any change of a synced one
     assert sent, "no websocket frames were recorded"
+    # a selection's patch, sent after any patch the layout sent (one websocket keeps the order)
+    with sockets[0].expect_event("framesent", lambda p: isinstance(p, str) and '"indices"' in p and "13" in p):
+        js(page, "find('heads').selected.indices = [13];")
     assert not [f for f in sent if '"inner_width"' in f or '"outer_height"' in f], [f[:200] for f in sent]
-    js(page, "find('heads').selected.indices = [13];")
-    page.wait_for_timeout(1000)
-    assert [f for f in sent if '"indices"' in f and "13" in f]
     assert errors == []
     page.close()
 
@@ -286,7 +295,7 @@ def test_served_tap_fills_the_inspector_and_models_with_other_views_switch(brows
     np.testing.assert_allclose(model_data(page, "inspector_statistics", "value"), stats[1, 5], rtol=1e-6)
     select = page.locator("select").first
     select.select_option(label=ABSOLUTE_MODEL)  # no statistics: the same views, those that need them hidden
-    page.wait_for_function("() => {" + FIND_JS + "return find('statistics_missing').visible; }", timeout=30_000)
+    wait_js(page, "const m = find('statistics_missing'); return m != null && m.visible;", timeout=30_000)
     assert "statistics not computed" in model_prop(page, "statistics_missing", "text")
     assert ABSOLUTE_MODEL in model_prop(page, "model_line", "text")
     assert model_prop(page, "statistics_area", "visible") is False
@@ -296,11 +305,77 @@ def test_served_tap_fills_the_inspector_and_models_with_other_views_switch(brows
     assert ROPE_MODEL in model_prop(page, "model_line", "text")
     assert model_prop(page, "statistics_missing", "visible") is False
     js(page, "find('heads').selected.indices = [13];")  # the rope model's own numbers again
-    page.wait_for_timeout(300)
+    wait_for_column(page, "inspector_statistics", "value", stats[1, 5], rtol=1e-6)
+    wait_for_column(page, "statistic_image", "image", stats[..., 0], rtol=1e-12)
     np.testing.assert_allclose(model_data(page, "inspector_statistics", "value"), stats[1, 5], rtol=1e-6)
     np.testing.assert_allclose(model_data(page, "statistic_image", "image")[0][:8], stats[0, :, 0], rtol=1e-12)
     assert errors == []
     page.close()
+
+
+def test_a_served_page_shows_a_loading_line_until_its_document_comes(browser, served_app):
+    """From its HTML on, the page says it is loading (with the seconds so far: the first visit after a start
+    waits for its pages to be built), until BokehJS holds the document."""
+    page = browser.new_page(viewport={"width": 1500, "height": 1100})
+    errors = console_errors(page)
+    route_offline(page)
+    page.add_init_script("document.addEventListener('DOMContentLoaded', () => {"
+                         " const l = document.getElementById('loading');"
+                         " window.__line = l && l.getBoundingClientRect().height > 0 ? l.textContent : null; });")
+    page.goto(served_app)
+    wait_for_bokeh(page, "heads")
+    assert re.fullmatch(r"Loading the page … \d+ s", page.evaluate("() => window.__line") or "")
+    page.wait_for_function("() => document.getElementById('loading') === null")  # gone with the page's arrival
+    assert errors == []
+    page.close()
+
+
+# An app whose compare page is built only once the test opens the FIFO named after --gate for writing (and closes
+# it): until then the Compare tab can only show that it is being built.
+GATED_APP = """import sys
+from dashboard import app, data, rendered
+
+if not hasattr(rendered.render, "gate"):
+    render, gate = rendered.render, sys.argv[sys.argv.index("--gate") + 1]
+
+    def gated(key):
+        if key[0] == "compare":
+            with open(gate) as fifo:  # blocks until the test opens the FIFO for writing
+                fifo.read()
+        return render(key)
+
+    gated.gate = gate
+    rendered.render = gated
+app.serve_settings()
+app.serve(data.store_path(sys.argv[1:]))
+app.warm(data.store_path(sys.argv[1:]))
+"""
+
+
+def test_a_tab_whose_page_is_being_built_shows_its_progress(browser, synthetic_store, tmp_path):
+    """The Compare tab opened while its page is still being built shows a line that says so, its seconds counting,
+    and then the page."""
+    import os
+
+    script, gate = tmp_path / "gated.py", tmp_path / "gate"
+    script.write_text(GATED_APP)
+    os.mkfifo(gate)
+    proc, url = serve_app(synthetic_store, script=script, args=("--gate", str(gate)))
+    try:
+        page, errors, _ = open_page(browser, url)
+        wait_for_bokeh(page, "heads")
+        page.get_by_text("Compare", exact=True).first.click()
+        wait_js(page, "const b = find('building'); return b != null && b.text.includes('compare page');")
+        wait_js(page, "return /[1-9][0-9]* s/.test(find('building').text);")  # the seconds count
+        assert model_prop(page, "compare_depth", "name") is None
+        with open(gate, "w"):  # the page is built now
+            pass
+        wait_for_bokeh(page, "compare_depth")
+        assert model_prop(page, "building", "name") is None
+        assert errors == []
+        page.close()
+    finally:
+        stop(proc)
 
 
 def test_missing_store_says_what_to_do(browser, tmp_path):
@@ -331,7 +406,7 @@ def test_served_orbits_movie_advances_and_loops(browser, served_app):
     wait_for_bokeh(page, "heads")
     page.get_by_text("Orbits", exact=True).first.click()
     wait_for_bokeh(page, "orbits_frame")
-    page.wait_for_timeout(500)
+    wait_for_drawn(page)
     w, h = figure_size_of(page, "orbits_dots_0")
     assert w > 100 and h > 100  # the movie's planes are laid out (a hidden tab must not leave them at size 0)
     assert_movie_plays_and_loops(page, page.get_by_text("Play").last)

@@ -11,7 +11,6 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from dashboard.export import export
 from pipeline.schema import STATISTICS
 from tests.browser.conftest import (
     ABSOLUTE_MODEL,
@@ -121,10 +120,9 @@ def assert_legend_covers_no_bar(page, models: tuple[str, str]) -> None:
 
 
 @pytest.fixture(scope="module")
-def exported(synthetic_store, tmp_path_factory):
-    out = tmp_path_factory.mktemp("compare_tab")
-    export(out, synthetic_store)
-    return out / "compare.html"
+def exported(exported_site):
+    """The compare page of the session's exported site."""
+    return exported_site / "compare.html"
 
 
 def open_exported(browser, path, query: str = ""):

@@ -24,6 +24,7 @@ from tests.browser.conftest import (
     console_errors,
     js,
     model_prop,
+    next_paint,
     rope_profiles,
     route_offline,
     serve_app,
@@ -32,6 +33,8 @@ from tests.browser.conftest import (
     stop,
     synthetic_orbits_dataset,
     wait_for_bokeh,
+    wait_for_drawn,
+    wait_js,
     write_synthetic_store,
 )
 
@@ -101,7 +104,7 @@ def open_app(browser, url, wait_for="heads"):
     route_offline(page)
     page.goto(url)
     wait_for_bokeh(page, wait_for)
-    page.wait_for_timeout(300)
+    wait_for_drawn(page)
     return page, errors
 
 
@@ -111,7 +114,7 @@ def open_file(browser, path: Path, wait_for="heads"):
     route_offline(page)
     page.goto(path.as_uri())
     wait_for_bokeh(page, wait_for)
-    page.wait_for_timeout(300)
+    wait_for_drawn(page)
     return page, errors
 
 
@@ -247,10 +250,12 @@ def test_no_orange_selected_outline_while_nothing_is_selected(browser, exported)
     page, errors = open_file(browser, exported / profile_page_name(ROPE_MODEL))
     assert orange_pixels(page, "hists") == 0
     set_selected(page, "heads", list(range(8)))
-    page.wait_for_timeout(300)
+    wait_js(page, "return Array.from(find('hist_selected').data.top).some(v => v > 0);")
+    wait_for_drawn(page)
     assert orange_pixels(page, "hists") > 50  # the outline of the selected heads' histogram
     set_selected(page, "heads", [])
-    page.wait_for_timeout(300)
+    wait_js(page, "return Array.from(find('hist_selected').data.top).every(v => v === 0);")
+    wait_for_drawn(page)
     assert orange_pixels(page, "hists") == 0
     assert errors == []
     page.close()
@@ -301,7 +306,7 @@ def test_hover_over_dense_points_shows_one_tooltip_on_screen(browser, dense_page
                       " return [r.left + v.frame.x_scale.compute(s.x[0]), r.top + v.frame.y_scale.compute(s.y[0])];")
     page.mouse.move(sx, sy)
     page.locator(".bk-tooltip-content").first.wait_for(state="visible", timeout=10_000)
-    page.wait_for_timeout(200)
+    next_paint(page)  # every tooltip the hover shows is laid out
     boxes = page.evaluate(TOOLTIPS_JS)
     assert len(boxes) == 1, boxes
     left, top, right, bottom, heads = boxes[0]
@@ -329,7 +334,7 @@ def test_play_and_pause_glyphs_are_drawn(browser, exported):
     for name in ("orbits_play", "orbits_step", "orbits_step_back"):
         labels.add(model_prop(page, name, "label"))
     set_prop(page, "orbits_play", "active", True)
-    page.wait_for_timeout(200)
+    wait_js(page, "return find('orbits_play').label.includes('❚');")
     labels.add(model_prop(page, "orbits_play", "label"))
     set_prop(page, "orbits_play", "active", False)
     chars = sorted({ch for label in labels for ch in label if ord(ch) > 0x2000})
@@ -473,13 +478,15 @@ def test_switching_models_keeps_the_document_model_count_flat(browser, app_url):
     count = "() => Bokeh.documents[0].all_models.size"
     select = page.locator("select").first
     first = page.evaluate(count)
+    heads = {ABSOLUTE_MODEL: 3 * 6, ROPE_MODEL: 4 * 8}  # write_synthetic_store's shapes
     counts = []
     for i in range(10):
         name = (ABSOLUTE_MODEL, ROPE_MODEL)[i % 2]
         select.select_option(label=name)
         page.wait_for_function("(n) => {" + FIND_JS + "const m = find('model_line');"
                                " return m != null && m.text.includes(n); }", arg=name, timeout=30_000)
-        page.wait_for_timeout(200)
+        wait_js(page, "return find('heads').data.layer.length === arg;", heads[name])  # the model's data came
+        wait_for_drawn(page)
         counts.append(page.evaluate(count))
     assert counts[-1] <= 1.1 * first, (first, counts)
     assert errors == []

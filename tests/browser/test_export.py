@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from dashboard import data
-from dashboard.export import export, profile_page_name
+from dashboard.export import profile_page_name
 from tests.browser.conftest import (
     ABSOLUTE_MODEL,
     EMPTY_MODEL,
@@ -29,23 +29,11 @@ from tests.browser.conftest import (
     set_prop,
     set_selected,
     wait_for_bokeh,
+    wait_for_column,
+    wait_js,
 )
 
 pytestmark = pytest.mark.browser
-
-
-@pytest.fixture(scope="module")
-def inline_pages(synthetic_store, tmp_path_factory):
-    out = tmp_path_factory.mktemp("export_inline")
-    export(out, synthetic_store, self_contained=True)
-    return out
-
-
-@pytest.fixture(scope="module")
-def cdn_pages(synthetic_store, tmp_path_factory):
-    out = tmp_path_factory.mktemp("export_cdn")
-    export(out, synthetic_store)
-    return out
 
 
 def open_offline(browser, path):
@@ -57,27 +45,27 @@ def open_offline(browser, path):
     return page, errors, requested
 
 
-def test_self_contained_pages_need_nothing_from_outside(browser, inline_pages):
-    html = (inline_pages / profile_page_name(ROPE_MODEL)).read_text()
+def test_self_contained_pages_need_nothing_from_outside(browser, exported_inline):
+    html = (exported_inline / profile_page_name(ROPE_MODEL)).read_text()
     assert "cdn.bokeh.org" not in html and "<script src=" not in html
-    page, errors, requested = open_offline(browser, inline_pages / profile_page_name(ROPE_MODEL))
+    page, errors, requested = open_offline(browser, exported_inline / profile_page_name(ROPE_MODEL))
     wait_for_bokeh(page, "heads")
     set_prop(page, "d_slider", "value", 40)
-    page.wait_for_timeout(300)
+    wait_for_column(page, "heads", "a", rope_profiles(4, 8)[:, :, 40, 0].ravel(), atol=1 / 65534)
     a = np.array(model_data(page, "heads", "a"), dtype=float)
     np.testing.assert_allclose(a, rope_profiles(4, 8)[:, :, 40, 0].ravel(), atol=1 / 65534)
     set_selected(page, "heads", [5, 6])
-    page.wait_for_timeout(200)
+    wait_js(page, "return Array.from(find('hist_selected').data.top).some(v => v > 0);")
     assert sum(histogram(page, "a", selected=True)) == pytest.approx(1.0)
     assert requested == [] and errors == []
     page.close()
 
 
-def test_cdn_pages_ask_only_for_this_bokeh_version(browser, cdn_pages):
-    html = (cdn_pages / profile_page_name(ROPE_MODEL)).read_text()
+def test_cdn_pages_ask_only_for_this_bokeh_version(browser, exported_site):
+    html = (exported_site / profile_page_name(ROPE_MODEL)).read_text()
     urls = set(re.findall(r'src="(https://[^"]+)"', html))
     assert urls and all(f"-{bokeh.__version__}" in u and u.startswith("https://cdn.bokeh.org/") for u in urls)
-    page, errors, requested = open_offline(browser, cdn_pages / profile_page_name(ROPE_MODEL))
+    page, errors, requested = open_offline(browser, exported_site / profile_page_name(ROPE_MODEL))
     wait_for_bokeh(page, "heads")
     assert set(requested) == urls
     assert errors == []
@@ -85,8 +73,8 @@ def test_cdn_pages_ask_only_for_this_bokeh_version(browser, cdn_pages):
 
 
 @pytest.mark.parametrize("variant", ["inline", "cdn"])
-def test_orbits_movie_advances_and_loops(browser, inline_pages, cdn_pages, variant):
-    pages = inline_pages if variant == "inline" else cdn_pages
+def test_orbits_movie_advances_and_loops(browser, exported_inline, exported_site, variant):
+    pages = exported_inline if variant == "inline" else exported_site
     page, errors, requested = open_offline(browser, pages / "orbits.html")
     wait_for_bokeh(page, "orbits_frame")
     set_prop(page, "orbits_frame", "value", 0)
@@ -97,8 +85,8 @@ def test_orbits_movie_advances_and_loops(browser, inline_pages, cdn_pages, varia
     page.close()
 
 
-def test_index_links_every_page_and_lists_commands(browser, cdn_pages):
-    page, errors, _ = open_offline(browser, cdn_pages / "index.html")
+def test_index_links_every_page_and_lists_commands(browser, exported_site):
+    page, errors, _ = open_offline(browser, exported_site / "index.html")
     assert "python -m pipeline profiles synthetic-empty" in page.content()
     page.get_by_text(ROPE_MODEL).first.click()
     page.wait_for_url("**/" + profile_page_name(ROPE_MODEL))
@@ -110,8 +98,8 @@ def test_index_links_every_page_and_lists_commands(browser, cdn_pages):
     page.close()
 
 
-def test_the_compare_page_lists_every_computed_model(browser, cdn_pages, synthetic_store):
-    page, errors, _ = open_offline(browser, cdn_pages / "compare.html")
+def test_the_compare_page_lists_every_computed_model(browser, exported_site, synthetic_store):
+    page, errors, _ = open_offline(browser, exported_site / "compare.html")
     wait_for_bokeh(page, "compare_depth")
     computed = [ROPE_MODEL, ABSOLUTE_MODEL]  # the empty model is registered, not computed
     n_renderers = js(page, "return find('compare_depth').renderers.length;")
@@ -127,13 +115,13 @@ def test_the_compare_page_lists_every_computed_model(browser, cdn_pages, synthet
     np.testing.assert_allclose(js(page, median_of), np.median(rope_profiles(4, 8)[:, :, 0, 2], axis=1),
                                atol=1 / 65534)
     page.locator("select").first.select_option("a")
-    page.wait_for_timeout(300)
+    wait_js(page, "return find('compare_depth').title.text === 'median a per layer';")
     np.testing.assert_allclose(js(page, median_of), np.median(rope_profiles(4, 8)[:, :, 0, 0], axis=1),
                                atol=1 / 65534)
     # the second model's histogram of b, as numpy counts it
-    page.locator("select").nth(2).select_option(ABSOLUTE_MODEL)
-    page.wait_for_timeout(300)
     b = data.model_data(synthetic_store, ABSOLUTE_MODEL).profile[:, :, 0, 1].ravel()
+    page.locator("select").nth(2).select_option(ABSOLUTE_MODEL)
+    wait_for_column(page, "compare_hist_b_1", "top", np.histogram(b, 40, (0, 1))[0] / b.size, atol=1e-12)
     np.testing.assert_allclose(js(page, "return Array.from(find('compare_hist_b_1').data.top);"),
                                np.histogram(b, 40, (0, 1))[0] / b.size, atol=1e-12)
     assert errors == []

@@ -1,76 +1,63 @@
 """The orbits movie in headless chromium, from a static HTML file opened with file:// (no server), and the
 tetrahedron beside it on the served and the exported page.
 
-The view is exported alone with INLINE resources (the test runs offline) and a short interval; the
+The view is written alone into a page with INLINE resources (the test runs offline) and a short interval; the
 JavaScript's per-frame output is compared with its Python twin ``frame_state``. The tetrahedron's dots and
 trails at each frame are compared with the run's ``head_profile`` projected in Python (``screen``), on the
-page ``panel serve dashboard/app.py`` serves and on the one ``python -m dashboard.export`` writes.
+page ``panel serve dashboard/app.py`` serves and on the one the exporter writes (the session's store).
 """
 
 from __future__ import annotations
 
 import io
-import subprocess
-import sys
 
 import numpy as np
 import pytest
 
+from dashboard.export import bokeh_resources, page_html
 from dashboard.orbits import frames as of
-from dashboard.orbits.page import RECORD_FRAMES_JS, frame_state
-from pipeline import store
+from dashboard.orbits.page import RECORD_FRAMES_JS, frame_state, orbits_view
 from tests.browser.conftest import (
-    REPO,
+    ORBIT_FRAMES,
+    TRAIL_EPOCHS,
     console_errors,
     model_data,
+    next_paint,
+    orbits_with_profiles,
     route_offline,
-    serve_app,
     set_prop,
-    stop,
-    synthetic_orbits_dataset,
     wait_for_bokeh,
-    write_synthetic_store,
+    wait_for_drawn,
+    wait_js,
 )
-from tests.dashboard.test_dashboard_orbits import screen, with_profiles
+from tests.dashboard.test_dashboard_orbits import screen
 
 pytestmark = pytest.mark.browser
 
-N_FRAMES = 8
 INTERVAL_MS = 40
 HOLD_MS = 500
 
+# the movie is paused: no next frame is pending (orbits_play.js keeps its timer on window.__orbitsMovie)
+MOVIE_STOPPED = "() => Object.values(window.__orbitsMovie || {}).every(st => st.timer === null)"
+# record the delay of every setTimeout the page asks for in window.__delays, until UNRECORD_DELAYS
+RECORD_DELAYS = ("() => { window.__delays = []; const set = window.__setTimeout = window.setTimeout;"
+                 " window.setTimeout = (f, ms, ...a) => { window.__delays.push(ms); return set(f, ms, ...a); }; }")
+UNRECORD_DELAYS = "() => { window.setTimeout = window.__setTimeout; }"
 READY = "() => window.Bokeh && Bokeh.documents.length > 0 && Bokeh.documents[0].get_model_by_name('orbits_frame')"
 MODEL = "(name) => Bokeh.documents[0].get_model_by_name(name)"
 
 
-def _dataset():
-    ds = with_profiles(synthetic_orbits_dataset(n_frames=N_FRAMES))  # epochs 0, 10, ..., 70; head 31 dead
-    ds.attrs["trail_epochs"] = 25  # trails of up to 3 frames
-    return ds
-
-
-# Exported in a fresh interpreter, as the exporter writes pages (BokehJS inlined, no Panel bundles).
-EXPORT = """
-import sys
-from dashboard.common.render import use_bokeh
-from dashboard.export import bokeh_resources, page_html
-from dashboard.orbits.page import orbits_view
-from tests.browser.test_orbits_page import HOLD_MS, INTERVAL_MS, _dataset
-use_bokeh()
-view = orbits_view(_dataset(), interval_ms=INTERVAL_MS, hold_ms=HOLD_MS)
-open(sys.argv[1], "w", encoding="utf-8").write(page_html(view, "orbits", bokeh_resources(True)))
-"""
-
-
 @pytest.fixture(scope="module")
 def movie_page(browser, tmp_path_factory):
+    """The movie alone in a static page with BokehJS inlined (as the exporter writes pages: no Panel bundles)."""
     path = tmp_path_factory.mktemp("orbits") / "orbits.html"
-    subprocess.run([sys.executable, "-c", EXPORT, str(path)], cwd=REPO, check=True)
+    view = orbits_view(orbits_with_profiles(), interval_ms=INTERVAL_MS, hold_ms=HOLD_MS)
+    path.write_text(page_html(view, "orbits", bokeh_resources(True)), encoding="utf-8")
     page = browser.new_page(viewport={"width": 1100, "height": 800})
     errors = console_errors(page)
     page.goto(path.as_uri())
     page.wait_for_function(READY, timeout=30_000)
-    page.wait_for_timeout(300)
+    wait_for_drawn(page)
     yield page, errors
     page.close()
 
@@ -94,25 +81,26 @@ def test_plots_exist_and_draw_the_dots(movie_page):
     for colour in ("#1f77b4", "#ff7f0e", "#2ca02c"):  # the three orbits of the synthetic data
         rgb = np.array([int(colour[i: i + 2], 16) for i in (1, 3, 5)])
         assert (np.abs(px - rgb).sum(axis=1) < 12).sum() > 200, f"no dots of colour {colour} drawn"
-    assert _frame(page) == N_FRAMES - 1  # opens on the trained state
+    assert _frame(page) == ORBIT_FRAMES - 1  # opens on the trained state
     assert errors == []
 
 
 def test_movie_advances_holds_the_last_frame_and_loops(movie_page):
     page, errors = movie_page
-    _pause_at(page, N_FRAMES - 1)
+    _pause_at(page, ORBIT_FRAMES - 1)
     page.evaluate(RECORD_FRAMES_JS)
     page.get_by_role("button", name="▶ Play").click()
     # wait until it has played through the last frame and come back round past frame 2
     page.wait_for_function(
-        f"() => {{ const v = window.__orbitsFrames.map(r => r[0]); const i = v.indexOf({N_FRAMES - 1}, 1);"
+        f"() => {{ const v = window.__orbitsFrames.map(r => r[0]); const i = v.indexOf({ORBIT_FRAMES - 1}, 1);"
         " return i > 0 && v.slice(i).includes(2); }", timeout=15_000)
     page.get_by_role("button", name="❚❚ Pause").click()
+    page.wait_for_function(MOVIE_STOPPED)
     rec = page.evaluate("() => window.__orbitsFrames")
     values = [int(v) for v, _ in rec]
     assert values[0] == 0  # pressed at the last frame: restarts from the first
-    first_last = values.index(N_FRAMES - 1)
-    assert values[: first_last + 1] == list(range(N_FRAMES))  # one frame at a time, none skipped
+    first_last = values.index(ORBIT_FRAMES - 1)
+    assert values[: first_last + 1] == list(range(ORBIT_FRAMES))  # one frame at a time, none skipped
     assert values[first_last + 1: first_last + 4] == [0, 1, 2]  # the loop
     times = {i: t for i, (_, t) in enumerate(rec)}
     held = times[first_last + 1] - times[first_last]
@@ -120,7 +108,7 @@ def test_movie_advances_holds_the_last_frame_and_loops(movie_page):
     assert held >= HOLD_MS - 20, f"last frame shown {held:.0f} ms, expected the {HOLD_MS} ms hold"
     assert step >= INTERVAL_MS - 5, f"median frame interval {step:.0f} ms, shorter than the {INTERVAL_MS} ms asked"
     paused_at = _frame(page)
-    page.wait_for_timeout(4 * INTERVAL_MS)
+    next_paint(page)
     assert _frame(page) == paused_at
     assert errors == []
 
@@ -129,9 +117,12 @@ def test_interval_is_read_from_the_spinner_at_every_tick(movie_page):
     page, errors = movie_page
     _pause_at(page, 0)
     page.evaluate(f"() => {{ ({MODEL})('orbits_interval_ms').value = 100000; }}")
+    page.evaluate(RECORD_DELAYS)
     page.get_by_role("button", name="▶ Play").click()
-    page.wait_for_timeout(15 * INTERVAL_MS)
-    assert _frame(page) == 0  # at the built-in 40 ms it would have moved on
+    # the movie's next frame is 100 s away (at the built-in 40 ms it would have moved on)
+    page.wait_for_function("() => window.__delays.includes(100000)")
+    page.evaluate(UNRECORD_DELAYS)
+    assert _frame(page) == 0
     page.get_by_role("button", name="❚❚ Pause").click()
     page.evaluate(f"() => {{ ({MODEL})('orbits_interval_ms').value = {INTERVAL_MS}; }}")
     page.get_by_role("button", name="▶ Play").click()
@@ -147,9 +138,9 @@ def test_each_frame_matches_its_python_twin(movie_page, frame):
     _pause_at(page, frame + 1)
     page.get_by_role("button", name="◀").click()  # step back lands on `frame`
     assert _frame(page) == frame
-    ds = _dataset()
+    ds = orbits_with_profiles()
     pos = of.positions(ds)
-    starts = of.trail_starts(ds["epoch"].values, 25)
+    starts = of.trail_starts(ds["epoch"].values, TRAIL_EPOCHS)
     radii = of.view_radii(pos, starts)
     for p in range(4):
         got = page.evaluate(
@@ -178,37 +169,23 @@ def test_each_frame_matches_its_python_twin(movie_page, frame):
 # ------------------------------------------------------------------- the tetrahedron, served and exported
 
 
-@pytest.fixture(scope="module")
-def profile_store(tmp_path_factory):
-    """The synthetic store with ``_dataset()`` (head profiles at every frame) as its orbits group."""
-    path = write_synthetic_store(tmp_path_factory.mktemp("tetra") / "store.zarr", with_orbits=False)
-    store.Store.open(path).replace_group(store.ORBITS, _dataset())
-    return path
-
-
 @pytest.fixture(scope="module", params=["served", "exported"])
-def tetra_page(request, browser, profile_store, tmp_path_factory):
-    """The orbits page over ``profile_store``: served by ``panel serve`` (the Orbits tab) or written by the exporter."""
+def tetra_page(request, browser, served_app, exported_inline):
+    """The orbits page over the session's store (its orbits group is ``orbits_with_profiles``): served by
+    ``panel serve`` (the Orbits tab) or written by the exporter (self-contained)."""
     page = browser.new_page(viewport={"width": 1500, "height": 1100})
     errors = console_errors(page)
     route_offline(page)
-    proc = None
     if request.param == "served":
-        proc, url = serve_app(profile_store)
-        page.goto(url)
+        page.goto(served_app)
         wait_for_bokeh(page, "heads")
         page.get_by_text("Orbits", exact=True).first.click()
     else:
-        out = tmp_path_factory.mktemp("exported")
-        subprocess.run([sys.executable, "-m", "dashboard.export", "--self-contained", "--store", str(profile_store),
-                        str(out)], cwd=REPO, check=True, capture_output=True)
-        page.goto((out / "orbits.html").as_uri())
+        page.goto((exported_inline / "orbits.html").as_uri())
     wait_for_bokeh(page, "orbits_tetra_dots")
-    page.wait_for_timeout(300)
+    wait_for_drawn(page)
     yield page, errors
     page.close()
-    if proc is not None:
-        stop(proc)
 
 
 def _tetra_at(page) -> dict:
@@ -221,9 +198,9 @@ def _tetra_at(page) -> dict:
 
 def test_tetrahedron_dots_and_trails_move_with_the_frame(tetra_page):
     """Step the movie frame by frame: the dots are head_profile at that frame projected in Python (screen), the
-    trails the frames within 25 epochs before it; the hover's a..d follow."""
+    trails the frames within TRAIL_EPOCHS epochs before it; the hover's a..d follow."""
     page, errors = tetra_page
-    ds = _dataset()
+    ds = orbits_with_profiles()
     prof = ds["head_profile"].sel(coordinate=["a", "b", "c", "d"]).values
     xy = screen(prof)
     epochs = ds["epoch"].values
@@ -234,7 +211,11 @@ def test_tetrahedron_dots_and_trails_move_with_the_frame(tetra_page):
             page.get_by_role("button", name="◀").click()
         else:
             set_prop(page, "orbits_frame", "value", 0)
-        page.wait_for_timeout(150)
+        wait_js(page, "return find('orbits_frame').value === arg;", frame)
+        wait_js(page, "const d = find('orbits_tetra_dots').data;"  # the dots of this frame (dead heads: NaN)
+                " return Array.from(d.head).every((h, i) => arg[h] === null ? Number.isNaN(d.x[i])"
+                " : Math.abs(d.x[i] - arg[h]) <= 1e-6 * (1 + Math.abs(arg[h])));",
+                [None if np.isnan(v) else float(v) for v in xy[frame, :, 0]])
         got = _tetra_at(page)
         heads = got["head"]
         assert sorted(heads) == list(range(ds.sizes["head"]))
@@ -242,7 +223,7 @@ def test_tetrahedron_dots_and_trails_move_with_the_frame(tetra_page):
         np.testing.assert_allclose(got["y"], xy[frame, heads, 1], rtol=1e-6, atol=1e-6)
         for k, c in enumerate("abcd"):
             np.testing.assert_allclose(got[c], prof[frame, heads, k], rtol=1e-6, atol=1e-7)
-        within = [g for g in range(frame + 1) if epochs[frame] - epochs[g] <= 25]
+        within = [g for g in range(frame + 1) if epochs[frame] - epochs[g] <= TRAIL_EPOCHS]
         for i, h in enumerate(heads):
             np.testing.assert_allclose(got["xs"][i], xy[within, h, 0], rtol=1e-6, atol=1e-6)
             np.testing.assert_allclose(got["ys"][i], xy[within, h, 1], rtol=1e-6, atol=1e-6)

@@ -24,7 +24,7 @@ from dashboard.common.geometry import (
     to_3d,
     type_labels,
 )
-from dashboard.export import export, profile_page_name
+from dashboard.export import profile_page_name
 from pipeline.schema import STATISTICS
 from tests.browser.conftest import (
     ABSOLUTE_MODEL,
@@ -37,6 +37,7 @@ from tests.browser.conftest import (
     js,
     model_data,
     model_prop,
+    next_paint,
     rope_profiles,
     rope_statistics,
     route_offline,
@@ -44,17 +45,12 @@ from tests.browser.conftest import (
     selected,
     set_prop,
     wait_for_bokeh,
+    wait_for_column,
+    wait_js,
 )
 
 pytestmark = pytest.mark.browser
 ROPE_SHAPE = (4, 8)  # write_synthetic_store's default
-
-
-@pytest.fixture(scope="module")
-def pages(synthetic_store, tmp_path_factory):
-    out = tmp_path_factory.mktemp("export")
-    export(out, synthetic_store)
-    return out
 
 
 def open_model_page(browser, pages, model):
@@ -68,8 +64,8 @@ def open_model_page(browser, pages, model):
 
 
 @pytest.fixture
-def rope_page(browser, pages):
-    page, errors = open_model_page(browser, pages, ROPE_MODEL)
+def rope_page(browser, exported_site):
+    page, errors = open_model_page(browser, exported_site, ROPE_MODEL)
     yield page, errors
     page.close()
 
@@ -101,12 +97,12 @@ def test_drag_rotates_and_matches_numpy_projection(rope_page):
     x_before = model_data(page, "heads", "x")
     left, top, w, h = frame_box(page, "tetrahedron")
     drag(page, left + w / 2, top + h / 2, left + w / 2 + 80, top + h / 2 + 30)
-    page.wait_for_timeout(200)
     az, el = model_prop(page, "azimuth", "value"), model_prop(page, "elevation", "value")
     assert (az, el) != (30, 20)
+    ex, ey = project(to_3d(heads_profile(page)), az, el)
+    wait_for_column(page, "heads", "x", ex, atol=1e-9)  # projected for the camera the drag set
     x, y = np.array(model_data(page, "heads", "x")), np.array(model_data(page, "heads", "y"))
     assert not np.allclose(x, x_before)
-    ex, ey = project(to_3d(heads_profile(page)), az, el)
     np.testing.assert_allclose(x, ex, atol=1e-9)
     np.testing.assert_allclose(y, ey, atol=1e-9)
     assert errors == []
@@ -117,10 +113,11 @@ def test_d_slider_moves_every_view(rope_page):
     heat_before = model_data(page, "heat_a", "image")
     track = page.locator(".noUi-base").first.bounding_box()
     page.mouse.click(track["x"] + track["width"] * 0.25, track["y"] + track["height"] / 2)
-    page.wait_for_timeout(300)
+    wait_js(page, "return find('d_slider').value !== 0;")
     d = model_prop(page, "d_slider", "value")
     assert 20 <= d <= 44
     p = expected_at(d)
+    wait_for_column(page, "heads", "a", p[:, 0], atol=1 / 65534)  # the slider's callbacks have run
     np.testing.assert_allclose(heads_profile(page), p, atol=1 / 65534)
     L, H = ROPE_SHAPE
     bins = np.minimum(np.floor(np.rint(p * 65534) / 65534 * 40).astype(int), 39)
@@ -144,7 +141,7 @@ def test_box_selection_changes_histograms(rope_page):
     sx, sy = screen_positions(page, "tetrahedron", "heads")  # page pixels of every dot
     x_cut = float(np.median(sx[np.isfinite(sx)]))  # a box over the left half of the dots
     drag(page, fl + 2, ft + 2, x_cut, ft + fh - 2)
-    page.wait_for_timeout(300)
+    wait_js(page, "return find('heads').selected.indices.length > 0;")
     sel = sorted(selected(page, "heads"))
     n = len(sx)
     assert 0 < len(sel) < n
@@ -157,7 +154,7 @@ def test_box_selection_changes_histograms(rope_page):
         np.testing.assert_allclose(histogram(page, c, selected=True), counts / len(sel), atol=1e-12)
     assert f"{len(sel)}" in model_prop(page, "selection_info", "text")
     page.get_by_text("Clear selection").click()
-    page.wait_for_timeout(200)
+    wait_js(page, "return Array.from(find('hist_selected').data.top).every(v => v === 0);")
     assert histogram(page, "b", selected=True) == [0] * 40
     assert errors == []
 
@@ -169,15 +166,17 @@ def test_play_advances_and_loops(rope_page):
     page.wait_for_function("() => " + "{" + FIND_JS + "return find('d_slider').value < 20; }", timeout=10_000)
     assert "Pause" in model_prop(page, "play", "label")
     page.get_by_text("Pause").click()
+    # paused: the button's interval (profiles_play.js keeps its handle on the button) is cleared
+    wait_js(page, "const b = find('play'); return b.__timer == null && b.label.includes('Play');")
     v = model_prop(page, "d_slider", "value")
-    page.wait_for_timeout(500)
+    next_paint(page)
     assert model_prop(page, "d_slider", "value") == v
     np.testing.assert_allclose(heads_profile(page), expected_at(v), atol=1 / 65534)
     assert errors == []
 
 
-def test_absolute_model_has_no_d_slider(browser, pages):
-    page, errors = open_model_page(browser, pages, ABSOLUTE_MODEL)
+def test_absolute_model_has_no_d_slider(browser, exported_site):
+    page, errors = open_model_page(browser, exported_site, ABSOLUTE_MODEL)
     assert model_prop(page, "d_slider", "visible") is False
     assert "does not depend on position" in model_prop(page, "position_note", "text")
     # the selector navigates to the other model's page
@@ -202,7 +201,7 @@ def test_box_selection_in_a_per_layer_view_selects_those_layers(rope_page):
     x0, y0 = data_to_page(page, "layers", -0.03, L - 0.45)  # panel a, from above the top layer ...
     x1, y1 = data_to_page(page, "layers", 1.03, 1.5)  # ... down to between layers 1 and 2
     drag(page, x0, y0, x1, y1)
-    page.wait_for_timeout(300)
+    wait_js(page, "return find('heads').selected.indices.length > 0;")
     assert sorted(selected(page, "heads")) == [i for i in range(L * H) if i // H >= 2]
     sel = np.array(histogram(page, "c", selected=True))
     values = expected_at(0)[2 * H:, 2]
@@ -247,9 +246,9 @@ def query_of(page) -> dict[str, str]:
     return dict(parse_qsl(urlsplit(page.url).query))
 
 
-def test_a_deep_link_round_trips(browser, pages):
+def test_a_deep_link_round_trips(browser, exported_site):
     L, H = ROPE_SHAPE
-    page, errors = open_link(browser, pages, ROPE_MODEL, "?d=17&heads=1.2,3.5")
+    page, errors = open_link(browser, exported_site, ROPE_MODEL, "?d=17&heads=1.2,3.5")
     assert model_prop(page, "d_slider", "value") == 17
     np.testing.assert_allclose(heads_profile(page), expected_at(17), atol=1 / 65534)
     assert sorted(selected(page, "heads")) == [1 * H + 2, 3 * H + 5]
@@ -257,8 +256,8 @@ def test_a_deep_link_round_trips(browser, pages):
     # the state the user then sets is written into the URL ...
     set_prop(page, "d_slider", "value", 23)
     js(page, "find('heads').selected.indices = [0, 9];")
-    page.wait_for_function("() => window.location.search.includes('d=23')", timeout=10_000)
-    page.wait_for_timeout(400)
+    page.wait_for_function("() => { const q = new URLSearchParams(window.location.search);"
+                           " return q.get('d') === '23' && q.get('heads') === '0.0,1.1'; }", timeout=10_000)
     q = query_of(page)
     assert (q["model"], q["tab"], q["d"], q["heads"]) == (ROPE_MODEL, "profiles", "23", "0.0,1.1")
     # ... and opening that URL again restores it
@@ -275,8 +274,8 @@ def test_a_deep_link_round_trips(browser, pages):
     page.close()
 
 
-def test_a_link_to_another_model_opens_its_page(browser, pages):
-    page, errors = open_link(browser, pages, ROPE_MODEL, f"?model={ABSOLUTE_MODEL}&heads=2.5")
+def test_a_link_to_another_model_opens_its_page(browser, exported_site):
+    page, errors = open_link(browser, exported_site, ROPE_MODEL, f"?model={ABSOLUTE_MODEL}&heads=2.5")
     page.wait_for_url(re.compile(re.escape(profile_page_name(ABSOLUTE_MODEL)) + r"\?"))
     wait_for_bokeh(page, "heads")
     page.wait_for_function("() => {" + FIND_JS + "return find('heads').selected.indices.length === 1; }",
@@ -287,8 +286,8 @@ def test_a_link_to_another_model_opens_its_page(browser, pages):
     page.close()
 
 
-def test_bad_link_input_shows_the_defaults_and_says_why(browser, pages):
-    page, errors = open_link(browser, pages, ROPE_MODEL,
+def test_bad_link_input_shows_the_defaults_and_says_why(browser, exported_site):
+    page, errors = open_link(browser, exported_site, ROPE_MODEL,
                              "?model=no-such-model&tab=nowhere&d=999&color=purple&heads=9.9,x&stat=nothing")
     note = model_prop(page, "url_note", "text")
     assert model_prop(page, "url_note", "visible") is True
@@ -298,7 +297,7 @@ def test_bad_link_input_shows_the_defaults_and_says_why(browser, pages):
     np.testing.assert_allclose(heads_profile(page), expected_at(0), atol=1 / 65534)
     assert page.get_by_text("This link asked for something the page cannot show").is_visible()
     # markup in a link is shown as text, never run
-    page.goto((pages / profile_page_name(ROPE_MODEL)).as_uri() + "?d=%3Cimg%20src=x%20onerror=alert(1)%3E")
+    page.goto((exported_site / profile_page_name(ROPE_MODEL)).as_uri() + "?d=%3Cimg%20src=x%20onerror=alert(1)%3E")
     wait_for_bokeh(page, "heads")
     page.wait_for_function("() => {" + FIND_JS + "return find('url_note').visible; }", timeout=10_000)
     assert "&lt;img" in model_prop(page, "url_note", "text") and page.locator("img[src=x]").count() == 0
@@ -306,13 +305,13 @@ def test_bad_link_input_shows_the_defaults_and_says_why(browser, pages):
     page.close()
 
 
-def test_a_compare_link_opens_the_compare_page_with_its_choosers(browser, pages, synthetic_store):
+def test_a_compare_link_opens_the_compare_page_with_its_choosers(browser, exported_site, synthetic_store):
     """?tab=compare&models=A,B&quantity=q on a model's page opens compare.html with those choosers (the data
     they show included); a chooser's change is written back into the link."""
     page = browser.new_page(viewport={"width": 1500, "height": 1100})
     errors = console_errors(page)
     route_offline(page)
-    page.goto((pages / profile_page_name(ROPE_MODEL)).as_uri()
+    page.goto((exported_site / profile_page_name(ROPE_MODEL)).as_uri()
               + f"?tab=compare&models={ABSOLUTE_MODEL},{ROPE_MODEL}&quantity=rho")
     page.wait_for_url(re.compile(r"compare\.html\?"))
     wait_for_bokeh(page, "compare_depth")
@@ -334,11 +333,11 @@ def test_a_compare_link_opens_the_compare_page_with_its_choosers(browser, pages,
     page.close()
 
 
-def test_bad_compare_link_input_shows_the_defaults_and_says_why(browser, pages):
+def test_bad_compare_link_input_shows_the_defaults_and_says_why(browser, exported_site):
     page = browser.new_page(viewport={"width": 1500, "height": 1100})
     errors = console_errors(page)
     route_offline(page)
-    page.goto((pages / "compare.html").as_uri() + "?models=nope,%3Cimg%20src%3Dx%3E&quantity=volume")
+    page.goto((exported_site / "compare.html").as_uri() + "?models=nope,%3Cimg%20src%3Dx%3E&quantity=volume")
     wait_for_bokeh(page, "compare_depth")
     page.wait_for_function("() => {" + FIND_JS + "return find('compare_url_note').visible; }", timeout=10_000)
     note = model_prop(page, "compare_url_note", "text")
@@ -371,28 +370,29 @@ def test_colour_by_type_counts_follow_d_and_a_legend_click_hides_a_type(rope_pag
     page, errors = rope_page
     assert model_prop(page, "type_legend", "visible") is False and model_prop(page, "head_dots", "visible") is True
     page.get_by_text("colour by type").click()
-    page.wait_for_timeout(200)
+    wait_js(page, "return find('type_legend').visible;")
     assert model_prop(page, "type_legend", "visible") is True and model_prop(page, "head_dots", "visible") is False
-    assert "color=type" in page.url
+    page.wait_for_function("() => window.location.search.includes('color=type')", timeout=10_000)
     seen = set()
     for d in (0, 20, 32):
         set_prop(page, "d_slider", "value", d)
-        page.wait_for_timeout(150)
         shown = dequantise(quantise(expected_at(d)))
         types = spectral_types(shown)
+        wait_js(page, "const l = find('type_legend').items.map(i => i.label.value);"
+                " return l.length === arg.length && l.every((x, i) => x === arg[i]);", type_labels(types))
         assert legend_labels(page) == type_labels(types)  # "Type I₊ (n=K)", recounted at this d
         assert model_data(page, "heads", "type") == types.tolist()
         seen.add(tuple(legend_labels(page)))
     assert len(seen) == 3  # the counts changed with d
     click_legend_item(page, 0)
-    page.wait_for_timeout(200)
+    wait_js(page, "return !find('head_dots_type0').visible;")
     assert model_prop(page, "head_dots_type0", "visible") is False
     assert model_prop(page, "head_dots_type2", "visible") is True
     click_legend_item(page, 0)
-    page.wait_for_timeout(200)
+    wait_js(page, "return find('head_dots_type0').visible;")
     assert model_prop(page, "head_dots_type0", "visible") is True
     page.get_by_text("colour by layer").click()
-    page.wait_for_timeout(200)
+    wait_js(page, "return find('head_dots').visible;")
     assert model_prop(page, "head_dots", "visible") is True and model_prop(page, "type_legend", "visible") is False
     assert errors == []
 
@@ -404,7 +404,8 @@ def test_a_tap_on_a_head_fills_the_inspector(rope_page):
     page, errors = rope_page
     L, H = ROPE_SHAPE
     set_prop(page, "d_slider", "value", 12)
-    page.wait_for_timeout(200)
+    wait_for_column(page, "heads", "a", expected_at(12)[:, 0], atol=1 / 65534)
+    next_paint(page)  # the dots drawn where they are now, for the click below
     sx, sy = screen_positions(page, "tetrahedron", "heads")
     others = np.hypot(sx[:, None] - sx[None, :], sy[:, None] - sy[None, :]) + np.eye(len(sx)) * 1e9
     i = int(np.argmax(others.min(axis=1)))  # a head alone under the pointer
@@ -431,19 +432,20 @@ def test_the_face_and_the_layer_type_map_follow_d_and_the_selection(rope_page):
     L, H = ROPE_SHAPE
     for d in (0, 32):
         set_prop(page, "d_slider", "value", d)
-        page.wait_for_timeout(200)
         shown = dequantise(quantise(expected_at(d)))
         xy = face_coordinates(shown)
+        wait_js(page, "return find('layer_types').title.text === arg;", f"Layer × type (d = {d})")
+        wait_for_column(page, "face_heads", "x", xy[:, 0], atol=1e-12)
         np.testing.assert_allclose(model_data(page, "face_heads", "x"), xy[:, 0], atol=1e-12)
         np.testing.assert_allclose(model_data(page, "face_heads", "y"), xy[:, 1], atol=1e-12)
         img = np.array(model_data(page, "layer_types_image", "image")[0], dtype=float).reshape(L, 3)
         np.testing.assert_allclose(img, layer_type_fractions(shown.reshape(L, H, 4)), atol=1e-12)
         assert js(page, "return find('layer_types').title.text;") == f"Layer × type (d = {d})"
     js(page, "find('heads').selected.indices = [3, 17];")
-    page.wait_for_timeout(200)
+    wait_js(page, "return find('face_heads').selected.indices.length === 2;")
     assert selected(page, "face_heads") == [3, 17]
     js(page, "find('face_heads').selected.indices = [5];")
-    page.wait_for_timeout(200)
+    wait_js(page, "return find('heads').selected.indices.length === 1;")
     assert selected(page, "heads") == [5]
     assert errors == []
 
@@ -456,26 +458,26 @@ def test_the_statistic_chooser_and_a_tap_on_its_map(rope_page):
     np.testing.assert_allclose(img(), stats[..., STATISTICS.index("symmetric_energy")], rtol=1e-12)
     assert "(N + 1) / (2N)" in model_prop(page, "statistic_baseline", "text")
     page.locator("select").nth(1).select_option("rho")
-    page.wait_for_timeout(300)
+    wait_for_column(page, "statistic_image", "image", stats[..., STATISTICS.index("rho")], rtol=1e-6)
     np.testing.assert_allclose(img(), stats[..., STATISTICS.index("rho")], rtol=1e-6)
-    assert "stat=rho" in page.url
+    page.wait_for_function("() => window.location.search.includes('stat=rho')", timeout=10_000)  # written back
     assert "(N + 1) / (2N)" not in model_prop(page, "statistic_baseline", "text")
     x, y = data_to_page(page, "statistic_map", 5, 2)  # head 5 of layer 2
     page.mouse.click(x, y)
-    page.wait_for_timeout(300)
+    wait_js(page, "return find('heads').selected.indices.length === 1;")
     assert selected(page, "heads") == [2 * H + 5]
     assert "layer 2, head 5" in model_prop(page, "inspector_title", "text")
     assert errors == []
 
 
-def test_a_model_without_statistics_says_so_with_the_command(browser, pages):
-    page, errors = open_model_page(browser, pages, ABSOLUTE_MODEL)
+def test_a_model_without_statistics_says_so_with_the_command(browser, exported_site):
+    page, errors = open_model_page(browser, exported_site, ABSOLUTE_MODEL)
     for name in ("statistics_missing", "parity_missing", "inspector_missing"):
         text = model_prop(page, name, "text")
         assert "statistics not computed" in text and "python -m pipeline" in text, name
     assert page.get_by_text("statistics not computed").first.is_visible()
     js(page, "find('heads').selected.indices = [7];")  # the inspector still names the head
-    page.wait_for_timeout(200)
+    wait_js(page, "return find('inspector_title').text.includes('layer 1');")
     assert "layer 1, head 1" in model_prop(page, "inspector_title", "text")
     assert errors == []
     page.close()

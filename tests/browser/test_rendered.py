@@ -5,8 +5,8 @@ Both versions of a page are embedded in one static file and compared in chromium
 order of a walk by property name), property by property: BokehJS's own defaults, not Bokeh's Python ones,
 decide what an unset property is, and where the two differ a written value would change the page. Then
 each version is drawn alone in a Panel page and the screenshots compared. Last, the app is served over the
-committed store with and without the step (``HEADGEOMETRY_WRITE_DEFAULTS=0``) and its screenshots
-compared: BokehJS styles some DOM elements differently once a property is set, even to its default value
+committed store with and without the step (an app script serving ``rendered.Pages(write_defaults=False)``) and
+its screenshots compared: BokehJS styles some DOM elements differently once a property is set, even to its default value
 (with every default written, those of the layouts, figures, titles and toolbars included, the served
 page's plot titles are drawn smaller and a toolbar appears; only this comparison shows it, which is why
 ``rendered._written_properties`` leaves those elements' plain values unset).
@@ -32,7 +32,7 @@ from tests.browser.conftest import (
     serve_app,
     stop,
     wait_for_bokeh,
-    write_synthetic_store,
+    wait_for_drawn,
 )
 
 pytestmark = pytest.mark.browser
@@ -93,21 +93,17 @@ COMPARE_JS = """
 """
 
 
-@pytest.fixture(scope="module")
-def store(tmp_path_factory):
-    return write_synthetic_store(tmp_path_factory.mktemp("rendered") / "store.zarr", with_orbits=True)
-
-
 @pytest.mark.parametrize("page", ["profiles", "orbits"])
-def test_bokehjs_sees_a_served_page_as_the_page_without_written_defaults(browser, store, tmp_path, monkeypatch,
+def test_bokehjs_sees_a_served_page_as_the_page_without_written_defaults(browser, synthetic_store, tmp_path,
                                                                         page):
+    store = synthetic_store
+
     def make():
         return (profiles_view(data.model_data(store, ROPE_MODEL), data.profiles(store).sel(model=ROPE_MODEL))
                 if page == "profiles" else orbits_content(store))
 
-    written = copy_layout(*rendered._prepared(make())[:2]).root  # a session's copy, as served
-    monkeypatch.setattr(rendered, "_materialise_defaults", lambda models: None)
-    plain = copy_layout(*rendered._prepared(make())[:2]).root
+    written = copy_layout(rendered.prepare(make()).layout).root  # a session's copy, as served
+    plain = copy_layout(rendered.prepare(make(), write_defaults=False).layout).root
     script, (div_plain, div_written) = components((plain, written))
     html = tmp_path / "both.html"
     html.write_text(f"<!DOCTYPE html><html><head>{CDN.render()}{script}</head>"
@@ -130,16 +126,28 @@ def test_bokehjs_sees_a_served_page_as_the_page_without_written_defaults(browser
         route_offline(tab)
         tab.goto(one.as_uri())
         tab.wait_for_function(IDLE_JS, timeout=60_000)
-        tab.wait_for_timeout(300)
+        wait_for_drawn(tab)
         shots.append(tab.screenshot(full_page=True))
         tab.close()
     assert shots[0] == shots[1]
 
 
-def _served_screenshot(browser, store, write: bool) -> bytes:
+# The app with pages prepared without written defaults (one session per server here: its own Pages will do).
+WITHOUT_DEFAULTS_APP = """import sys
+from dashboard import app, data, rendered
+app.serve_settings()
+app.serve(data.store_path(sys.argv[1:]), rendered.Pages(write_defaults=False))
+"""
+
+
+def _served_screenshot(browser, store, write: bool, tmp_path) -> bytes:
     """The served profiles page of ``store`` (``panel serve``, its first model, the last two layers
     selected), drawn with or without written defaults."""
-    proc, url = serve_app(store, env={"HEADGEOMETRY_WRITE_DEFAULTS": "1" if write else "0"})
+    script = None
+    if not write:
+        script = tmp_path / "without_defaults.py"
+        script.write_text(WITHOUT_DEFAULTS_APP)
+    proc, url = serve_app(store, script=script)
     tab = browser.new_page(viewport={"width": 1400, "height": 900})
     try:
         route_offline(tab)
@@ -154,18 +162,20 @@ def _served_screenshot(browser, store, write: bool) -> bytes:
         stop(proc)
 
 
-def _settled_screenshot(tab, pause_ms: int = 750, tries: int = 12) -> bytes:
-    """A full-page screenshot once two taken ``pause_ms`` apart are equal: on a loaded machine the page (widgets'
-    text, the selection's redraw) can still be painting after any fixed wait."""
-    tab.wait_for_timeout(pause_ms)
+def _settled_screenshot(tab, tries: int = 12) -> bytes:
+    """A full-page screenshot once every view has finished drawing, its fonts are loaded and two screenshots a paint
+    apart are equal: on a loaded machine the page (widgets' text, the selection's redraw) can still be painting
+    when its views say they have finished."""
+    wait_for_drawn(tab)
+    tab.evaluate("() => document.fonts.ready.then(() => true)")
     shot = tab.screenshot(full_page=True)
     for _ in range(tries):
-        tab.wait_for_timeout(pause_ms)
+        wait_for_drawn(tab)
         again = tab.screenshot(full_page=True)
         if again == shot:
             return shot
         shot = again
-    raise AssertionError(f"the page kept changing over {tries} screenshots {pause_ms} ms apart")
+    raise AssertionError(f"the page kept changing over {tries} screenshots")
 
 
 def _differing_pixels(a: bytes, b: bytes) -> int:
@@ -185,9 +195,9 @@ def _differing_pixels(a: bytes, b: bytes) -> int:
 SAME_PAGE_PIXELS = 100
 
 
-def test_the_served_page_draws_the_same_pixels_with_written_defaults(browser):
+def test_the_served_page_draws_the_same_pixels_with_written_defaults(browser, tmp_path):
     """On the committed store (real models), where writing the DOM elements' defaults was seen to change the page."""
     store = default_store_path()
-    written, plain = (_served_screenshot(browser, store, write=w) for w in (True, False))
+    written, plain = (_served_screenshot(browser, store, w, tmp_path) for w in (True, False))
     n = _differing_pixels(written, plain)
     assert n <= SAME_PAGE_PIXELS, f"{n} pixels differ"

@@ -61,7 +61,7 @@ def test_a_copy_serialises_as_the_original(store):
 
 
 def test_copies_from_one_plan_serialise_as_the_original_and_share_no_container(store):
-    """The served pages copy from a plan made once per page (rendered._prepared): every copy from it is the page,
+    """The served pages copy from a plan made once per page (rendered.prepare): every copy from it is the page,
     and no two copies share a model or a container."""
     layout = _pages(store)[0]
     plan = copy_plan(layout)
@@ -136,7 +136,7 @@ def test_a_dropped_copy_is_freed(store):
 def test_rendered_pages_pass_bokeh_validation(store):
     """The served app validates a page once, when rendered, instead of every session's copy: the pages must be
     clean, but for the fixed sizing mode of the profiles page's root, which the app's pane sets on it in every
-    session (Bokeh warns on it without a width and height; rendered._prepared sets it after validating)."""
+    session (Bokeh warns on it without a width and height; rendered.prepare sets it after validating)."""
     pages = (rendered.profiles(store, ROPE_MODEL), rendered.profiles(store, ABSOLUTE_MODEL), rendered.orbits(store))
     for page in pages:
         issues = check_integrity(list(page.root.references()))
@@ -212,7 +212,7 @@ def _models_in(value):
 
 
 def test_walks_of_a_rendered_page_evaluate_no_default_and_it_shows_the_same(store, monkeypatch):
-    """rendered._prepared writes the defaults as values: no walk of a copy evaluates one, serialising it
+    """rendered.prepare writes the defaults as values: no walk of a copy evaluates one, serialising it
     evaluates only those of the elements drawn in the DOM (rendered._written_properties), and every model
     has the values, defaults resolved, of the page prepared without that step."""
     from bokeh.core.property.descriptors import PropertyDescriptor
@@ -236,9 +236,9 @@ def test_walks_of_a_rendered_page_evaluate_no_default_and_it_shows_the_same(stor
     serialised(copy.root)
     canvas = {m for m in page if not isinstance(m, (UIElement, Title, Toolbar))}
     assert len(canvas) > 100 and not canvas & set(evaluated_models)
-    monkeypatch.setattr(rendered, "_materialise_defaults", lambda models: None)
-    plain, *_ = rendered._prepared(profiles_view(data.model_data(store, ROPE_MODEL),
-                                                   data.profiles(store).sel(model=ROPE_MODEL)), sizing_mode="fixed")
+    plain = rendered.prepare(profiles_view(data.model_data(store, ROPE_MODEL),
+                                           data.profiles(store).sel(model=ROPE_MODEL)),
+                             write_defaults=False, sizing_mode="fixed").layout
     other = copy_layout(plain)
     page = set(other.root.references())
     evaluated.clear()

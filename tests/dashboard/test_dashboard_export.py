@@ -236,7 +236,7 @@ def test_a_failing_view_shows_a_message_and_leaves_the_other_tab(tmp_path, monke
 
     path = write_synthetic_store(tmp_path / "s.zarr", rope_shape=(1, 2), absolute_shape=(1, 2), empty_shape=(1, 2))
 
-    def broken(store, state):
+    def broken(store, state, pages):
         raise TypeError("cannot cast StringDType")
 
     monkeypatch.setattr(app, "orbits_panel", broken)
