@@ -41,7 +41,7 @@ from pipeline.location import DEFAULT_HELP
 
 SLUG_MAX = 60
 
-PAGE_CSS = f"<style>\n{page_css('text', 'export', document=True)}</style>\n"  # dashboard/page.css
+PAGE_CSS = f"<style>\n{page_css('text', 'export', document=True)}</style>\n"  # dashboard/common/page.css
 
 
 class ExportError(RuntimeError):
@@ -73,7 +73,7 @@ def bokeh_resources(self_contained: bool) -> Resources:
 
 def page_html(layout: Model, title: str, resources: Resources, nav_html: str = "") -> str:
     """A standalone page: the resources, the page CSS, a nav bar and the layout (its deep link, if it
-    has one, restored once the page is drawn: ``profiles_page.restore_on_ready``)."""
+    has one, restored once the page is drawn: ``dashboard.common.page_widgets.restore_on_ready``)."""
     doc = Document()
     doc.add_root(layout)
     restore_on_ready(doc, layout)
