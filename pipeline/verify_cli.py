@@ -27,7 +27,8 @@ store, an unknown model, a store of another schema version without --upgrade).
 --upgrade brings a store of an older schema version to the current one in place,
 keeping every group and every value (new per-model fields start empty; the checksums of the layers
 already written are computed from their stored values), and adds the optional variables a store
-written before them lacks (the statistics, the spectra of T and L, the baseline fields), empty.
+written before them lacks (the statistics, the spectra of T and L, the baseline fields, the models'
+conventions), empty.
 
 examples:
   python -m pipeline verify                        # the default store (see --store)
