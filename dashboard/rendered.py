@@ -110,9 +110,11 @@ def _copy(layout: Model, models: list[Model], encoded: Encoded, plan: Plan) -> C
 
 @functools.lru_cache(maxsize=8)
 def _profiles(path: str, key: tuple, name: str) -> tuple[Model, list[Model], Encoded, Plan]:
+    from dashboard.profiles.analyses_data import baseline_of
     from dashboard.profiles.page import profiles_view
 
-    return _prepared(profiles_view(data.model_data(path, name), data.profiles(path).sel(model=name)),
+    ds = data.profiles(path)
+    return _prepared(profiles_view(data.model_data(path, name), ds.sel(model=name), baseline=baseline_of(ds, name)),
                      sizing_mode="fixed")
 
 
