@@ -42,7 +42,7 @@ from dashboard.common import jscode
 from dashboard.common.page_style import page_css
 from dashboard.common.page_widgets import header, message, restore_on_ready
 from dashboard.common.render import use_bokeh
-from dashboard.profiles.analyses_page import PAGE_TABS
+from dashboard.profiles.page_analyses import PAGE_TABS
 from dashboard.profiles.page_texts import selector_groups, todo_html
 from dashboard.rendered import replace_in_place, same_structure
 from dashboard.store_note import demo_note_html, store_line_html

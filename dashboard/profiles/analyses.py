@@ -1,6 +1,6 @@
 """The Analyses views of one model: the paper's evidence drawn from ``pipeline.analyses`` (via
 :mod:`dashboard.profiles.analyses_data`), each a HoloViews object for a notebook and for the profiles page's
-Analyses tab (:mod:`dashboard.profiles.analyses_page`).
+Analyses tab (:mod:`dashboard.profiles.page_analyses`).
 
 Every view takes a model's Dataset (``ds.sel(model=name)``) and optionally one of its random baselines' Datasets
 (``analyses_data.baseline_of(ds, name)``), or an :class:`~dashboard.profiles.analyses_data.Analyses` already

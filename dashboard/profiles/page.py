@@ -43,8 +43,8 @@ from dashboard.common.page_widgets import header, lean
 from dashboard.common.render import render
 from dashboard.common.simplex import edge_indices
 from dashboard.data import ModelData
-from dashboard.profiles.analyses_page import analyses_tab, page_tabs
 from dashboard.profiles.layers import PANEL_STEP, histograms, layer_heatmaps
+from dashboard.profiles.page_analyses import analyses_tab, page_tabs
 from dashboard.profiles.page_details import more_views
 from dashboard.profiles.page_texts import DEFINITIONS, model_line, status_html
 from dashboard.profiles.tetrahedron import by_type, tetrahedron

@@ -11,7 +11,7 @@
 // debounced, so it works served and in a static page opened with file://.
 const URL_COLORS = ['layer', 'type'];
 const URL_OTHER_TABS = ['models', 'quantity'];
-const URL_PAGE_TABS = ['profiles', 'analyses'];  // ctx.page_tabs' tabs, in order (analyses_page.PAGE_TABS)
+const URL_PAGE_TABS = ['profiles', 'analyses'];  // ctx.page_tabs' tabs, in order (page_analyses.PAGE_TABS)
 
 function url_meta(ctx) {
   const m = ctx.profile_meta.data;
