@@ -106,7 +106,7 @@ def pairing_bound_view(sel, baseline=None, width: int = 460):
     for s in BASELINE_STATISTICS:
         cols[f"percentile_{s}"] = np.asarray(h.get(f"percentile_{s}", np.full(len(cols["P"]), np.nan)))
     ok = np.isfinite(cols["r"]) & np.isfinite(cols["P"])
-    cols = {k: v[ok] for k, v in cols.items()}
+    cols = {k: v[ok].astype(np.int32 if k in ("layer", "head") else np.float32) for k, v in cols.items()}
     r = np.linspace(0.0, 1.0, 101)
     dots = hv.Scatter(cols, "r", [k for k in cols if k != "r"], group="BoundHeads", label="heads").opts(
         color=TRAINED, size=4, alpha=0.6, tools=[_bound_hover()])
@@ -156,6 +156,7 @@ def sigma_geometric(sel, baseline=None, width: int = 460):
     title = ("σᵢ(T) against √(λ₊ᵢ λ₋ᵢ)" + (f": median relative gap {err:.3f}" if err is not None else
                                             ": the singular values of T are not stored"))
     top = float(xy.max()) * 1.05 if len(xy) else 1.0
+    xy = xy.astype(np.float32)  # drawn, not read: a page of 1,280 heads ships 3,840 pairs
     dots = hv.Scatter((xy[:, 0], xy[:, 1]), "σ(T)", "√(λ₊ λ₋)", group="SigmaPairs").opts(
         color=TRAINED, size=3, alpha=0.5)
     diagonal = hv.Curve(([0, top], [0, top]), "σ(T)", "√(λ₊ λ₋)", group="SigmaDiagonal").opts(

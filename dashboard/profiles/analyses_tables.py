@@ -43,6 +43,7 @@ def summary_html(a) -> str:
              f"effective rank: participation ratio &lt; 2 in <b>{eff['participation_below']['2']}</b>, &lt; 5 in "
              f"<b>{eff['participation_below']['5']}</b> of {eff['heads']} heads (stable rank &lt; 2 in "
              f"{eff['stable_rank_below_2']})"]
+    lines += _cluster_lines(rep["clusters"])
     base = rep.get("baseline")
     if base:
         lines.append(f"against the baseline <code>{html.escape(base['name'])}</code> ({base['heads']} heads), "
@@ -55,6 +56,17 @@ def summary_html(a) -> str:
                      "makes one)")
     lines += [f"missing: {html.escape(m)}" for m in rep["missing"]]
     return "<h2>Pairing law and counts</h2>" + "".join(f"<p>{line}</p>" for line in lines)
+
+
+def _cluster_lines(c: dict) -> list[str]:
+    """k-means of the unit spectra of S (``pipeline.analyses.clusters.clusters``): silhouettes, the chosen k's
+    sizes and its agreement with the types."""
+    sil = ", ".join(f"{k}: {v:.2f}" for k, v in c["silhouette"].items()) or "n/a"
+    out = [f"clusters of the unit spectra of S (k-means): silhouette by k {sil}"]
+    if str(c["k"]) in c["sizes"] and "ari" in c:
+        out.append(f"&nbsp;&nbsp;k = {c['k']}: sizes {c['sizes'][str(c['k'])]}, adjusted Rand index with the types "
+                   f"{c['ari']:.2f} (rule), {c['ari_paper_types']:.2f} (paper's)")
+    return out
 
 
 def fit_table_html(table: dict) -> str:

@@ -31,7 +31,9 @@ TABS_JS = """
 const tabs = () => {
   for (const d of Bokeh.documents) {
     for (const r of d.roots()) {
-      for (const m of r.references()) { if (m.constructor.__name__ === 'Tabs') { return m; } }
+      for (const m of r.references()) {  // the profiles page's own (the served app's tabs hold it)
+        if (m.constructor.__name__ === 'Tabs' && m.tabs.some((t) => t.title === 'Analyses')) { return m; }
+      }
     }
   }
   return null;
