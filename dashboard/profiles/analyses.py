@@ -50,7 +50,7 @@ def _p_title(a: ad.Analyses) -> str:
     return f"P and its beta law (a = {beta['a']:.2f}, b = {beta['b']:.2f}), KS p = {beta['ks_p']:.2g}"
 
 
-def _overlay_opts(a: ad.Analyses, width: int, title: str, xlabel: str, hooks: list) -> hv.opts:
+def _overlay_opts(width: int, title: str, xlabel: str, hooks: list) -> hv.opts:
     return hv.opts.Overlay(width=width, height=HEIGHT, title=title, xlabel=xlabel, ylabel="density",
                            legend_position="top_left", toolbar=None, default_tools=[], hooks=hooks)
 
@@ -76,7 +76,7 @@ def pairing_histogram(sel, baseline=None, width: int = 460):
                         "PBeta.beta law": {"source": "analyses_p_beta", "renderer": "analyses_p_beta_line"},
                         "PBase.random baseline": {"source": "analyses_p_baseline",
                                                     "renderer": "analyses_p_baseline_bars"}}, "analyses_p_figure")
-    return hv.Overlay(parts).opts(_overlay_opts(a, width, _p_title(a), "P", [hook]))
+    return hv.Overlay(parts).opts(_overlay_opts(width, _p_title(a), "P", [hook]))
 
 
 def _bound_title(a: ad.Analyses) -> str:
@@ -140,7 +140,7 @@ def rho_histogram(sel, baseline=None, width: int = 460):
                         "RhoBase.random baseline": {"source": "analyses_rho_baseline",
                                              "renderer": "analyses_rho_baseline_bars"}}, "analyses_rho_figure")
     title = f"ρ = ‖λ₋‖ / ‖λ₊‖ ({hist['above']} heads above {edges[-1]:g})"
-    return hv.Overlay(parts).opts(_overlay_opts(a, width, title, "ρ", [hook]))
+    return hv.Overlay(parts).opts(_overlay_opts(width, title, "ρ", [hook]))
 
 
 def sigma_geometric(sel, baseline=None, width: int = 460):

@@ -61,7 +61,7 @@ def open_link(browser, url: str):
     page = browser.new_page(viewport={"width": 1500, "height": 1100})
     errors = console_errors(page)
     route_offline(page)
-    page.goto(url)
+    page.goto(url, timeout=120_000)  # a served app renders the page at its first load
     wait_for_bokeh(page, "analyses_p")
     page.wait_for_function("() => window.location.search.includes('model=')", timeout=30_000)  # the link applied
     return page, errors
@@ -75,9 +75,7 @@ def check_drawn(page, store, model: str) -> None:
     for fig in ("analyses_p_figure", "analyses_bound_figure", "analyses_rho_figure", "analyses_sigma_figure"):
         _, _, width, height = frame_box(page, fig)
         assert width > 100 and height > 100, fig
-    P = statistics_table(data.profiles(store).sel(model=model))["pairing"].ravel()
-    want, _ = np.histogram(P, bins=40, range=(0, 1), density=True)
-    np.testing.assert_allclose(model_data(page, "analyses_p", "top"), want, atol=1e-9)
+    np.testing.assert_allclose(model_data(page, "analyses_p", "top"), p_histogram(store, model), atol=1e-9)
     assert "KS p" in model_prop(page, "analyses_p_title", "text")
     assert model_prop(page, "url_note", "visible") is False
 
@@ -108,18 +106,47 @@ def test_the_analyses_deep_link_round_trips(browser, pages):
     again.close()
 
 
-def test_the_analyses_tab_renders_served_with_its_link(browser, store):
+SELECT_JS = """
+const selector = () => {  // the served app's model selector (options in groups)
+  for (const d of Bokeh.documents) {
+    for (const r of d.roots()) {
+      for (const m of r.references()) {
+        if (m.constructor.__name__.endsWith('Select') && m.title === 'Model') { return m; }
+      }
+    }
+  }
+  return null;
+};
+const choices = () => {
+  const o = selector().options;
+  const groups = o instanceof Map ? [...o.values()] : (Array.isArray(o) ? [o] : Object.values(o));
+  return groups.flat().map((x) => Array.isArray(x) ? x[0] : x);
+};
+"""
+
+
+def p_histogram(store, model: str) -> np.ndarray:
+    P = statistics_table(data.profiles(store).sel(model=model))["pairing"].ravel()
+    return np.histogram(P, bins=40, range=(0, 1), density=True)[0]
+
+
+def test_the_analyses_tab_renders_served_with_its_link_and_follows_the_model_selector(browser, store):
     proc, url = serve_app(store)
     try:
         for model in (ROPE, PLAIN):
             page, errors = open_link(browser, f"{url}?model={model}&tab=analyses")
             check_drawn(page, store, model)
-            options = js(page, "const out = []; for (const d of Bokeh.documents) { for (const r of d.roots()) {"
-                               " for (const m of r.references()) { if (m.constructor.__name__ === 'Select'"
-                               " && m.groups) { for (const g of Object.values(m.groups)) { out.push(...g); } } } } }"
-                               " return out;")
-            assert "~iid" not in " ".join(map(str, options))  # the baseline is not a model to choose
+            # the baseline is not a model to choose
+            assert sorted(js(page, SELECT_JS + "return choices();")) == sorted([ROPE, PLAIN])
             assert errors == []
+            if model == ROPE:  # another model chosen: the tab shows its values (the page switched in place)
+                js(page, SELECT_JS + "selector().value = arg;", PLAIN)
+                want = p_histogram(store, PLAIN).tolist()
+                page.wait_for_function("(arg) => {" + FIND_JS + "const t = Array.from(find('analyses_p').data.top);"
+                                       " return t.every((v, i) => Math.abs(v - arg[i]) < 1e-9); }", arg=want,
+                                       timeout=60_000)
+                assert not model_prop(page, "analyses_p_baseline_bars", "visible")  # PLAIN has no baseline
+                assert active_tab(page) == 1
             page.close()
     finally:
         stop(proc)

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from bokeh.models import TabPanel
+from bokeh.models import Tabs
 from scipy import stats
 
 from dashboard import data
@@ -148,7 +148,7 @@ def test_the_page_has_the_tab_with_the_same_named_models_for_every_model(store, 
     pages = {n: profiles_view(data.model_data(store, n), ds.sel(model=n), baseline=baseline_of(ds, n))
              for n in (ROPE, PLAIN)}
     assert named(pages[ROPE]) == named(pages[PLAIN])  # the served app switches models in place
-    titles = [t.title for p in pages.values() for t in p.select({"type": TabPanel})]
+    titles = [t.title for p in pages.values() for t in p.select_one({"type": Tabs}).tabs]
     assert titles == ["Profiles", "Analyses"] * 2
     assert not pages[PLAIN].select_one({"name": "analyses_p_baseline_bars"}).visible
     everything = [m.name for m in pages[ROPE].references() if m.name]
