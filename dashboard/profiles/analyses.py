@@ -83,7 +83,7 @@ def _bound_title(a: ad.Analyses) -> str:
     b = a.report["pairing_law"]["bound"]
     corr = "n/a" if b["correlation"] is None else f"{b['correlation']:+.3f}"
     holds = "n/a" if b["holds"] is None else f"{100 * b['holds']:.1f}%"
-    return f"P against its bound: correlation {corr}, holds for {holds}"
+    return f"P against its bound: corr. {corr}, holds for {holds}"
 
 
 def _bound_hover() -> HoverTool:

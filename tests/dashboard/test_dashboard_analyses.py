@@ -76,7 +76,7 @@ def test_p_against_its_bound_with_each_heads_percentiles_among_the_baselines(ds)
     np.testing.assert_allclose(curve["P"], 1 - (1 - r) / np.sqrt(1 + r ** 2))
     bound = 1 - np.abs(1 - rho) / np.sqrt(1 + rho ** 2)  # the stored statistic's own formula, at rho
     corr = np.corrcoef(stat(sel, "pairing"), bound)[0, 1]
-    assert f"correlation {corr:+.3f}" in fig.title.text
+    assert f"corr. {corr:+.3f}" in fig.title.text
 
 
 def test_the_rho_histogram_counts_the_heads_above_its_range(ds):
