@@ -137,6 +137,7 @@ def test_a_model_without_statistics_says_how_to_add_them(tmp_path):
     page = profiles_view(data.model_data(synthetic, ABSOLUTE_MODEL), sel)
     note = page.select_one({"name": "analyses_missing"})
     assert "statistics not computed" in note.text and f"python -m pipeline profiles {ABSOLUTE_MODEL}" in note.text
+    assert note.visible and not page.select_one({"name": "analyses_content"}).visible  # stand-ins, hidden
 
 
 def named(page) -> list[tuple[str, str]]:
