@@ -45,6 +45,7 @@ from dashboard.common import jscode
 from dashboard.common.page_style import page_css
 from dashboard.common.page_widgets import header, message, restore_on_ready
 from dashboard.common.render import use_bokeh
+from dashboard.profiles.page_analyses import PAGE_TABS
 from dashboard.profiles.page_texts import selector_groups, todo_html
 from dashboard.rendered import replace_in_place, same_structure
 from dashboard.store_note import demo_note_html, store_line_html
@@ -349,6 +350,7 @@ def build(store, state: AppState | None = None, args: dict[str, str] | None = No
     args = url_args() if args is None else args
     notes = []
     tab = args.get("tab", TABS[0])
+    tab = TABS[0] if tab in PAGE_TABS else tab  # the profiles page's own tabs (profiles, analyses)
     if tab not in TABS:
         notes.append(f"tab = <code>{html.escape(tab[:80])}</code> is not a tab ({', '.join(TABS)}); showing the "
                      "profiles")

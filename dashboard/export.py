@@ -34,10 +34,12 @@ from dashboard.common.page_widgets import header, message, restore_on_ready
 from dashboard.common.render import use_bokeh
 from dashboard.compare.page import compare_content
 from dashboard.orbits.page import orbits_content
+from dashboard.profiles.analyses_data import baseline_of
 from dashboard.profiles.page import profiles_view
 from dashboard.profiles.page_texts import ORBIT_GROUP, is_orbit_experiment, todo_html
 from dashboard.store_note import demo_note_html
 from pipeline.location import DEFAULT_HELP
+from pipeline.schema import trained_and_baselines
 
 SLUG_MAX = 60
 
@@ -166,6 +168,7 @@ def export(out, store=None, self_contained: bool = False) -> list[Path]:
         rows = data.rows(store)
     except data.StoreError as exc:
         problem = str(exc).replace(str(store), store.name)
+    rows = trained_and_baselines(rows)[0]  # a random baseline is drawn on its model's Analyses tab
     drawable = [r for r in rows if r.computed and not r.damaged]
     damaged = [r for r in rows if r.computed and r.damaged]
     nav = {r.name: profile_page_name(r.name) for r in drawable}
@@ -173,8 +176,9 @@ def export(out, store=None, self_contained: bool = False) -> list[Path]:
     written: list[Path] = []
     try:
         for r in drawable:
-            layout = profiles_view(data.model_data(store, r.name), data.profiles(store).sel(model=r.name),
-                                   nav=nav, current_url=nav[r.name],
+            ds = data.profiles(store)
+            layout = profiles_view(data.model_data(store, r.name), ds.sel(model=r.name),
+                                   nav=nav, current_url=nav[r.name], baseline=baseline_of(ds, r.name),
                                    tabs={"profiles": "", "compare": "compare.html", "orbits": "orbits.html"})
             path = out / nav[r.name]
             write_page(path, page_html(layout, f"Profiles of attention heads · {r.name}", resources, _nav(links)))

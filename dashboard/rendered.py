@@ -138,10 +138,12 @@ def render(key: tuple) -> tuple[Model, dict]:
     and the values the app's pane sets on its root."""
     kind, path = key[0], key[1]
     if kind == "profiles":
+        from dashboard.profiles.analyses_data import baseline_of
         from dashboard.profiles.page import profiles_view
 
-        name = key[3]
-        return profiles_view(data.model_data(path, name), data.profiles(path).sel(model=name)), {"sizing_mode": "fixed"}
+        name, ds = key[3], data.profiles(path)
+        return (profiles_view(data.model_data(path, name), ds.sel(model=name), baseline=baseline_of(ds, name)),
+                {"sizing_mode": "fixed"})
     if kind == "compare":
         from dashboard.compare.page import compare_view
 

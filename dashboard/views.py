@@ -16,6 +16,10 @@ Use them in a notebook on any subset of the data::
     v.parity_spectra(one)                                      # the most extreme heads of each type
     v.statistic_heatmap(one, "pairing")                        # a statistic per head, and its Gaussian value
     v.head_inspector(one, layer=3, head=5, d=64)               # one head: spectrum, statistics, profile over d
+    base = v.baseline_of(ds, "SmolLM2-135M-Instruct")          # its random baseline (None without one)
+    v.pairing_histogram(one, base) + v.pairing_bound_view(one, base)  # the pairing law, the baseline outlined
+    v.rho_histogram(one, base) + v.sigma_geometric(one)        # rho; sigma(T) against sqrt(lambda+ lambda-)
+    v.analyses_summary(one, base) + v.goodness_of_fit_table(one) + v.type_sensitivity_table(one)
     v.compare_depth(ds, quantity="c") + v.compare_histograms(ds, "all-MiniLM-L6-v2", "SmolLM2-135M-Instruct")
     orb = xr.open_zarr("store.zarr", group="orbits")
     v.orbit_polygons(orb, frame=-1) + v.training_metrics(orb)
@@ -36,7 +40,8 @@ The per-head statistics and spectra (``head_statistics``, ``spectrum``: d = 0) a
 holds them; the views that need them show "statistics not computed" and the command that adds them
 otherwise (a store written before them). Spectral types and their colours, the rank-one curve and the a = 0
 face are computed by ``dashboard.common.geometry``; the i.i.d. Gaussian baselines are in
-``dashboard.common.baselines``.
+``dashboard.common.baselines``. The Analyses views (``dashboard/profiles/analyses.py``) draw what
+``pipeline.analyses`` computes for a model, against one of its stored random baselines where given.
 """
 
 from __future__ import annotations
@@ -62,6 +67,16 @@ from dashboard.orbits.views import (
     reproduction_table,
     training_metrics,
 )
+from dashboard.profiles.analyses import (
+    analyses_summary,
+    goodness_of_fit_table,
+    pairing_bound_view,
+    pairing_histogram,
+    rho_histogram,
+    sigma_geometric,
+    type_sensitivity_table,
+)
+from dashboard.profiles.analyses_data import analyses, baseline_of
 from dashboard.profiles.layers import PANEL_STEP, histograms, layer_heatmaps
 from dashboard.profiles.spectral import (
     PARITY_STEP,
@@ -77,6 +92,9 @@ from dashboard.profiles.tetrahedron import kv_heads, tetrahedron
 __all__ = [
     "PANEL_STEP",
     "PARITY_STEP",
+    "analyses",
+    "analyses_summary",
+    "baseline_of",
     "baseline_html",
     "compare_depth",
     "compare_histograms",
@@ -85,6 +103,7 @@ __all__ = [
     "family_heads",
     "family_sizes",
     "gap_to_12_4",
+    "goodness_of_fit_table",
     "head_inspector",
     "heads_table",
     "histograms",
@@ -96,6 +115,8 @@ __all__ = [
     "orbit_polygons",
     "orbit_profile_positions",
     "orbit_tetrahedron",
+    "pairing_bound_view",
+    "pairing_histogram",
     "parity_selection",
     "parity_spectra",
     "parity_spectra_figure",
@@ -104,8 +125,10 @@ __all__ = [
     "render",
     "reproduction",
     "reproduction_table",
+    "rho_histogram",
     "scales",
     "search_families",
+    "sigma_geometric",
     "spectrum_array",
     "statistic_heatmap",
     "statistics_note",
@@ -113,5 +136,6 @@ __all__ = [
     "symmetric_face",
     "tetrahedron",
     "training_metrics",
+    "type_sensitivity_table",
     "use_bokeh",
 ]

@@ -34,6 +34,7 @@ from bokeh.models import (
     Slider,
     Span,
     Spinner,
+    Tabs,
     Title,
     Toggle,
 )
@@ -122,6 +123,7 @@ class PageModels:
     url_note: Div | None = None  # the note naming what a link asked for that the page cannot show
     model_nav: Select | None = None  # a static page's model selector ({url: model})
     tab_pages: dict[str, str] | None = None  # a static page's tabs: {tab name: page url, '' for this one}
+    page_tabs: Tabs | None = None  # the profiles page's own tabs: Profiles, Analyses (page_analyses.PAGE_TABS)
     # the orbits page (orbits_*.js): the movie's frames and panels
     frame_data: Source | None = None  # per frame: epoch, trail start, metrics, panel radii
     positions: Source | None = None  # every frame's positions in every panel, flat

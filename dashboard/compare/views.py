@@ -62,7 +62,7 @@ def _check_models(ds: xr.Dataset, names) -> None:
 
 def computed_models(ds: xr.Dataset) -> list[str]:
     """The models of a profiles Dataset with something to draw (computed, not damaged), in store order."""
-    return [r.name for r in model_rows(ds) if r.computed and not r.damaged]
+    return [r.name for r in model_rows(ds) if r.computed and not r.damaged and not r.baseline_of]
 
 
 def depth_medians(ds: xr.Dataset, name: str, quantity: str, d: int = 0):

@@ -44,6 +44,7 @@ from dashboard.common.render import render
 from dashboard.common.simplex import edge_indices
 from dashboard.data import ModelData
 from dashboard.profiles.layers import PANEL_STEP, histograms, layer_heatmaps
+from dashboard.profiles.page_analyses import analyses_tab, page_tabs
 from dashboard.profiles.page_details import more_views
 from dashboard.profiles.page_texts import DEFINITIONS, model_line, static_layers_html, status_html
 from dashboard.profiles.tetrahedron import by_type, tetrahedron
@@ -218,7 +219,7 @@ def _model_choice(selector, nav: dict[str, str] | None, current_url: str | None,
 
 
 def _deep_link(models: PageModels, url_note: Div, tab_pages: dict[str, str] | None) -> CustomJS:
-    """The URL follows the page's state (d, colour mode, statistic, selection, the model shown:
+    """The URL follows the page's state (d, colour mode, statistic, selection, the tab, the model shown:
     ``url_write``); returns the callback that applies the URL's state once the document is ready
     (``url_restore``)."""
     link = dict(ctx=models.but(url_note=url_note, tab_pages=tab_pages).args())
@@ -228,13 +229,15 @@ def _deep_link(models: PageModels, url_note: Div, tab_pages: dict[str, str] | No
     if models.statistic_select is not None:
         models.statistic_select.js_on_change("value", write)
     models.heads.selected.js_on_change("indices", write)
+    if models.page_tabs is not None:
+        models.page_tabs.js_on_change("active", write)
     models.profile_meta.js_on_change("data", write)  # the served app swaps in another model's data
     return jscode.callback(link, "url_note", "url_state", "url_restore", name="url_restore")
 
 
 def profiles_view(m: ModelData, sel: xr.Dataset | None = None, *, nav: dict[str, str] | None = None,
                   current_url: str | None = None, play_interval_ms: int = 120, selector=None,
-                  tabs: dict[str, str] | None = None):
+                  tabs: dict[str, str] | None = None, baseline: xr.Dataset | None = None):
     """The profiles page of one model as a Bokeh layout.
 
     m : the model's row and (n_layers, n_heads, D, 4) profile (``dashboard.data.model_data``).
@@ -244,6 +247,8 @@ def profiles_view(m: ModelData, sel: xr.Dataset | None = None, *, nav: dict[str,
     current_url : the url of this page among ``nav``'s values.
     selector : a widget (the served app's model selector) placed at the top; None for none.
     tabs : for static pages, {tab name in a deep link: the page that shows it ('' for this one)}.
+    baseline : the Dataset of one of the model's random baselines (``analyses_data.baseline_of``), overlaid on
+        the Analyses tab; None for none.
 
     The layout's ``tags`` hold one CustomJS, ``url_restore``: run when the document is ready
     (``page_widgets.restore_on_ready``), it applies the deep link of the page's URL (``js/url_state.js``).
@@ -259,15 +264,17 @@ def profiles_view(m: ModelData, sel: xr.Dataset | None = None, *, nav: dict[str,
     dslider, position = _d_controls(models, m, play_interval_ms, sheet)
     color, view_controls = _view_controls(f, models, dslider)
     top, choose = _model_choice(selector, nav, current_url, sheet)
+    profiles_part = column(
+        row(position, models.azimuth_slider, models.elevation_slider, clear, models.selection_info, name="controls"),
+        view_controls, row(f.tetra, column(f.heat, f.hist)), more,
+        Div(text=DEFINITIONS, stylesheets=[sheet], width=1300, name="definitions"))
+    tabs_shown = page_tabs(profiles_part, analyses_tab(shown, baseline, sheet))
     url_note = Div(text="", stylesheets=[sheet], width=1100, name="url_note", visible=False)
     restore = _deep_link(models.but(d_slider=dslider, colour_mode=color, model_nav=choose,
-                                    statistic_select=statistic_select), url_note, tabs)
+                                    statistic_select=statistic_select, page_tabs=tabs_shown), url_note, tabs)
     status = status_html(m)
     return column(
         row(*top), url_note, Div(text=model_line(r), stylesheets=[sheet], width=1300, name="model_line"),
         Div(text=f'<div class="{"error" if (m.error or r.damaged) else "warn"}">{status}</div>',
             stylesheets=[sheet], width=1100, name="model_status", visible=bool(status)),
-        row(position, models.azimuth_slider, models.elevation_slider, clear, models.selection_info, name="controls"),
-        view_controls, row(f.tetra, column(f.heat, f.hist)), more,
-        Div(text=DEFINITIONS, stylesheets=[sheet], width=1300, name="definitions"),
-        name="profiles_page", tags=[restore])
+        tabs_shown, name="profiles_page", tags=[restore])

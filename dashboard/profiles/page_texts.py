@@ -39,7 +39,7 @@ def selector_groups(rows: list[ModelRow]) -> dict[str, list[str]]:
     """The drawable models for a selector, in two groups: public models, and the orbit experiment's heads."""
     out = {PUBLIC_GROUP: [], ORBIT_GROUP: []}
     for r in rows:
-        if r.computed and not r.damaged:
+        if r.computed and not r.damaged and not r.baseline_of:  # a baseline shows on its model's Analyses tab
             out[ORBIT_GROUP if is_orbit_experiment(r) else PUBLIC_GROUP].append(r.name)
     return {k: v for k, v in out.items() if v}
 

@@ -2,7 +2,8 @@
 // uses: url_escape_html, url_note
 // Deep links: the page's state in the URL's query string,
 //   ?model=NAME&tab=profiles&d=17&color=type&stat=rho&heads=3.5,3.7
-// (heads as layer.head; stat: the statistic of the per-head heat map; the compare tab's models and
+// (tab: profiles or analyses, the page's own tabs (ctx.page_tabs), or another page's tab; heads as layer.head;
+// stat: the statistic of the per-head heat map; the compare tab's models and
 // quantity, compare_url.js, are kept as they are). read_url_state parses and checks a query string
 // against the page (ctx.profile_meta: model, n_layers, n_heads, D); anything it cannot use is left at its default
 // and described in st.notes. apply_url_state sets the page's widgets from it (the widgets' own callbacks
@@ -10,6 +11,7 @@
 // debounced, so it works served and in a static page opened with file://.
 const URL_COLORS = ['layer', 'type'];
 const URL_OTHER_TABS = ['models', 'quantity'];
+const URL_PAGE_TABS = ['profiles', 'analyses'];  // ctx.page_tabs' tabs, in order (page_analyses.PAGE_TABS)
 
 function url_meta(ctx) {
   const m = ctx.profile_meta.data;
@@ -90,7 +92,10 @@ function apply_url_state(ctx, search) {
     st.notes.unshift('model = <code>' + url_escape_html(st.model) + '</code> is not among these pages; showing '
       + url_escape_html(meta.model));
   }
-  if (ctx.tab_pages != null && st.tab != null && !(st.tab in ctx.tab_pages)) {
+  const own_tab = st.tab != null && ctx.page_tabs != null && URL_PAGE_TABS.includes(st.tab);
+  if (own_tab) {
+    ctx.page_tabs.active = URL_PAGE_TABS.indexOf(st.tab);
+  } else if (ctx.tab_pages != null && st.tab != null && !(st.tab in ctx.tab_pages)) {
     st.notes.push('tab = <code>' + url_escape_html(st.tab) + '</code> is not a tab (' + Object.keys(ctx.tab_pages).join(', ')
       + '); showing the profiles');
   } else if (ctx.tab_pages != null && st.tab != null && ctx.tab_pages[st.tab]) {  // another page of a static export
@@ -112,8 +117,11 @@ function url_query(ctx) {
   const H = meta.H;
   const heads = Array.from(ctx.heads.selected.indices).sort((x, y) => x - y)
     .map((i) => Math.floor(i / H) + '.' + (i % H)).join(',');
-  // a static profiles page is the profiles tab; the served app's tabs write their own (url_tab.js)
-  const tab = ctx.tab_pages != null ? 'profiles' : (here.get('tab') || 'profiles');
+  // a static profiles page is the profiles tab or the analyses tab (ctx.page_tabs); the served app's tabs write
+  // their own (url_tab.js), and on the profiles tab the page's own tab is written
+  const shown = ctx.page_tabs != null ? URL_PAGE_TABS[ctx.page_tabs.active] : 'profiles';
+  const served = here.get('tab');
+  const tab = (ctx.tab_pages != null || served == null || URL_PAGE_TABS.includes(served)) ? shown : served;
   let q = 'model=' + encodeURIComponent(meta.model) + '&tab=' + encodeURIComponent(tab);
   if (meta.D > 1 && ctx.d_slider != null) { q += '&d=' + ctx.d_slider.value; }
   if (ctx.colour_mode != null) { q += '&color=' + URL_COLORS[ctx.colour_mode.active]; }
