@@ -191,7 +191,8 @@ def test_the_installed_wheel_shows_the_demo_and_computes_into_the_user_store(ven
     env, work, bin_ = venv["env"], venv["work"], venv["bin"]
     before = snapshot(venv["site"])
     demo_models = st.Store.open(ROOT / "store.zarr", "r").models()
-    computed = [r.name for r in demo_models if r.computed]
+    computed = [r.name for r in demo_models if r.computed and not r.is_baseline]  # baselines: their models' pages
+    baselines = [r.name for r in demo_models if r.computed and r.is_baseline]
 
     where = run([venv["python"], "-c", "import pipeline, dashboard; print(pipeline.__file__, dashboard.__file__)"],
                 work, env).stdout.split()
@@ -207,13 +208,14 @@ def test_the_installed_wheel_shows_the_demo_and_computes_into_the_user_store(ven
     listed = run([bin_ / "headgeometry", "list"], work, env).stdout
     assert f"The store {venv['user_store']} (user store) holds no profiles yet." in listed
     assert f"The demo store {demo} (read-only, bundled with headgeometry" in listed
-    for name in computed:
+    for name in computed + baselines:
         assert f"\n{name} " in listed.split("The demo store")[1], name
 
     site_out = tmp_path / "site"
     run([bin_ / "headgeometry-dashboard", "export", site_out], work, env)
     index = (site_out / "index.html").read_text()
     assert all(name in index for name in computed) and "demo.zarr" in index
+    assert baselines and not any(name in index for name in baselines)  # shown on their models' Analyses tabs only
 
     page, doc = served_document(venv)
     assert "<title>Attention-head geometry</title>" in page

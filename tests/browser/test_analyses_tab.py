@@ -142,7 +142,9 @@ def test_the_analyses_tab_renders_served_with_its_link_and_follows_the_model_sel
             if model == ROPE:  # another model chosen: the tab shows its values (the page switched in place)
                 js(page, SELECT_JS + "selector().value = arg;", PLAIN)
                 want = p_histogram(store, PLAIN).tolist()
-                page.wait_for_function("(arg) => {" + FIND_JS + "const t = Array.from(find('analyses_p').data.top);"
+                # (while the new model's page is built, a progress line holds the pane: no bars to read yet)
+                page.wait_for_function("(arg) => {" + FIND_JS + "const bars = find('analyses_p');"
+                                       " if (!bars) return false; const t = Array.from(bars.data.top);"
                                        " return t.every((v, i) => Math.abs(v - arg[i]) < 1e-9); }", arg=want,
                                        timeout=60_000)
                 assert not model_prop(page, "analyses_p_baseline_bars", "visible")  # PLAIN has no baseline

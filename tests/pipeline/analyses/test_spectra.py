@@ -12,6 +12,7 @@ from pipeline.architectures import layer_qk, layout_from_config
 from pipeline.profile import cores, span_cores
 from pipeline.rotary import rotation_matrices
 from pipeline.schema import STATISTICS
+from pipeline.store import Store, default_store_path
 from tests.pipeline.analyses.conftest import computed_models
 
 
@@ -140,15 +141,31 @@ def real_checkpoint(name: str):
     pytest.skip(f"{name}'s weights are not installed with the project (its W_Q, W_K are not stored)")
 
 
+def committed_layer0(name: str):
+    """(layout, layer 0's LayerQK) of a committed model: a trained one's from its installed weights (skipped where
+    they are not installed), a baseline's made again from its kind and seed, as ``python -m pipeline baseline``
+    made it."""
+    from pipeline.analyses.baseline_run import baseline_target
+    from pipeline.analyses.baselines import baseline_heads
+
+    store = Store.open(default_store_path(), "r")
+    row = store.row(name)
+    if row.is_baseline:
+        config, _ = baseline_target(row.source, store)
+        heads = baseline_heads(config, row.baseline_kind, row.baseline_seed)
+        return heads.layout, heads.layer(0)
+    ckpt = real_checkpoint(name)
+    layout = layout_from_config(ckpt.config)
+    return layout, layer_qk(ckpt, layout, 0)
+
+
 @pytest.mark.parametrize("name", computed_models())
 def test_one_real_head_per_committed_model(committed, name):
     """A real head's spectra equal the dense form's, and its singular values give the participation ratio and
     stable rank the store holds for it."""
-    ckpt = real_checkpoint(name)
     data = committed[name]
-    layout = layout_from_config(ckpt.config)
+    layout, qk = committed_layer0(name)
     h = layout.n_heads - 1
-    qk = layer_qk(ckpt, layout, 0)
     W_Q, W_K = np.asarray(qk.W_Q[h:h + 1], np.float64), np.asarray(qk.W_K[qk.kv_of_head[h:h + 1]], np.float64)
     got = head_spectra(W_Q, W_K)
     check(got, W_Q, W_K, atol=1e-9)
