@@ -147,7 +147,7 @@ def render(key: tuple) -> tuple[Model, dict]:
     if kind == "compare":
         from dashboard.compare.page import compare_view
 
-        return compare_view(data.profiles(path), damaged={r.name for r in data.rows(path) if r.damaged}), {}
+        return compare_view(data.profiles(path), rows=data.rows(path)), {}
     from dashboard.orbits.page import orbits_content
 
     return orbits_content(Path(path)), {}

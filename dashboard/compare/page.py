@@ -42,19 +42,26 @@ from pipeline.schema import COORDINATES
 DEFAULT_QUANTITY = "c"
 
 
-def _readable(ds: xr.Dataset, damaged) -> tuple[list[str], list[str]]:
-    """(the computed models whose profiles can be read, those left out: damaged or unreadable)."""
-    names, unreadable = [], []
-    for name in computed_models(ds):
+DRAWN = ("profile", "head_statistics", "n_layers", "n_heads")  # the variables the page reads, at d = 0
+
+
+def _readable(ds: xr.Dataset, rows) -> tuple[xr.Dataset | None, list[str], list[str]]:
+    """(the computed models whose profiles can be read, with the variables the page draws at d = 0 read into
+    memory once: every median and histogram below is numpy on them; their names; those left out: damaged or
+    unreadable). A model's chunks hold every offset, so reading d = 0 reads, and checks, all of them."""
+    kept, names, unreadable = [], [], []
+    damaged = [r.name for r in rows or () if r.computed and r.damaged and not r.baseline_of]
+    for name in [*computed_models(ds, rows), *damaged]:
         if name in damaged:
             unreadable.append(name)
             continue
+        sel = ds[[v for v in DRAWN if v in ds]].sel(model=[name])
         try:
-            profile_array(ds.sel(model=name))
+            kept.append((sel.isel(d=[0]) if "d" in sel.dims else sel).load())
             names.append(name)
         except Exception:  # noqa: BLE001 - a damaged chunk: its own page says how to repair it
             unreadable.append(name)
-    return names, unreadable
+    return (xr.concat(kept, dim="model") if kept else None), names, unreadable
 
 
 def _depth(ds: xr.Dataset, names: list[str]) -> tuple[Plot, Select]:
@@ -106,11 +113,12 @@ def _histograms(ds: xr.Dataset, names: list[str]) -> tuple[list[Plot], list[Sele
     return panels, pick
 
 
-def compare_view(ds: xr.Dataset, damaged=()):
-    """The compare page over the profiles Dataset ``ds`` (every model), as a Bokeh layout. ``damaged``: names
-    that a read check (``data.rows``) found damaged; they are left out, like a model whose chunks cannot be read."""
+def compare_view(ds: xr.Dataset, rows=None):
+    """The compare page over the profiles Dataset ``ds`` (every model), as a Bokeh layout. ``rows``: its models
+    as a read check gave them (``data.rows``, cached per store state; default: read from ``ds``); those found
+    damaged are left out, like a model whose chunks cannot be read."""
     sheet = style()
-    names, unreadable = _readable(ds, damaged)
+    ds, names, unreadable = _readable(ds, rows)
     top = header("Compare models", name="compare_header", width=900, sheet=sheet)
     if not names:
         return column(top, Div(text="<p>No computed model in the store yet.</p>", stylesheets=[sheet],
@@ -142,4 +150,4 @@ def compare_content(store, shown: str | None = None):
         text = str(exc).replace(str(store), shown) if shown else str(exc)
         return column(header("Compare models", name="compare_header"),
                       message(html.escape(text), "error", name="compare_store_error"), name="compare_page")
-    return compare_view(ds, damaged={r.name for r in data.rows(store) if r.damaged})
+    return compare_view(ds, rows=data.rows(store))

@@ -60,9 +60,12 @@ def _check_models(ds: xr.Dataset, names) -> None:
                          "model dimension)")
 
 
-def computed_models(ds: xr.Dataset) -> list[str]:
-    """The models of a profiles Dataset with something to draw (computed, not damaged), in store order."""
-    return [r.name for r in model_rows(ds) if r.computed and not r.damaged and not r.baseline_of]
+def computed_models(ds: xr.Dataset, rows=None) -> list[str]:
+    """The models of a profiles Dataset with something to draw (computed, not damaged, not a baseline), in store
+    order; ``rows``: its ``ModelRow``s where the caller holds them (``dashboard.data.rows``, checked against the
+    checksums), else read from ``ds``."""
+    return [r.name for r in (model_rows(ds) if rows is None else rows)
+            if r.computed and not r.damaged and not r.baseline_of]
 
 
 def depth_medians(ds: xr.Dataset, name: str, quantity: str, d: int = 0):

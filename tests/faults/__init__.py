@@ -27,13 +27,14 @@ CHILD_FAILED = 3
 
 
 def _would_change(name: str, args: tuple) -> bool:
-    """Whether the call ``name(*args)`` changes the filesystem (a mkdir of a folder that exists or whose parent is
-    missing, a removal of a path that is gone, is not a change). zarr writes chunks from several threads, each making its chunk's
-    folders with ``exist_ok``: counting only real changes keeps a run's count the same however they race."""
+    """Whether the call ``name(*args)`` changes the filesystem (a mkdir of a folder that exists or whose parent
+    is missing, a removal of a path that is gone, is not a change). zarr writes chunks from several threads, each
+    making its chunk's folders with ``exist_ok``: counting only real changes keeps a run's count the same however
+    they race."""
     if not args or not isinstance(args[0], (str, bytes, os.PathLike)):
         return True
     target = args[0]
-    if name == "mkdir":  # pathlib's mkdir(parents=True) first tries the folder itself, failing while its parent is missing
+    if name == "mkdir":  # pathlib's mkdir(parents=True) tries the folder itself first, failing without its parent
         return not os.path.lexists(target) and os.path.isdir(os.path.dirname(os.path.abspath(target)))
     if name == "rmdir":
         return os.path.isdir(target)
