@@ -142,7 +142,8 @@ def render(key: tuple) -> tuple[Model, dict]:
         from dashboard.profiles.page import profiles_view
 
         name, ds = key[3], data.profiles(path)
-        return (profiles_view(data.model_data(path, name), ds.sel(model=name), baseline=baseline_of(ds, name)),
+        return (profiles_view(data.model_data(path, name), ds.sel(model=name),
+                              baseline=baseline_of(ds, name, data.rows(path))),
                 {"sizing_mode": "fixed"})
     if kind == "compare":
         from dashboard.compare.page import compare_view

@@ -101,13 +101,14 @@ def analyses(sel: xr.Dataset, baseline: xr.Dataset | None = None) -> Analyses:
                     base_heads)
 
 
-def baseline_of(ds: xr.Dataset, name: str) -> xr.Dataset | None:
+def baseline_of(ds: xr.Dataset, name: str, rows=None) -> xr.Dataset | None:
     """The Dataset of the first computed baseline of model ``name`` in a profiles Dataset
-    (:func:`pipeline.schema.baselines_of`: the library initialisation first), or None."""
+    (:func:`pipeline.schema.baselines_of`: the library initialisation first), or None. ``rows``: the Dataset's
+    ``ModelRow``s where the caller holds them (``dashboard.data.rows``), else read from ``ds``."""
     from pipeline.schema import baselines_of, model_rows
 
-    found = [r for r in baselines_of(model_rows(ds), name) if r.computed and not r.damaged]
-    return ds.sel(model=found[0].name) if found else None
+    found = [r for r in baselines_of(model_rows(ds) if rows is None else rows, name) if r.computed and not r.damaged]
+    return ds.sel(model=found[0].name).load() if found else None  # read once: the views take many small slices
 
 
 def histogram(values: np.ndarray, edges: np.ndarray) -> np.ndarray:

@@ -65,7 +65,7 @@ def page_dataset(profile: np.ndarray, name: str, sel: xr.Dataset | None) -> xr.D
     if sel is None:
         return xr.Dataset({"profile": da, "n_layers": L, "n_heads": H}, coords={"model": name})
     cut = sel.isel(layer=slice(0, L), head=slice(0, H)).drop_vars("profile")
-    cut = cut.isel(d=slice(0, D)) if "d" in cut.dims else cut
+    cut = (cut.isel(d=slice(0, D)) if "d" in cut.dims else cut).load()  # read once: the views take many slices
     return cut.assign(profile=da.assign_coords({k: cut[k] for k in ("layer", "head", "d", "coordinate")
                                                 if k in cut.coords and k in da.dims}))
 
