@@ -24,7 +24,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
-import subprocess
 import sys
 import tempfile
 import time
@@ -100,26 +99,12 @@ def per_head(shapes: str, heads: int, repeats: int) -> None:
 @contextlib.contextmanager
 def child_runs(tree: str, model: str):
     """A function timing one whole run of ``model`` by the ``pipeline`` package in ``tree``: (wall s, CPU s),
-    measured in a child process (its start and imports not counted, one untimed run first)."""
-    env = dict(os.environ, PYTHONPATH=tree, OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1")
-    child = subprocess.Popen([sys.executable, "-c", CHILD, model], cwd=tree, env=env, text=True,
-                             stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    measured in a child process on one BLAS thread (its start and imports not counted, one untimed run first)."""
+    from revisions import timed_child
 
-    def one() -> tuple[float, float]:
-        child.stdin.write("run\n")
-        child.stdin.flush()
-        line = child.stdout.readline()
-        if not line:
-            raise RuntimeError(f"the run of {model} by {tree} failed (its error is above)")
-        w, c = line.split()
-        return float(w), float(c)
-
-    try:
-        one()
+    with timed_child(CHILD, model, tree, f"the run of {model} by {tree}",
+                     {"OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1"}) as one:
         yield one
-    finally:
-        child.stdin.close()
-        child.wait()
 
 
 def rotary_model(name: str, folder: str) -> tuple[str, str]:

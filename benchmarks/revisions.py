@@ -25,6 +25,33 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 @contextlib.contextmanager
+def timed_child(code: str, arg: str, tree: str, what: str, env: dict | None = None):
+    """A function timing one run in a child process (``python -c code arg`` in ``tree``, which is first on its
+    ``PYTHONPATH``; ``env`` added to its environment): a call writes ``run`` to the child and reads back the
+    ``wall CPU`` seconds it printed, so the child's start and imports are not counted. One untimed run first.
+    ``what`` names the run in the error when the child stops answering."""
+    child = subprocess.Popen([sys.executable, "-c", code, arg], cwd=tree, text=True,
+                             env=dict(os.environ, PYTHONPATH=tree, **(env or {})),
+                             stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+
+    def one() -> tuple[float, float]:
+        child.stdin.write("run\n")
+        child.stdin.flush()
+        line = child.stdout.readline()
+        if not line:
+            raise RuntimeError(f"{what} failed (its error is above)")
+        w, c = line.split()
+        return float(w), float(c)
+
+    try:
+        one()
+        yield one
+    finally:
+        child.stdin.close()
+        child.wait()
+
+
+@contextlib.contextmanager
 def revision_tree(rev: str):
     """A temporary folder holding git revision ``rev``'s ``pipeline`` package."""
     with tempfile.TemporaryDirectory(prefix="headgeometry-before-") as tree:

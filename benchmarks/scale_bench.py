@@ -446,28 +446,10 @@ def run_at_revision(rev: str, folder: str):
     """A function timing one whole run (:func:`whole_run`'s) of git revision ``rev``'s pipeline package on
     ``folder``: (wall s, CPU s), measured in a child process that imports that package (``git archive``), warmed
     by one untimed run. The child's start and imports are not counted."""
-    from revisions import revision_tree
+    from revisions import revision_tree, timed_child
 
-    with revision_tree(rev) as tree:
-        env = dict(os.environ, PYTHONPATH=tree)
-        child = subprocess.Popen([sys.executable, "-c", BEFORE_CHILD, folder], cwd=tree, env=env, text=True,
-                                 stdin=subprocess.PIPE, stdout=subprocess.PIPE)
-
-        def one() -> tuple[float, float]:
-            child.stdin.write("run\n")
-            child.stdin.flush()
-            line = child.stdout.readline()
-            if not line:
-                raise RuntimeError(f"the run of revision {rev} failed (its error is above)")
-            w, c = line.split()
-            return float(w), float(c)
-
-        try:
-            one()
-            yield one
-        finally:
-            child.stdin.close()
-            child.wait()
+    with revision_tree(rev) as tree, timed_child(BEFORE_CHILD, folder, tree, f"the run of revision {rev}") as one:
+        yield one
 
 
 def throughput_section(folder: str, repeats: int = 5, before_rev: str | None = None) -> None:
