@@ -32,22 +32,6 @@ from statistics import median
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
-CHILD = r"""
-import os, resource, sys, tempfile, time
-from threadpoolctl import threadpool_limits
-from pipeline.run import RunOptions, run
-
-def cpu():
-    r = resource.getrusage(resource.RUSAGE_SELF)
-    return r.ru_utime + r.ru_stime
-
-with tempfile.TemporaryDirectory() as tmp, threadpool_limits(1):
-    for i, _ in enumerate(sys.stdin):
-        w, c = time.perf_counter(), cpu()
-        run(RunOptions(models=[sys.argv[1]], store=os.path.join(tmp, f"s{i}.zarr"), name="m", quiet=True),
-            log=lambda *a: None)
-        print(time.perf_counter() - w, cpu() - c, flush=True)
-"""  # one whole run per line read, timed inside the child: (wall s, CPU s) printed back
 
 
 def best(fn, repeats: int) -> float:
@@ -100,9 +84,9 @@ def per_head(shapes: str, heads: int, repeats: int) -> None:
 def child_runs(tree: str, model: str):
     """A function timing one whole run of ``model`` by the ``pipeline`` package in ``tree``: (wall s, CPU s),
     measured in a child process on one BLAS thread (its start and imports not counted, one untimed run first)."""
-    from revisions import timed_child
+    from revisions import WHOLE_RUN, timed_child
 
-    with timed_child(CHILD, model, tree, f"the run of {model} by {tree}",
+    with timed_child(WHOLE_RUN, model, tree, f"the run of {model} by {tree}",
                      {"OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1"}) as one:
         yield one
 

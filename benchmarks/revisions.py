@@ -24,6 +24,24 @@ import tempfile
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
+WHOLE_RUN = r"""
+import os, resource, sys, tempfile, time
+from threadpoolctl import threadpool_limits
+from pipeline.run import RunOptions, run
+
+def cpu():
+    r = resource.getrusage(resource.RUSAGE_SELF)
+    return r.ru_utime + r.ru_stime
+
+with tempfile.TemporaryDirectory() as tmp, threadpool_limits(1):
+    for i, _ in enumerate(sys.stdin):
+        w, c = time.perf_counter(), cpu()
+        run(RunOptions(models=[sys.argv[1]], store=os.path.join(tmp, f"s{i}.zarr"), name="m", quiet=True),
+            log=lambda *a: None)
+        print(time.perf_counter() - w, cpu() - c, flush=True)
+"""  # timed_child's code for one whole profiles run of the model argv[1] per line read, on one BLAS thread
+
+
 @contextlib.contextmanager
 def timed_child(code: str, arg: str, tree: str, what: str, env: dict | None = None):
     """A function timing one run in a child process (``python -c code arg`` in ``tree``, which is first on its

@@ -17,7 +17,7 @@
    Both from a warm page cache, on one thread, in interleaved rounds; the ratio in wall and in process CPU
    time (medians of the per-round ratios), and each stage of one pass in both (``pipeline_stages``). With
    ``--before REV`` the whole run of git revision REV's pipeline package (a child process on the same
-   checkpoint, :data:`BEFORE_CHILD`) is timed in the same rounds, and its 2 dask workers after this checkout's
+   checkpoint, :data:`revisions.WHOLE_RUN`) is timed in the same rounds, and its 2 dask workers after this checkout's
    (``revisions.dask_runs``). 24 layers by default, opt-1.3b's own depth.
 4. bytes fetched through the loopback Hub (tests/hub_server.py) by a whole run on the Mistral-shaped
    checkpoint, against its Q/K bytes.
@@ -423,22 +423,6 @@ def whole_run(folder: str, store: str) -> None:
     run(RunOptions(models=[folder], store=store, name="opt", quiet=True), log=lambda *a: None)
 
 
-BEFORE_CHILD = r"""
-import os, resource, sys, tempfile, time
-from threadpoolctl import threadpool_limits
-from pipeline.run import RunOptions, run
-
-def cpu():
-    r = resource.getrusage(resource.RUSAGE_SELF)
-    return r.ru_utime + r.ru_stime
-
-with tempfile.TemporaryDirectory() as tmp, threadpool_limits(1):
-    for i, _ in enumerate(sys.stdin):
-        w, c = time.perf_counter(), cpu()
-        run(RunOptions(models=[sys.argv[1]], store=os.path.join(tmp, f"s{i}.zarr"), name="opt", quiet=True),
-            log=lambda *a: None)
-        print(time.perf_counter() - w, cpu() - c, flush=True)
-"""  # one whole run per line read, each timed inside the child: (wall s, CPU s) printed back
 
 
 @contextlib.contextmanager
@@ -446,9 +430,9 @@ def run_at_revision(rev: str, folder: str):
     """A function timing one whole run (:func:`whole_run`'s) of git revision ``rev``'s pipeline package on
     ``folder``: (wall s, CPU s), measured in a child process that imports that package (``git archive``), warmed
     by one untimed run. The child's start and imports are not counted."""
-    from revisions import revision_tree, timed_child
+    from revisions import WHOLE_RUN, revision_tree, timed_child
 
-    with revision_tree(rev) as tree, timed_child(BEFORE_CHILD, folder, tree, f"the run of revision {rev}") as one:
+    with revision_tree(rev) as tree, timed_child(WHOLE_RUN, folder, tree, f"the run of revision {rev}") as one:
         yield one
 
 
