@@ -226,14 +226,20 @@ def serve(root: Path, store: Path, port: int, script: Path | None = None, args: 
            "--liveness", "--unused-session-lifetime", "1000", "--check-unused-sessions", "500",
            "--args", "--store", str(store), *args]
     proc = subprocess.Popen(cmd, cwd=root, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    for _ in range(180):
+    return proc, when_live(proc, port, f"http://127.0.0.1:{port}/{script.stem}", 90, "panel serve")
+
+
+def when_live(proc: subprocess.Popen, port: int, url: str, seconds: float, what: str) -> str:
+    """``url`` once the server ``proc`` answers on its ``/liveness`` endpoint (polled every 0.5 s: a server
+    answers nothing sooner to await), or ``proc`` killed and a RuntimeError after ``seconds``."""
+    for _ in range(int(seconds * 2)):
         try:
             with urllib.request.urlopen(f"http://127.0.0.1:{port}/liveness", timeout=2):
-                return proc, f"http://127.0.0.1:{port}/{script.stem}"
+                return url
         except OSError:
             time.sleep(0.5)
     proc.kill()
-    raise RuntimeError("panel serve did not start")
+    raise RuntimeError(f"{what} did not start")
 
 
 def rss_mb(pid: int) -> float:
@@ -784,14 +790,7 @@ def _serve_warm(store: Path):
     cmd[cmd.index("--args"):cmd.index("--args")] = ["--liveness", "--log-level", "warning"]
     proc = subprocess.Popen(cmd, cwd=REPO, env=dict(os.environ, PYTHONPATH=str(REPO)), stdout=subprocess.DEVNULL,
                             stderr=subprocess.DEVNULL)
-    for _ in range(600):
-        try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{port}/liveness", timeout=2):
-                return proc, f"http://127.0.0.1:{port}/app"
-        except OSError:
-            time.sleep(0.5)
-    proc.kill()
-    raise RuntimeError("python -m dashboard did not start")
+    return proc, when_live(proc, port, f"http://127.0.0.1:{port}/app", 300, "python -m dashboard")
 
 
 def print_tabs(results: dict[str, dict]) -> None:
