@@ -37,34 +37,12 @@ def baseline_heads(config: dict, kind: str, seed: int):
 
 
 def config_for_shape(shape: ModelShape, rope_theta: float = 0.0) -> dict:
-    """A config dict of ``shape``'s family with its shape and the family's defaults for everything else.
+    """A config dict of ``shape``'s family (an entry of ``pipeline.families.table``) with its shape written in
+    the family's own keys and its transformers config class's defaults for everything else.
 
-    ``rope_theta``: the rotary base of a rope model (0: the family's default). ValueError for a family without
-    a config here."""
-    f, N, H, L = shape.family, shape.d_model, shape.n_heads, shape.n_layers
-    if f == "gpt2":
-        return {"model_type": f, "n_embd": N, "n_head": H, "n_layer": L}
-    if f == "bloom":
-        return {"model_type": f, "hidden_size": N, "n_head": H, "n_layer": L}
-    common = {"model_type": f, "hidden_size": N, "num_attention_heads": H, "num_hidden_layers": L,
-              "intermediate_size": 4 * N}
-    if f == "bert":
-        return common
-    if f == "opt":
-        return common | {"ffn_dim": 4 * N, "word_embed_proj_dim": N}
-    rope = {"rope_theta": float(rope_theta)} if rope_theta else {}
-    if f == "gpt_neox":
-        return common | {"rotary_pct": shape.rotary_dim / shape.d_head} | (
-            {"rotary_emb_base": float(rope_theta)} if rope_theta else {})
-    if f in ("mistral", "llama", "qwen2"):
-        return common | {"num_key_value_heads": shape.n_kv_heads, "head_dim": shape.d_head} | rope
-    return _config_from_table(shape, rope)
-
-
-def _config_from_table(shape: ModelShape, rope: dict) -> dict:
-    """The config of another family of the family table: its own keys for the shape, its transformers config
-    class's defaults for the rest; kept only when the family's reader gives ``shape`` back from it (ValueError
-    otherwise)."""
+    ``rope_theta``: the rotary base of a rope model (0: the family's default). Kept only when the family's
+    reader gives ``shape`` back from the config; ValueError for a family whose config cannot be written from a
+    shape (multi-tower models, a variant's switch)."""
     from pipeline.architectures import layout_from_config
     from pipeline.families.table import FAMILIES
 
@@ -74,7 +52,7 @@ def _config_from_table(shape: ModelShape, rope: dict) -> dict:
     if fam is None or fam.towers or fam.sub_config:
         raise refuse
     config = {"model_type": fam.name, fam.hidden[0]: shape.d_model, fam.heads[0]: shape.n_heads,
-              fam.layers[0]: shape.n_layers} | rope
+              fam.layers[0]: shape.n_layers} | ({"rope_theta": float(rope_theta)} if rope_theta else {})
     if fam.head_dim:
         config[fam.head_dim[0]] = shape.d_head
     if shape.n_kv_heads != shape.n_heads and fam.kv_keys:
@@ -86,7 +64,7 @@ def _config_from_table(shape: ModelShape, rope: dict) -> dict:
 
         config = AutoConfig.for_model(**config).to_dict() | config  # every other key the class's default
         layout = layout_from_config(config)
-    except Exception as e:  # the family needs more than its shape keys (a variant's switch)
+    except (ValueError, KeyError, TypeError) as e:  # the family needs more than its shape keys
         raise refuse from e
     if any(getattr(layout, k) != getattr(shape, k) for k in ("n_layers", "n_heads", "n_kv_heads", "d_model", "d_head",
                                                               "positional", "rotary_dim")):
