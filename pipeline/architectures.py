@@ -8,7 +8,8 @@ The public face of :mod:`pipeline.families`: a checkpoint's ``config.json`` (a p
 Weights come out in torch Linear layout, ``q = W_Q x``: :func:`layer_weights` gives W_Q, W_K of shape
 (H, n, N) per *query* head, float64; grouped-query and multi-query models give query head h the key head
 h // (H / kv_heads). :func:`layer_qk` gives the same without copies: key heads once, with ``kv_of_head``,
-in float32 where that is exact (bf16 / fp16 / fp32 checkpoints), for the memory-bounded profile task.
+in the compact dtype of the stored one (float16 for fp16, float32 for bf16 / fp32 checkpoints:
+``pipeline.sources.base.compact_dtype``), for the memory-bounded profile task.
 
 Conventions every entry follows (docs/architecture.md, "Families", has the table and the reasons):
 

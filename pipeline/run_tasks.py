@@ -40,9 +40,9 @@ def compute_layer(ckpt, layout, layer: int, fold_ln: bool, rotations=None, qk=No
     (H, 129, 4) for rotary models, norm (H,) or (H, 129), and at d = 0 head statistics (H, 17), spectrum (H, k) and
     the spectra of T and L (name -> (H, k)).
 
-    The layer's Q/K are read compact (float32 where exact, grouped key heads once; :func:`read_layer`), or given as
-    ``qk`` (``pipeline.architectures.LayerQK``, read already: :func:`read_ahead`), and each head is converted to
-    float64 only while it is profiled (``pipeline.profile.head_profiles``)."""
+    The layer's Q/K are read compact (an exact compact dtype, grouped key heads once; :func:`read_layer`), or
+    given as ``qk`` (``pipeline.architectures.LayerQK``, read already: :func:`read_ahead`), and each head is
+    converted to float64 only while it is profiled (``pipeline.profile.head_profiles``)."""
     if qk is None:
         qk = read_layer(ckpt, layout, layer, fold_ln)
     if rotations is None:

@@ -114,7 +114,8 @@ class LayerQK:
 
     W_Q : (H, n, N) per query head;  W_K : (Hkv, n, N) per key head;  kv_of_head : (H,) the key head of
     each query head;  gain : (N,) float64 layer-norm gain to fold on both sides, or None. W_Q and W_K keep
-    a compact dtype: float32 for checkpoints stored in bf16 / fp16 / fp32 (exact), float64 otherwise and
+    a compact dtype: float16 for fp16 checkpoints, float32 for bf16 / fp32 (``pipeline.sources.base.compact_dtype``:
+    exact), float64 otherwise and
     for families with a QK-norm (its gain and centring folded in: :func:`fold_qk_norm`).
     """
 
@@ -125,7 +126,7 @@ class LayerQK:
 
 
 def _read_compact(checkpoint, name: str) -> np.ndarray:
-    """A tensor in float32 when that is exact (checkpoints with ``read_compact``), else as ``read`` gives it."""
+    """A tensor in its compact dtype (checkpoints with ``read_compact``), else as ``read`` gives it."""
     reader = getattr(checkpoint, "read_compact", None)
     return reader(name) if reader is not None else checkpoint.read(name)
 

@@ -1,7 +1,8 @@
 """The checkpoint interface every reader plugs into: a config dict plus tensors read one at a time.
 
 A *tensor source* is one weight file (or remote shard): ``keys()``, ``read(name)`` (float64) and
-``fingerprint()``, optionally ``read_compact(name)`` (float32 where that is exact) and ``finite(name)`` (True,
+``fingerprint()``, optionally ``read_compact(name)`` (the smallest float dtype that holds the stored values
+exactly: :func:`compact_dtype`) and ``finite(name)`` (True,
 False, or None when it cannot tell without reading). A :class:`Checkpoint`
 maps tensor names to sources and carries the Hugging Face style ``config`` dict that
 ``pipeline.architectures.layout_from_config`` turns into a Layout. Readers of other formats (GGUF, ONNX)
@@ -17,6 +18,17 @@ from typing import Protocol
 import numpy as np
 
 from pipeline.schema import Provenance
+
+# stored safetensors dtype -> the smallest numpy dtype holding its values exactly (numpy has no bfloat16): a
+# layer's Q/K stay in it until each head is widened to float64 while it is profiled, so fp16 checkpoints cost
+# their own bytes, not twice them (benchmarks/seed_shapes_bench.py: opt-13b's peak against its target)
+COMPACT = {"F16": np.float16, "BF16": np.float32, "F32": np.float32}
+
+
+def compact_dtype(stored: str) -> np.dtype:
+    """The dtype ``read_compact`` gives a tensor stored as ``stored`` (a safetensors dtype name): float16 for
+    F16, float32 for BF16 and F32, float64 for the rest."""
+    return np.dtype(COMPACT.get(stored, np.float64))
 
 
 class CheckpointError(RuntimeError):
@@ -66,8 +78,9 @@ class Checkpoint:
         return self._checked(name, compact=False)
 
     def read_compact(self, name: str) -> np.ndarray:
-        """One tensor as float32 when that is exact (stored as bf16, fp16 or fp32), else float64; checked
-        like :meth:`read`. Sources without ``read_compact`` give float64."""
+        """One tensor in its compact dtype (:func:`compact_dtype`: float16 for fp16, float32 for bf16 and fp32,
+        where the source gives one), else float64; checked like :meth:`read`. Sources without ``read_compact``
+        give float64."""
         return self._checked(name, compact=True)
 
     def shape(self, name: str) -> tuple[int, ...]:

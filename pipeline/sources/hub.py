@@ -36,7 +36,7 @@ import numpy as np
 
 from pipeline.hub_env import hub_cache, hub_endpoint, hub_offline, hub_token
 from pipeline.schema import Provenance
-from pipeline.sources.base import Checkpoint, CheckpointError
+from pipeline.sources.base import Checkpoint, CheckpointError, compact_dtype
 from pipeline.sources.hub_errors import (  # noqa: F401 - HubError, HubStalled: raised to this module's callers
     CONNECT_TIMEOUT,
     RETRIES_VAR,
@@ -98,14 +98,14 @@ def read_header(source) -> dict[str, TensorEntry]:
 def decode(buf: bytes, dtype: str, shape: tuple[int, ...], compact: bool = False) -> np.ndarray:
     """Raw little-endian tensor bytes -> float64 array of ``shape`` (BF16 by bit shift), in bounded chunks.
 
-    ``compact``: float32 for BF16/F16/F32 (exact: each is a subset of float32), float64 for F64."""
+    ``compact``: the stored dtype's compact dtype (``pipeline.sources.base.compact_dtype``: exact), else float64."""
     if dtype not in DTYPES:
         raise HubError(f"tensor dtype {dtype} is not supported (supported: {', '.join(DTYPES)}).")
     count = int(np.prod(shape))
     if len(buf) != count * ITEMSIZE[dtype]:
         raise HubError(f"tensor of shape {shape} and dtype {dtype} needs {count * ITEMSIZE[dtype]} bytes, "
                        f"got {len(buf)}.")
-    out = np.empty(count, dtype=np.float32 if compact and dtype != "F64" else np.float64)
+    out = np.empty(count, dtype=compact_dtype(dtype) if compact else np.float64)
     raw = np.frombuffer(buf, dtype="<u2" if dtype == "BF16" else DTYPES[dtype])
     for i in range(0, count, CHUNK):
         part = raw[i:i + CHUNK]
@@ -171,7 +171,7 @@ class HubSnapshot:
         return entry
 
     def read(self, name: str, compact: bool = False) -> np.ndarray:
-        """One tensor as float64 (float32 where exact if ``compact``), fetching only its bytes (plus its
+        """One tensor as float64 (its compact dtype if ``compact``), fetching only its bytes (plus its
         shard's header, once)."""
         entry = self.entry(name)
         filename = self.weight_map[name]
@@ -193,7 +193,7 @@ class HubSnapshot:
         tail = entry.shape[1:]
         row_bytes = int(np.prod(tail)) * ITEMSIZE[entry.dtype]
         out = np.empty((sum(b - a for a, b in ranges), *tail),
-                       dtype=np.float32 if compact and entry.dtype != "F64" else np.float64)
+                       dtype=compact_dtype(entry.dtype) if compact else np.float64)
         requests = _row_requests(ranges, max(1, ROW_REQUEST_BYTES // max(1, row_bytes)))
         source = self.source(filename)
 

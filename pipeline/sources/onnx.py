@@ -179,7 +179,7 @@ class ONNXFile:
         init, transpose = self._names[name]
         w = self._graph._to_array(self._graph.inits[init])
         w = w.T if transpose else w
-        return np.ascontiguousarray(w, dtype=np.float32 if w.dtype in (np.float16, np.float32) else np.float64)
+        return np.ascontiguousarray(w, dtype=w.dtype if w.dtype in (np.float16, np.float32) else np.float64)
 
     def read(self, name: str) -> np.ndarray:
         return self.read_compact(name).astype(np.float64)

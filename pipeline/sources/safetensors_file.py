@@ -16,10 +16,9 @@ from pathlib import Path
 
 import numpy as np
 
-from pipeline.sources.base import CheckpointError
+from pipeline.sources.base import CheckpointError, compact_dtype
 
 _BLOCK = 1 << 21  # elements per block read (bounds the temporary memory of a conversion)
-_EXACT32 = ("BF16", "F16", "F32")  # stored dtypes that float32 holds exactly
 # stored dtype -> (unsigned view, exponent mask): a value is NaN or Inf exactly when its exponent bits are all ones
 _EXPONENT = {"F16": ("uint16", 0x7C00), "BF16": ("uint16", 0x7F80), "F32": ("uint32", 0x7F800000)}
 
@@ -68,13 +67,12 @@ class SafetensorsFile:
         import torch
 
         dtype, shape = self._entries()[name]
-        out_dtype = np.float32 if compact and dtype in _EXACT32 else np.float64
-        torch_dtype = torch.float32 if out_dtype == np.float32 else torch.float64
+        out_dtype = compact_dtype(dtype) if compact else np.dtype(np.float64)
         try:
             if len(shape) == 0:
                 out = np.empty(shape, dtype=out_dtype)
                 with self._open() as fh:
-                    out[...] = fh.get_slice(name)[...].to(torch_dtype).numpy()
+                    out[...] = fh.get_slice(name)[...].to(torch.from_numpy(out).dtype).numpy()
                 return out
             ranges = [(0, shape[0])] if ranges is None else ranges
             out = np.empty((sum(b - a for a, b in ranges), *shape[1:]), dtype=out_dtype)
@@ -122,7 +120,7 @@ class SafetensorsFile:
         return True
 
     def read_compact(self, name: str) -> np.ndarray:
-        """float32 where that is exact (stored as BF16, F16 or F32), else float64."""
+        """In the compact dtype of its stored dtype (``pipeline.sources.base.compact_dtype``)."""
         return self._read(name, compact=True)
 
     def fingerprint(self) -> bytes:

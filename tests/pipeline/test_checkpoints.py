@@ -36,6 +36,19 @@ def test_reads_every_dtype_single_and_sharded(tiny_model, dtype, shard):
         np.testing.assert_array_equal(got, want)
 
 
+@pytest.mark.parametrize("dtype, compact", [(torch.float32, np.float32), (torch.bfloat16, np.float32),
+                                            (torch.float16, np.float16)])
+def test_compact_reads_keep_the_smallest_exact_dtype(tiny_model, dtype, compact):
+    """read_compact gives fp16 tensors as float16 and bf16 / fp32 as float32 (numpy has no bfloat16): a layer of an
+    fp16 checkpoint costs its stored bytes, and the values are those of the float64 read."""
+    _, folder = tiny_model("opt", dtype=dtype)
+    ckpt = open_checkpoint(folder)
+    for name in ("model.decoder.layers.0.self_attn.q_proj.weight", "model.decoder.layers.1.self_attn.k_proj.weight"):
+        got = ckpt.read_compact(name)
+        assert got.dtype == compact
+        np.testing.assert_array_equal(got.astype(np.float64), ckpt.read(name))
+
+
 def test_local_revision_is_stable_and_tracks_the_weights(tiny_model):
     _, a = tiny_model("gpt2", seed=0)
     _, b = tiny_model("gpt2", seed=1)

@@ -460,7 +460,8 @@ def test_finite_weights_whose_factor_overflows_are_told_apart_from_nonfinite_one
 
 @pytest.mark.parametrize("dtype", ["bfloat16", "float16", "float32"])
 def test_compact_layer_route_equals_the_expanded_float64_layer(tmp_path, dtype):
-    """A grouped-query checkpoint read compactly (float32, key heads once) profiles exactly like layer_weights."""
+    """A grouped-query checkpoint read compactly (float16 for fp16, float32 for bf16 / fp32; key heads once)
+    profiles exactly like layer_weights."""
     torch = pytest.importorskip("torch", reason="writing the bf16 test checkpoint needs torch")
     import json
 
@@ -482,7 +483,7 @@ def test_compact_layer_route_equals_the_expanded_float64_layer(tmp_path, dtype):
     layout = layout_from_config(ckpt.config)
     for fold in (False, True):
         qk = layer_qk(ckpt, layout, 0, fold)
-        assert qk.W_Q.dtype == np.float32 and qk.W_K.shape == (kv, n, N)
+        assert qk.W_Q.dtype == (np.float16 if dtype == "float16" else np.float32) and qk.W_K.shape == (kv, n, N)
         W_Q, W_K = layer_weights(ckpt, layout, 0, fold)
         np.testing.assert_array_equal(qk.W_Q.astype(np.float64), ckpt.read("model.layers.0.self_attn.q_proj.weight")
                                       .reshape(H, n, N))
