@@ -6,13 +6,14 @@ own) through :func:`pipeline.analyses.head_data.from_dataset` and gathers, witho
 - ``report``: the model's summaries, :func:`pipeline.analyses.report.report` (the pairing law with its beta fit and
   KS p, the bound's correlation and share, the rho histogram, the balance count, the effective-rank counts, the
   type rule's sensitivity, the goodness-of-fit table, the spectral geometry and, with a baseline, the comparison);
-- per head, for the scatter plots and their hover: P, rho, r = min(rho, 1/rho), the bound at r
-  (:func:`pipeline.analyses.pairing_law.pairing_bound`) and, with a baseline, the percentile of
-  ``symmetric_energy``, ``pairing`` and ``rho`` among the baseline's heads
+- per head, for the scatter plots, their hover and the heat maps: S (``symmetric_energy``), P, rho,
+  r = min(rho, 1/rho), the bound at r (:func:`pipeline.analyses.pairing_law.pairing_bound`) and, with a
+  baseline, the percentile of ``symmetric_energy``, ``pairing`` and ``rho`` among the baseline's heads
   (:func:`pipeline.analyses.report.percentiles`);
 - the leading ``SIGMA_PAIRS`` pairs (sigma_i(T), sqrt(lambda_+,i lambda_-,i)) of every head
   (:func:`pipeline.analyses.spectral_geometry.paired_spectra`), where the singular values of T are stored;
-- the baseline's P and rho, for the overlays.
+- the baseline's P and rho, for the overlays, and its S and P with each head's layer and head, for the
+  trained-vs-random heat maps.
 
 The tetrahedron's hover and the inspector read two of these per head through their own functions:
 :func:`baseline_percentiles` (the same percentiles) and :func:`cluster_labels` (the report's k-means clusters).
@@ -74,7 +75,7 @@ def _per_head(data: HeadData) -> dict[str, np.ndarray]:
     with np.errstate(divide="ignore"):
         r = np.minimum(rho, 1.0 / rho)
     return {"layer": data.layer, "head": data.head, "P": data.stat("pairing"), "rho": rho, "r": r,
-            "bound": pairing_law.pairing_bound(rho)}
+            "bound": pairing_law.pairing_bound(rho), "S": data.stat("symmetric_energy")}
 
 
 def _sigma_pairs(data: HeadData) -> np.ndarray | None:
@@ -130,7 +131,8 @@ def analyses(sel: xr.Dataset, baseline: xr.Dataset | None = None) -> Analyses:
     heads = _per_head(data)
     base_heads: dict[str, np.ndarray] = {}
     if base is not None:
-        base_heads = {"P": base.stat("pairing"), "rho": base.stat("rho")}
+        base_heads = {"P": base.stat("pairing"), "rho": base.stat("rho"), "S": base.stat("symmetric_energy"),
+                      "layer": base.layer, "head": base.head}
         heads |= _percentiles(data, base)
     return Analyses(data.name, report(data, base), "", heads, _sigma_pairs(data), base.name if base else "",
                     base_heads)

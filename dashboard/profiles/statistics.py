@@ -78,8 +78,8 @@ def head_inspector(sel, layer: int, head: int, d: int = 0, width: int = 330, bas
     percentiles ``percentile_<statistic>`` of ``symmetric_energy``, ``pairing`` and ``rho`` among the baseline's
     heads, ``analyses_data.baseline_percentiles``), and for rotary models (``positional`` "rope", or without it
     more than one d stored) its a, b, c, d over d = 0..128 with the current d marked. Without statistics the
-    spectrum and table give
-    way to a message. ``layer``, ``head``: the head's indices (the tetrahedron's row is layer * n_heads + head).
+    spectrum and table give way to a message. ``layer``, ``head``: the head's indices (the tetrahedron's row is
+    layer * n_heads + head).
 
     Named for a page to fill in for another head: the figure ``inspector_spectrum`` with the sources
     ``inspector_up`` (λ₊) and ``inspector_down`` (−λ₋); the table ``inspector_table`` over
