@@ -40,7 +40,7 @@ function read_url_state(ctx, search) {
     if (URL_COLORS.includes(s)) {
       st.color = s;
     } else {
-      st.notes.push('color = ' + shown(s) + ' is not a colour mode (' + URL_COLORS.join(' or ') + '); colouring by layer');
+      st.notes.push('color = ' + shown(s) + ' is not a colour mode (' + URL_COLORS.slice(0, -1).join(', ') + ' or ' + URL_COLORS[URL_COLORS.length - 1] + '); colouring by layer');
     }
   }
   if (p.has('stat')) {
