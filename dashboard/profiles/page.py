@@ -191,10 +191,10 @@ def _d_controls(models: PageModels, m: ModelData, play_interval_ms: int, sheet) 
     return dslider, row(column(dslider, static_note), play, note, name="position_controls")
 
 
-def _view_controls(f: Figures, models: PageModels, dslider: Slider, baseline: str,
+def _view_controls(f: Figures, models: PageModels, dslider: Slider, has_baseline: bool,
                    rotary: bool) -> tuple[RadioButtonGroup, LayoutDOM]:
     """The colour mode (by layer, by type, by cluster), the toggles of the rank-one curve and of the baseline's
-    cloud (``baseline``: its name, '' for none: the toggle is then disabled), and the inspector following the
+    cloud (disabled without a baseline; at d = 0 for a ``rotary`` model), and the inspector following the
     selection. The cloud starts hidden: it doubles the dots in the tetrahedron, and the first look is at the
     model's own heads."""
     color = RadioButtonGroup(labels=["colour by layer", "colour by type", "colour by cluster"], active=0,
@@ -211,7 +211,7 @@ def _view_controls(f: Figures, models: PageModels, dslider: Slider, baseline: st
     rank_one.js_on_change("active", jscode.callback(dict(curve=f.tetra.select_one({"name": "rank_one_curve"})),
                                                     "rank_one_toggle"))
     label = f"random baseline's heads{' (d = 0)' if rotary else ''}"
-    cloud = CheckboxGroup(labels=[label], active=[], name="baseline_cloud_toggle", width=230, disabled=not baseline)
+    cloud = CheckboxGroup(labels=[label], active=[], name="baseline_cloud_toggle", width=230, disabled=not has_baseline)
     cloud.js_on_change("active", jscode.callback(dict(cloud=f.tetra.select_one({"name": "baseline_cloud_dots"})),
                                                  "baseline_cloud_toggle"))
     f.heads.selected.js_on_change("indices", jscode.callback(dict(ctx=models.but(d_slider=dslider).args()),
@@ -276,8 +276,7 @@ def profiles_view(m: ModelData, sel: xr.Dataset | None = None, *, nav: dict[str,
     more, models, statistic_select = more_views(shown, models, sheet, r.rotary and m.profile.shape[2] > 1, baseline)
     clear = _turn_and_select(f, models)
     dslider, position = _d_controls(models, m, play_interval_ms, sheet)
-    color, view_controls = _view_controls(f, models, dslider, "" if baseline is None else str(baseline["model"].values),
-                                          r.rotary and m.profile.shape[2] > 1)
+    color, view_controls = _view_controls(f, models, dslider, baseline is not None, r.rotary and m.profile.shape[2] > 1)
     top, choose = _model_choice(selector, nav, current_url, sheet)
     profiles_part = column(
         row(position, models.azimuth_slider, models.elevation_slider, clear, models.selection_info, name="controls"),

@@ -93,9 +93,8 @@ def by_type(fig, dots, heads, shown: bool) -> tuple[list[GlyphRenderer], Legend]
     ``shown``: the types are drawn and ``dots`` hidden (the hover then covers the types); else the types and
     their legend are added hidden, for a page to show (color_mode.js, which also moves the hover)."""
     types = np.asarray(heads.data["type"])
-    out, legend = _grouped(fig, dots, heads, "type", [0, 1, 2], list(g.TYPE_COLORS), g.type_labels(types),
-                           ("head_dots_type", "type_legend"), shown)
-    return out, legend
+    return _grouped(fig, dots, heads, "type", [0, 1, 2], list(g.TYPE_COLORS), g.type_labels(types),
+                    ("head_dots_type", "type_legend"), shown)
 
 
 def by_cluster(fig, dots, heads, shown: bool) -> tuple[list[GlyphRenderer], Legend]:
