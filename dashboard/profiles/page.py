@@ -205,8 +205,9 @@ def _view_controls(f: Figures, models: PageModels, dslider: Slider, has_baseline
                                 layer_colour_bar=f.tetra.select_one({"name": "layer_colour_bar"}),
                                 head_hover=f.tetra.select_one({"name": "head_hover"})).args())
     color.js_on_change("active", jscode.callback(modes, "color_mode"))
+    hover_follows = jscode.callback(modes, "type_hover")  # one callback for every group
     for r_group in [*f.type_dots, *f.cluster_dots]:  # a legend click hides a group: its heads leave the hover too
-        r_group.js_on_change("visible", jscode.callback(modes, "type_hover"))
+        r_group.js_on_change("visible", hover_follows)
     rank_one = CheckboxGroup(labels=["rank-one curve"], active=[], name="rank_one_toggle", width=130)
     rank_one.js_on_change("active", jscode.callback(dict(curve=f.tetra.select_one({"name": "rank_one_curve"})),
                                                     "rank_one_toggle"))
