@@ -195,9 +195,10 @@ def _pair_image(values: np.ndarray, clim: tuple[float, float], name: str, title:
 def trained_vs_random(sel, baseline=None, width: int = 330) -> hv.Layout:
     """The paper's "trained vs random" heat maps: S (``symmetric_energy``) and P (``pairing``) per layer x head of
     the model beside the same of its random baseline, each pair on one colour scale (the range of both maps, the
-    colour bar on the baseline's). Without a baseline the baseline's maps are empty and their titles say how to
-    make one. Four figures in two rows, the sources ``analyses_pair_{S,P}_{trained,baseline}``, each in the figure
-    ``..._figure`` with the colour mapper ``..._colours`` and the renderer ``..._image``."""
+    colour bar on the baseline's; titled "S (symmetric_energy): trained", "S: random baseline init-seed0"). Without
+    a baseline the baseline's maps are empty and their titles say how to make one. Four figures in two rows, the
+    sources ``analyses_pair_{S,P}_{trained,baseline}``, each in the figure ``..._figure`` with the colour mapper
+    ``..._colours`` and the renderer ``..._image``."""
     a = analyses_of(sel, baseline)
     if a.report is None:
         return hv.Layout([_missing(a, width)])
@@ -208,9 +209,9 @@ def trained_vs_random(sel, baseline=None, width: int = 330) -> hv.Layout:
         both = np.concatenate([trained.ravel(), base.ravel()])
         both = both[np.isfinite(both)]
         clim = (float(both.min()), float(both.max())) if len(both) else (0.0, 1.0)
-        base_title = (f"{letter} of {a.baseline}" if a.baseline else
+        base_title = (f"{letter}: random baseline {a.baseline.split('~')[-1]}" if a.baseline else
                       f"{letter}: no random baseline (python -m pipeline baseline {a.name})")
-        images += [_pair_image(trained, clim, f"analyses_pair_{letter}_trained", f"{letter} ({stat}) of {a.name}",
+        images += [_pair_image(trained, clim, f"analyses_pair_{letter}_trained", f"{letter} ({stat}): trained",
                                width, False),
                    _pair_image(base, clim, f"analyses_pair_{letter}_baseline", base_title, width, True)]
     return hv.Layout(images).cols(2).opts(shared_axes=False)

@@ -137,7 +137,8 @@ def test_trained_vs_random_heat_maps_are_the_stored_statistics_on_one_scale_per_
         for fig, which in ((trained_fig, "trained"), (base_fig, "baseline")):
             mapper = fig.select_one({"name": f"analyses_pair_{letter}_{which}_colours"})
             assert (mapper.low, mapper.high) == pytest.approx((both.min(), both.max()))
-        assert ROPE_BASELINE in base_fig.title.text
+        assert base_fig.title.text == f"{letter}: random baseline iid-seed4"
+        assert trained_fig.title.text == f"{letter} ({name}): trained"
     alone = [render(view) for view in views.trained_vs_random(ds.sel(model=PLAIN))]
     assert np.isnan(np.asarray(alone[1].select_one({"name": "analyses_pair_S_baseline"}).data["image"][0])).all()
     assert f"python -m pipeline baseline {PLAIN}" in alone[1].title.text
