@@ -20,6 +20,8 @@ Use them in a notebook on any subset of the data::
     v.pairing_histogram(one, base) + v.pairing_bound_view(one, base)  # the pairing law, the baseline outlined
     v.rho_histogram(one, base) + v.sigma_geometric(one)        # rho; sigma(T) against sqrt(lambda+ lambda-)
     v.analyses_summary(one, base) + v.goodness_of_fit_table(one) + v.type_sensitivity_table(one)
+    v.trained_vs_random(one, base)                             # S and P beside the baseline's, one scale per pair
+    v.tetrahedron(one, baseline=base, color_by="cluster")      # its cloud, percentiles in the hover; k-means clusters
     v.compare_depth(ds, quantity="c") + v.compare_histograms(ds, "all-MiniLM-L6-v2", "SmolLM2-135M-Instruct")
     orb = xr.open_zarr("store.zarr", group="orbits")
     v.orbit_polygons(orb, frame=-1) + v.training_metrics(orb)
@@ -74,6 +76,7 @@ from dashboard.profiles.analyses import (
     pairing_histogram,
     rho_histogram,
     sigma_geometric,
+    trained_vs_random,
     type_sensitivity_table,
 )
 from dashboard.profiles.analyses_data import analyses, baseline_of
@@ -136,6 +139,7 @@ __all__ = [
     "symmetric_face",
     "tetrahedron",
     "training_metrics",
+    "trained_vs_random",
     "type_sensitivity_table",
     "use_bokeh",
 ]

@@ -78,9 +78,11 @@ class PageModels:
     type_legend: Legend | None = None
     type_colors: list[str] | None = None
     type_markers: list[str] | None = None
-    colour_mode: RadioButtonGroup | None = None  # by layer, by type
+    colour_mode: RadioButtonGroup | None = None  # by layer, by type, by cluster
     head_dots: GlyphRenderer | None = None  # the heads coloured by layer
     type_dots: list[GlyphRenderer] | None = None  # the heads coloured by type, one renderer per type
+    cluster_dots: list[GlyphRenderer] | None = None  # the heads coloured by cluster, one renderer per cluster
+    cluster_legend: Legend | None = None
     layer_colour_bar: ColorBar | None = None
     head_hover: HoverTool | None = None
     # the a = 0 face, layer x type, the inspector (page_views.js, inspector_select.js)

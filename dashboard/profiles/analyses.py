@@ -14,6 +14,7 @@ that adds them.
   baseline's heads;
 - :func:`rho_histogram`: rho on the pairing law's bins, the baseline's outlined;
 - :func:`sigma_geometric`: sigma_i(T) against sqrt(lambda_+,i lambda_-,i), the leading pairs of every head;
+- :func:`trained_vs_random`: S and P per layer x head beside its baseline's, each pair on one colour scale;
 - :func:`analyses_summary`, :func:`goodness_of_fit_table`, :func:`type_sensitivity_table`: the counts and
   tables, as HTML.
 """
@@ -165,6 +166,55 @@ def sigma_geometric(sel, baseline=None, width: int = 460):
                        "analyses_sigma_figure")
     return (dots * diagonal).opts(hv.opts.Overlay(width=width, height=HEIGHT, title=title, toolbar=None,
                                                   default_tools=[], hooks=[hook], show_legend=False))
+
+
+PAIRED = (("S", "symmetric_energy"), ("P", "pairing"))  # the heat-map pairs: the letter, the statistic
+
+
+def _grid(heads: dict[str, np.ndarray], key: str, shape: tuple[int, int]) -> np.ndarray:
+    """(layer, head) of one per-head value; NaN where a head has none."""
+    grid = np.full(shape, np.nan)
+    if key in heads and len(heads[key]):
+        grid[np.asarray(heads["layer"]), np.asarray(heads["head"])] = heads[key]
+    return grid
+
+
+def _pair_image(values: np.ndarray, clim: tuple[float, float], name: str, title: str, width: int,
+                colorbar: bool) -> hv.Image:
+    L, H = values.shape
+    # the range given: HoloViews would otherwise take it from the values (all NaN where there is no baseline)
+    return hv.Image(values[::-1].astype(np.float32), bounds=(-0.5, -0.5, H - 0.5, L - 0.5), kdims=["head", "layer"],
+                    vdims=[hv.Dimension(name.split("_")[2], range=clim)], group="Paired").opts(
+        cmap="Viridis", clim=clim, colorbar=colorbar, colorbar_opts={"width": 10}, width=width + 60 * colorbar,
+        height=max(200, min(480, 12 * L + 90)), title=title, tools=["hover"], default_tools=[], toolbar=None,
+        clipping_colors={"NaN": "#eeeeee"},
+        hooks=[name_models({"Paired": {"source": name, "mapper": f"{name}_colours", "renderer": f"{name}_image"}},
+                           f"{name}_figure")])
+
+
+def trained_vs_random(sel, baseline=None, width: int = 330) -> hv.Layout:
+    """The paper's "trained vs random" heat maps: S (``symmetric_energy``) and P (``pairing``) per layer x head of
+    the model beside the same of its random baseline, each pair on one colour scale (the range of both maps, the
+    colour bar on the baseline's; titled "S (symmetric_energy): trained", "S: random baseline init-seed0"). Without
+    a baseline the baseline's maps are empty and their titles say how to make one. Four figures in two rows, the
+    sources ``analyses_pair_{S,P}_{trained,baseline}``, each in the figure ``..._figure`` with the colour mapper
+    ``..._colours`` and the renderer ``..._image``."""
+    a = analyses_of(sel, baseline)
+    if a.report is None:
+        return hv.Layout([_missing(a, width)])
+    shape = (int(np.max(a.heads["layer"])) + 1, int(np.max(a.heads["head"])) + 1)
+    images = []
+    for letter, stat in PAIRED:
+        trained, base = _grid(a.heads, letter, shape), _grid(a.baseline_heads, letter, shape)
+        both = np.concatenate([trained.ravel(), base.ravel()])
+        both = both[np.isfinite(both)]
+        clim = (float(both.min()), float(both.max())) if len(both) else (0.0, 1.0)
+        base_title = (f"{letter}: random baseline {a.baseline.split('~')[-1]}" if a.baseline else
+                      f"{letter}: no random baseline (python -m pipeline baseline {a.name})")
+        images += [_pair_image(trained, clim, f"analyses_pair_{letter}_trained", f"{letter} ({stat}): trained",
+                               width, False),
+                   _pair_image(base, clim, f"analyses_pair_{letter}_baseline", base_title, width, True)]
+    return hv.Layout(images).cols(2).opts(shared_axes=False)
 
 
 def analyses_summary(sel, baseline=None, width: int = 460) -> hv.Div:

@@ -6,13 +6,17 @@ own) through :func:`pipeline.analyses.head_data.from_dataset` and gathers, witho
 - ``report``: the model's summaries, :func:`pipeline.analyses.report.report` (the pairing law with its beta fit and
   KS p, the bound's correlation and share, the rho histogram, the balance count, the effective-rank counts, the
   type rule's sensitivity, the goodness-of-fit table, the spectral geometry and, with a baseline, the comparison);
-- per head, for the scatter plots and their hover: P, rho, r = min(rho, 1/rho), the bound at r
-  (:func:`pipeline.analyses.pairing_law.pairing_bound`) and, with a baseline, the percentile of
-  ``symmetric_energy``, ``pairing`` and ``rho`` among the baseline's heads
+- per head, for the scatter plots, their hover and the heat maps: S (``symmetric_energy``), P, rho,
+  r = min(rho, 1/rho), the bound at r (:func:`pipeline.analyses.pairing_law.pairing_bound`) and, with a
+  baseline, the percentile of ``symmetric_energy``, ``pairing`` and ``rho`` among the baseline's heads
   (:func:`pipeline.analyses.report.percentiles`);
 - the leading ``SIGMA_PAIRS`` pairs (sigma_i(T), sqrt(lambda_+,i lambda_-,i)) of every head
   (:func:`pipeline.analyses.spectral_geometry.paired_spectra`), where the singular values of T are stored;
-- the baseline's P and rho, for the overlays.
+- the baseline's P and rho, for the overlays, and its S and P with each head's layer and head, for the
+  trained-vs-random heat maps.
+
+The tetrahedron's hover and the inspector read two of these per head through their own functions:
+:func:`baseline_percentiles` (the same percentiles) and :func:`cluster_labels` (the report's k-means clusters).
 
 The histograms' bins are drawing choices (``P_BINS`` on [0, 1]; rho's are the pairing law's own).
 """
@@ -24,7 +28,8 @@ from dataclasses import dataclass, field
 import numpy as np
 import xarray as xr
 
-from pipeline.analyses import pairing_law, spectral_geometry
+from dashboard.common.selection import profile_array, statistics_table
+from pipeline.analyses import clusters, pairing_law, spectral_geometry
 from pipeline.analyses.head_data import HeadData, from_dataset
 from pipeline.analyses.report import BASELINE_STATISTICS, percentiles, report
 
@@ -70,7 +75,7 @@ def _per_head(data: HeadData) -> dict[str, np.ndarray]:
     with np.errstate(divide="ignore"):
         r = np.minimum(rho, 1.0 / rho)
     return {"layer": data.layer, "head": data.head, "P": data.stat("pairing"), "rho": rho, "r": r,
-            "bound": pairing_law.pairing_bound(rho)}
+            "bound": pairing_law.pairing_bound(rho), "S": data.stat("symmetric_energy")}
 
 
 def _sigma_pairs(data: HeadData) -> np.ndarray | None:
@@ -81,6 +86,38 @@ def _sigma_pairs(data: HeadData) -> np.ndarray | None:
     sigma, geometric = paired["sigma"][:, :SIGMA_PAIRS], paired["geometric"][:, :SIGMA_PAIRS]
     xy = np.stack([sigma.ravel(), geometric.ravel()], axis=-1)
     return xy[np.isfinite(xy).all(axis=-1) & (xy[:, 0] > 0)]
+
+
+def _percentiles(data: HeadData, base: HeadData) -> dict[str, np.ndarray]:
+    return {f"percentile_{stat}": percentiles(data.stat(stat), base.stat(stat)) for stat in BASELINE_STATISTICS}
+
+
+def baseline_percentiles(sel: xr.Dataset, baseline: xr.Dataset) -> dict[str, np.ndarray] | None:
+    """{``percentile_<statistic>``: (heads,) in layer-major order} for each of ``BASELINE_STATISTICS``: each head's
+    percentile among the baseline's heads (:func:`pipeline.analyses.report.percentiles`); None when the model or
+    the baseline has no statistics."""
+    values, reference = statistics_table(sel), statistics_table(baseline)
+    if values is None or reference is None:
+        return None
+    return {f"percentile_{stat}": percentiles(values[stat].ravel(), reference[stat].ravel())
+            for stat in BASELINE_STATISTICS}
+
+
+def cluster_labels(sel: xr.Dataset) -> np.ndarray:
+    """(heads,) in layer-major order: each head's cluster among ``clusters.K`` k-means clusters of the heads' unit
+    S spectra at d = 0, as the report computes them (:func:`pipeline.analyses.clusters.kmeans`, its seed; 0 the
+    positive-dominant cluster); -1 for a head without a spectrum, and for every head of a model without
+    statistics or with fewer heads than clusters."""
+    data = head_data_of(sel)
+    if data is None:
+        return np.full(int(np.prod(profile_array(sel).shape[:2])), -1)
+    labels = np.full(data.heads, -1)
+    X, kept = clusters.unit_spectra(data.spectrum)
+    try:
+        labels[kept] = clusters.kmeans(X, clusters.K, clusters.SEED)[0]
+    except ValueError:  # fewer heads than clusters, or too few distinct spectra: no clusters to show
+        pass
+    return labels
 
 
 def analyses(sel: xr.Dataset, baseline: xr.Dataset | None = None) -> Analyses:
@@ -94,9 +131,9 @@ def analyses(sel: xr.Dataset, baseline: xr.Dataset | None = None) -> Analyses:
     heads = _per_head(data)
     base_heads: dict[str, np.ndarray] = {}
     if base is not None:
-        base_heads = {"P": base.stat("pairing"), "rho": base.stat("rho")}
-        for stat in BASELINE_STATISTICS:
-            heads[f"percentile_{stat}"] = percentiles(data.stat(stat), base.stat(stat))
+        base_heads = {"P": base.stat("pairing"), "rho": base.stat("rho"), "S": base.stat("symmetric_energy"),
+                      "layer": base.layer, "head": base.head}
+        heads |= _percentiles(data, base)
     return Analyses(data.name, report(data, base), "", heads, _sigma_pairs(data), base.name if base else "",
                     base_heads)
 

@@ -47,7 +47,7 @@ from dashboard.profiles.layers import PANEL_STEP, histograms, layer_heatmaps
 from dashboard.profiles.page_analyses import analyses_tab, page_tabs
 from dashboard.profiles.page_details import more_views
 from dashboard.profiles.page_texts import DEFINITIONS, model_line, static_layers_html, status_html
-from dashboard.profiles.tetrahedron import by_type, tetrahedron
+from dashboard.profiles.tetrahedron import by_cluster, by_type, tetrahedron
 from pipeline.schema import COORDINATES
 
 
@@ -80,12 +80,15 @@ class Figures(NamedTuple):
     head_dots: GlyphRenderer
     type_dots: list[GlyphRenderer]
     type_legend: Legend
+    cluster_dots: list[GlyphRenderer]
+    cluster_legend: Legend
 
 
-def _figures(shown: xr.Dataset, m: ModelData) -> Figures:
-    """The tetrahedron, the per-layer heat maps and the histograms, rendered; the heat maps' dots drawn from the
-    tetrahedron's heads (one selection everywhere); the colour by type added hidden (``by_type``)."""
-    tetra = render(tetrahedron(shown, d=0, rank_one=False))
+def _figures(shown: xr.Dataset, m: ModelData, baseline: xr.Dataset | None) -> Figures:
+    """The tetrahedron (with the baseline's percentiles in its hover and its cloud drawn hidden), the per-layer heat
+    maps and the histograms, rendered; the heat maps' dots drawn from the tetrahedron's heads (one selection
+    everywhere); the colours by type and by cluster added hidden (``by_type``, ``by_cluster``)."""
+    tetra = render(tetrahedron(shown, d=0, rank_one=False, baseline=baseline, cloud=False))
     heat = render(layer_heatmaps(shown, d=0, width=820, high=m.heat_high))
     hist = render(histograms(shown, d=0, width=820, top=m.hist_top))
     heat.name, hist.name = "layers", "hists"
@@ -100,7 +103,8 @@ def _figures(shown: xr.Dataset, m: ModelData) -> Figures:
         dots[k].nonselection_glyph = None  # unselected heads drawn with the glyph itself: invisible
     head_dots = tetra.select_one({"name": "head_dots"})
     type_dots, type_legend = by_type(tetra, head_dots, heads, shown=False)
-    return Figures(tetra, heat, hist, heads, head_dots, type_dots, type_legend)
+    cluster_dots, cluster_legend = by_cluster(tetra, head_dots, heads, shown=False)
+    return Figures(tetra, heat, hist, heads, head_dots, type_dots, type_legend, cluster_dots, cluster_legend)
 
 
 def _selected_bars(hist: Plot) -> tuple[ColumnDataSource, GlyphRenderer]:
@@ -119,7 +123,7 @@ def _page_models(f: Figures, m: ModelData, q: np.ndarray, sheet) -> PageModels:
     histograms and the selection's summary."""
     L, H, D, _ = m.profile.shape
     sel_hist, sel_renderer = _selected_bars(f.hist)
-    for fig, selectable in ((f.tetra, [f.head_dots, *f.type_dots]),
+    for fig, selectable in ((f.tetra, [f.head_dots, *f.type_dots, *f.cluster_dots]),
                             (f.heat, [f.heat.select_one({"name": f"layer_dots_{c}"}) for c in COORDINATES]),
                             (f.hist, [])):
         lean(fig, selectable)
@@ -149,7 +153,8 @@ def _turn_and_select(f: Figures, models: PageModels) -> Button:
     """The camera follows a drag and the angle sliders; a selection redraws the histograms; a tap selects one
     head. Returns the "Clear selection" button."""
     ctx = models.args()
-    f.tetra.add_tools(TapTool(renderers=[f.head_dots, *f.type_dots]))  # a tap selects one head: the inspector
+    # a tap selects one head: the inspector
+    f.tetra.add_tools(TapTool(renderers=[f.head_dots, *f.type_dots, *f.cluster_dots]))
     # the drag callback that tetrahedron() attached moves the sliders here, which project
     for cb in f.tetra.js_event_callbacks.get("pan", []) + f.tetra.js_event_callbacks.get("panstart", []):
         cb.args = dict(ctx=ctx)
@@ -186,23 +191,33 @@ def _d_controls(models: PageModels, m: ModelData, play_interval_ms: int, sheet) 
     return dslider, row(column(dslider, static_note), play, note, name="position_controls")
 
 
-def _view_controls(f: Figures, models: PageModels, dslider: Slider) -> tuple[RadioButtonGroup, LayoutDOM]:
-    """The colour mode (by layer, by type), the rank-one curve's toggle, and the inspector following the
-    selection."""
-    color = RadioButtonGroup(labels=["colour by layer", "colour by type"], active=0, name="color_mode", width=240)
+def _view_controls(f: Figures, models: PageModels, dslider: Slider, has_baseline: bool,
+                   rotary: bool) -> tuple[RadioButtonGroup, LayoutDOM]:
+    """The colour mode (by layer, by type, by cluster), the toggles of the rank-one curve and of the baseline's
+    cloud (disabled without a baseline; at d = 0 for a ``rotary`` model), and the inspector following the
+    selection. The cloud starts hidden: it doubles the dots in the tetrahedron, and the first look is at the
+    model's own heads."""
+    color = RadioButtonGroup(labels=["colour by layer", "colour by type", "colour by cluster"], active=0,
+                             name="color_mode", width=360)
     modes = dict(ctx=PageModels(colour_mode=color, head_dots=f.head_dots, type_dots=f.type_dots,
-                                type_legend=f.type_legend,
+                                type_legend=f.type_legend, cluster_dots=f.cluster_dots,
+                                cluster_legend=f.cluster_legend,
                                 layer_colour_bar=f.tetra.select_one({"name": "layer_colour_bar"}),
                                 head_hover=f.tetra.select_one({"name": "head_hover"})).args())
     color.js_on_change("active", jscode.callback(modes, "color_mode"))
-    for r_type in f.type_dots:  # a legend click hides a type: its heads leave the hover too
-        r_type.js_on_change("visible", jscode.callback(modes, "type_hover"))
+    hover_follows = jscode.callback(modes, "type_hover")  # one callback for every group
+    for r_group in [*f.type_dots, *f.cluster_dots]:  # a legend click hides a group: its heads leave the hover too
+        r_group.js_on_change("visible", hover_follows)
     rank_one = CheckboxGroup(labels=["rank-one curve"], active=[], name="rank_one_toggle", width=130)
     rank_one.js_on_change("active", jscode.callback(dict(curve=f.tetra.select_one({"name": "rank_one_curve"})),
                                                     "rank_one_toggle"))
+    label = f"random baseline's heads{' (d = 0)' if rotary else ''}"
+    cloud = CheckboxGroup(labels=[label], active=[], name="baseline_cloud_toggle", width=230, disabled=not has_baseline)
+    cloud.js_on_change("active", jscode.callback(dict(cloud=f.tetra.select_one({"name": "baseline_cloud_dots"})),
+                                                 "baseline_cloud_toggle"))
     f.heads.selected.js_on_change("indices", jscode.callback(dict(ctx=models.but(d_slider=dslider).args()),
                                                              "page_views", "inspector_select"))
-    return color, row(color, rank_one, name="view_controls")
+    return color, row(color, rank_one, cloud, name="view_controls")
 
 
 def _model_choice(selector, nav: dict[str, str] | None, current_url: str | None, sheet) -> tuple[list, Select | None]:
@@ -257,12 +272,12 @@ def profiles_view(m: ModelData, sel: xr.Dataset | None = None, *, nav: dict[str,
     sheet = style()  # one for every Div of the page
     q = g.quantise(m.profile)
     shown = page_dataset(g.dequantise(q), r.name, sel)  # exactly what the browser decodes
-    f = _figures(shown, m)
+    f = _figures(shown, m, baseline)
     models = _page_models(f, m, q, sheet)
-    more, models, statistic_select = more_views(shown, models, sheet, r.rotary and m.profile.shape[2] > 1)
+    more, models, statistic_select = more_views(shown, models, sheet, r.rotary and m.profile.shape[2] > 1, baseline)
     clear = _turn_and_select(f, models)
     dslider, position = _d_controls(models, m, play_interval_ms, sheet)
-    color, view_controls = _view_controls(f, models, dslider)
+    color, view_controls = _view_controls(f, models, dslider, baseline is not None, r.rotary and m.profile.shape[2] > 1)
     top, choose = _model_choice(selector, nav, current_url, sheet)
     profiles_part = column(
         row(position, models.azimuth_slider, models.elevation_slider, clear, models.selection_info, name="controls"),

@@ -29,8 +29,8 @@ INTRO = ("<h2>Analyses</h2><p class='note'>The paper's evidence on this model's 
          "pairing score P and its bound through ρ, the balance and effective-rank counts, which law fits the "
          "spectra, how the type counts move with the rule's thresholds, and σ(T) against √(λ₊λ₋). Where the store "
          "holds a random baseline of the model (<code>python -m pipeline baseline</code>), its heads are outlined "
-         "on the histograms and each head's percentiles among them are in the hover of P against its "
-         "bound.</p>")
+         "on the histograms and beside the model's S and P per head, and each head's percentiles among them are in "
+         "the hover of P against its bound, of the tetrahedron and in the inspector.</p>")
 
 
 def _figure(view, prefix: str, hover: bool = False):
@@ -80,9 +80,15 @@ def analyses_tab(shown: xr.Dataset, baseline: xr.Dataset | None, sheet) -> Layou
     bound_fig = _figure(views.pairing_bound_view(a), "analyses_bound", hover=True)
     rho_fig = _figure(views.rho_histogram(a), "analyses_rho")
     sigma_fig = _figure(views.sigma_geometric(a), "analyses_sigma")
+    pairs = [_figure(view, f"analyses_pair_{letter}_{which}", hover=True) for view, (letter, which) in
+             zip(views.trained_vs_random(a), [(x, w) for x, _ in views.PAIRED for w in ("trained", "baseline")],
+                 strict=True)]
+    pairs_heading = Div(text="<h3>Trained against random: S and P per layer × head, each pair on one colour "
+                             "scale</h3>", stylesheets=[sheet], width=1000, name="analyses_pairs_heading")
     content = column(
         row(p_fig, bound_fig, _div(views.analyses_summary(a), "analyses_summary", sheet, 400), name="analyses_law"),
         row(rho_fig, sigma_fig, name="analyses_spectra"),
+        pairs_heading, row(*pairs[:2], name="analyses_pairs_s"), row(*pairs[2:], name="analyses_pairs_p"),
         _div(views.goodness_of_fit_table(a), "analyses_fit_table", sheet, 1000),
         _div(views.type_sensitivity_table(a), "analyses_types_table", sheet, 1000),
         name="analyses_content", visible=not missing)

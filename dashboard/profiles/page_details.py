@@ -118,14 +118,16 @@ def _placeholder(shown: xr.Dataset) -> xr.Dataset:
         .assign_coords(statistic=list(STATISTICS), eigen=np.arange(4))
 
 
-def _inspector(shown: xr.Dataset, rotary: bool):
+def _inspector(shown: xr.Dataset, rotary: bool, baseline: xr.Dataset | None):
     """The head inspector of head (0, 0), with its parts named for page_views.js; the curves over d hidden
-    for a model without positions (``shown`` then holds two stand-in offsets)."""
-    parts = [render(element) for element in head_inspector(shown, 0, 0, d=0, width=INSPECTOR_PX)]
+    for a model without positions (``shown`` then holds two stand-in offsets); with ``baseline``, the head's
+    percentiles among its heads in the table (page_views.js reads them from the heads' source)."""
+    parts = [render(element) for element in head_inspector(shown, 0, 0, d=0, width=INSPECTOR_PX,
+                                                          baseline=baseline)]
     spectrum, table_box, curves = parts
     table = table_box.select_one({"name": "inspector_table"})
     table_box.name = "inspector_table_box"
-    table.height = table.row_height * (len(STATISTICS) + 1) + 4  # every statistic without scrolling
+    table.height = table.row_height * (len(table.source.data["statistic"]) + 1) + 4  # every row without scrolling
     name_ranges(spectrum, "inspector_spectrum")
     curves.visible = rotary
     name_ranges(curves, "inspector_curves")
@@ -147,11 +149,12 @@ def _parity(shown: xr.Dataset):
     return fig
 
 
-def more_views(shown: xr.Dataset, page: PageModels, sheet, rotary: bool) -> tuple:
+def more_views(shown: xr.Dataset, page: PageModels, sheet, rotary: bool, baseline: xr.Dataset | None = None) -> tuple:
     """The second part of the page, ``page`` with the models its browser code needs (page_views.js) added,
     and the statistic chooser. ``page``: the page's models so far, of which the heads and ``profile_meta``
     (sizes the browser reads) are used here; ``rotary``: the model's form depends on position (the inspector
-    draws a, b, c, d over d).
+    draws a, b, c, d over d); ``baseline``: one of the model's random baselines (the inspector gives the head's
+    percentiles among its heads), or None.
 
     Every model's page holds the same models: where the model has no statistics, the views that need them
     are drawn hidden from stand-in values and "statistics not computed" shows with the command."""
@@ -167,7 +170,7 @@ def more_views(shown: xr.Dataset, page: PageModels, sheet, rotary: bool) -> tupl
     if not rotary:  # two stand-in offsets of a rotary form: the inspector draws its curves (hidden)
         curves_from = drawn.isel(d=[0, 0]) if "d" in drawn.dims else drawn.expand_dims(d=2)
         curves_from = curves_from.assign(positional="rope")
-    insp_title, insp_parts, named = _inspector(curves_from, rotary)
+    insp_title, insp_parts, named = _inspector(curves_from, rotary, None if missing else baseline)
     note = statistics_note(shown)
     missing_divs = [Div(text=note, width=420, stylesheets=[sheet], name=n, visible=missing)
                     for n in ("statistics_missing", "parity_missing", "inspector_missing")]

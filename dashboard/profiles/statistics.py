@@ -18,6 +18,7 @@ from dashboard.common.selection import (
     statistics_note,
     statistics_table,
 )
+from dashboard.profiles.analyses_data import baseline_percentiles
 from pipeline.schema import COORDINATES
 
 
@@ -71,11 +72,14 @@ INSPECTOR_CURVES = name_models({**{f"Curve.{c}": {"source": f"inspector_curve_{c
                                 "VLine": {"glyph": "inspector_d"}}, "inspector_curves")
 
 
-def head_inspector(sel, layer: int, head: int, d: int = 0, width: int = 330):
+def head_inspector(sel, layer: int, head: int, d: int = 0, width: int = 330, baseline: xr.Dataset | None = None):
     """One head: its S spectrum at d = 0 as bars (λ₊ up in red, −λ₋ down in blue, paired by rank), its
-    statistics (a table), and for rotary models (``positional`` "rope", or without it more than one d stored)
-    its a, b, c, d over d = 0..128 with the current d marked. Without statistics the spectrum and table give
-    way to a message. ``layer``, ``head``: the head's indices (the tetrahedron's row is layer * n_heads + head).
+    statistics (a table; with ``baseline``, the Dataset of one of the model's random baselines, also its
+    percentiles ``percentile_<statistic>`` of ``symmetric_energy``, ``pairing`` and ``rho`` among the baseline's
+    heads, ``analyses_data.baseline_percentiles``), and for rotary models (``positional`` "rope", or without it
+    more than one d stored) its a, b, c, d over d = 0..128 with the current d marked. Without statistics the
+    spectrum and table give way to a message. ``layer``, ``head``: the head's indices (the tetrahedron's row is
+    layer * n_heads + head).
 
     Named for a page to fill in for another head: the figure ``inspector_spectrum`` with the sources
     ``inspector_up`` (λ₊) and ``inspector_down`` (−λ₋); the table ``inspector_table`` over
@@ -104,6 +108,8 @@ def head_inspector(sel, layer: int, head: int, d: int = 0, width: int = 330):
             title=f"layer {layer}, head {head}: spectrum of S (d = 0)", toolbar=None, default_tools=[],
             show_legend=False, hooks=[INSPECTOR_SPECTRUM])))
         rows = [(name, float(stats[name][layer, head])) for name in stats]
+        ranks = baseline_percentiles(sel, baseline) if baseline is not None else None
+        rows += [(name, float(v[layer * H + head])) for name, v in (ranks or {}).items()]
         parts.append(hv.Table(rows, ["statistic"], ["value"]).opts(width=width, height=420,
                                                                     title="statistics (d = 0)",
                                                                     hooks=[INSPECTOR_TABLE]))

@@ -1,5 +1,7 @@
 """The profiles page's Analyses tab in Chromium: it renders for a rotary and a position-free model (exported and
-served), draws the stored values, and its deep link (``tab=analyses``) round-trips."""
+served), draws the stored values, and its deep link (``tab=analyses``) round-trips. On the Profiles tab, the
+baseline's parts: the inspector's percentiles among the baseline's heads, the baseline's cloud behind its toggle
+turned with the camera, and the colour by cluster with its deep link."""
 
 from __future__ import annotations
 
@@ -9,6 +11,7 @@ import numpy as np
 import pytest
 
 from dashboard import data
+from dashboard.common.geometry import VERTICES
 from dashboard.common.selection import statistics_table
 from dashboard.export import export, profile_page_name
 from tests.browser.conftest import (
@@ -20,10 +23,14 @@ from tests.browser.conftest import (
     model_prop,
     route_offline,
     serve_app,
+    set_prop,
+    set_selected,
     stop,
     wait_for_bokeh,
+    wait_for_column,
+    wait_js,
 )
-from tests.dashboard.analyses_store import PLAIN, ROPE, write_analyses_store
+from tests.dashboard.analyses_store import PLAIN, ROPE, ROPE_BASELINE, write_analyses_store
 
 pytestmark = pytest.mark.browser
 
@@ -152,3 +159,73 @@ def test_the_analyses_tab_renders_served_with_its_link_and_follows_the_model_sel
             page.close()
     finally:
         stop(proc)
+
+
+def profiles_page(browser, pages, model: str, query: str = ""):
+    page = browser.new_page(viewport={"width": 1500, "height": 1100})
+    errors = console_errors(page)
+    route_offline(page)
+    page.goto((pages / profile_page_name(model)).as_uri() + query, timeout=120_000)
+    wait_for_bokeh(page, "heads")
+    page.wait_for_function("() => window.location.search.includes('model=')", timeout=30_000)  # the link applied
+    return page, errors
+
+
+def test_the_inspector_gives_a_tapped_heads_percentiles_among_the_baselines(browser, store, pages):
+    from scipy import stats
+
+    ds = data.profiles(store)
+    page, errors = profiles_page(browser, pages, ROPE)
+    head = 5
+    set_selected(page, "heads", [head])
+    wait_js(page, "return find('inspector_title').text.includes('head 1<');")  # layer 1, head 1 of 4 heads a layer
+    table = dict(zip(model_data(page, "inspector_statistics", "statistic"),
+                     model_data(page, "inspector_statistics", "value"), strict=True))
+    for name in ("symmetric_energy", "pairing", "rho"):
+        ref = statistics_table(ds.sel(model=ROPE_BASELINE))[name].ravel()
+        x = statistics_table(ds.sel(model=ROPE))[name].ravel()[head]
+        assert table[f"percentile_{name}"] == pytest.approx(stats.percentileofscore(ref, x, kind="mean"), abs=1e-4)
+    assert table["pairing"] == pytest.approx(statistics_table(ds.sel(model=ROPE))["pairing"].ravel()[head], rel=1e-6)
+    assert errors == []
+    page.close()
+
+
+def test_the_baselines_cloud_shows_on_its_toggle_and_turns_with_the_camera(browser, store, pages):
+    base = data.profiles(store).sel(model=ROPE_BASELINE)
+    stored = base["profile"].values[:3, :4, 0].reshape(-1, 4)
+    page, errors = profiles_page(browser, pages, ROPE)
+    assert model_prop(page, "baseline_cloud_dots", "visible") is False
+    page.get_by_text("random baseline's heads").click()
+    wait_js(page, "return find('baseline_cloud_dots').visible;")
+    set_prop(page, "azimuth", "value", 70)
+    set_prop(page, "elevation", "value", -25)
+    xyz = stored @ VERTICES
+    az, el = np.radians(70), np.radians(-25)
+    x = xyz[:, 0] * np.cos(az) - xyz[:, 1] * np.sin(az)
+    y = xyz[:, 2] * np.cos(el) - (xyz[:, 0] * np.sin(az) + xyz[:, 1] * np.cos(az)) * np.sin(el)
+    wait_for_column(page, "baseline_cloud", "x", x, atol=1e-5)
+    wait_for_column(page, "baseline_cloud", "y", y, atol=1e-5)
+    plain, more = profiles_page(browser, pages, PLAIN)  # no baseline: the toggle is disabled
+    assert model_prop(plain, "baseline_cloud_toggle", "disabled") is True
+    assert errors == [] and more == []
+    page.close()
+    plain.close()
+
+
+def test_colour_by_cluster_shows_the_clusters_and_round_trips_in_the_link(browser, store, pages):
+    page, errors = profiles_page(browser, pages, ROPE)
+    page.get_by_text("colour by cluster").click()
+    wait_js(page, "return find('cluster_legend').visible;")
+    assert model_prop(page, "head_dots", "visible") is False and model_prop(page, "type_legend", "visible") is False
+    labels = np.array(model_data(page, "heads", "cluster"))
+    for k in range(3):
+        assert model_prop(page, f"head_dots_cluster{k}", "visible") is True
+    assert sorted(set(labels.tolist())) == [0, 1, 2]
+    page.wait_for_function("() => window.location.search.includes('color=cluster')", timeout=10_000)
+    url = page.url
+    page.close()
+    again, more = profiles_page(browser, pages, ROPE, "?" + url.split("?", 1)[1])
+    wait_js(again, "return find('cluster_legend').visible;")
+    assert model_prop(again, "color_mode", "active") == 2
+    assert errors == [] and more == []
+    again.close()

@@ -132,6 +132,7 @@ def test_a_deep_link_is_read_into_the_state_it_names():
     assert st == {"notes": [], "model": "org/m", "tab": "compare", "d": 128, "color": "type", "stat": "rho",
                   "heads": [3 * 8 + 7, 0]}  # layer-major indices, each once
     assert _read_link("") == {"notes": []}
+    assert _read_link("?color=cluster") == {"notes": [], "color": "cluster"}
 
 
 @needs_node
@@ -139,7 +140,7 @@ def test_a_deep_link_is_read_into_the_state_it_names():
     ("?d=129", "d", ["0 to 128"]),
     ("?d=-1", "d", ["0 to 128"]),
     ("?d=1.5", "d", ["0 to 128"]),
-    ("?color=viridis", "color", ["layer or type"]),
+    ("?color=viridis", "color", ["layer, type or cluster"]),
     ("?heads=4.0", "heads", ["layers 0 to 3"]),
     ("?heads=0.8", "heads", ["heads 0 to 7"]),
     ("?heads=1,2", "heads", ["<code>1</code>"]),

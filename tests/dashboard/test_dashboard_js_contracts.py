@@ -39,7 +39,7 @@ def test_every_definition_is_used_and_every_use_is_defined_somewhere():
     defined = {d: n for n in jscode.names() for d in jscode.contract(n).defines}
     used = set().union(*(jscode.contract(n).uses for n in jscode.names()))
     assert set(defined) <= used | {"read_url_state", "read_compare_state"}  # those two: read by the node tests
-    arguments = {"ctx", "cb_obj", "heads", "a", "b", "curve", "button", "interval", "slider", "meta", "names"}
+    arguments = {"ctx", "cb_obj", "heads", "a", "b", "curve", "cloud", "button", "interval", "slider", "meta", "names"}
     assert used - set(defined) <= arguments, sorted(used - set(defined) - arguments)
 
 

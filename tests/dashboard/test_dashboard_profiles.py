@@ -139,9 +139,11 @@ def test_every_view_of_the_heads_draws_selected_heads_where_it_draws_them(store)
     view = profiles_view(data.model_data(store, ROPE_MODEL))
     heads = by_name(view, "heads")
     renderers = [r for r in view.select({"type": GlyphRenderer}) if r.data_source is heads]
-    # the tetrahedron (by layer, and by type: one per type) and the four per-layer panels
+    # the tetrahedron (by layer, by type: one per type, by cluster: one per cluster and the heads left out) and
+    # the four per-layer panels
     assert sorted(r.name for r in renderers) == sorted(["head_dots", "head_dots_type0", "head_dots_type1",
-                                                        "head_dots_type2", *(f"layer_dots_{c}" for c in "abcd")])
+                                                        "head_dots_type2", *(f"head_dots_cluster{k}" for k in range(4)),
+                                                        *(f"layer_dots_{c}" for c in "abcd")])
     for r in renderers:
         for g in (r.selection_glyph, r.nonselection_glyph):
             assert g in ("auto", None) or (g.x == r.glyph.x and g.y == r.glyph.y)

@@ -65,7 +65,9 @@ function inspect(ctx, i, d) {
   }
   if (ctx.head_statistics != null && ctx.inspector_statistics != null) {
     const names = ctx.inspector_statistics.data.statistic;
-    ctx.inspector_statistics.data = {statistic: names, value: Array.from(names, (nm) => ctx.head_statistics.data[nm][i])};
+    // a statistic, or a percentile among the baseline's heads (percentile_<statistic>, in the heads' source)
+    const column = (nm) => ctx.head_statistics.data[nm] != null ? ctx.head_statistics.data[nm] : ctx.heads.data[nm];
+    ctx.inspector_statistics.data = {statistic: names, value: Array.from(names, (nm) => column(nm) != null ? column(nm)[i] : NaN)};
   }
   if (ctx.inspector_curves != null) {
     const q = ctx.profile_cube.data.q, D = Number(m.n_offsets[0]);

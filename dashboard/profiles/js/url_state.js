@@ -1,7 +1,7 @@
 // defines: read_url_state, apply_url_state, write_url
 // uses: url_escape_html, url_note
 // Deep links: the page's state in the URL's query string,
-//   ?model=NAME&tab=profiles&d=17&color=type&stat=rho&heads=3.5,3.7
+//   ?model=NAME&tab=profiles&d=17&color=type&stat=rho&heads=3.5,3.7 (color: layer, type or cluster)
 // (tab: profiles or analyses, the page's own tabs (ctx.page_tabs), or another page's tab; heads as layer.head;
 // stat: the statistic of the per-head heat map; the compare tab's models and
 // quantity, compare_url.js, are kept as they are). read_url_state parses and checks a query string
@@ -9,7 +9,7 @@
 // and described in st.notes. apply_url_state sets the page's widgets from it (the widgets' own callbacks
 // redraw); write_url puts the page's current state back into the URL with history.replaceState,
 // debounced, so it works served and in a static page opened with file://.
-const URL_COLORS = ['layer', 'type'];
+const URL_COLORS = ['layer', 'type', 'cluster'];
 const URL_OTHER_TABS = ['models', 'quantity'];
 const URL_PAGE_TABS = ['profiles', 'analyses'];  // ctx.page_tabs' tabs, in order (page_analyses.PAGE_TABS)
 
@@ -40,7 +40,7 @@ function read_url_state(ctx, search) {
     if (URL_COLORS.includes(s)) {
       st.color = s;
     } else {
-      st.notes.push('color = ' + shown(s) + ' is not a colour mode (' + URL_COLORS.join(' or ') + '); colouring by layer');
+      st.notes.push('color = ' + shown(s) + ' is not a colour mode (' + URL_COLORS.slice(0, -1).join(', ') + ' or ' + URL_COLORS[URL_COLORS.length - 1] + '); colouring by layer');
     }
   }
   if (p.has('stat')) {
