@@ -12,7 +12,9 @@ Hugging Face names of the family, so that everything downstream is format-blind.
 
 from __future__ import annotations
 
+import importlib
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Protocol
 
 import numpy as np
@@ -33,6 +35,20 @@ def compact_dtype(stored: str) -> np.dtype:
 
 class CheckpointError(RuntimeError):
     """A checkpoint that cannot be opened or read as asked; the message says what to do."""
+
+
+def format_reader(package: str, path, what: str):
+    """The reader package of a file format (imported now) and the file's path, or a one-line CheckpointError: the
+    package is missing (with the install command) or the file is not there. ``what`` names the format."""
+    try:
+        module = importlib.import_module(package)
+    except ImportError as exc:
+        raise CheckpointError(f"reading {what} files needs the {package} package: "
+                              "pip install -e '.[pipeline]'") from exc
+    path = Path(path)
+    if not path.is_file():
+        raise CheckpointError(f"no such {what} file: {path}")
+    return module, path
 
 
 class TensorSource(Protocol):

@@ -47,7 +47,7 @@ from pathlib import Path
 import numpy as np
 
 from pipeline.schema import Provenance
-from pipeline.sources.base import Checkpoint, CheckpointError
+from pipeline.sources.base import Checkpoint, CheckpointError, format_reader
 from pipeline.sources.gguf_families import (  # noqa: F401 - ARCHITECTURES, hf_name: the reader's names
     ARCHITECTURES,
     NORM_SHIFTS,
@@ -389,13 +389,7 @@ def open_gguf(path, header=read_header) -> Checkpoint:
 
     ``header(path)`` reads the file's header: :func:`read_header` (the direct parse, GGUFReader for what it
     refuses), or :func:`library_header` (GGUFReader for every file: ``benchmarks/gguf_bench.py`` times both)."""
-    try:
-        import gguf
-    except ImportError as exc:
-        raise CheckpointError("reading GGUF files needs the gguf package: pip install -e '.[pipeline]'") from exc
-    path = Path(path)
-    if not path.is_file():
-        raise CheckpointError(f"no such GGUF file: {path}")
+    gguf, path = format_reader("gguf", path, "GGUF")
     try:
         reader = header(path)
     except ValueError as exc:

@@ -21,12 +21,10 @@ under the name BERT folding expects (``embeddings.LayerNorm.weight`` for layer 0
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import numpy as np
 
 from pipeline.schema import Provenance
-from pipeline.sources.base import Checkpoint, CheckpointError
+from pipeline.sources.base import Checkpoint, CheckpointError, format_reader
 from pipeline.sources.gguf import owning_package, sha256_of
 
 LOOKED_FOR = ("a MatMul of two activations feeding Softmax, whose operands are reshaped into heads and "
@@ -190,13 +188,7 @@ class ONNXFile:
 
 def open_onnx(path) -> Checkpoint:
     """Open a ``.onnx`` file of a BERT-style encoder (see the module docstring). CheckpointError, one line."""
-    try:
-        import onnx
-    except ImportError as exc:
-        raise CheckpointError("reading ONNX files needs the onnx package: pip install -e '.[pipeline]'") from exc
-    path = Path(path)
-    if not path.is_file():
-        raise CheckpointError(f"no such ONNX file: {path}")
+    onnx, path = format_reader("onnx", path, "ONNX")
     try:
         model = onnx.load(str(path))
     except Exception as exc:  # noqa: BLE001 - protobuf raises DecodeError and friends on bad bytes
