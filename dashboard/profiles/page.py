@@ -179,8 +179,8 @@ def _d_controls(models: PageModels, m: ModelData, play_interval_ms: int, sheet) 
     dslider = Slider(start=0, end=max(m.profile.shape[2] - 1, 1), value=0, step=1, width=330, name="d_slider",
                      visible=rotary, title="d = query position − key position")
     dslider.js_on_change("value", jscode.callback(dict(ctx=models.args()), "payload_decode", "profiles_decode",
-                                                  "spectral_types",
-                                                  "project", "profiles_histograms", "page_views", "profiles_d_step"))
+                                                  "spectral_types", "project", "profiles_histograms", "page_views",
+                                                  "profiles_d_step"))
     play = Button(label="▶ Play", width=90, button_type="success", name="play", visible=rotary)
     play.js_on_event("button_click", jscode.callback(dict(slider=dslider, button=play, interval=int(play_interval_ms)),
                                                      "profiles_play"))
