@@ -62,7 +62,7 @@ class PageModels:
     elevation_slider: Slider | None = None
     vertex_xyz: list[float] | None = None  # the vertices' coordinates, flat (geometry.VERTICES)
     # the profile of every offset, decoded in the browser (profiles_decode.js)
-    profile_cube: Source | None = None  # the quantised profiles (geometry.quantise), flat
+    profile_cube: Source | None = None  # the quantised profiles (geometry.quantise), packed (profiles/payload.py)
     profile_meta: Source | None = None  # model, n_layers, n_heads, n_offsets, hist_top
     d_slider: Slider | None = None
     # heat maps and histograms (profiles_histograms.js)
@@ -92,7 +92,8 @@ class PageModels:
     layer_types_image: Source | None = None
     layer_types_title: Title | None = None
     inspector_title: Div | None = None
-    head_spectra: Source | None = None  # every head's S spectrum, flat
+    head_spectra: Source | None = None  # every head's S spectrum, packed (profiles/payload.py: pack_spectra)
+    head_spectrum_scales: Source | None = None  # each head's largest |λ|, the scale of its packed spectrum
     inspector_up: Source | None = None  # the inspector's spectrum bars: positive and negative
     inspector_down: Source | None = None
     inspector_spectrum_title: Title | None = None

@@ -7,7 +7,8 @@ profiles of another offset and redraws every view, the angle sliders and a drag 
 interaction runs client-side, so the same layout works served and in a static file.
 
 Data shipped to the page: the profile of every head at every offset d, quantised to uint16
-(``geometry.quantise``) in one flat array of shape (heads, D, 4), D = 129 for rotary models and 1 otherwise.
+(``geometry.quantise``), (heads, D, 4) with D = 129 for rotary models and 1 otherwise, packed to compress
+well (``payload.pack_profiles``; the browser restores the same codes).
 """
 
 from __future__ import annotations
@@ -47,6 +48,7 @@ from dashboard.profiles.layers import PANEL_STEP, histograms, layer_heatmaps
 from dashboard.profiles.page_analyses import analyses_tab, page_tabs
 from dashboard.profiles.page_details import more_views
 from dashboard.profiles.page_texts import DEFINITIONS, model_line, static_layers_html, status_html
+from dashboard.profiles.payload import pack_profiles
 from dashboard.profiles.tetrahedron import by_cluster, by_type, tetrahedron
 from pipeline.schema import COORDINATES
 
@@ -138,7 +140,7 @@ def _page_models(f: Figures, m: ModelData, q: np.ndarray, sheet) -> PageModels:
         box_select=f.tetra.select_one({"name": "head_box_select"}),
         lasso_select=f.tetra.select_one({"name": "head_lasso_select"}), label_offset_px=g.LABEL_OFFSET_PX,
         azimuth_slider=azimuth, elevation_slider=elevation, vertex_xyz=g.VERTICES.ravel().tolist(),
-        profile_cube=ColumnDataSource(dict(q=q.reshape(-1)), name="profile_cube"),
+        profile_cube=ColumnDataSource(dict(q=pack_profiles(q.reshape(L * H, D, 4))), name="profile_cube"),
         profile_meta=ColumnDataSource(dict(hist_top=[float(f.hist.y_range.end)], model=[m.row.name], n_layers=[L],
                                            n_heads=[H], n_offsets=[D]), name="profile_meta"),
         heat_sources=[f.heat.select_one({"name": f"heat_{c}"}) for c in COORDINATES],
@@ -176,8 +178,9 @@ def _d_controls(models: PageModels, m: ModelData, play_interval_ms: int, sheet) 
     rotary = r.rotary and m.profile.shape[2] > 1
     dslider = Slider(start=0, end=max(m.profile.shape[2] - 1, 1), value=0, step=1, width=330, name="d_slider",
                      visible=rotary, title="d = query position − key position")
-    dslider.js_on_change("value", jscode.callback(dict(ctx=models.args()), "profiles_decode", "spectral_types",
-                                                  "project", "profiles_histograms", "page_views", "profiles_d_step"))
+    dslider.js_on_change("value", jscode.callback(dict(ctx=models.args()), "payload_decode", "profiles_decode",
+                                                  "spectral_types", "project", "profiles_histograms", "page_views",
+                                                  "profiles_d_step"))
     play = Button(label="▶ Play", width=90, button_type="success", name="play", visible=rotary)
     play.js_on_event("button_click", jscode.callback(dict(slider=dslider, button=play, interval=int(play_interval_ms)),
                                                      "profiles_play"))
@@ -216,7 +219,7 @@ def _view_controls(f: Figures, models: PageModels, dslider: Slider, has_baseline
     cloud.js_on_change("active", jscode.callback(dict(cloud=f.tetra.select_one({"name": "baseline_cloud_dots"})),
                                                  "baseline_cloud_toggle"))
     f.heads.selected.js_on_change("indices", jscode.callback(dict(ctx=models.but(d_slider=dslider).args()),
-                                                             "page_views", "inspector_select"))
+                                                             "payload_decode", "page_views", "inspector_select"))
     return color, row(color, rank_one, cloud, name="view_controls")
 
 

@@ -40,6 +40,7 @@ from dashboard.common.page_models import PageModels
 from dashboard.common.page_widgets import name_ranges, static
 from dashboard.common.render import render
 from dashboard.common.selection import spectrum_array, statistics_note, statistics_table
+from dashboard.profiles.payload import pack_spectra
 from dashboard.profiles.spectral import layer_type_map, parity_spectra_figure, symmetric_face
 from dashboard.profiles.statistics import baseline_html, head_inspector, statistic_heatmap
 from pipeline.schema import COORDINATES, STATISTICS
@@ -142,6 +143,13 @@ def _inspector(shown: xr.Dataset, rotary: bool, baseline: xr.Dataset | None):
     return title, parts, named
 
 
+def _spectra_sources(spectra: np.ndarray) -> dict[str, ColumnDataSource]:
+    """Every head's S spectrum for the inspector, packed (``payload.pack_spectra``): the codes and the scales."""
+    packed, scale = pack_spectra(spectra.reshape(-1, spectra.shape[-1]))
+    return dict(head_spectra=ColumnDataSource(dict(s=packed), name="inspector_spectra"),
+                head_spectrum_scales=ColumnDataSource(dict(scale=scale), name="inspector_spectrum_scales"))
+
+
 def _parity(shown: xr.Dataset):
     """The parity spectra as one figure (``spectral.parity_spectra_figure``), its ranges named."""
     fig = render(parity_spectra_figure(shown, width=760))
@@ -186,8 +194,7 @@ def more_views(shown: xr.Dataset, page: PageModels, sheet, rotary: bool, baselin
     page = page.but(face_heads=face_src, face_legend=face_legend, face_vertex_xy=g.FACE_VERTICES.ravel().tolist(),
                     type_colors=list(g.TYPE_COLORS), type_markers=list(g.TYPE_MARKERS), layer_types_image=lt_src,
                     layer_types_title=lt_fig.title, inspector_title=insp_title, head_statistics=every, **named,
-                    head_spectra=ColumnDataSource(dict(s=spectra.reshape(-1).astype(np.float32)),
-                                                  name="inspector_spectra"))
+                    **_spectra_sources(spectra))
     heading = lambda text, name: Div(text=f"<h2>{html.escape(text)}</h2>", stylesheets=[sheet], name=name)  # noqa: E731
     layout = column(
         row(column(heading("Spectral types", "types_heading"), row(face, lt_fig)),

@@ -418,8 +418,11 @@ def test_a_tap_on_a_head_fills_the_inspector(rope_page):
     stats, spectra = rope_statistics(L, H)
     np.testing.assert_allclose(model_data(page, "inspector_statistics", "value"), stats[layer, head], rtol=1e-6)
     lam = spectra[layer, head]
-    np.testing.assert_allclose(model_data(page, "inspector_up", "top"), np.sort(lam[lam > 0])[::-1], rtol=1e-6)
-    np.testing.assert_allclose(model_data(page, "inspector_down", "bottom"), np.sort(lam[lam < 0]), rtol=1e-6)
+    half = np.abs(lam).max() / 65534  # half a quantum of the shipped spectrum (dashboard/profiles/payload.py)
+    np.testing.assert_allclose(model_data(page, "inspector_up", "top"), np.sort(lam[lam > 0])[::-1], rtol=1e-9,
+                               atol=half)
+    np.testing.assert_allclose(model_data(page, "inspector_down", "bottom"), np.sort(lam[lam < 0]), rtol=1e-9,
+                               atol=half)
     for k, c in enumerate("abcd"):  # the head's profile over every d, as stored
         np.testing.assert_allclose(model_data(page, f"inspector_curve_{c}", "value"),
                                    rope_profiles(L, H)[layer, head, :, k], atol=1 / 65534)

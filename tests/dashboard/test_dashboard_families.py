@@ -18,6 +18,7 @@ from dashboard import app, data, rendered
 from dashboard.common.geometry import dequantise, quantise
 from dashboard.export import export, profile_page_name
 from dashboard.profiles.page import profiles_view
+from dashboard.profiles.payload import unpack_profiles
 from pipeline.schema import PROFILES
 from pipeline.store import Store
 from tests.dashboard.families_store import MODELS, write_families_store
@@ -67,7 +68,7 @@ def test_each_page_draws_the_stored_profiles_with_a_d_slider_exactly_for_a_rotar
     meta = by_name(view, "profile_meta").data
     assert (meta["model"], meta["n_layers"], meta["n_heads"], meta["n_offsets"]) == (
         [name], [L], [H], [129 if rotary else 1])
-    cube = np.asarray(by_name(view, "profile_cube").data["q"]).reshape(want.shape)
+    cube = unpack_profiles(by_name(view, "profile_cube").data["q"], L * H).reshape(want.shape)
     np.testing.assert_array_equal(cube, quantise(want))  # every offset the browser decodes
     heads = by_name(view, "heads").data
     np.testing.assert_allclose(np.stack([heads[c] for c in "abcd"], 1), want[:, :, 0].reshape(-1, 4),
@@ -91,7 +92,8 @@ def test_the_slider_names_the_layers_it_does_not_move_as_the_config_says(familie
     assert without == [3]
     for name in sorted(ROTARY):
         view = pages[name]
-        cube = dequantise(np.asarray(by_name(view, "profile_cube").data["q"])).reshape(stored(store, name).shape)
+        shape = stored(store, name).shape
+        cube = dequantise(unpack_profiles(by_name(view, "profile_cube").data["q"], shape[0] * shape[1])).reshape(shape)
         static = sorted(set(range(cube.shape[0])) - set(moving_layers(cube)))
         note = by_name(view, "static_layers_note")
         if name == "tiny-smollm3":

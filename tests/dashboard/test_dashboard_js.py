@@ -17,6 +17,7 @@ import pytest
 
 from dashboard.common import geometry as g
 from dashboard.common import jscode
+from dashboard.profiles.payload import pack_profiles
 
 NODE = shutil.which("node")
 needs_node = pytest.mark.skipif(NODE is None, reason="node is not installed: the JS files are still run in the "
@@ -84,13 +85,13 @@ def test_decode_and_histograms_match_numpy():
     L, H, D, B = 3, 5, 7, 10
     profile = rng.dirichlet(np.ones(4), (L, H, D))
     profile[1, 2] = np.nan  # a missing head
-    q = g.quantise(profile).reshape(-1)
+    q = pack_profiles(g.quantise(profile).reshape(L * H, D, 4))  # as the page ships it
     n = L * H
     cols = {c: [0.0] * n for c in ("a", "b", "c", "d", "x3", "y3", "z3")}
     heads = {"layer": np.repeat(np.arange(L), H).tolist(), **cols}
     hist = {"top": [0.0] * (4 * B)}  # the four coordinates' bars, coordinate-major
     chosen = [0, 3, 4, 13]
-    script = (jscode.code("profiles_decode", "profiles_histograms") + f"""
+    script = (jscode.code("payload_decode", "profiles_decode", "profiles_histograms") + f"""
 const heads = {_mock(heads)}; heads.selected.indices = {chosen};
 const mk = (d) => ({{data: d, change: {{emit() {{}}}}}});
 const ctx = {{profile_cube: mk({{q: {q.tolist()}}}), profile_meta: mk({{hist_top: [0.1]}}), heads: heads,

@@ -15,6 +15,7 @@ from dashboard import data
 from dashboard.common.geometry import N_BINS, VERTICES, dequantise, histogram_counts, project, quantise, to_3d
 from dashboard.profiles.page import profiles_view
 from dashboard.profiles.page_texts import model_line, selector_groups, todo_html
+from dashboard.profiles.payload import unpack_profiles
 from pipeline.schema import ModelRow
 from tests.browser.conftest import ABSOLUTE_MODEL, EMPTY_MODEL, ROPE_MODEL, rope_profiles, write_synthetic_store
 
@@ -105,9 +106,9 @@ def test_rope_view_ships_every_offset_and_starts_at_d0(store):
     m = data.model_data(store, ROPE_MODEL)
     prof = m.profile
     view = profiles_view(m)
-    cube = by_name(view, "profile_cube").data["q"]
-    assert cube.dtype == np.uint16 and cube.size == 4 * 8 * 129 * 4
-    np.testing.assert_array_equal(dequantise(cube).reshape(prof.shape), dequantise(quantise(prof)))
+    packed = by_name(view, "profile_cube").data["q"]
+    assert packed.dtype == np.uint8 and packed.size == 2 * 4 * 8 * 129 * 4  # two bytes per code
+    np.testing.assert_array_equal(unpack_profiles(packed, 4 * 8).reshape(prof.shape), quantise(prof))
     heads = by_name(view, "heads").data
     np.testing.assert_allclose(np.stack([heads[c] for c in "abcd"], 1), prof[:, :, 0].reshape(-1, 4),
                                atol=0.5 / 65534)
@@ -122,7 +123,7 @@ def test_absolute_view_has_no_slider_and_says_why(store):
     view = profiles_view(data.model_data(store, ABSOLUTE_MODEL))
     assert not by_name(view, "d_slider").visible and not by_name(view, "play").visible
     assert "does not depend on position" in by_name(view, "position_note").text
-    assert by_name(view, "profile_cube").data["q"].size == 3 * 6 * 4
+    assert by_name(view, "profile_cube").data["q"].size == 2 * 3 * 6 * 4
 
 
 def test_empty_model_renders_empty_views_with_a_message(store):

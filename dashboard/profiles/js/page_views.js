@@ -1,4 +1,5 @@
 // defines: face_step, layer_types_step, inspect, inspector_d
+// uses: head_spectrum, head_codes
 // The profiles page's other views, from the heads' current a, b, c, d and type (profiles_decode.js,
 // spectral_types.js): the a = 0 face (the JS twin of dashboard/common/geometry.py: face_coordinates), the layer x
 // type map (layer_type_fractions) and the head inspector (profiles/statistics.py: head_inspector), filled for one head from
@@ -46,14 +47,16 @@ function layer_types_step(ctx, d) {
 
 function inspect(ctx, i, d) {
   const m = ctx.profile_meta.data, H = Number(m.n_heads[0]), layer = Math.floor(i / H), head = i % H, h = ctx.heads.data;
+  const n = Number(m.n_layers[0]) * H;  // the heads whose data the page ships
   const kv = h.kv_head != null ? ' (kv head ' + h.kv_head[i] + ')' : '';
   ctx.inspector_title.text = '<h2>Head inspector</h2><p class="note">Tap a head in any view (or select some): the first '
     + 'selected head is shown. Now: <b>layer ' + layer + ', head ' + head + '</b>' + kv + ', ' + h.type_name[i]
     + ' at d = ' + d + '.</p>';
   if (ctx.head_spectra != null && ctx.inspector_up != null) {
-    const s = ctx.head_spectra.data.s, E = s.length / (Number(m.n_layers[0]) * H), lp = [], lm = [];
-    for (let e = 0; e < E; e++) {
-      const v = s[i * E + e];
+    const s = head_spectrum(ctx.head_spectra.data.s, ctx.head_spectrum_scales.data.scale, n, i);
+    const lp = [], lm = [];
+    for (let e = 0; e < s.length; e++) {
+      const v = s[e];
       if (v > 0) { lp.push(v); } else if (v < 0) { lm.push(-v); }
     }
     lp.sort((x, y) => y - x); lm.sort((x, y) => y - x);
@@ -70,11 +73,11 @@ function inspect(ctx, i, d) {
     ctx.inspector_statistics.data = {statistic: names, value: Array.from(names, (nm) => column(nm) != null ? column(nm)[i] : NaN)};
   }
   if (ctx.inspector_curves != null) {
-    const q = ctx.profile_cube.data.q, D = Number(m.n_offsets[0]);
+    const codes = head_codes(ctx.profile_cube.data.q, n, i), D = Number(m.n_offsets[0]);
     for (let k = 0; k < 4; k++) {
       const dd = new Float64Array(D), v = new Float64Array(D);
       for (let t = 0; t < D; t++) {
-        const code = q[(i * D + t) * 4 + k];
+        const code = codes[t * 4 + k];
         dd[t] = t; v[t] = code === 65535 ? NaN : code / 65534;
       }
       ctx.inspector_curves[k].data = {d: dd, value: v};

@@ -1,17 +1,18 @@
 // defines: decode_d
-// The profile of every head at offset d, decoded from the uint16 cube shipped with the page:
-// q[(head * D + d) * 4 + k] = round(value * 65534), 65535 = NaN (dashboard/common/geometry.py: quantise).
+// uses: head_codes
+// The profile of every head at offset d, decoded from the packed cube shipped with the page (payload_decode.js):
+// code = round(value * 65534), 65535 = NaN (dashboard/common/geometry.py: quantise).
 // Writes the heads' a, b, c, d and their 3D position sum_k p_k V_k.
 function decode_d(ctx, d) {
   const q = ctx.profile_cube.data.q, h = ctx.heads.data, n = h.layer.length, V = ctx.vertex_xyz;
-  const D = n > 0 ? q.length / (n * 4) : 1;  // offsets shipped per head: 129 (rotary) or 1
+  const D = n > 0 ? q.length / (n * 8) : 1;  // offsets shipped per head: 129 (rotary) or 1
   const dd = Math.max(0, Math.min(D - 1, d | 0));
   const cols = [h.a, h.b, h.c, h.d];
   for (let i = 0; i < n; i++) {
-    const base = (i * D + dd) * 4;
+    const codes = head_codes(q, n, i);
     let x = 0, y = 0, z = 0, nan = false;
     for (let k = 0; k < 4; k++) {
-      const code = q[base + k];
+      const code = codes[dd * 4 + k];
       const v = code === 65535 ? NaN : code / 65534;
       if (code === 65535) { nan = true; }
       cols[k][i] = v;
