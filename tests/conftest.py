@@ -23,11 +23,29 @@ from tests.faults.figures import pytest_runtest_logreport, pytest_terminal_summa
 BROWSER_TESTS = Path(__file__).resolve().parent / "browser"
 
 
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist's hook reads the xdist_group marks
 def pytest_collection_modifyitems(config, items) -> None:
-    """Every test under tests/browser/ is a ``browser`` test, so ``-m "not browser"`` leaves them all out."""
+    """Every test under tests/browser/ is a ``browser`` test, so ``-m "not browser"`` leaves them all out; each
+    test gets the pytest-xdist group (:func:`xdist_group`) that runs it where its shared fixtures are built."""
     for item in items:
         if BROWSER_TESTS in Path(str(item.path)).resolve().parents:
             item.add_marker(pytest.mark.browser)
+        group = xdist_group(item)
+        if group is not None and item.get_closest_marker("xdist_group") is None:
+            item.add_marker(pytest.mark.xdist_group(group))
+
+
+def xdist_group(item) -> str | None:
+    """The pytest-xdist group of a test (``--dist loadgroup`` in pyproject.toml sends a group to one worker, and a
+    worker is a pytest session of its own): "browser" for the browser tests, so that one chromium, one served app
+    and one export of each kind (session fixtures of tests/browser/conftest.py) serve them all; its module for a
+    test that uses a module-scoped fixture, so that the fixture is built once; else None (any worker)."""
+    if item.get_closest_marker("browser") is not None:
+        return "browser"
+    defs = getattr(item, "_fixtureinfo", None)
+    if defs is not None and any(d.scope == "module" for ds in defs.name2fixturedefs.values() for d in ds):
+        return item.nodeid.split("::")[0]
+    return None
 
 
 torch = pytest.importorskip("torch", reason="the pipeline tests need torch (pip install -e .[pipeline])")

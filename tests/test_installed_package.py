@@ -23,10 +23,10 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from filelock import FileLock
 
 from pipeline import store as st
 from tests.pipeline.test_profile import naive_oracle
+from tests.shared import built_once
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "benchmarks"))
@@ -57,21 +57,17 @@ def working_tree(dest: Path) -> Path:
 
 
 @pytest.fixture(scope="module")
-def dists(tmp_path_factory, worker_id) -> dict[str, Path]:
+def dists(tmp_path_factory) -> dict[str, Path]:
     """``python -m build`` of the working tree: the sdist, the wheel it builds, and the tree's own copy. Built once
-    per session: pytest-xdist's workers share the first one's build (a file lock in their common temporary
-    folder)."""
+    per run: pytest-xdist's workers share the first one's build (``tests.shared.built_once``)."""
     if shutil.which("git") is None:
         pytest.skip("copying the working tree needs git")
-    shared = tmp_path_factory.getbasetemp()
-    shared = shared.parent if worker_id != "master" else shared
-    tmp = shared / "installed-package-dist"
-    with FileLock(str(shared / "installed-package-dist.lock")):
-        if not (tmp / "built").exists():
-            shutil.rmtree(tmp, ignore_errors=True)
-            src = working_tree(tmp / "src")
-            run([sys.executable, "-m", "build", "--no-isolation", "--outdir", tmp / "out", src], shared, timeout=600)
-            (tmp / "built").touch()
+
+    def build(tmp: Path) -> None:
+        src = working_tree(tmp / "src")
+        run([sys.executable, "-m", "build", "--no-isolation", "--outdir", tmp / "out", src], tmp, timeout=600)
+
+    tmp = built_once(tmp_path_factory, "installed-package-dist", build)
     (wheel,), (sdist,) = (tmp / "out").glob("*.whl"), (tmp / "out").glob("*.tar.gz")
     return {"sdist": sdist, "wheel": wheel, "src": tmp / "src", "tmp": tmp_path_factory.mktemp("dist")}
 

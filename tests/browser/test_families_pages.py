@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from dashboard.export import export, profile_page_name
+from dashboard.export import profile_page_name
 from pipeline.schema import PROFILES
 from pipeline.store import Store
 from tests.browser.conftest import (
@@ -22,7 +22,7 @@ from tests.browser.conftest import (
     stop,
     wait_for_bokeh,
 )
-from tests.dashboard.families_store import write_families_store
+from tests.dashboard.families_store import families_site
 
 pytestmark = pytest.mark.browser
 VIEWPORT = {"width": 1500, "height": 1100}
@@ -31,10 +31,8 @@ VIEWPORT = {"width": 1500, "height": 1100}
 @pytest.fixture(scope="module")
 def families(tmp_path_factory):
     """(store, the folder of its static export)."""
-    folder = tmp_path_factory.mktemp("families")
-    store, _ = write_families_store(folder)
-    export(folder / "out", store)
-    return store, folder / "out"
+    store, out, _ = families_site(tmp_path_factory)
+    return store, out
 
 
 def open_page(browser, url: str):

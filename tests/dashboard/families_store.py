@@ -6,10 +6,13 @@ as ``tiny-clip/text`` and ``tiny-clip/vision``)."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
+from dashboard.export import export
 from tests.pipeline.families.cases import CASES, build, save
 from tests.pipeline.test_cli_profiles import cli
+from tests.shared import built_once
 
 # case -> the model names it stores
 MODELS = {"qwen3": ["tiny-qwen3"], "smollm3": ["tiny-smollm3"], "modernbert": ["tiny-modernbert"],
@@ -28,3 +31,17 @@ def write_families_store(folder: Path) -> tuple[Path, dict]:
         named = ("--name", "tiny-clip") if name.startswith("clip") else ()
         assert cli("profiles", checkpoint, "--store", store, "--quiet", *named) == 0
     return store, built
+
+
+def families_site(tmp_path_factory) -> tuple[Path, Path, list[str]]:
+    """(the store of ``write_families_store``, the folder of its static export (``dashboard.export``), the paths the
+    export returned), built once per test run for every pytest-xdist worker (``tests.shared.built_once``); the
+    tests only read them."""
+
+    def make(folder: Path) -> None:
+        store, _ = write_families_store(folder)
+        paths = export(folder / "out", store)
+        (folder / "export.json").write_text(json.dumps([str(p) for p in paths]))
+
+    folder = built_once(tmp_path_factory, "families-site", make)
+    return folder / "store.zarr", folder / "out", json.loads((folder / "export.json").read_text())

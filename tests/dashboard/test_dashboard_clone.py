@@ -49,9 +49,12 @@ def serialised(root: Model):
     return out
 
 
+def _page(store, name: str = ROPE_MODEL):
+    return profiles_view(data.model_data(store, name), data.profiles(store).sel(model=name))
+
+
 def _pages(store):
-    return [profiles_view(data.model_data(store, name), data.profiles(store).sel(model=name))
-            for name in (ROPE_MODEL, ABSOLUTE_MODEL)]
+    return [_page(store, name) for name in (ROPE_MODEL, ABSOLUTE_MODEL)]
 
 
 def test_a_copy_serialises_as_the_original(store):
@@ -63,7 +66,7 @@ def test_a_copy_serialises_as_the_original(store):
 def test_copies_from_one_plan_serialise_as_the_original_and_share_no_container(store):
     """The served pages copy from a plan made once per page (rendered.prepare): every copy from it is the page,
     and no two copies share a model or a container."""
-    layout = _pages(store)[0]
+    layout = _page(store)
     plan = copy_plan(layout)
     a, b = copy_layout(layout, plan=plan), copy_layout(layout, plan=plan)
     assert serialised(a.root) == serialised(layout) == serialised(b.root)
@@ -78,7 +81,7 @@ def test_copies_from_one_plan_serialise_as_the_original_and_share_no_container(s
 
 @pytest.mark.slow
 def test_a_copy_shares_no_model_and_no_container(store):
-    layout = _pages(store)[0]
+    layout = _page(store)
     copy = copy_layout(layout)
     originals = {id(m) for m in layout.references()}
     copies = list(copy.root.references())
@@ -107,7 +110,7 @@ def test_a_copy_shares_no_model_and_no_container(store):
 
 
 def test_named_models_of_a_copy(store):
-    layout = _pages(store)[0]
+    layout = _page(store)
     copy = copy_layout(layout)
     for name in ("heads", "d_slider", "profile_cube", "tetrahedron"):
         assert copy.one(name) is not None and type(copy.one(name)) is type(layout.select_one({"name": name}))
@@ -123,7 +126,7 @@ def test_a_dropped_copy_is_freed(store):
     import gc
     import weakref
 
-    layout = _pages(store)[0]
+    layout = _page(store)
     copy = copy_layout(layout)
     doc = Document()
     doc.add_root(copy.root)

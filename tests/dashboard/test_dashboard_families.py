@@ -10,18 +10,21 @@ pages of tower models are served from a ``?model=NAME/tower`` link and exported 
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 from bokeh.document import Document
 
 from dashboard import app, data, rendered
 from dashboard.common.geometry import dequantise, quantise
-from dashboard.export import export, profile_page_name
+from dashboard.export import profile_page_name
 from dashboard.profiles.page import profiles_view
 from dashboard.profiles.payload import unpack_profiles
 from pipeline.schema import PROFILES
 from pipeline.store import Store
-from tests.dashboard.families_store import MODELS, write_families_store
+from tests.dashboard.families_store import MODELS, families_site
+from tests.pipeline.families.cases import CASES, build
 
 NAMES = [n for names in MODELS.values() for n in names]
 ROTARY = {"tiny-qwen3", "tiny-smollm3", "tiny-modernbert"}
@@ -29,8 +32,10 @@ ROTARY = {"tiny-qwen3", "tiny-smollm3", "tiny-modernbert"}
 
 @pytest.fixture(scope="module")
 def families(tmp_path_factory):
-    """(store, {case: transformers model})."""
-    return write_families_store(tmp_path_factory.mktemp("families"))
+    """(store, {case: transformers model}): the shared ``families_site`` and the models it was made of, built again
+    (``cases.build`` draws the same weights)."""
+    store, _, _ = families_site(tmp_path_factory)
+    return store, {case: build(CASES[case]) for case in MODELS}
 
 
 @pytest.fixture(scope="module")
@@ -148,10 +153,9 @@ def test_a_link_to_a_tower_serves_its_page_and_the_note_follows_the_model_shown(
 
 
 @pytest.mark.slow
-def test_the_export_writes_each_tower_to_a_file_of_its_own_that_the_others_link_to(families, tmp_path):
-    store, _ = families
-    out = tmp_path / "out"
-    paths = export(out, store)
+def test_the_export_writes_each_tower_to_a_file_of_its_own_that_the_others_link_to(tmp_path_factory):
+    _, out, paths = families_site(tmp_path_factory)  # export(out, store) of the families store
+    paths = [Path(p) for p in paths]
     assert all(p.parent == out for p in paths)  # no folder made from a '/' in a name
     files = {p.name for p in paths}
     index = (out / "index.html").read_text()

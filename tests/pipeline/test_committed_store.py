@@ -9,6 +9,7 @@ import pytest
 
 from pipeline.orbits.runs import MODEL_NAME
 from pipeline.store import Store, default_store_path
+from tests.pipeline.analyses.conftest import computed_models
 
 
 def profile_from_spectrum(lam: np.ndarray) -> np.ndarray:
@@ -25,18 +26,13 @@ def profile_from_spectrum(lam: np.ndarray) -> np.ndarray:
                      np.sum(np.clip(-diff, 0, None) ** 2)])
 
 
-def committed():
-    store = Store.open(default_store_path(), "r")
-    return store, [r.name for r in store.models() if r.complete and r.statistics_computed]
-
-
 def test_every_computed_model_has_statistics():
     store = Store.open(default_store_path(), "r")
     missing = [r.name for r in store.models() if r.complete and not r.statistics_computed]
     assert not missing, f"computed models without head statistics in the committed store: {missing}"
 
 
-@pytest.mark.parametrize("name", committed()[1])
+@pytest.mark.parametrize("name", computed_models())
 def test_stored_spectra_give_the_stored_profiles(name):
     store = Store.open(default_store_path(), "r")
     ds = store.dataset("profiles").sel(model=name)

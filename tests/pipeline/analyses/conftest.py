@@ -3,6 +3,8 @@ quantities of one head, and the committed store's computed models."""
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 import pytest
 
@@ -48,9 +50,10 @@ def lobes_of(L: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]
     return ev, pos, neg
 
 
-def computed_models() -> list[str]:
+@functools.cache  # read once per process: each analyses module parametrizes its tests with it at collection
+def computed_models() -> tuple[str, ...]:
     store = Store.open(default_store_path(), "r")
-    return [r.name for r in store.models() if r.complete and r.statistics_computed]
+    return tuple(r.name for r in store.models() if r.complete and r.statistics_computed)
 
 
 @pytest.fixture(scope="session")
