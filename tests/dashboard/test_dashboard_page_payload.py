@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import shutil
-import subprocess
 
 import numpy as np
 import pytest
@@ -15,6 +14,7 @@ import pytest
 from dashboard.common import jscode
 from dashboard.common.geometry import dequantise, quantise
 from dashboard.profiles.payload import pack_profiles, pack_spectra, unpack_profiles, unpack_spectra
+from tests.dashboard.test_dashboard_js import run_node
 
 NODE = shutil.which("node")
 needs_node = pytest.mark.skipif(NODE is None, reason="node is not installed: the decoder still runs in the "
@@ -93,12 +93,6 @@ def test_spectra_unpack_within_half_a_quantum_with_every_sign():
     np.testing.assert_array_equal(got[tiny], np.sign(s[tiny]) * scale.repeat(E)[tiny.ravel()] / 32767)
 
 
-def _node(script: str):
-    out = subprocess.run([NODE, "-e", script], capture_output=True, text=True, timeout=60)
-    assert out.returncode == 0, out.stderr
-    return json.loads(out.stdout)
-
-
 @needs_node
 def test_the_browser_decodes_the_codes_and_the_spectra():
     heads, D, E = 5, 129, 24
@@ -112,7 +106,7 @@ for (let i = 0; i < {heads}; i++) {{
   out.push([Array.from(head_codes(q, {heads}, i)), Array.from(head_spectrum(s, scale, {heads}, i), String)]);
 }}
 console.log(JSON.stringify(out));"""
-    for i, (codes, values) in enumerate(_node(script)):
+    for i, (codes, values) in enumerate(run_node(script)):
         np.testing.assert_array_equal(np.reshape(codes, (D, 4)), q[i])  # exactly the quantised codes
         got = np.array(values, dtype=float)  # "NaN" as text: JSON has no NaN
         np.testing.assert_array_equal(got, unpack_spectra(packed, scale)[i])  # the same float64 operations
