@@ -642,10 +642,11 @@ def print_compare(res: dict, n_at_once: int = 20) -> None:
 # ------------------------------------------------------------------------------------ the serve layer's pieces
 
 # Each piece of the serve layer switched off in turn (``rendered.Pages``' parameters): a session's page copied
-# from one rendered once per process (``clone.py``), its form serialised once (``serialized.py``), the page's
-# defaults written as values before the first copy (``rendered.prepare``).
+# from one rendered once per process (``clone.py``), its form serialised once (``serialized.py``).
+# docs/architecture.md ("The serve layer's pieces") has the figures, and those of the piece this measure removed
+# (the page's defaults written as values before the first copy).
 ARMS = {"all pieces": {}, "no copies (a page rendered per session)": {"copies": False},
-        "no pre-serialisation": {"preserialise": False}, "no default filling": {"write_defaults": False}}
+        "no pre-serialisation": {"preserialise": False}}
 
 # The app of one arm: dashboard/app.py's script with the arm's pages (``arm_pages``: one per server process).
 ARM_APP = """import sys
@@ -869,9 +870,9 @@ def main(argv=None) -> int:
                     help="--only tabs: the store to serve (default: the committed store)")
     ap.add_argument("--only", choices=["pages", "pieces", "tabs"], default=None,
                     help="pieces: the served profiles page with each piece of the serve layer (copies, "
-                         "pre-serialisation, default filling) switched off in turn (warm loads and 20 at once, "
-                         "interleaved); tabs: each tab's first and warm load on a fresh server, served as `panel "
-                         "serve dashboard/app.py` and as `python -m dashboard`; "
+                         "pre-serialisation) switched off in turn (warm loads and 20 at once, interleaved); tabs: "
+                         "each tab's first and warm load on a fresh server, served as `panel serve "
+                         "dashboard/app.py` and as `python -m dashboard`; "
                          "pages: only the served profiles page against the same page from disk (warm loads and "
                          "20 at once, interleaved, with CPU and each load's timeline)")
     ap.add_argument("--rounds", type=int, default=9, help="--only pages: warm loads of each page")

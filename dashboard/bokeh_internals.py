@@ -1,10 +1,9 @@
 """Every use of a private Bokeh or Panel name in the dashboard, as small named functions and classes.
 
-The served app copies rendered pages below Bokeh's constructors (``dashboard.clone``), writes defaults
-as values (``dashboard.rendered``), lets a copy give the form its page was serialised in once
-(``dashboard.serialized``), hands a page to Panel without Panel's per-session walk (``PagePane``), and
-the exporter keeps Panel's bundles out of static pages (``BokehOnly``). Each of
-those reaches names that Bokeh and Panel may change in any minor release, so they all live here, and
+The served app copies rendered pages below Bokeh's constructors (``dashboard.clone``), lets a copy give the
+form its page was serialised in once (``dashboard.serialized``) and hands a page to Panel without Panel's
+per-session walk (``PagePane``); the exporter keeps Panel's bundles out of static pages (``BokehOnly``). Each
+of those reaches names that Bokeh and Panel may change in any minor release, so they all live here, and
 ``tests/dashboard/test_dashboard_layers.py`` fails on a private Bokeh/Panel name anywhere else in the dashboard.
 
 Importing this module first checks that the installed Bokeh and Panel are the tested releases
@@ -52,17 +51,6 @@ def adopt(value, owner: Model, descriptor: PropertyDescriptor):
     if isinstance(value, PropertyValueContainer):
         value._register_owner(owner, descriptor)
     return value
-
-
-def is_set(m: Model, name: str) -> bool:
-    """Whether property ``name`` of ``m`` holds a value of its own (set, or an unstable default made)."""
-    return name in m._property_values or name in m._unstable_default_values
-
-
-def set_value(m: Model, descriptor: PropertyDescriptor, value) -> None:
-    """Store ``value`` as ``m``'s value of ``descriptor``'s property without notifying anyone: no change
-    event, no document change (the model is not in a served document yet)."""
-    descriptor._set_value(m, value)
 
 
 def encode_as(m: Model, encode) -> None:

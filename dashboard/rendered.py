@@ -20,17 +20,9 @@ sizes as BokehJS measures them would otherwise come back as nine patches a page 
 server under the document's lock); the browser's changes to every other model (the slider, the
 selection) still reach it.
 
-Every session's document is walked over all its models several times (Bokeh's document bookkeeping,
-Panel's root handling and stylesheet patching) and serialised once, and Bokeh evaluates an unset
-property's default at every read (copy, prepare and validate it, 20-50 µs): a walk reads every property
-that may hold a model, the serialiser every property. So before the first copy those defaults are
-written into the rendered page as values (``_materialise_defaults``), and a read is a dict lookup.
-Elements that BokehJS draws in the DOM keep their other properties unset (``_written_properties``).
-BokehJS sees every model with the same values and draws the same pixels
-(``tests/browser/test_rendered.py``, which serves ``Pages(write_defaults=False)`` beside the app); the document
-grows by about 5% (the values are sent). The pages use no Bokeh theme, which such values would override.
-``Pages``' parameters switch each piece off (copies, pre-serialisation, default filling), as
-``benchmarks/dashboard_bench.py --only pieces`` serves them side by side.
+``Pages``' parameters switch each piece off (``copies``: a page rendered per session; ``preserialise``: each
+session's copy serialised by Bokeh), as ``benchmarks/dashboard_bench.py --only pieces`` serves them side by
+side; docs/architecture.md ("The serve layer's pieces") has the figures.
 """
 
 from __future__ import annotations
@@ -42,43 +34,16 @@ from concurrent.futures import Future
 from dataclasses import dataclass
 from pathlib import Path
 
-from bokeh.core.property.descriptors import PropertyDescriptor, UnsetValueError
 from bokeh.core.validation import check_integrity, process_validation_issues
 from bokeh.model import Model
-from bokeh.models import AllIndices, CDSView, ColumnDataSource, Plot, Title, Toolbar, UIElement, UnionRenderers
+from bokeh.models import AllIndices, CDSView, ColumnDataSource, Plot, UnionRenderers
 
 from dashboard import data, serialized
-from dashboard.bokeh_internals import is_set, set_value
 from dashboard.clone import Copy, Plan, copy_layout, copy_plan, named_models
 from dashboard.serialized import Encoded
 from pipeline.schema import ORBITS, ORBITS_SEARCH
 
 PAGES_KEPT = 12  # prepared pages a process keeps (the least recently asked for go first)
-
-
-def _written_properties(m: Model):
-    """The properties of ``m`` whose defaults ``_materialise_defaults`` writes: every property of a model
-    drawn on a canvas; of a page element drawn in the DOM (layouts, widgets, Divs, figures, their titles
-    and toolbars), only those that may hold a model. BokehJS styles such elements differently once a
-    property is set, even to its default (with theirs written, the served page's plot titles shrink and a
-    toolbar appears: ``tests/browser/test_rendered.py``)."""
-    return m.properties_with_refs() if isinstance(m, (UIElement, Title, Toolbar)) else m.properties()
-
-
-def _materialise_defaults(models: list[Model]) -> None:
-    """Write the default of each unset property of ``models`` that ``_written_properties`` names as the
-    property's value (those that are not serialised, such as the units of a data spec, stay out of the
-    document as before)."""
-    for m in models:
-        for name in _written_properties(m):
-            descriptor = m.lookup(name)
-            if not isinstance(descriptor, PropertyDescriptor) or is_set(m, name):  # an alias, or a value
-                continue
-            try:
-                value = getattr(m, name)
-            except UnsetValueError:  # a property without a default stays unset
-                continue
-            set_value(m, descriptor, value)
 
 
 @dataclass(frozen=True)
@@ -93,9 +58,9 @@ class Prepared:
     plan: Plan
 
 
-def prepare(layout: Model, write_defaults: bool = True, preserialise: bool = True, **shown) -> Prepared:
-    """``layout`` with its stateless models shared, its defaults written as values (``write_defaults``),
-    validated once, serialised once (``preserialise``) and planned for copying.
+def prepare(layout: Model, preserialise: bool = True, **shown) -> Prepared:
+    """``layout`` with its stateless models shared, validated once, serialised once (``preserialise``) and
+    planned for copying.
 
     ``shown``: the values the app's pane sets on the page's root (``PagePane(sizing_mode="fixed")`` in
     ``app.profiles_panel``), set after the validation (which warns on a fixed sizing mode without a width
@@ -110,8 +75,6 @@ def prepare(layout: Model, write_defaults: bool = True, preserialise: bool = Tru
     for m in models:
         if isinstance(m, Plot):
             m.syncable = False
-    if write_defaults:
-        _materialise_defaults(models)
     process_validation_issues(check_integrity(models))
     layout.update(**shown)
     encoded = serialized.encode(layout, models) if preserialise else None
@@ -161,12 +124,11 @@ class Pages:
     ``copy`` of the prepared page it holds.
 
     ``copies``: a session gets a copy of the page prepared once (``clone.py``), else a page rendered for it
-    alone, in its own build; ``write_defaults``, ``preserialise``: as ``prepare`` does them (for copies). A
-    rendering that fails (a model no longer in the store: ``KeyError``) is not kept; the next request renders
-    again."""
+    alone, in its own build; ``preserialise``: as ``prepare`` does it (for copies). A rendering that fails (a
+    model no longer in the store: ``KeyError``) is not kept; the next request renders again."""
 
-    def __init__(self, copies: bool = True, write_defaults: bool = True, preserialise: bool = True):
-        self.copies, self.write_defaults, self.preserialise = copies, write_defaults, preserialise
+    def __init__(self, copies: bool = True, preserialise: bool = True):
+        self.copies, self.preserialise = copies, preserialise
         self._built: OrderedDict[tuple, Future] = OrderedDict()
         self._queue: list[tuple[tuple | None, object]] = []  # (page key or None, its work), the next first
         self._lock = threading.Condition()
@@ -197,7 +159,7 @@ class Pages:
             return
         try:
             layout, shown = render(key)
-            future.set_result(prepare(layout, self.write_defaults, self.preserialise, **shown))
+            future.set_result(prepare(layout, self.preserialise, **shown))
         except BaseException as exc:  # noqa: BLE001 - handed to whoever waits on the page
             future.set_exception(exc)
 

@@ -8,7 +8,6 @@ containers and document.
 from __future__ import annotations
 
 import base64
-import dataclasses
 
 import numpy as np
 import pytest
@@ -16,7 +15,6 @@ from bokeh.core.property.wrappers import PropertyValueContainer
 from bokeh.core.validation import check_integrity
 from bokeh.document import Document
 from bokeh.model import Model
-from bokeh.models import Title, Toolbar, UIElement
 
 from dashboard import data, rendered
 from dashboard.clone import copy_layout, copy_plan
@@ -165,87 +163,3 @@ def test_rendered_pages_are_fresh_copies_and_follow_the_store(store, tmp_path):
     page = rendered.orbits(other)
     assert page.one("orbits_frame") is not None and page.one("orbits_frame").end == 4
 
-
-def _values(root: Model) -> list:
-    """Every model under ``root`` in a fixed order (depth first, properties by name), each as its type and
-    its properties' values with defaults resolved; models as their place in that order."""
-    order: dict[int, int] = {}
-    out = []
-
-    def visit(m: Model):
-        if id(m) in order:
-            return
-        order[id(m)] = len(order)
-        values = m.properties_with_values(include_defaults=True)
-        out.append((type(m).__name__, values))
-        for name in sorted(values):
-            for child in _models_in(values[name]):
-                visit(child)
-
-    visit(root)
-
-    def plain(v):
-        if isinstance(v, Model):
-            return ("model", order[id(v)])
-        if isinstance(v, dict):
-            return {k: plain(x) for k, x in v.items()}
-        if isinstance(v, (list, tuple)):
-            return [plain(x) for x in v]
-        if isinstance(v, np.ndarray):  # an object array (strings) by its items, not its pointers
-            return ("array", v.dtype.str, v.tolist() if v.dtype.kind == "O" else v.tobytes())
-        if dataclasses.is_dataclass(v):  # a data spec (Field, Value) may hold a model, e.g. a colour mapper
-            return (type(v).__name__, plain({f.name: getattr(v, f.name) for f in dataclasses.fields(v)}))
-        return v
-
-    return [(t, {k: plain(v) for k, v in values.items() if k != "id"}) for t, values in out]
-
-
-def _models_in(value):
-    if isinstance(value, Model):
-        yield value
-    elif isinstance(value, dict):
-        for v in value.values():
-            yield from _models_in(v)
-    elif isinstance(value, (list, tuple)):
-        for v in value:
-            yield from _models_in(v)
-    elif dataclasses.is_dataclass(value) and not isinstance(value, type):
-        for f in dataclasses.fields(value):
-            yield from _models_in(getattr(value, f.name))
-
-
-def test_walks_of_a_rendered_page_evaluate_no_default_and_it_shows_the_same(store, monkeypatch):
-    """rendered.prepare writes the defaults as values: no walk of a copy evaluates one, serialising it
-    evaluates only those of the elements drawn in the DOM (rendered._written_properties), and every model
-    has the values, defaults resolved, of the page prepared without that step."""
-    from bokeh.core.property.descriptors import PropertyDescriptor
-
-    evaluated = []
-    original = PropertyDescriptor.instance_default
-    copy = rendered.profiles(store, ROPE_MODEL)
-    page = set(copy.root.references())  # a document's own models (its config) are not the page's
-    evaluated_models = []
-
-    def record(self, obj):
-        if obj in page:
-            evaluated.append(self.name)
-            evaluated_models.append(obj)
-        return original(self, obj)
-
-    monkeypatch.setattr(PropertyDescriptor, "instance_default", record)
-    evaluated.clear()
-    list(copy.root.references())
-    assert evaluated == []
-    serialised(copy.root)
-    canvas = {m for m in page if not isinstance(m, (UIElement, Title, Toolbar))}
-    assert len(canvas) > 100 and not canvas & set(evaluated_models)
-    plain = rendered.prepare(profiles_view(data.model_data(store, ROPE_MODEL),
-                                           data.profiles(store).sel(model=ROPE_MODEL)),
-                             write_defaults=False, sizing_mode="fixed").layout
-    other = copy_layout(plain)
-    page = set(other.root.references())
-    evaluated.clear()
-    list(other.root.references())
-    assert len(evaluated) > 100  # without the step, every walk evaluates hundreds of defaults
-    monkeypatch.undo()
-    assert _values(copy.root) == _values(plain)

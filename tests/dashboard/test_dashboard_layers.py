@@ -236,7 +236,7 @@ def test_the_internals_module_holds_them(names):
     own, upstream, classes = names
     got = private_uses((DASHBOARD / "bokeh_internals.py").read_text(encoding="utf-8"), own, upstream, classes)
     text = " ".join(got)
-    for what in (".__new__", "super(HasProps, ...)", "._register_owner", "._set_value", "._property_values",
+    for what in (".__new__", "super(HasProps, ...)", "._register_owner",
                  "overrides Bokeh._get_model", "._models", "overrides Resources._collect_external_resources",
                  "'_property_values'"):
         assert what in text, what

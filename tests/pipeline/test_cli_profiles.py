@@ -123,7 +123,7 @@ def expected_profiles(model, kind: str, fold_ln: bool = False) -> tuple[np.ndarr
 
 
 def open_store(path) -> xr.Dataset:
-    return xr.open_zarr(str(path), group="profiles").load()
+    return xr.open_zarr(str(path), group="profiles", chunks=None).load()
 
 
 def snapshot(path) -> dict[str, str]:
@@ -302,7 +302,9 @@ def test_user_errors_exit_2_say_what_to_do_and_leave_the_store_as_it_was(tiny_mo
 def test_register_only_lists_the_seed_models_as_not_computed(tmp_path, capsys):
     store = tmp_path / "s.zarr"
     assert cli("profiles", "--seed-models", "--register-only", "--store", store) == 0
-    ds = open_store(store)
+    # read lazily and without dask (a dask graph over every chunk of 14 unfilled models costs half a minute to
+    # load): the checks below read the rows, the profiles and a few values
+    ds = xr.open_zarr(str(store), group="profiles", chunks=None)
     assert list(ds.model.values) == list(SEED_MODELS)
     assert not ds.complete.values.any() and np.isnan(ds.profile.values).all()
     assert ds.sizes["layer"] == 40 and ds.sizes["head"] == 40  # opt-13b, Mistral: 40 layers; opt-13b: 40 heads
