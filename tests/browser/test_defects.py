@@ -480,7 +480,7 @@ def test_switching_models_keeps_the_document_model_count_flat(browser, app_url):
     first = page.evaluate(count)
     heads = {ABSOLUTE_MODEL: 3 * 6, ROPE_MODEL: 4 * 8}  # write_synthetic_store's shapes
     counts = []
-    for i in range(10):
+    for i in range(4):  # twice to each model and back: a page added per switch would show as hundreds of models
         name = (ABSOLUTE_MODEL, ROPE_MODEL)[i % 2]
         select.select_option(label=name)
         page.wait_for_function("(n) => {" + FIND_JS + "const m = find('model_line');"
@@ -488,6 +488,6 @@ def test_switching_models_keeps_the_document_model_count_flat(browser, app_url):
         wait_js(page, "return find('heads').data.layer.length === arg;", heads[name])  # the model's data came
         wait_for_drawn(page)
         counts.append(page.evaluate(count))
-    assert counts[-1] <= 1.1 * first, (first, counts)
+    assert max(counts) <= 1.1 * first, (first, counts)
     assert errors == []
     page.close()
