@@ -51,20 +51,23 @@ def _page(store, name: str = ROPE_MODEL):
     return profiles_view(data.model_data(store, name), data.profiles(store).sel(model=name))
 
 
-def _pages(store):
-    return [_page(store, name) for name in (ROPE_MODEL, ABSOLUTE_MODEL)]
+@pytest.fixture(scope="module")
+def pages(store) -> dict:
+    """The profiles page of each synthetic model, rendered once for the tests that only copy and read it (a test
+    that puts a page into a document of its own renders its own)."""
+    return {name: _page(store, name) for name in (ROPE_MODEL, ABSOLUTE_MODEL)}
 
 
-def test_a_copy_serialises_as_the_original(store):
-    for layout in _pages(store):
+def test_a_copy_serialises_as_the_original(pages):
+    for layout in pages.values():
         copy = copy_layout(layout)
         assert serialised(copy.root) == serialised(layout)
 
 
-def test_copies_from_one_plan_serialise_as_the_original_and_share_no_container(store):
+def test_copies_from_one_plan_serialise_as_the_original_and_share_no_container(pages):
     """The served pages copy from a plan made once per page (rendered.prepare): every copy from it is the page,
     and no two copies share a model or a container."""
-    layout = _page(store)
+    layout = pages[ROPE_MODEL]
     plan = copy_plan(layout)
     a, b = copy_layout(layout, plan=plan), copy_layout(layout, plan=plan)
     assert serialised(a.root) == serialised(layout) == serialised(b.root)
@@ -107,8 +110,8 @@ def test_a_copy_shares_no_model_and_no_container(store):
     assert heads.document is doc_b and original.document is doc_a
 
 
-def test_named_models_of_a_copy(store):
-    layout = _page(store)
+def test_named_models_of_a_copy(pages):
+    layout = pages[ROPE_MODEL]
     copy = copy_layout(layout)
     for name in ("heads", "d_slider", "profile_cube", "tetrahedron"):
         assert copy.one(name) is not None and type(copy.one(name)) is type(layout.select_one({"name": name}))
@@ -119,12 +122,12 @@ def test_named_models_of_a_copy(store):
     assert copy.one("no such model") is None
 
 
-def test_a_dropped_copy_is_freed(store):
+def test_a_dropped_copy_is_freed(pages):
     """Nothing of the original keeps a copy alive (a served session's page must go with its session)."""
     import gc
     import weakref
 
-    layout = _page(store)
+    layout = pages[ROPE_MODEL]
     copy = copy_layout(layout)
     doc = Document()
     doc.add_root(copy.root)
