@@ -35,21 +35,13 @@ def pytest_collection_modifyitems(config, items) -> None:
             item.add_marker(pytest.mark.xdist_group(group))
 
 
-# The browser tests in two halves of about equal time, each half on one worker with one chromium: the modules that
-# share the served app of the synthetic store (and the defects' own app), and the modules that read exported pages.
-# As one group they were the run's longest unit (about 10 minutes of 15 on 2 cores); each half builds its own
-# session fixtures (chromium, the synthetic store and its exports or app), some tens of seconds.
-BROWSER_SERVED = {"test_app.py", "test_compare_tab.py", "test_defects.py"}
-
-
 def xdist_group(item) -> str | None:
     """The pytest-xdist group of a test (``--dist loadgroup`` in pyproject.toml sends a group to one worker, and a
-    worker is a pytest session of its own): "browser-served" or "browser-pages" for the browser tests
-    (BROWSER_SERVED), so that one chromium, one served app and one export of each kind (session fixtures of
-    tests/browser/conftest.py) serve each half; its module for a test that uses a module-scoped fixture, so that
-    the fixture is built once; else None (any worker)."""
+    worker is a pytest session of its own): "browser" for the browser tests, so that one chromium, one served app
+    and one export of each kind (session fixtures of tests/browser/conftest.py) serve them all; its module for a
+    test that uses a module-scoped fixture, so that the fixture is built once; else None (any worker)."""
     if item.get_closest_marker("browser") is not None:
-        return "browser-served" if Path(str(item.path)).name in BROWSER_SERVED else "browser-pages"
+        return "browser"
     defs = getattr(item, "_fixtureinfo", None)
     if defs is not None and any(d.scope == "module" for ds in defs.name2fixturedefs.values() for d in ds):
         return item.nodeid.split("::")[0]
