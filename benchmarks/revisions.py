@@ -1,4 +1,5 @@
-"""Another git revision's ``pipeline`` package, for a benchmark's "before" arm measured in the same run as "after".
+"""Another git revision's ``pipeline`` package (and ``dashboard``, where asked), for a benchmark's "before" arm
+measured in the same run as "after".
 
 ``revision_tree(rev)`` unpacks it into a temporary folder (``git archive``). A child process imports it with that
 folder on ``PYTHONPATH``; a dask worker spawned while :func:`first_on_path` holds gets it first on ``sys.path``
@@ -70,10 +71,10 @@ def timed_child(code: str, arg: str, tree: str, what: str, env: dict | None = No
 
 
 @contextlib.contextmanager
-def revision_tree(rev: str):
-    """A temporary folder holding git revision ``rev``'s ``pipeline`` package."""
+def revision_tree(rev: str, packages: tuple[str, ...] = ("pipeline",)):
+    """A temporary folder holding git revision ``rev``'s ``packages``."""
     with tempfile.TemporaryDirectory(prefix="headgeometry-before-") as tree:
-        archive = subprocess.run(["git", "archive", rev, "pipeline"], cwd=ROOT, capture_output=True,
+        archive = subprocess.run(["git", "archive", rev, *packages], cwd=ROOT, capture_output=True,
                                  check=True).stdout
         subprocess.run(["tar", "-x", "-C", tree], input=archive, check=True)
         yield tree

@@ -8,7 +8,7 @@ current backend must be Bokeh when they are called: the entry points switch to i
 
 Every Bokeh model a page reads or drives is named where the view makes it, with ``name_models`` (a
 render hook: the models HoloViews made for each element of a plot, by the element's group and label) or
-Bokeh's ``name=``; the pages find them with ``fig.select_one({"name": ...})``, never by class or colour.
+Bokeh's ``name=``; the pages find them by name (``named``), never by class or colour.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ from __future__ import annotations
 import threading
 
 import holoviews as hv
+from bokeh.model import Model
 from bokeh.models import Plot
 
 _RENDER_LOCK = threading.RLock()
@@ -47,6 +48,33 @@ def render(obj):
     for plot in out.select({"type": Plot}):
         plot.output_backend = "canvas"
     return out
+
+
+class Named:
+    """The named Bokeh models reachable from the models given (themselves included), by name, from one walk
+    of their references. Bokeh's ``select_one({"name": n})`` walks the whole graph for every name; a page looks up
+    tens of names in each figure, so it walks once here. Built after the models are named and read before
+    the graph changes: a model added later is not in it."""
+
+    def __init__(self, *models: Model):
+        self._by_name: dict[str, list[Model]] = {}
+        for m in set().union(*(model.references() for model in models)):
+            if m.name:
+                self._by_name.setdefault(m.name, []).append(m)
+
+    def get(self, name: str) -> Model | None:
+        """The model named ``name``; None where none is. Two models of that name raise ``ValueError``, as
+        ``select_one`` does."""
+        found = self._by_name.get(name, [])
+        if len(found) > 1:
+            raise ValueError(f"{len(found)} models are named {name!r}; a page names each model once")
+        return found[0] if found else None
+
+    def __getitem__(self, name: str) -> Model:
+        found = self.get(name)
+        if found is None:
+            raise KeyError(f"no model named {name!r}; named here: {sorted(self._by_name)}")
+        return found
 
 
 def element_plots(plot, element) -> dict[str, object]:

@@ -26,7 +26,7 @@ from dashboard.common import jscode
 from dashboard.common.page_models import PageModels
 from dashboard.common.page_style import style
 from dashboard.common.page_widgets import header, message
-from dashboard.common.render import render
+from dashboard.common.render import Named, render
 from dashboard.common.selection import profile_array
 from dashboard.compare.views import (
     QUANTITIES,
@@ -68,7 +68,8 @@ def _depth(ds: xr.Dataset, names: list[str]) -> tuple[Plot, Select]:
     """The medians per layer of every model (``compare_depth``) and the quantity chooser, whose browser code
     swaps in the medians of the chosen quantity, computed here for every one, and their y range."""
     depth = render(compare_depth(ds, names, quantity=DEFAULT_QUANTITY, width=640))
-    lines = [depth.select_one({"name": f"compare_{kind}_{k}"}) for k in range(len(names)) for kind in ("line", "dots")]
+    named = Named(depth)
+    lines = [named[f"compare_{kind}_{k}"] for k in range(len(names)) for kind in ("line", "dots")]
     medians = {}
     for k, name in enumerate(names):
         n = len(lines[2 * k].data["relative depth"])
@@ -94,8 +95,8 @@ def _histograms(ds: xr.Dataset, names: list[str]) -> tuple[list[Plot], list[Sele
     whose browser code swaps in the chosen models' fractions, computed here for every model."""
     first, second = names[0], names[1] if len(names) > 1 else names[0]
     panels = [render(p) for p in compare_histograms(ds, first, second)]
-    bars = [[p.select_one({"name": f"compare_hist_{c}_{j}"}) for j in range(2)] for p, c in zip(panels, COORDINATES,
-                                                                                              strict=True)]
+    named = Named(*panels)
+    bars = [[named[f"compare_hist_{c}_{j}"] for j in range(2)] for c in COORDINATES]
     fractions = {}
     for name in names:
         at = profile_array(ds.sel(model=name))[:, :, 0].reshape(-1, 4)
@@ -106,7 +107,7 @@ def _histograms(ds: xr.Dataset, names: list[str]) -> tuple[list[Plot], list[Sele
             for j, v in enumerate((first, second))]
     swap = jscode.callback(dict(ctx=PageModels(
         model_selects=pick, model_bars=bars, model_fractions=ColumnDataSource(fractions, name="compare_fractions"),
-        legend_items=[panels[-1].select_one({"name": f"compare_legend_item{j}"}) for j in range(2)]).args()),
+        legend_items=[named[f"compare_legend_item{j}"] for j in range(2)]).args()),
         "compare_models")
     for s in pick:
         s.js_on_change("value", swap)

@@ -46,7 +46,7 @@ from dashboard.common import jscode
 from dashboard.common.page_models import PageModels
 from dashboard.common.page_style import style
 from dashboard.common.page_widgets import header, lean, message
-from dashboard.common.render import render
+from dashboard.common.render import Named, render
 from dashboard.orbits import frames as of
 from dashboard.orbits.search import NO_SEARCH, family_heads, hypotheses, hypotheses_table, search_families
 from dashboard.orbits.views import (
@@ -159,7 +159,8 @@ def _metrics_figures(ds: xr.Dataset, epochs: np.ndarray) -> tuple[list, list[Spa
     """``training_metrics`` rendered (accuracy; equivariance error on a log axis), each with a cursor
     at the frame shown; a click jumps to the nearest frame."""
     grid = render(training_metrics(ds, width=SIDE_PX))
-    figs = [grid.select_one({"name": n}) for n in ("orbits_accuracy", "orbits_equivariance")]
+    named = Named(grid)
+    figs = [named[n] for n in ("orbits_accuracy", "orbits_equivariance")]
     cursors = []
     for fig in figs:
         cursor = Span(location=float(epochs[-1]), dimension="height", line_color="#555", line_width=1)
@@ -202,9 +203,10 @@ def _tetrahedron(ds: xr.Dataset, f0: int, movie: PageModels, sheet: InlineStyleS
     fig = render(orbit_tetrahedron(ds, frame=f0, size=TETRA_PX - 20))
     both = np.concatenate([xy, of.head_profiles(ds)], axis=-1)  # (F, H, 6): x, y, a, b, c, d
     positions = ColumnDataSource({"pos": of.pack_positions(both)}, name="orbits_tetra_positions")
+    named = Named(fig)
     movie.frame_slider.js_on_change("value", jscode.callback(dict(ctx=movie.but(
-        tetra_positions=positions, tetra_dots=fig.select_one({"name": "orbits_tetra_dots"}),
-        tetra_trails=fig.select_one({"name": "orbits_tetra_trails"})).args()), "orbits_tetra"))
+        tetra_positions=positions, tetra_dots=named["orbits_tetra_dots"],
+        tetra_trails=named["orbits_tetra_trails"]).args()), "orbits_tetra"))
     caption = Div(text=f"<p class='small tight'>{TETRA_CAPTION}</p>", width=TETRA_PX,
                   name="orbits_tetra_caption", stylesheets=[sheet])
     return column(fig, caption, width=TETRA_PX)
@@ -294,14 +296,15 @@ def orbits_view(ds: xr.Dataset | None, interval_ms: int = 120, hold_ms: int = 15
     frames = ColumnDataSource({"epoch": epochs, "start": starts, **metrics,
                                **{f"r{p}": radii[:, p] for p in range(P)}}, name="orbits_frames")
     figs, grid = _panels(ds, f0, panel_px)
+    named = Named(*figs)
     info = Div(text=_info_html(epochs[f0], f0, F, metrics), name="orbits_info", width=wide)
     slider, play, back, step, speed = _controls(F, f0, panel_px, interval_ms)
     charts, cursors = _metrics_figures(ds, epochs)
     movie = PageModels(frame_data=frames, frame_slider=slider, play_toggle=play, n_heads=H)
     slider.js_on_change("value", jscode.callback(dict(ctx=movie.but(
         positions=ColumnDataSource({"pos": of.pack_positions(pos)}, name="orbits_positions"),
-        panel_dots=[fig.select_one({"name": f"orbits_dots_{p}"}) for p, fig in enumerate(figs)],
-        panel_trails=[fig.select_one({"name": f"orbits_trails_{p}"}) for p, fig in enumerate(figs)],
+        panel_dots=[named[f"orbits_dots_{p}"] for p in range(len(figs))],
+        panel_trails=[named[f"orbits_trails_{p}"] for p in range(len(figs))],
         panel_x_ranges=[f.x_range for f in figs], panel_y_ranges=[f.y_range for f in figs], frame_info=info,
         metric_cursors=cursors, n_panels=P).args()), "orbits_update"))
     tetra = _tetrahedron(ds, f0, movie, sheet)

@@ -41,7 +41,7 @@ from dashboard.common import jscode
 from dashboard.common.page_models import PageModels
 from dashboard.common.page_style import style
 from dashboard.common.page_widgets import header, lean
-from dashboard.common.render import render
+from dashboard.common.render import Named, render
 from dashboard.common.simplex import edge_indices
 from dashboard.data import ModelData
 from dashboard.profiles.layers import PANEL_STEP, histograms, layer_heatmaps
@@ -84,6 +84,7 @@ class Figures(NamedTuple):
     type_legend: Legend
     cluster_dots: list[GlyphRenderer]
     cluster_legend: Legend
+    names: Named  # the three figures' named models, as rendered
 
 
 def _figures(shown: xr.Dataset, m: ModelData, baseline: xr.Dataset | None) -> Figures:
@@ -97,21 +98,22 @@ def _figures(shown: xr.Dataset, m: ModelData, baseline: xr.Dataset | None) -> Fi
     tetra.sizing_mode = None  # sized by its frame (frame_width, frame_height): "fixed" would ask for width and height
     hist.min_border_left = heat.min_border_left
     heat.y_range.name, hist.y_range.name = "layers_y", "hists_y"
-    heads = tetra.select_one({"name": "heads"})
-    dots = [heat.select_one({"name": f"layer_dots_{c}"}) for c in COORDINATES]
+    names = Named(tetra, heat, hist)
+    heads = names["heads"]
+    dots = [names[f"layer_dots_{c}"] for c in COORDINATES]
     for k, c in enumerate(COORDINATES):
         dots[k].data_source = heads  # the same heads as the tetrahedron: one selection everywhere
         dots[k].glyph.x = dots[k].selection_glyph.x = dodge(c, k * PANEL_STEP)
         dots[k].nonselection_glyph = None  # unselected heads drawn with the glyph itself: invisible
-    head_dots = tetra.select_one({"name": "head_dots"})
+    head_dots = names["head_dots"]
     type_dots, type_legend = by_type(tetra, head_dots, heads, shown=False)
     cluster_dots, cluster_legend = by_cluster(tetra, head_dots, heads, shown=False)
-    return Figures(tetra, heat, hist, heads, head_dots, type_dots, type_legend, cluster_dots, cluster_legend)
+    return Figures(tetra, heat, hist, heads, head_dots, type_dots, type_legend, cluster_dots, cluster_legend, names)
 
 
-def _selected_bars(hist: Plot) -> tuple[ColumnDataSource, GlyphRenderer]:
-    """The selected heads' bars over the histograms (``hist_selected``), hidden while nothing is selected."""
-    bars = hist.select_one({"name": "hist_all"})  # every coordinate's bars, coordinate-major (layers.histograms)
+def _selected_bars(hist: Plot, bars: ColumnDataSource) -> tuple[ColumnDataSource, GlyphRenderer]:
+    """The selected heads' bars over the histograms (``hist_selected``), hidden while nothing is selected;
+    ``bars``: the histograms' source (``hist_all``)."""  # every coordinate's bars, coordinate-major (layers.histograms)
     sel_hist = ColumnDataSource({k: np.asarray(bars.data[k]) for k in ("left", "right")}
                                 | {"top": np.zeros(len(bars.data["top"]))}, name="hist_selected")
     sel_renderer = hist.quad(left="left", right="right", bottom=0, top="top", source=sel_hist, fill_color=None,
@@ -124,9 +126,10 @@ def _page_models(f: Figures, m: ModelData, q: np.ndarray, sheet) -> PageModels:
     angle sliders, the quantised profiles (``profile_cube``) and sizes (``profile_meta``), the heat maps, the
     histograms and the selection's summary."""
     L, H, D, _ = m.profile.shape
-    sel_hist, sel_renderer = _selected_bars(f.hist)
+    n = f.names
+    sel_hist, sel_renderer = _selected_bars(f.hist, n["hist_all"])
     for fig, selectable in ((f.tetra, [f.head_dots, *f.type_dots, *f.cluster_dots]),
-                            (f.heat, [f.heat.select_one({"name": f"layer_dots_{c}"}) for c in COORDINATES]),
+                            (f.heat, [n[f"layer_dots_{c}"] for c in COORDINATES]),
                             (f.hist, [])):
         lean(fig, selectable)
     azimuth = Slider(start=-180, end=180, value=g.DEFAULT_AZIMUTH, step=1, title="azimuth (°)", name="azimuth",
@@ -134,17 +137,15 @@ def _page_models(f: Figures, m: ModelData, q: np.ndarray, sheet) -> PageModels:
     elevation = Slider(start=-90, end=90, value=g.DEFAULT_ELEVATION, step=1, title="elevation (°)",
                        name="elevation", width=190)
     return PageModels(
-        heads=f.heads, vertices=f.tetra.select_one({"name": "tetra_vertices"}),
-        edges=f.tetra.select_one({"name": "tetra_edges"}), **edge_indices(),
-        camera=f.tetra.select_one({"name": "camera"}), tetrahedron=f.tetra,
-        box_select=f.tetra.select_one({"name": "head_box_select"}),
-        lasso_select=f.tetra.select_one({"name": "head_lasso_select"}), label_offset_px=g.LABEL_OFFSET_PX,
+        heads=f.heads, vertices=n["tetra_vertices"], edges=n["tetra_edges"], **edge_indices(),
+        camera=n["camera"], tetrahedron=f.tetra, box_select=n["head_box_select"],
+        lasso_select=n["head_lasso_select"], label_offset_px=g.LABEL_OFFSET_PX,
         azimuth_slider=azimuth, elevation_slider=elevation, vertex_xyz=g.VERTICES.ravel().tolist(),
         profile_cube=ColumnDataSource(dict(q=pack_profiles(q.reshape(L * H, D, 4))), name="profile_cube"),
         profile_meta=ColumnDataSource(dict(hist_top=[float(f.hist.y_range.end)], model=[m.row.name], n_layers=[L],
                                            n_heads=[H], n_offsets=[D]), name="profile_meta"),
-        heat_sources=[f.heat.select_one({"name": f"heat_{c}"}) for c in COORDINATES],
-        hist_all=f.hist.select_one({"name": "hist_all"}), hist_selected=sel_hist, hist_selected_bars=sel_renderer,
+        heat_sources=[n[f"heat_{c}"] for c in COORDINATES], hist_all=n["hist_all"], hist_selected=sel_hist,
+        hist_selected_bars=sel_renderer,
         hist_y_range=f.hist.y_range, n_bins=g.N_BINS,
         selection_info=Div(text=f"{L * H} heads · none selected", stylesheets=[sheet], name="selection_info",
                            width=260),
@@ -205,18 +206,18 @@ def _view_controls(f: Figures, models: PageModels, dslider: Slider, has_baseline
     modes = dict(ctx=PageModels(colour_mode=color, head_dots=f.head_dots, type_dots=f.type_dots,
                                 type_legend=f.type_legend, cluster_dots=f.cluster_dots,
                                 cluster_legend=f.cluster_legend,
-                                layer_colour_bar=f.tetra.select_one({"name": "layer_colour_bar"}),
-                                head_hover=f.tetra.select_one({"name": "head_hover"})).args())
+                                layer_colour_bar=f.names["layer_colour_bar"],
+                                head_hover=f.names["head_hover"]).args())
     color.js_on_change("active", jscode.callback(modes, "color_mode"))
     hover_follows = jscode.callback(modes, "type_hover")  # one callback for every group
     for r_group in [*f.type_dots, *f.cluster_dots]:  # a legend click hides a group: its heads leave the hover too
         r_group.js_on_change("visible", hover_follows)
     rank_one = CheckboxGroup(labels=["rank-one curve"], active=[], name="rank_one_toggle", width=130)
-    rank_one.js_on_change("active", jscode.callback(dict(curve=f.tetra.select_one({"name": "rank_one_curve"})),
+    rank_one.js_on_change("active", jscode.callback(dict(curve=f.names["rank_one_curve"]),
                                                     "rank_one_toggle"))
     label = f"random baseline's heads{' (d = 0)' if rotary else ''}"
     cloud = CheckboxGroup(labels=[label], active=[], name="baseline_cloud_toggle", width=230, disabled=not has_baseline)
-    cloud.js_on_change("active", jscode.callback(dict(cloud=f.tetra.select_one({"name": "baseline_cloud_dots"})),
+    cloud.js_on_change("active", jscode.callback(dict(cloud=f.names["baseline_cloud_dots"]),
                                                  "baseline_cloud_toggle"))
     f.heads.selected.js_on_change("indices", jscode.callback(dict(ctx=models.but(d_slider=dslider).args()),
                                                              "payload_decode", "page_views", "inspector_select"))

@@ -38,7 +38,7 @@ from dashboard.common import geometry as g
 from dashboard.common import jscode
 from dashboard.common.page_models import PageModels
 from dashboard.common.page_widgets import name_ranges, static
-from dashboard.common.render import render
+from dashboard.common.render import Named, render
 from dashboard.common.selection import spectrum_array, statistics_note, statistics_table
 from dashboard.profiles.payload import pack_spectra
 from dashboard.profiles.spectral import layer_type_map, parity_spectra_figure, symmetric_face
@@ -56,9 +56,8 @@ def _face(shown: xr.Dataset, heads: ColumnDataSource, sheet):
     fig.sizing_mode = None  # sized by its frame: "fixed" would ask for width and height
     # a fixed triangle: selection, hover and reset; no zoom, pan or save (their models in every session)
     fig.tools = [t for t in fig.tools if not isinstance(t, (WheelZoomTool, PanTool, BoxZoomTool, SaveTool))]
-    src = fig.select_one({"name": "face_heads"})
-    dots = fig.select_one({"name": "face_dots"})
-    old = fig.select_one({"name": "face_legend"})
+    named = Named(fig)
+    src, dots, old = named["face_heads"], named["face_dots"], named.get("face_legend")
     if old is not None:
         fig.center = [x for x in fig.center if x is not old]
     types = np.asarray(heads.data["type"])
@@ -79,7 +78,7 @@ def _face(shown: xr.Dataset, heads: ColumnDataSource, sheet):
 def _layer_types(shown: xr.Dataset):
     fig = render(layer_type_map(shown, d=0, width=300))
     fig.name = "layer_types"
-    return fig, fig.select_one({"name": "layer_types_image"})
+    return fig, Named(fig)["layer_types_image"]
 
 
 def _statistic(shown: xr.Dataset, stats: dict[str, np.ndarray], heads: ColumnDataSource, meta: ColumnDataSource,
@@ -88,8 +87,8 @@ def _statistic(shown: xr.Dataset, stats: dict[str, np.ndarray], heads: ColumnDat
     img_el, _ = list(statistic_heatmap(shown, DEFAULT_STATISTIC, width=420))
     fig = render(img_el)
     fig.name = "statistic_map"
-    image, source, mapper = (fig.select_one({"name": n}) for n in ("statistic_heatmap", "statistic_image",
-                                                                   "statistic_colours"))
+    named = Named(fig)
+    image, source, mapper = (named[n] for n in ("statistic_heatmap", "statistic_image", "statistic_colours"))
     baseline = Div(text=baseline_html(shown, DEFAULT_STATISTIC, stats[DEFAULT_STATISTIC]), width=260,
                    stylesheets=[sheet], name="statistic_baseline")
     choose = Select(title="statistic (d = 0)", options=list(STATISTICS), value=DEFAULT_STATISTIC, width=220,
@@ -126,17 +125,18 @@ def _inspector(shown: xr.Dataset, rotary: bool, baseline: xr.Dataset | None):
     parts = [render(element) for element in head_inspector(shown, 0, 0, d=0, width=INSPECTOR_PX,
                                                           baseline=baseline)]
     spectrum, table_box, curves = parts
-    table = table_box.select_one({"name": "inspector_table"})
+    table = Named(table_box)["inspector_table"]
     table_box.name = "inspector_table_box"
     table.height = table.row_height * (len(table.source.data["statistic"]) + 1) + 4  # every row without scrolling
     name_ranges(spectrum, "inspector_spectrum")
     curves.visible = rotary
     name_ranges(curves, "inspector_curves")
+    ups, overs = Named(spectrum), Named(curves)
     named = dict(inspector_statistics=table.source, inspector_spectrum_title=spectrum.title,
-                 inspector_curves_title=curves.title, inspector_up=spectrum.select_one({"name": "inspector_up"}),
-                 inspector_down=spectrum.select_one({"name": "inspector_down"}),
-                 inspector_curves=[curves.select_one({"name": f"inspector_curve_{c}"}) for c in COORDINATES],
-                 inspector_d=curves.select_one({"name": "inspector_d"}))
+                 inspector_curves_title=curves.title, inspector_up=ups["inspector_up"],
+                 inspector_down=ups["inspector_down"],
+                 inspector_curves=[overs[f"inspector_curve_{c}"] for c in COORDINATES],
+                 inspector_d=overs["inspector_d"])
     title = Div(text="<h2>Head inspector</h2><p class='note'>Tap a head in any view (or select some): the "
                      "first selected head is shown. Now: layer 0, head 0.</p>", width=INSPECTOR_PX + 10,
                 name="inspector_title")

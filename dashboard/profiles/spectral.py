@@ -8,7 +8,7 @@ import numpy as np
 from bokeh.models import HoverTool, Legend, LegendItem
 
 from dashboard.common import geometry as g
-from dashboard.common.render import name_models
+from dashboard.common.render import Named, name_models
 from dashboard.common.selection import at_offset, profile_array, spectrum_array, statistics_table
 from dashboard.profiles.statistics import missing
 
@@ -51,7 +51,7 @@ def symmetric_face(sel, d: int = 0, size: int = 360) -> hv.Overlay:
     def name_face(plot, element):
         face_names(plot, element)
         fig = plot.state
-        r = fig.select_one({"name": "face_dots"})
+        r = Named(fig)["face_dots"]
         firsts = [int(np.flatnonzero(types == k)[0]) for k in range(3) if (types == k).any()]
         names = [counts[int(types[i])] for i in firsts]
         fig.add_layout(Legend(items=[LegendItem(label=n, renderers=[r], index=i) for n, i in zip(names, firsts,

@@ -24,7 +24,7 @@ from bokeh.palettes import Viridis256
 
 from dashboard.common import geometry as g
 from dashboard.common import jscode
-from dashboard.common.render import name_models, name_tools
+from dashboard.common.render import Named, name_models, name_tools
 from dashboard.common.selection import at_offset, model_name, profile_array, statistics_table
 from dashboard.common.simplex import edge_indices, heads_table, simplex_outline, vertex_labels
 from dashboard.profiles.analyses_data import baseline_percentiles, cluster_labels
@@ -194,8 +194,8 @@ def _rotatable(az: float, el: float, n_layers: int, columns: dict, color_by: str
         names(plot, element)
         fig = plot.state
         name_tools(fig, {BoxSelectTool: "head_box_select", LassoSelectTool: "head_lasso_select"})
-        heads, vertices, edges, dots = (fig.select_one({"name": n}) for n in
-                                        ("heads", "tetra_vertices", "tetra_edges", "head_dots"))
+        named = Named(fig)
+        heads, vertices, edges, dots = (named[n] for n in ("heads", "tetra_vertices", "tetra_edges", "head_dots"))
         heads.data.update({k: np.array(v, copy=True) for k, v in columns.items()})
         if color_by == "type":
             by_type(fig, dots, heads, shown=True)
@@ -210,8 +210,8 @@ def _rotatable(az: float, el: float, n_layers: int, columns: dict, color_by: str
         if rank_one is not None:
             _curve(fig, az, el, bool(rank_one), vertices, edges, camera)
         ctx = dict(heads=heads, vertices=vertices, edges=edges, camera=camera, tetrahedron=fig,
-                   box_select=fig.select_one({"name": "head_box_select"}),
-                   lasso_select=fig.select_one({"name": "head_lasso_select"}), label_offset_px=g.LABEL_OFFSET_PX,
+                   box_select=named["head_box_select"], lasso_select=named["head_lasso_select"],
+                   label_offset_px=g.LABEL_OFFSET_PX,
                    **edge_indices())
         drag = jscode.callback(dict(ctx=ctx), "project", "rotate_drag")
         fig.js_on_event("panstart", drag)

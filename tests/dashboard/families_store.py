@@ -33,15 +33,21 @@ def write_families_store(folder: Path) -> tuple[Path, dict]:
     return store, built
 
 
+def families_store(tmp_path_factory) -> Path:
+    """The store of ``write_families_store``, built once per test run for every pytest-xdist worker
+    (``tests.shared.built_once``); the tests only read it."""
+    return built_once(tmp_path_factory, "families-store", write_families_store) / "store.zarr"
+
+
 def families_site(tmp_path_factory) -> tuple[Path, Path, list[str]]:
-    """(the store of ``write_families_store``, the folder of its static export (``dashboard.export``), the paths the
-    export returned), built once per test run for every pytest-xdist worker (``tests.shared.built_once``); the
-    tests only read them."""
+    """(``families_store``, the folder of its static export (``dashboard.export``), the paths the export returned),
+    built once per test run for every pytest-xdist worker; the tests only read them. Apart from the store: the
+    quick tier reads the store alone, and the export renders every page of it."""
+    store = families_store(tmp_path_factory)
 
     def make(folder: Path) -> None:
-        store, _ = write_families_store(folder)
         paths = export(folder / "out", store)
         (folder / "export.json").write_text(json.dumps([str(p) for p in paths]))
 
     folder = built_once(tmp_path_factory, "families-site", make)
-    return folder / "store.zarr", folder / "out", json.loads((folder / "export.json").read_text())
+    return store, folder / "out", json.loads((folder / "export.json").read_text())

@@ -80,18 +80,40 @@ def test_orbits_page_without_orbits_group_says_how_to_compute_it(tmp_path):
     assert "python -m pipeline orbits" in msg.text
 
 
-def test_export_writes_index_model_pages_compare_and_orbits(good_store, tmp_path):
+@pytest.fixture(scope="module")
+def exported(good_store, tmp_path_factory):
+    """(the output folder, the paths ``export`` returned, a file two symlinks in the folder pointed at): one export of
+    ``good_store`` that the tests below read, made with Panel's extension loaded in this process, a umask of 022,
+    and ``index.html`` and the rotary model's page symlinks to another file beforehand."""
+    import os
+
     import panel as pn
 
+    tmp = tmp_path_factory.mktemp("exported")
+    victim = tmp / "victim.txt"
+    victim.write_text("keep me")
+    out = tmp / "out"
+    out.mkdir()
+    (out / "index.html").symlink_to(victim)
+    (out / profile_page_name(ROPE_MODEL)).symlink_to(victim)
     pn.extension()  # Panel in the same process must not leak its server-relative bundles into the pages
-    paths = export(tmp_path, good_store)
+    old = os.umask(0o022)
+    try:
+        paths = export(out, good_store)
+    finally:
+        os.umask(old)
+    return out, paths, victim
+
+
+def test_export_writes_index_model_pages_compare_and_orbits(exported, good_store):
+    out, paths, _ = exported
     for p in paths:
         srcs = re.findall(r'<script[^>]* src="([^"]+)"', p.read_text())
         assert all(s.startswith("https://cdn.bokeh.org/bokeh/release/") for s in srcs), (p.name, srcs)
     names = sorted(p.name for p in paths)
     assert names == sorted(["index.html", "compare.html", "orbits.html", profile_page_name(ROPE_MODEL),
                             profile_page_name("synthetic-absolute")])
-    index = (tmp_path / "index.html").read_text()
+    index = (out / "index.html").read_text()
     assert "python -m pipeline profiles synthetic-empty" in index and profile_page_name(ROPE_MODEL) in index
     # the seed page's table: one row per drawable model with its shape, the rotary models marked with a dagger;
     # the model not computed is listed apart, with its command
@@ -128,29 +150,18 @@ def test_export_of_colliding_and_long_names_keeps_every_page(tmp_path):
         assert f"<title>Profiles of attention heads · {name}</title>" in page
 
 
-def test_symlink_at_an_output_path_is_replaced_not_followed(good_store, tmp_path):
-    victim = tmp_path / "victim.txt"
-    victim.write_text("keep me")
-    out = tmp_path / "out"
-    out.mkdir()
-    (out / "index.html").symlink_to(victim)
-    (out / profile_page_name(ROPE_MODEL)).symlink_to(victim)
-    export(out, good_store)
+def test_symlink_at_an_output_path_is_replaced_not_followed(exported):
+    out, _, victim = exported
     assert victim.read_text() == "keep me"
     assert not (out / "index.html").is_symlink() and "Attention-head geometry" in (out / "index.html").read_text()
     assert not (out / profile_page_name(ROPE_MODEL)).is_symlink()
 
 
-def test_pages_get_a_new_files_permissions(good_store, tmp_path):
-    """Not the temporary file's 0600: 0666 less the umask, as any new file (a web server as another user reads them)."""
-    import os
-
-    old = os.umask(0o022)
-    try:
-        export(tmp_path / "out", good_store)
-    finally:
-        os.umask(old)
-    modes = {p.name: p.stat().st_mode & 0o777 for p in (tmp_path / "out").glob("*.html")}
+def test_pages_get_a_new_files_permissions(exported):
+    """Not the temporary file's 0600: 0666 less the umask (022 for the export), as any new file (a web server as
+    another user reads them)."""
+    out, _, _ = exported
+    modes = {p.name: p.stat().st_mode & 0o777 for p in out.glob("*.html")}
     assert modes and set(modes.values()) == {0o644}, modes
 
 

@@ -23,7 +23,7 @@ from dashboard.profiles.page import profiles_view
 from dashboard.profiles.payload import unpack_profiles
 from pipeline.schema import PROFILES
 from pipeline.store import Store
-from tests.dashboard.families_store import MODELS, families_site
+from tests.dashboard.families_store import MODELS, families_site, families_store
 from tests.pipeline.families.cases import CASES, build
 
 NAMES = [n for names in MODELS.values() for n in names]
@@ -32,9 +32,9 @@ ROTARY = {"tiny-qwen3", "tiny-smollm3", "tiny-modernbert"}
 
 @pytest.fixture(scope="module")
 def families(tmp_path_factory):
-    """(store, {case: transformers model}): the shared ``families_site`` and the models it was made of, built again
-    (``cases.build`` draws the same weights)."""
-    store, _, _ = families_site(tmp_path_factory)
+    """(store, {case: transformers model}): the shared ``families_store`` and the models it was made of, built
+    again (``cases.build`` draws the same weights)."""
+    store = families_store(tmp_path_factory)
     return store, {case: build(CASES[case]) for case in MODELS}
 
 

@@ -1,0 +1,80 @@
+"""The time to build the dashboard's pages as Bokeh models, this checkout against another git revision, measured
+side by side in one run.
+
+    python benchmarks/page_build_bench.py --before REV [--rounds 5] [--store store.zarr]
+
+Each arm is a child process importing its own ``dashboard`` and ``pipeline`` (``revisions.timed_child``: the
+child's start and imports are not counted, and one untimed build comes first). A build is what a served session
+or an export makes of the store: the profiles page of each model of ``--models``, the compare page and the
+orbits page; nothing is serialised. The arms alternate round by round; the script prints each arm's median wall
+and CPU seconds per build and the median of the per-round ratios before/after.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+from revisions import ROOT, revision_tree, timed_child  # noqa: E402
+
+MODELS = ("gpt2", "SmolLM2-135M-Instruct", "all-MiniLM-L6-v2")  # absolute; rotary (129 offsets); an encoder
+
+BUILD = r"""
+import json, resource, sys, time
+from dashboard import data
+from dashboard.common.render import use_bokeh
+from dashboard.compare.page import compare_content
+from dashboard.orbits.page import orbits_content
+from dashboard.profiles.page import profiles_view
+
+store, models = json.loads(sys.argv[1])
+use_bokeh()
+
+def cpu():
+    r = resource.getrusage(resource.RUSAGE_SELF)
+    return r.ru_utime + r.ru_stime
+
+for _ in sys.stdin:
+    w, c = time.perf_counter(), cpu()
+    for name in models:
+        profiles_view(data.model_data(store, name), data.profiles(store).sel(model=name))
+    compare_content(store)
+    orbits_content(store)
+    print(time.perf_counter() - w, cpu() - c, flush=True)
+"""  # timed_child's code: one build of the pages per line read
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--before", required=True, help="the git revision to compare with (its dashboard and pipeline)")
+    ap.add_argument("--rounds", type=int, default=5, help="timed builds of each arm (default 5)")
+    ap.add_argument("--store", default=os.path.join(ROOT, "store.zarr"), help="the store (default: the committed one)")
+    ap.add_argument("--models", default=",".join(MODELS), help=f"models, comma-separated (default {','.join(MODELS)})")
+    args = ap.parse_args(argv)
+    if args.rounds < 1:
+        ap.error("--rounds must be at least 1")
+    arg = json.dumps([os.path.abspath(args.store), args.models.split(",")])
+    times: dict[str, list[tuple[float, float]]] = {"before": [], "after": []}
+    with revision_tree(args.before, ("pipeline", "dashboard")) as tree, \
+            timed_child(BUILD, arg, tree, f"the build of revision {args.before}") as before, \
+            timed_child(BUILD, arg, ROOT, "the build of this checkout") as after:
+        for k in range(args.rounds):
+            times["before"].append(before())
+            times["after"].append(after())
+            print(f"round {k + 1}/{args.rounds}: before {times['before'][-1][0]:.2f} s, "
+                  f"after {times['after'][-1][0]:.2f} s", file=sys.stderr, flush=True)
+    print(f"pages of {args.models} + compare + orbits, {args.rounds} rounds; medians (ratio: median of before/after)")
+    for i, what in enumerate(("wall", "CPU")):
+        b, a = (statistics.median(t[i] for t in times[arm]) for arm in ("before", "after"))
+        ratio = statistics.median(x[i] / y[i] for x, y in zip(times["before"], times["after"], strict=True))
+        print(f"  {what:4s}: before ({args.before}) {b:.2f} s, after {a:.2f} s, x{ratio:.2f}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
