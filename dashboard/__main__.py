@@ -3,6 +3,9 @@
 The same as ``panel serve dashboard/app.py --address 127.0.0.1 --warm --args --store PATH``, with localhost as
 the default address (``panel serve`` alone listens on every interface) and the pages built from the start
 (``--warm``). Export static pages with ``python -m dashboard.export OUT/``.
+
+A first argument naming a command of the console script (``serve``, ``export``) runs that command as
+``headgeometry-dashboard`` does (``dashboard.cli``): ``python -m dashboard export OUT/`` exports.
 """
 
 from __future__ import annotations
@@ -12,7 +15,7 @@ import os
 import sys
 from pathlib import Path
 
-from dashboard import data
+from dashboard import cli, data
 from pipeline.location import DEFAULT_HELP
 
 APP = Path(__file__).resolve().parent / "app.py"
@@ -31,7 +34,12 @@ def serve_command(store: Path, port: int, address: str, show: bool) -> list[str]
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m dashboard", description=__doc__.split("\n\n")[0])
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv and argv[0] in cli.COMMANDS:  # `python -m dashboard export OUT`: the console script's command
+        return cli.main(argv)
+    parser = argparse.ArgumentParser(prog="python -m dashboard", description=__doc__.split("\n\n")[0],
+                                     epilog="python -m dashboard export OUT [OPTIONS]: write static pages instead "
+                                     "(= python -m dashboard.export)")
     parser.add_argument("--store", default=None, help=f"store to read (default: {DEFAULT_HELP}; the demo in "
                         "place of a user or current-folder store with no computed model)")
     parser.add_argument("--port", type=int, default=5006)

@@ -123,6 +123,21 @@ def test_serve_passes_its_options_to_python_m_dashboard(monkeypatch):
     assert seen == [["--port", "5123", "--store", "x.zarr"]]
 
 
+def test_python_m_dashboard_runs_the_console_scripts_commands(monkeypatch, capsys):
+    """`python -m dashboard export OUT ...` is `headgeometry-dashboard export OUT ...`: dashboard.export.main gets the
+    rest unchanged; without a command, `python -m dashboard` serves and its help names the export."""
+    import dashboard.__main__ as entry
+    import dashboard.export as export_module
+
+    seen = []
+    monkeypatch.setattr(export_module, "main", lambda argv: seen.append(argv) or 0)
+    assert entry.main(["export", "site", "--store", "x.zarr"]) == 0
+    assert seen == [["site", "--store", "x.zarr"]]
+    with pytest.raises(SystemExit) as exit_:
+        entry.main(["--help"])
+    assert exit_.value.code == 0 and "python -m dashboard export OUT" in capsys.readouterr().out
+
+
 def test_an_untested_bokeh_stops_the_command_before_it_starts(monkeypatch, tmp_path, capsys):
     real = versions.installed_version
     monkeypatch.setattr(versions, "installed_version", lambda name: "3.10.0" if name == "bokeh" else real(name))

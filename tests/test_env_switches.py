@@ -30,8 +30,6 @@ NOT_IN_README = {
 # Switches that only tests or benchmarks set: a read of one of them in production code fails this test, named with
 # the reason here (the test monkeypatches instead, or uses a seam the production code needs anyway).
 TEST_ONLY = {
-    "HEADGEOMETRY_WRITE_DEFAULTS": "a benchmark's switch for the served pages' default filling, a step measured and "
-                                   "removed (docs/architecture.md, \"The serve layer's pieces\")",
     "HEADGEOMETRY_MALLOC": "pipeline/orbits/train.py: a test's and benchmark's switch for glibc's malloc settings",
 }
 
