@@ -52,9 +52,9 @@ def render(obj):
 
 class Named:
     """The named Bokeh models reachable from the models given (themselves included), by name, from one walk
-    of their references. Bokeh's ``select_one({"name": n})`` walks the whole graph for every name; a page looks up
-    tens of names in each figure, so it walks once here. Built after the models are named and read before
-    the graph changes: a model added later is not in it."""
+    of their references. Where Bokeh's ``select_one({"name": n})`` gives None for a name no model carries (which a
+    page would pass on into its browser code), ``named[n]`` raises, naming the names there are. Built after the
+    models are named and read before the graph changes: a model added later is not in it."""
 
     def __init__(self, *models: Model):
         self._by_name: dict[str, list[Model]] = {}
