@@ -8,7 +8,7 @@ current backend must be Bokeh when they are called: the entry points switch to i
 
 Every Bokeh model a page reads or drives is named where the view makes it, with ``name_models`` (a
 render hook: the models HoloViews made for each element of a plot, by the element's group and label) or
-Bokeh's ``name=``; the pages find them by name (``named``), never by class or colour.
+Bokeh's ``name=``; the pages find them by name (``Named``), never by class or colour.
 """
 
 from __future__ import annotations

@@ -113,7 +113,8 @@ def _figures(shown: xr.Dataset, m: ModelData, baseline: xr.Dataset | None) -> Fi
 
 def _selected_bars(hist: Plot, bars: ColumnDataSource) -> tuple[ColumnDataSource, GlyphRenderer]:
     """The selected heads' bars over the histograms (``hist_selected``), hidden while nothing is selected;
-    ``bars``: the histograms' source (``hist_all``)."""  # every coordinate's bars, coordinate-major (layers.histograms)
+    ``bars``: the histograms' source (``hist_all``: every coordinate's bars, coordinate-major, as
+    ``layers.histograms`` draws them)."""
     sel_hist = ColumnDataSource({k: np.asarray(bars.data[k]) for k in ("left", "right")}
                                 | {"top": np.zeros(len(bars.data["top"]))}, name="hist_selected")
     sel_renderer = hist.quad(left="left", right="right", bottom=0, top="top", source=sel_hist, fill_color=None,
