@@ -103,15 +103,6 @@ def copy_plan(root: Model, models: list[Model] | None = None) -> Plan:
     return Plan(root.id, steps)
 
 
-def named_models(root: Model) -> dict[str, list[Model]]:
-    """The models of ``root``'s layout by name (those with one), as ``Copy.named`` holds them."""
-    named: dict[str, list[Model]] = {}
-    for m in root.references():
-        if m.name:
-            named.setdefault(m.name, []).append(m)
-    return named
-
-
 def copy_layout(root: Model, models: list[Model] | None = None, plan: Plan | None = None) -> Copy:
     """A copy of ``root`` and every model it references; ``models``: ``list(root.references())`` if known;
     ``plan``: ``copy_plan(root, models)`` if made before."""

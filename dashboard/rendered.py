@@ -39,7 +39,8 @@ from bokeh.model import Model
 from bokeh.models import AllIndices, CDSView, ColumnDataSource, Plot, UnionRenderers
 
 from dashboard import data, serialized
-from dashboard.clone import Copy, Plan, copy_layout, copy_plan, named_models
+from dashboard.clone import Copy, Plan, copy_layout, copy_plan
+from dashboard.common.render import models_by_name
 from dashboard.serialized import Encoded
 from pipeline.schema import ORBITS, ORBITS_SEARCH
 
@@ -196,7 +197,7 @@ class Pages:
         the page rendered for this session alone, here and now (as the app did before pages were copied)."""
         if not self.copies:
             layout, _ = render(key)
-            return Copy(layout, named_models(layout))
+            return Copy(layout, models_by_name(layout))
         page = copy_layout(prepared.layout, prepared.models, prepared.plan)
         if prepared.encoded is not None:
             serialized.attach(page.root, page.by_original, prepared.encoded)

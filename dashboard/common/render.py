@@ -50,6 +50,16 @@ def render(obj):
     return out
 
 
+def models_by_name(*models: Model) -> dict[str, list[Model]]:
+    """The named Bokeh models reachable from ``models`` (themselves included), by name: one walk of their
+    references."""
+    out: dict[str, list[Model]] = {}
+    for m in set().union(*(model.references() for model in models)):
+        if m.name:
+            out.setdefault(m.name, []).append(m)
+    return out
+
+
 class Named:
     """The named Bokeh models reachable from the models given (themselves included), by name, from one walk
     of their references. Where Bokeh's ``select_one({"name": n})`` gives None for a name no model carries (which a
@@ -57,10 +67,7 @@ class Named:
     models are named and read before the graph changes: a model added later is not in it."""
 
     def __init__(self, *models: Model):
-        self._by_name: dict[str, list[Model]] = {}
-        for m in set().union(*(model.references() for model in models)):
-            if m.name:
-                self._by_name.setdefault(m.name, []).append(m)
+        self._by_name = models_by_name(*models)
 
     def get(self, name: str) -> Model | None:
         """The model named ``name``; None where none is. Two models of that name raise ``ValueError``, as
