@@ -1,5 +1,5 @@
-"""dashboard.common.render.Named: a page's named models by name, from one walk, checked against Bokeh's own
-``select_one({"name": ...})`` on every page."""
+"""dashboard.common.render.Named: a page's named models by name, from one walk, checked against Bokeh's own query
+(``select`` by name) on every page, and its errors for a missing and a doubled name."""
 
 from __future__ import annotations
 
