@@ -15,12 +15,11 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import statistics
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from revisions import ROOT, revision_tree, timed_child  # noqa: E402
+from revisions import ROOT, alternate, print_medians, revision_tree, timed_child  # noqa: E402
 
 MODELS = ("gpt2", "SmolLM2-135M-Instruct", "all-MiniLM-L6-v2")  # absolute; rotary (129 offsets); an encoder
 
@@ -59,20 +58,12 @@ def main(argv=None) -> int:
     if args.rounds < 1:
         ap.error("--rounds must be at least 1")
     arg = json.dumps([os.path.abspath(args.store), args.models.split(",")])
-    times: dict[str, list[tuple[float, float]]] = {"before": [], "after": []}
     with revision_tree(args.before, ("pipeline", "dashboard")) as tree, \
             timed_child(BUILD, arg, tree, f"the build of revision {args.before}") as before, \
             timed_child(BUILD, arg, ROOT, "the build of this checkout") as after:
-        for k in range(args.rounds):
-            times["before"].append(before())
-            times["after"].append(after())
-            print(f"round {k + 1}/{args.rounds}: before {times['before'][-1][0]:.2f} s, "
-                  f"after {times['after'][-1][0]:.2f} s", file=sys.stderr, flush=True)
+        times = alternate(before, after, args.rounds, "pages")
     print(f"pages of {args.models} + compare + orbits, {args.rounds} rounds; medians (ratio: median of before/after)")
-    for i, what in enumerate(("wall", "CPU")):
-        b, a = (statistics.median(t[i] for t in times[arm]) for arm in ("before", "after"))
-        ratio = statistics.median(x[i] / y[i] for x, y in zip(times["before"], times["after"], strict=True))
-        print(f"  {what:4s}: before ({args.before}) {b:.2f} s, after {a:.2f} s, x{ratio:.2f}")
+    print_medians(times, args.before)
     return 0
 
 

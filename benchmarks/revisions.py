@@ -18,6 +18,7 @@ import contextlib
 import json
 import os
 import resource
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -164,3 +165,25 @@ def dask_runs(tree: str | None, folder: str, name: str, workers: int,
         raise RuntimeError(f"the dask run of {tree or ROOT} failed:\n{child.stderr[-3000:]}")
     out = [json.loads(line) for line in child.stdout.splitlines() if line.startswith("[")]
     return [(seconds, tuple(used)) for seconds, used in out]
+
+
+def alternate(before, after, rounds: int, label: str) -> dict[str, list[tuple[float, float]]]:
+    """``rounds`` timed runs of each arm (functions returning (wall, CPU) seconds, as :func:`timed_child` gives),
+    alternating before and after; each round's times are printed to stderr under ``label``."""
+    times: dict[str, list[tuple[float, float]]] = {"before": [], "after": []}
+    for k in range(rounds):
+        times["before"].append(before())
+        times["after"].append(after())
+        print(f"{label}, round {k + 1}/{rounds}: before {times['before'][-1][0]:.3f} s, "
+              f"after {times['after'][-1][0]:.3f} s", file=sys.stderr, flush=True)
+    return times
+
+
+def print_medians(times: dict[str, list[tuple[float, float]]], rev: str, unit: float = 1.0,
+                  unit_name: str = "s") -> None:
+    """Each arm's median wall and CPU time (in ``unit`` seconds) and the median of the per-round ratios
+    before/after."""
+    for i, what in enumerate(("wall", "CPU")):
+        b, a = (statistics.median(t[i] for t in times[arm]) / unit for arm in ("before", "after"))
+        ratio = statistics.median(x[i] / y[i] for x, y in zip(times["before"], times["after"], strict=True))
+        print(f"  {what:4s}: before ({rev}) {b:.2f} {unit_name}, after {a:.2f} {unit_name}, x{ratio:.2f}")

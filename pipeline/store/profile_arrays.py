@@ -36,6 +36,21 @@ def row_names(g: zarr.Group) -> list[str]:
     return [str(x) for x in g["model"][:]] if g["model"].shape[0] else []
 
 
+def layer_prefixes(arr: zarr.Array, lengths) -> np.ndarray:
+    """A (model, layer) variable read up to each row's length: ``out[i, :lengths[i]]`` is ``arr[i, :lengths[i]]``
+    and the rest is the variable's fill value. One coordinate selection reads only the chunks inside the prefixes:
+    a row's layers past its model's count hold nothing, and reading their absent chunks costs as much as reading
+    written ones (the group's (model, layer) variables have a chunk per layer)."""
+    rows_of_arr, width = arr.shape
+    lengths = np.clip(np.asarray(lengths, dtype=np.int64)[:rows_of_arr], 0, width)  # rows past the array's: none
+    out = np.full(arr.shape, arr.fill_value, dtype=arr.dtype)
+    rows = np.repeat(np.arange(len(lengths)), lengths)
+    if rows.size:
+        layers = np.concatenate([np.arange(n) for n in lengths])
+        out[rows, layers] = arr.get_coordinate_selection((rows, layers))
+    return out
+
+
 def row_index(g: zarr.Group, name: str, location: str = "") -> int:
     """The row of model ``name``; StoreError naming the models there when it has none."""
     names = row_names(g)

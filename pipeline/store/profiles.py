@@ -32,6 +32,7 @@ from pipeline.store.profile_arrays import (
     ensure_optional,
     even_rows,
     grow,
+    layer_prefixes,
     resize_rows,
     row_dict,
     row_index,
@@ -74,8 +75,9 @@ class ProfilesTable:
         self.hierarchy.dataset(PROFILES)  # validated
         g = self.open()
         names = row_names(g)
-        cols = {f: g[f][:] for f in INT_FIELDS + STR_FIELDS + BOOL_FIELDS + ("layer_done", *CHECKSUMS)
-                + tuple(CONVENTIONS_DATA) if f in g}
+        per_layer = ("layer_done", *CHECKSUMS)  # (model, layer), a chunk per layer: read up to each model's count
+        cols = {f: g[f][:] for f in INT_FIELDS + STR_FIELDS + BOOL_FIELDS + tuple(CONVENTIONS_DATA) if f in g}
+        cols |= {f: layer_prefixes(g[f], cols["n_layers"]) for f in per_layer if f in g}
         return Table(rows_from_columns(names, cols), g, names, cols)
 
     def models(self) -> list[ModelRow]:

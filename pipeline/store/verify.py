@@ -19,7 +19,7 @@ from pipeline.schema import (
 )
 from pipeline.store.backend import with_store
 from pipeline.store.errors import Damage, StoreError
-from pipeline.store.profile_arrays import row_names
+from pipeline.store.profile_arrays import layer_prefixes, row_names
 from pipeline.store.profiles import Table
 
 
@@ -110,15 +110,17 @@ class Verification:
             return {}
         verify = with_store("python -m pipeline verify", self.location)
         rows_at = [names.index(r.name) for r in todo]
+        lengths = np.zeros(len(names), dtype=np.int64)
+        lengths[rows_at] = [r.n_layers for r in todo]
         try:
-            sums = np.asarray(g["layer_checksum"].get_orthogonal_selection((rows_at, slice(None))))
+            sums = layer_prefixes(g["layer_checksum"], lengths)
         except Exception as exc:  # noqa: BLE001 - a garbled checksum chunk
             return {r.name: f"its layer checksums do not decode ({type(exc).__name__}); find the damage with "
                     f"`{verify}`" for r in todo}
         out = {}
-        for k, (i, r) in enumerate(zip(rows_at, todo, strict=True)):
+        for i, r in zip(rows_at, todo, strict=True):
             bad = _layer_problems(g, i, r.n_layers, r.n_heads, spectrum_width(r.d_head),
-                                  np.asarray(cols["layer_done"][i], dtype=bool), sums[k],
+                                  np.asarray(cols["layer_done"][i], dtype=bool), sums[i],
                                   {c: cols[c][i] for c in _EXTRA if c in cols})
             if bad:
                 out[r.name] = _damage_line(bad, f"{verify} && {with_store(r.fix_command, self.location)}")

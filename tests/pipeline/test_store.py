@@ -474,3 +474,37 @@ def test_spectra_and_baseline_fields_round_trip(tmp_path):
     with pytest.raises(st.StoreError, match="expected the spectra"):
         st.Store.open(path).write_layer("m", 0, p, n, stats, spectrum, spectra[:2])
     assert st.Store.open(path).verify() == []
+
+
+def test_per_layer_variables_are_read_up_to_each_models_layer_count(tmp_path):
+    """``layer_prefixes`` (how the rows read the (model, layer) variables) equals the whole variable read by zarr
+    with every entry past a model's layer count replaced by the fill value, a stray value there included; and the
+    rows it gives equal the rows read through xarray (``model_rows``)."""
+    import zarr
+
+    from pipeline.store.profile_arrays import layer_prefixes
+
+    path = tmp_path / "s.zarr"
+    rng = np.random.default_rng(3)
+    st.Store.open(path).register(info("deep", L=4, H=2))
+    st.Store.open(path).register(info("shallow", L=2, H=2))
+    st.Store.open(path).register(info("none", L=3, H=2))
+    for name, layers in (("deep", (0, 2, 3)), ("shallow", (1,))):
+        for layer in layers:
+            st.Store.open(path).write_layer(name, layer, *random_layer(rng, 2))
+    g = zarr.open_group(str(path), path="profiles", mode="a")
+    g["layer_done"][1, 3] = True  # past shallow's two layers: not part of its row
+    counts = g["n_layers"][:]
+    assert counts.tolist() == [4, 2, 3]
+    past = np.arange(4)[None, :] >= counts[:, None]
+    for var in ("layer_done", "layer_checksum"):
+        whole = g[var][:]
+        got = layer_prefixes(g[var], counts)
+        assert got.dtype == whole.dtype and got.shape == whole.shape == (3, 4), var
+        np.testing.assert_array_equal(got, np.where(past, g[var].fill_value, whole), err_msg=var)
+    assert bool(g["layer_done"][:][1, 3]) and not layer_prefixes(g["layer_done"], counts)[1, 3]
+    np.testing.assert_array_equal(layer_prefixes(g["layer_done"], [0, 0, 0]), np.zeros((3, 4), dtype=bool))
+    rows = st.Store.open(path, "r").models()
+    assert [(r.name, r.layers_done) for r in rows] == [("deep", 3), ("shallow", 1), ("none", 0)]
+    assert rows == model_rows(st.Store.open(path, "r").dataset("profiles"))
+    assert st.Store.open(path, "r").checked_models() == rows  # every written layer matches its checksum

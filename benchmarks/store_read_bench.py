@@ -1,0 +1,79 @@
+"""The time to read a store's models table, this checkout against another git revision, measured side by side in
+one run.
+
+    python benchmarks/store_read_bench.py --before REV [--rounds 7] [--store store.zarr]
+
+Three reads, each timed in its own pair of child processes (``revisions.timed_child``: each arm imports its own
+``pipeline``; the child's start and imports are not counted, and one untimed read comes first):
+
+- ``Store.models``: every model's row (what ``Store.row`` and the run's planning read);
+- ``Store.checked_models``: the rows with each written layer compared with its checksum (what the dashboard
+  reads);
+- ``list``: ``python -m pipeline list`` run in the child (``pipeline.__main__.main``), its output discarded.
+
+The arms alternate read by read; the script prints each arm's median wall and CPU milliseconds and the median of
+the per-round ratios before/after. Reads the store only.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+from revisions import ROOT, alternate, print_medians, revision_tree, timed_child  # noqa: E402
+
+READ = r"""
+import contextlib, io, json, resource, sys, time
+from pipeline.__main__ import main
+from pipeline.store import Store
+
+store, what = json.loads(sys.argv[1])
+
+def cpu():
+    r = resource.getrusage(resource.RUSAGE_SELF)
+    return r.ru_utime + r.ru_stime
+
+def read():
+    if what == "list":
+        with contextlib.redirect_stdout(io.StringIO()):
+            assert main(["list", "--store", store]) == 0
+    else:
+        getattr(Store.open(store, "r"), what)()
+
+for _ in sys.stdin:
+    w, c = time.perf_counter(), cpu()
+    read()
+    print(time.perf_counter() - w, cpu() - c, flush=True)
+"""  # timed_child's code: one read per line read
+
+READS = ("models", "checked_models", "list")
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--before", required=True, help="the git revision to compare with (its pipeline)")
+    ap.add_argument("--rounds", type=int, default=7, help="timed reads of each arm, for each read (default 7)")
+    ap.add_argument("--store", default=os.path.join(ROOT, "store.zarr"), help="the store (default: the committed one)")
+    args = ap.parse_args(argv)
+    if args.rounds < 1:
+        ap.error("--rounds must be at least 1")
+    store = os.path.abspath(args.store)
+    if not os.path.isdir(store):
+        ap.error(f"no store at {store}")
+    with revision_tree(args.before) as tree:
+        for what in READS:
+            arg = json.dumps([store, what])
+            with timed_child(READ, arg, tree, f"the read of revision {args.before}") as before, \
+                    timed_child(READ, arg, ROOT, "the read of this checkout") as after:
+                times = alternate(before, after, args.rounds, what)
+            print(f"{what} of {store}, {args.rounds} rounds; medians (ratio: median of before/after)")
+            print_medians(times, args.before, unit=1e-3, unit_name="ms")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
