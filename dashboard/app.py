@@ -91,12 +91,15 @@ def serve_settings() -> None:
     and Bokeh's bookkeeping), and at the default thresholds that set off full collections, each a walk over the
     whole heap, which grows with every open session; with 20 sessions opening at once they took a large part of
     the server's time (benchmarks/dashboard_bench.py prints the server's CPU per load and for 20 loads at once).
+    The app's own log (the ``dashboard`` logger: each page built and how long it took, what failed) takes the
+    level ``panel serve --log-level`` gives Bokeh's (``info`` unless told).
     First of all, the installed Bokeh and Panel must be the tested releases (``dashboard.versions``)."""
     check_versions()
     use_bokeh()
     pn.extension(raw_css=[PAGE_CSS], notifications=False, browser_info=False)
     settings.perform_document_validation.set_value(False)
     gc.set_threshold(*GC_THRESHOLDS)
+    logging.getLogger("dashboard").setLevel(logging.getLogger("bokeh").getEffectiveLevel())
 
 
 class AppState(param.Parameterized):
@@ -449,7 +452,12 @@ def serve(store, pages: rendered.Pages = rendered.PAGES) -> pn.Column:
 
 
 if __name__.startswith("bokeh"):  # run by `panel serve`: the store comes from argv after --args, never the URL
-    serve_settings()
-    STORE = data.store_path(sys.argv[1:])
-    serve(STORE)
-    warm(STORE)
+    # The functions of the imported module, not this run's own: Bokeh runs the script as a new module for each
+    # session and clears that module's globals when the session ends, while the pages' thread and the session's
+    # callbacks call these functions later (the warm-up after a session closed, or after `--warm`'s first run).
+    from dashboard import app as served
+
+    served.serve_settings()
+    STORE = served.data.store_path(sys.argv[1:])
+    served.serve(STORE)
+    served.warm(STORE)

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections import OrderedDict
 from concurrent.futures import Future
 from dataclasses import dataclass
@@ -159,8 +160,12 @@ class Pages:
         if not future.set_running_or_notify_cancel():
             return
         try:
+            start = time.perf_counter()
             layout, shown = render(key)
             future.set_result(prepare(layout, self.preserialise, **shown))
+            logging.getLogger("dashboard").info("built the %s page%s in %.1f s", key[0],
+                                                f" of {key[3]}" if key[0] == "profiles" else "",
+                                                time.perf_counter() - start)
         except BaseException as exc:  # noqa: BLE001 - handed to whoever waits on the page
             future.set_exception(exc)
 

@@ -91,11 +91,13 @@ def test_a_bad_link_is_named_in_the_note_and_the_defaults_shown(store):
 
 
 SETTINGS = """
-import json
+import json, logging
 import panel as pn
 from bokeh.settings import settings
 def now():
-    return [settings.perform_document_validation(), list(pn.config.raw_css), pn.config.browser_info]
+    return [settings.perform_document_validation(), list(pn.config.raw_css), pn.config.browser_info,
+            logging.getLogger("dashboard").level]
+logging.getLogger("bokeh").setLevel(logging.DEBUG)  # as panel serve --log-level debug sets it
 before = now()
 import dashboard.app as app
 imported = now()
@@ -106,9 +108,10 @@ print(json.dumps(dict(before=before, imported=imported, served=served, css=app.P
 
 
 def test_importing_the_app_changes_no_global_setting_and_serving_does():
-    """A notebook or test that imports dashboard.app keeps Bokeh's document validation, Panel's CSS and its
-    BrowserInfo model; the app script's serve_settings (run by panel serve) switches validation and BrowserInfo
-    off (nothing reads it; on, every page sends its seven fields back after loading) and adds the page CSS."""
+    """A notebook or test that imports dashboard.app keeps Bokeh's document validation, Panel's CSS, its
+    BrowserInfo model and the level of the app's logger; the app script's serve_settings (run by panel serve)
+    switches validation and BrowserInfo off (nothing reads it; on, every page sends its seven fields back after
+    loading), adds the page CSS and gives the app's logger Bokeh's level."""
     import json
     import subprocess
     import sys
@@ -119,3 +122,38 @@ def test_importing_the_app_changes_no_global_setting_and_serving_does():
     assert got["imported"] == got["before"]
     assert got["served"][0] is False and got["css"] in got["served"][1]
     assert got["before"][2] is True and got["served"][2] is False
+    assert got["before"][3] == 0 and got["served"][3] == 10  # NOTSET; DEBUG, the level Bokeh's logger has
+
+
+@pytest.mark.slow
+def test_python_m_dashboard_builds_every_first_page_at_start(store):
+    """``python -m dashboard`` (``panel serve --warm``) builds, with no session open, the profiles page a plain link
+    shows, the compare page and the orbits page (its log names each), and nothing fails. The warm-up runs on the
+    pages' thread after the script's first run has ended, so it must not use that run's module (Bokeh clears it)."""
+    import subprocess
+    import sys
+    import threading
+
+    from tests.browser.conftest import free_port
+
+    proc = subprocess.Popen([sys.executable, "-m", "dashboard", "--port", str(free_port()), "--store", str(store)],
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    lines, wanted = [], (f"built the profiles page of {ROPE_MODEL}", "built the compare page", "built the orbits page")
+    done = threading.Event()
+
+    def read() -> None:  # until every page is built, a failure is logged, or the server ends
+        for line in proc.stdout:
+            lines.append(line)
+            if "failed" in line or all(any(w in x for x in lines) for w in wanted):
+                break
+        done.set()
+
+    threading.Thread(target=read, daemon=True).start()
+    try:
+        assert done.wait(180), "".join(lines)
+    finally:
+        proc.kill()
+        proc.wait()
+    log = "".join(lines)
+    assert "failed" not in log and "Traceback" not in log, log
+    assert all(w in log for w in wanted), log
