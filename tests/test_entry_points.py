@@ -13,6 +13,7 @@ import re
 import subprocess
 import sys
 import sysconfig
+from concurrent.futures import ThreadPoolExecutor
 from importlib import metadata
 from pathlib import Path
 
@@ -39,6 +40,15 @@ def run(argv: list[str], env: dict | None = None, timeout: float = 300) -> subpr
                           env=os.environ | (env or {}))
 
 
+def run_both(first: list[str], second: list[str], env: dict | None = None
+             ) -> tuple[subprocess.CompletedProcess, subprocess.CompletedProcess]:
+    """``run(first, env)`` and ``run(second, env)`` at the same time (two commands that do not depend on each
+    other); their results in that order."""
+    with ThreadPoolExecutor(2) as pool:
+        a, b = pool.submit(run, first, env), pool.submit(run, second, env)
+        return a.result(), b.result()
+
+
 @pytest.fixture(scope="module")
 def small_store(tmp_path_factory) -> Path:
     return write_synthetic_store(tmp_path_factory.mktemp("entry") / "store.zarr")
@@ -55,8 +65,7 @@ def test_the_scripts_are_declared_and_installed():
 
 
 def test_headgeometry_help_is_python_m_pipeline_help():
-    by_script = run([script("headgeometry"), "--help"])
-    by_module = run([sys.executable, "-m", "pipeline", "--help"])
+    by_script, by_module = run_both([script("headgeometry"), "--help"], [sys.executable, "-m", "pipeline", "--help"])
     assert by_script.returncode == by_module.returncode == 0, by_script.stderr
     assert by_script.stdout == by_module.stdout
     assert "profiles" in by_script.stdout and "orbits" in by_script.stdout
@@ -65,8 +74,7 @@ def test_headgeometry_help_is_python_m_pipeline_help():
 @pytest.mark.slow
 def test_headgeometry_list_is_python_m_pipeline_list(small_store):
     env = {"HEADGEOMETRY_STORE": str(small_store)}
-    by_script = run([script("headgeometry"), "list"], env)
-    by_module = run([sys.executable, "-m", "pipeline", "list"], env)
+    by_script, by_module = run_both([script("headgeometry"), "list"], [sys.executable, "-m", "pipeline", "list"], env)
     assert by_script.returncode == by_module.returncode == 0, by_script.stderr
     assert by_script.stdout == by_module.stdout
     assert re.search(rf"^{ROPE_MODEL}\s+complete\s+4\s+8\b", by_script.stdout, re.M), by_script.stdout
@@ -78,8 +86,9 @@ def normalised_pages(folder: Path) -> dict[str, str]:
 
 @pytest.mark.slow
 def test_dashboard_export_is_python_m_dashboard_export(small_store, tmp_path):
-    by_script = run([script("headgeometry-dashboard"), "export", str(tmp_path / "a"), "--store", str(small_store)])
-    by_module = run([sys.executable, "-m", "dashboard.export", str(tmp_path / "b"), "--store", str(small_store)])
+    by_script, by_module = run_both(  # two folders: the exports do not share what they write
+        [script("headgeometry-dashboard"), "export", str(tmp_path / "a"), "--store", str(small_store)],
+        [sys.executable, "-m", "dashboard.export", str(tmp_path / "b"), "--store", str(small_store)])
     assert by_script.returncode == by_module.returncode == 0, by_script.stderr
     listed = {Path(re.sub(r"\s+\(.*", "", line)).name for line in by_script.stdout.splitlines()}
     assert listed == {p.name for p in (tmp_path / "a").iterdir()}
@@ -92,8 +101,8 @@ def test_dashboard_export_is_python_m_dashboard_export(small_store, tmp_path):
 @pytest.mark.slow
 @pytest.mark.parametrize("command, module", [("serve", "dashboard"), ("export", "dashboard.export")])
 def test_dashboard_command_help_is_the_module_help(command, module):
-    by_script = run([script("headgeometry-dashboard"), command, "--help"])
-    by_module = run([sys.executable, "-m", module, "--help"])
+    by_script, by_module = run_both([script("headgeometry-dashboard"), command, "--help"],
+                                    [sys.executable, "-m", module, "--help"])
     assert by_script.returncode == by_module.returncode == 0, by_script.stderr
     assert by_script.stdout == by_module.stdout and "--store" in by_script.stdout
 

@@ -19,6 +19,7 @@ import subprocess
 import sys
 import time
 import zipfile
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
@@ -189,40 +190,56 @@ def test_the_installed_wheel_shows_the_demo_and_computes_into_the_user_store(ven
     demo_models = st.Store.open(ROOT / "store.zarr", "r").models()
     computed = [r.name for r in demo_models if r.computed and not r.is_baseline]  # baselines: their models' pages
     baselines = [r.name for r in demo_models if r.computed and r.is_baseline]
+    site_out, copied = tmp_path / "site", tmp_path / "copy.zarr"
 
-    where = run([venv["python"], "-c", "import pipeline, dashboard; print(pipeline.__file__, dashboard.__file__)"],
-                work, env).stdout.split()
+    # The commands before the computation run side by side, as many at a time as there are cores, and all have
+    # finished before it starts: none of them writes the user store, so each finds it empty (the first list, the
+    # export and the served document show the demo store). The export, the copy of the demo and the tiny checkpoint
+    # each write a folder of their own. The export takes the longest: it starts first and keeps its core while the
+    # others take turns on the rest.
+    with ThreadPoolExecutor(max_workers=os.cpu_count() or 2) as pool:
+        exported = pool.submit(run, [bin_ / "headgeometry-dashboard", "export", site_out], work, env)
+        served = pool.submit(served_document, venv)
+        where = pool.submit(run, [venv["python"], "-c", "import pipeline, dashboard; print(pipeline.__file__,"
+                                  " dashboard.__file__)"], work, env)
+        version = pool.submit(run, [bin_ / "headgeometry", "--version"], work, env)
+        dashboard_version = pool.submit(run, [bin_ / "headgeometry-dashboard", "--version"], work, env)
+        listed = pool.submit(run, [bin_ / "headgeometry", "list"], work, env)
+        refused = pool.submit(subprocess.run, [bin_ / "headgeometry", "profiles", "gpt2", "--store", demo,
+                                               "--register-only"], cwd=work, env=env, capture_output=True, text=True,
+                              timeout=300)
+        copy = pool.submit(run, [bin_ / "headgeometry", "demo", copied], work, env)
+        tiny = pool.submit(tiny_checkpoint, tmp_path / "tiny")
+
+    where = where.result().stdout.split()
     assert all(Path(p).is_relative_to(venv["site"]) for p in where), where  # the wheel's copy, not a checkout
 
     from importlib import metadata
 
-    version = run([bin_ / "headgeometry", "--version"], work, env).stdout
+    version = version.result().stdout
     assert version == f"python -m pipeline (headgeometry {metadata.version('headgeometry')})\n"
-    assert run([bin_ / "headgeometry-dashboard", "--version"], work, env).stdout.endswith(
-        f"(headgeometry {metadata.version('headgeometry')})\n")
+    assert dashboard_version.result().stdout.endswith(f"(headgeometry {metadata.version('headgeometry')})\n")
 
-    listed = run([bin_ / "headgeometry", "list"], work, env).stdout
+    listed = listed.result().stdout
     assert f"The store {venv['user_store']} (user store) holds no profiles yet." in listed
     assert f"The demo store {demo} (read-only, bundled with headgeometry" in listed
     for name in computed + baselines:
         assert f"\n{name} " in listed.split("The demo store")[1], name
 
-    site_out = tmp_path / "site"
-    run([bin_ / "headgeometry-dashboard", "export", site_out], work, env)
+    exported.result()
     index = (site_out / "index.html").read_text()
     assert all(name in index for name in computed) and "demo.zarr" in index
     assert baselines and not any(name in index for name in baselines)  # shown on their models' Analyses tabs only
 
-    page, doc = served_document(venv)
+    page, doc = served.result()
     assert "<title>Attention-head geometry</title>" in page
     assert "Showing the demo store (read-only, bundled with headgeometry" in doc
     assert "headgeometry profiles gpt2" in doc and computed[0] in doc
 
-    refused = subprocess.run([bin_ / "headgeometry", "profiles", "gpt2", "--store", demo, "--register-only"],
-                             cwd=work, env=env, capture_output=True, text=True, timeout=300)
+    refused = refused.result()
     assert refused.returncode == 2 and "headgeometry demo PATH" in refused.stderr, refused.stderr
 
-    model = tiny_checkpoint(tmp_path / "tiny")
+    model = tiny.result()
     run([bin_ / "headgeometry", "profiles", tmp_path / "tiny", "--name", "tiny", "--quiet"], work, env, timeout=600)
     stored = st.Store.open(venv["user_store"], "r")
     assert [r.name for r in stored.models() if r.complete] == ["tiny"]
@@ -233,8 +250,7 @@ def test_the_installed_wheel_shows_the_demo_and_computes_into_the_user_store(ven
     assert f"The store {venv['user_store']} (user store), last written by headgeometry " in listed
     assert "The demo store" not in listed
 
-    copied = tmp_path / "copy.zarr"
-    run([bin_ / "headgeometry", "demo", copied], work, env)
+    copy.result()
     assert [r.name for r in st.Store.open(copied, "r").models()] == [r.name for r in demo_models]
 
     assert snapshot(venv["site"]) == before  # nothing written into the installed package, its demo included
