@@ -39,8 +39,8 @@ def row_names(g: zarr.Group) -> list[str]:
 def layer_prefixes(arr: zarr.Array, lengths) -> np.ndarray:
     """A (model, layer) variable read up to each row's length: ``out[i, :lengths[i]]`` is ``arr[i, :lengths[i]]``
     and the rest is the variable's fill value. One coordinate selection reads only the chunks inside the prefixes:
-    a row's layers past its model's count hold nothing, and reading their absent chunks costs as much as reading
-    written ones (the group's (model, layer) variables have a chunk per layer)."""
+    a row's layers past its model's count are no part of the model (their chunks are mostly absent, and reading an
+    absent chunk costs as much as reading a written one: these variables have a chunk per layer)."""
     rows_of_arr, width = arr.shape
     lengths = np.clip(np.asarray(lengths, dtype=np.int64)[:rows_of_arr], 0, width)  # rows past the array's: none
     out = np.full(arr.shape, arr.fill_value, dtype=arr.dtype)
