@@ -1,10 +1,19 @@
 """The dashboard's tests draw HoloViews views: Bokeh is HoloViews' backend for them, as the entry points make
-it (``dashboard.common.render.use_bokeh``). ``pages``: every kind of page, built once for the tests that read
-their callbacks."""
+it (``dashboard.common.render.use_bokeh``).
+
+What the tests only read is built once: ``synthetic``, the browser tests' synthetic store, once per test run;
+``static_page``, a profiles page of a store, once per pytest-xdist worker (as are the served app's pages of a store,
+``rendered.PAGES``, so the tests that read ``synthetic`` share those too); ``pages``, every kind of page, for the
+tests that read their callbacks."""
 
 from __future__ import annotations
 
+from functools import cache
+from pathlib import Path
+
 import pytest
+
+from tests.shared import built_once
 
 
 @pytest.fixture(scope="session", autouse=True)
@@ -15,7 +24,35 @@ def bokeh_backend():
 
 
 @pytest.fixture(scope="session")
-def pages(tmp_path_factory):
+def synthetic(tmp_path_factory) -> Path:
+    """The browser tests' synthetic store (``write_synthetic_store``: a rotary model with statistics, an absolute one
+    without, an empty one, and an orbits group), written once per test run for every pytest-xdist worker
+    (``tests.shared.built_once``). The tests that take it only read it."""
+    from tests.browser.conftest import write_synthetic_store
+
+    return built_once(tmp_path_factory, "dashboard-synthetic",
+                      lambda folder: write_synthetic_store(folder / "store.zarr")) / "store.zarr"
+
+
+@pytest.fixture(scope="session")
+def static_page():
+    """``static_page(store, name, statistics=True)``: the profiles page of model ``name`` as ``profiles_view`` lays
+    it out without navigation, from the model's Dataset (its statistics and spectra) or, with ``statistics``
+    False, from its profiles alone; built once per worker for the tests that only read it (a test that changes
+    a page, or puts it into a document it keeps, builds its own)."""
+    from dashboard import data
+    from dashboard.profiles.page import profiles_view
+
+    @cache
+    def build(store: Path, name: str, statistics: bool = True):
+        return profiles_view(data.model_data(store, name),
+                             data.profiles(store).sel(model=name) if statistics else None)
+
+    return build
+
+
+@pytest.fixture(scope="session")
+def pages(synthetic, static_page):
     """The profiles pages of a rotary and an absolute-position model (static, with their tabs and navigation),
     a served profiles page (no navigation, no statistics), the compare page and the orbits page, over the
     browser tests' synthetic store."""
@@ -23,13 +60,13 @@ def pages(tmp_path_factory):
     from dashboard.compare.page import compare_view
     from dashboard.orbits.page import orbits_content
     from dashboard.profiles.page import profiles_view
-    from tests.browser.conftest import ABSOLUTE_MODEL, ROPE_MODEL, write_synthetic_store
+    from tests.browser.conftest import ABSOLUTE_MODEL, ROPE_MODEL
 
-    store = write_synthetic_store(tmp_path_factory.mktemp("pages") / "store.zarr")
+    store = synthetic
     nav = {ROPE_MODEL: "a.html", ABSOLUTE_MODEL: "b.html"}
     out = [profiles_view(data.model_data(store, n), data.profiles(store).sel(model=n), nav=nav, current_url=nav[n],
                          tabs={"profiles": "", "compare": "compare.html"}) for n in nav]
-    out.append(profiles_view(data.model_data(store, ROPE_MODEL)))
+    out.append(static_page(store, ROPE_MODEL, statistics=False))
     out.append(compare_view(data.profiles(store)))
     out.append(orbits_content(store))
     return out

@@ -128,13 +128,12 @@ def test_the_counts_and_tables(ds):
         assert f">{sample}</td>" in fits
 
 
-def test_a_model_without_statistics_says_how_to_add_them(tmp_path):
-    from tests.browser.conftest import ABSOLUTE_MODEL, write_synthetic_store
+def test_a_model_without_statistics_says_how_to_add_them(synthetic, static_page):
+    from tests.browser.conftest import ABSOLUTE_MODEL
 
-    synthetic = write_synthetic_store(tmp_path / "s.zarr", with_orbits=False)
     sel = data.profiles(synthetic).sel(model=ABSOLUTE_MODEL)
     assert analyses(sel).report is None
-    page = profiles_view(data.model_data(synthetic, ABSOLUTE_MODEL), sel)
+    page = static_page(synthetic, ABSOLUTE_MODEL)
     note = page.select_one({"name": "analyses_missing"})
     assert "statistics not computed" in note.text and f"python -m pipeline profiles {ABSOLUTE_MODEL}" in note.text
     assert note.visible and not page.select_one({"name": "analyses_content"}).visible  # stand-ins, hidden

@@ -11,12 +11,7 @@ from bokeh.models import CustomJS
 
 from dashboard import app, data, rendered
 from dashboard.bokeh_internals import PagePane
-from tests.browser.conftest import ABSOLUTE_MODEL, ROPE_MODEL, write_synthetic_store
-
-
-@pytest.fixture(scope="module")
-def store(tmp_path_factory):
-    return write_synthetic_store(tmp_path_factory.mktemp("app") / "store.zarr")
+from tests.browser.conftest import ABSOLUTE_MODEL, ROPE_MODEL
 
 
 def walks_of(root: Model, make_pane) -> int:
@@ -37,52 +32,52 @@ def walks_of(root: Model, make_pane) -> int:
     return count
 
 
-def test_the_page_pane_hands_the_page_over_without_walking_it(store):
-    page = rendered.profiles(store, ROPE_MODEL)
+def test_the_page_pane_hands_the_page_over_without_walking_it(synthetic):
+    page = rendered.profiles(synthetic, ROPE_MODEL)
     code = [js.code for js in page.root.select({"type": CustomJS})]
     doc = Document()
     pn.Column(PagePane(page.root)).server_doc(doc)
     assert page.root in doc.roots[0].children and page.root.document is doc
     assert [js.code for js in page.root.select({"type": CustomJS})] == code
     # Panel's own pane walks every model of the page once more for every session; ours does not
-    assert walks_of(rendered.profiles(store, ROPE_MODEL).root, pn.pane.Bokeh) >= 1
-    assert walks_of(rendered.profiles(store, ROPE_MODEL).root, PagePane) == 0
+    assert walks_of(rendered.profiles(synthetic, ROPE_MODEL).root, pn.pane.Bokeh) >= 1
+    assert walks_of(rendered.profiles(synthetic, ROPE_MODEL).root, PagePane) == 0
 
 
-def test_no_page_draws_with_webgl(store):
+def test_no_page_draws_with_webgl(synthetic):
     """The served page leaves out BokehJS's WebGL bundle (app.UNUSED_SCRIPTS): every figure of every
     page draws on a canvas."""
     from bokeh.models import Plot
 
-    pages = (rendered.profiles(store, ROPE_MODEL), rendered.profiles(store, ABSOLUTE_MODEL),
-             rendered.compare(store), rendered.orbits(store))
+    pages = (rendered.profiles(synthetic, ROPE_MODEL), rendered.profiles(synthetic, ABSOLUTE_MODEL),
+             rendered.compare(synthetic), rendered.orbits(synthetic))
     backends = {p.output_backend for page in pages for p in page.root.select({"type": Plot})}
     assert backends == {"canvas"}
 
 
-def test_a_session_of_the_app_serves_the_models_page(store):
+def test_a_session_of_the_app_serves_the_models_page(synthetic):
     state = app.AppState()
     doc = Document()
-    app.build(store, state).server_doc(doc)
+    app.build(synthetic, state).server_doc(doc)
     names = {m.name for m in doc.roots[0].references()}
     assert {"tetrahedron", "hist_all", "hist_selected", "d_slider"} <= names and state.model == ROPE_MODEL
 
 
-def test_first_load_shows_a_rotary_model_and_the_link_chooses_another(store):
-    rows = data.rows(store)
+def test_first_load_shows_a_rotary_model_and_the_link_chooses_another(synthetic):
+    rows = data.rows(synthetic)
     rope = next(r for r in rows if r.name == ROPE_MODEL)
     absolute = next(r for r in rows if r.name == ABSOLUTE_MODEL)
     assert app.first_model([absolute, rope], [ABSOLUTE_MODEL, ROPE_MODEL]) == ROPE_MODEL
     assert app.first_model([absolute], [ABSOLUTE_MODEL]) == ABSOLUTE_MODEL  # none rotary: the first
     state = app.AppState()
-    app.build(store, state, args={"model": ABSOLUTE_MODEL, "tab": "orbits"}).server_doc(Document())
+    app.build(synthetic, state, args={"model": ABSOLUTE_MODEL, "tab": "orbits"}).server_doc(Document())
     assert state.model == ABSOLUTE_MODEL
 
 
-def test_a_bad_link_is_named_in_the_note_and_the_defaults_shown(store):
+def test_a_bad_link_is_named_in_the_note_and_the_defaults_shown(synthetic):
     state = app.AppState()
     doc = Document()
-    app.build(store, state, args={"model": "<i>nope</i>", "tab": "elsewhere"}).server_doc(doc)
+    app.build(synthetic, state, args={"model": "<i>nope</i>", "tab": "elsewhere"}).server_doc(doc)
     note = next(m for m in doc.roots[0].references() if m.name == "url_note")
     assert note.visible and "&lt;i&gt;nope&lt;/i&gt;" in note.text and "elsewhere" in note.text
     assert state.model == ROPE_MODEL
@@ -126,7 +121,7 @@ def test_importing_the_app_changes_no_global_setting_and_serving_does():
 
 
 @pytest.mark.slow
-def test_python_m_dashboard_builds_every_first_page_at_start(store):
+def test_python_m_dashboard_builds_every_first_page_at_start(synthetic):
     """``python -m dashboard`` (``panel serve --warm``) builds, with no session open, the profiles page a plain link
     shows, the compare page and the orbits page (its log names each), and nothing fails. The warm-up runs on the
     pages' thread after the script's first run has ended, so it must not use that run's module (Bokeh clears it)."""
@@ -136,7 +131,7 @@ def test_python_m_dashboard_builds_every_first_page_at_start(store):
 
     from tests.browser.conftest import free_port
 
-    proc = subprocess.Popen([sys.executable, "-m", "dashboard", "--port", str(free_port()), "--store", str(store)],
+    proc = subprocess.Popen([sys.executable, "-m", "dashboard", "--port", str(free_port()), "--store", str(synthetic)],
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     lines, wanted = [], (f"built the profiles page of {ROPE_MODEL}", "built the compare page", "built the orbits page")
     done = threading.Event()

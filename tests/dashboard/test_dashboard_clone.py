@@ -23,11 +23,6 @@ from pipeline import store as st
 from tests.browser.conftest import ABSOLUTE_MODEL, ROPE_MODEL, write_synthetic_store
 
 
-@pytest.fixture(scope="module")
-def store(tmp_path_factory):
-    return write_synthetic_store(tmp_path_factory.mktemp("s") / "store.zarr", with_orbits=True)
-
-
 def serialised(root: Model):
     """The document holding ``root`` as Bokeh serialises it, with ids renamed 0, 1, ... in order of appearance
     and binary buffers replaced by their bytes (base64)."""
@@ -51,11 +46,11 @@ def _page(store, name: str = ROPE_MODEL):
     return profiles_view(data.model_data(store, name), data.profiles(store).sel(model=name))
 
 
-@pytest.fixture(scope="module")
-def pages(store) -> dict:
+@pytest.fixture
+def pages(synthetic, static_page) -> dict:
     """The profiles page of each synthetic model, rendered once for the tests that only copy and read it (a test
     that puts a page into a document of its own renders its own)."""
-    return {name: _page(store, name) for name in (ROPE_MODEL, ABSOLUTE_MODEL)}
+    return {name: static_page(synthetic, name) for name in (ROPE_MODEL, ABSOLUTE_MODEL)}
 
 
 def test_a_copy_serialises_as_the_original(pages):
@@ -81,8 +76,8 @@ def test_copies_from_one_plan_serialise_as_the_original_and_share_no_container(p
 
 
 @pytest.mark.slow
-def test_a_copy_shares_no_model_and_no_container(store):
-    layout = _page(store)
+def test_a_copy_shares_no_model_and_no_container(synthetic):
+    layout = _page(synthetic)
     copy = copy_layout(layout)
     originals = {id(m) for m in layout.references()}
     copies = list(copy.root.references())
@@ -137,11 +132,12 @@ def test_a_dropped_copy_is_freed(pages):
     assert sum(r() is not None for r in gone) == 0
 
 
-def test_rendered_pages_pass_bokeh_validation(store):
+def test_rendered_pages_pass_bokeh_validation(synthetic):
     """The served app validates a page once, when rendered, instead of every session's copy: the pages must be
     clean, but for the fixed sizing mode of the profiles page's root, which the app's pane sets on it in every
     session (Bokeh warns on it without a width and height; rendered.prepare sets it after validating)."""
-    pages = (rendered.profiles(store, ROPE_MODEL), rendered.profiles(store, ABSOLUTE_MODEL), rendered.orbits(store))
+    pages = (rendered.profiles(synthetic, ROPE_MODEL), rendered.profiles(synthetic, ABSOLUTE_MODEL),
+             rendered.orbits(synthetic))
     for page in pages:
         issues = check_integrity(list(page.root.references()))
         fixed = [w for w in issues.warning if w.name == "FIXED_SIZING_MODE" and w.extra == str(page.root)]
@@ -150,12 +146,12 @@ def test_rendered_pages_pass_bokeh_validation(store):
     assert [p.root.sizing_mode for p in pages] == ["fixed", "fixed", None]
 
 
-def test_rendered_pages_are_fresh_copies_and_follow_the_store(store, tmp_path):
-    a, b = rendered.profiles(store, ROPE_MODEL), rendered.profiles(store, ROPE_MODEL)
+def test_rendered_pages_are_fresh_copies_and_follow_the_store(synthetic, tmp_path):
+    a, b = rendered.profiles(synthetic, ROPE_MODEL), rendered.profiles(synthetic, ROPE_MODEL)
     assert a.root is not b.root and serialised(a.root) == serialised(b.root)
     with pytest.raises(KeyError):
-        rendered.profiles(store, "no-such-model")
-    o1, o2 = rendered.orbits(store), rendered.orbits(store)
+        rendered.profiles(synthetic, "no-such-model")
+    o1, o2 = rendered.orbits(synthetic), rendered.orbits(synthetic)
     assert o1.root is not o2.root and o1.one("orbits_frame") is not None
     # a store whose orbits group changes is rendered anew
     other = write_synthetic_store(tmp_path / "store.zarr", with_orbits=False)

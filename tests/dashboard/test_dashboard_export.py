@@ -26,11 +26,6 @@ from tests.browser.conftest import ROPE_MODEL, synthetic_orbits_dataset, write_s
 REPO = Path(__file__).resolve().parents[2]
 
 
-@pytest.fixture(scope="module")
-def good_store(tmp_path_factory):
-    return write_synthetic_store(tmp_path_factory.mktemp("good") / "store.zarr")
-
-
 def broken_stores(tmp: Path) -> dict[str, tuple[Path, str]]:
     """name -> (path, a phrase its message must contain)."""
     (tmp / "plain").mkdir()
@@ -81,9 +76,9 @@ def test_orbits_page_without_orbits_group_says_how_to_compute_it(tmp_path):
 
 
 @pytest.fixture(scope="module")
-def exported(good_store, tmp_path_factory):
+def exported(synthetic, tmp_path_factory):
     """(the output folder, the paths ``export`` returned, a file two symlinks in the folder pointed at): one export of
-    ``good_store`` that the tests below read, made with Panel's extension loaded in this process, a umask of 022,
+    ``synthetic`` that the tests below read, made with Panel's extension loaded in this process, a umask of 022,
     and ``index.html`` and the rotary model's page symlinks to another file beforehand."""
     import os
 
@@ -99,13 +94,13 @@ def exported(good_store, tmp_path_factory):
     pn.extension()  # Panel in the same process must not leak its server-relative bundles into the pages
     old = os.umask(0o022)
     try:
-        paths = export(out, good_store)
+        paths = export(out, synthetic)
     finally:
         os.umask(old)
     return out, paths, victim
 
 
-def test_export_writes_index_model_pages_compare_and_orbits(exported, good_store):
+def test_export_writes_index_model_pages_compare_and_orbits(exported, synthetic):
     out, paths, _ = exported
     for p in paths:
         srcs = re.findall(r'<script[^>]* src="([^"]+)"', p.read_text())
@@ -117,7 +112,7 @@ def test_export_writes_index_model_pages_compare_and_orbits(exported, good_store
     assert "python -m pipeline profiles synthetic-empty" in index and profile_page_name(ROPE_MODEL) in index
     # the seed page's table: one row per drawable model with its shape, the rotary models marked with a dagger;
     # the model not computed is listed apart, with its command
-    rows = [r for r in data.rows(good_store) if r.computed]
+    rows = [r for r in data.rows(synthetic) if r.computed]
     assert index.count("<tr><td>") == len(rows) == 2
     for r in rows:
         assert f"{r.n_layers}</td><td class='num'>{r.n_heads}</td>" in index, r.name
@@ -165,15 +160,15 @@ def test_pages_get_a_new_files_permissions(exported):
     assert modes and set(modes.values()) == {0o644}, modes
 
 
-def test_symlinked_or_unwritable_output_folder_is_a_one_line_error(good_store, tmp_path, capsys):
+def test_symlinked_or_unwritable_output_folder_is_a_one_line_error(synthetic, tmp_path, capsys):
     real = tmp_path / "real"
     real.mkdir()
     (tmp_path / "link").symlink_to(real)
-    assert main([str(tmp_path / "link"), "--store", str(good_store)]) == 2
+    assert main([str(tmp_path / "link"), "--store", str(synthetic)]) == 2
     err = capsys.readouterr().err
     assert "symbolic link" in err and err.count("\n") == 1 and list(real.iterdir()) == []
     (tmp_path / "a-file").write_text("")  # a folder that cannot be created, even by root
-    assert main([str(tmp_path / "a-file" / "out"), "--store", str(good_store)]) == 2
+    assert main([str(tmp_path / "a-file" / "out"), "--store", str(synthetic)]) == 2
     err = capsys.readouterr().err
     assert err.startswith("error: cannot create the output folder") and err.count("\n") == 1
     assert "Traceback" not in err
@@ -208,28 +203,28 @@ def test_rope_page_is_compact(tmp_path):
 
 
 @pytest.mark.slow
-def test_dashboard_modules_and_an_export_import_nothing_heavy(good_store, tmp_path):
+def test_dashboard_modules_and_an_export_import_nothing_heavy(synthetic, tmp_path):
     import subprocess
     import sys
 
     code = ("import sys\nfrom dashboard import app, data, export, views\nfrom dashboard.profiles import page\n"
-            f"export.export({str(tmp_path)!r}, {str(good_store)!r})\n"
+            f"export.export({str(tmp_path)!r}, {str(synthetic)!r})\n"
             "heavy = ('torch', 'transformers', 'safetensors', 'huggingface_hub')\n"
             "print(','.join(m for m in heavy if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=REPO)
     assert out.stdout.strip() == ""
 
 
-def test_python_m_dashboard_serves_on_localhost_by_default(monkeypatch, good_store):
+def test_python_m_dashboard_serves_on_localhost_by_default(monkeypatch, synthetic):
     import dashboard.__main__ as entry
 
     seen = {}
     monkeypatch.setattr(entry.os, "execv", lambda exe, argv: seen.setdefault("argv", argv))
-    entry.main(["--store", str(good_store)])
+    entry.main(["--store", str(synthetic)])
     argv = seen["argv"]
     assert argv[argv.index("--address") + 1] == "127.0.0.1"
     assert argv[argv.index("serve") + 1] == str(REPO / "dashboard" / "app.py")
-    assert argv[-2:] == ["--store", str(good_store)]
+    assert argv[-2:] == ["--store", str(synthetic)]
 
 
 def test_a_model_registered_while_serving_is_seen(tmp_path):

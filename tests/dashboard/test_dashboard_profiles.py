@@ -13,16 +13,10 @@ from bokeh.models import Div, GlyphRenderer, Slider
 
 from dashboard import data
 from dashboard.common.geometry import N_BINS, VERTICES, dequantise, histogram_counts, project, quantise, to_3d
-from dashboard.profiles.page import profiles_view
 from dashboard.profiles.page_texts import model_line, selector_groups, todo_html
 from dashboard.profiles.payload import unpack_profiles
 from pipeline.schema import ModelRow
-from tests.browser.conftest import ABSOLUTE_MODEL, EMPTY_MODEL, ROPE_MODEL, rope_profiles, write_synthetic_store
-
-
-@pytest.fixture(scope="module")
-def store(tmp_path_factory):
-    return write_synthetic_store(tmp_path_factory.mktemp("s") / "store.zarr", with_orbits=False)
+from tests.browser.conftest import ABSOLUTE_MODEL, EMPTY_MODEL, ROPE_MODEL, rope_profiles
 
 
 def by_name(layout, name):
@@ -66,22 +60,22 @@ def test_projection_is_an_orthographic_camera(az, el):
         np.testing.assert_allclose(sy, [0, 0, 1], atol=1e-12)  # the vertical axis stands upright
 
 
-def test_rows_and_model_data(store):
-    rows = {r.name: r for r in data.rows(store)}
+def test_rows_and_model_data(synthetic):
+    rows = {r.name: r for r in data.rows(synthetic)}
     assert rows[ROPE_MODEL].rotary and rows[ROPE_MODEL].complete and rows[ROPE_MODEL].computed
     assert not rows[EMPTY_MODEL].computed
     assert rows[EMPTY_MODEL].fix_command == f"python -m pipeline profiles {EMPTY_MODEL}"
-    rope = data.model_data(store, ROPE_MODEL).profile
+    rope = data.model_data(synthetic, ROPE_MODEL).profile
     assert rope.shape == (4, 8, 129, 4)
     np.testing.assert_allclose(rope, rope_profiles(4, 8))
-    absolute = data.model_data(store, ABSOLUTE_MODEL).profile
+    absolute = data.model_data(synthetic, ABSOLUTE_MODEL).profile
     assert absolute.shape == (3, 6, 1, 4) and np.isfinite(absolute).all()
-    assert np.isnan(data.model_data(store, EMPTY_MODEL).profile).all()
-    assert data.model_data(store, ROPE_MODEL) is data.model_data(store, ROPE_MODEL)  # read once, shared
+    assert np.isnan(data.model_data(synthetic, EMPTY_MODEL).profile).all()
+    assert data.model_data(synthetic, ROPE_MODEL) is data.model_data(synthetic, ROPE_MODEL)  # read once, shared
 
 
-def test_not_computed_models_are_listed_apart_with_their_command(store):
-    rows = data.rows(store)
+def test_not_computed_models_are_listed_apart_with_their_command(synthetic):
+    rows = data.rows(synthetic)
     groups = selector_groups(rows)
     assert EMPTY_MODEL not in [n for v in groups.values() for n in v]
     todo = todo_html(rows)
@@ -102,10 +96,9 @@ def test_the_model_line_shows_every_provenance_field_set_and_the_note_apart():
     assert "Provenance" not in plain and "model_note" not in plain
 
 
-def test_rope_view_ships_every_offset_and_starts_at_d0(store):
-    m = data.model_data(store, ROPE_MODEL)
-    prof = m.profile
-    view = profiles_view(m)
+def test_rope_view_ships_every_offset_and_starts_at_d0(synthetic, static_page):
+    prof = data.model_data(synthetic, ROPE_MODEL).profile
+    view = static_page(synthetic, ROPE_MODEL, statistics=False)
     packed = by_name(view, "profile_cube").data["q"]
     assert packed.dtype == np.uint8 and packed.size == 2 * 4 * 8 * 129 * 4  # two bytes per code
     np.testing.assert_array_equal(unpack_profiles(packed, 4 * 8).reshape(prof.shape), quantise(prof))
@@ -119,25 +112,25 @@ def test_rope_view_ships_every_offset_and_starts_at_d0(store):
     np.testing.assert_array_equal(img, expected)
 
 
-def test_absolute_view_has_no_slider_and_says_why(store):
-    view = profiles_view(data.model_data(store, ABSOLUTE_MODEL))
+def test_absolute_view_has_no_slider_and_says_why(synthetic, static_page):
+    view = static_page(synthetic, ABSOLUTE_MODEL, statistics=False)
     assert not by_name(view, "d_slider").visible and not by_name(view, "play").visible
     assert "does not depend on position" in by_name(view, "position_note").text
     assert by_name(view, "profile_cube").data["q"].size == 2 * 3 * 6 * 4
 
 
-def test_empty_model_renders_empty_views_with_a_message(store):
-    m = data.model_data(store, EMPTY_MODEL)
-    view = profiles_view(m)
+def test_empty_model_renders_empty_views_with_a_message(synthetic, static_page):
+    m = data.model_data(synthetic, EMPTY_MODEL)
+    view = static_page(synthetic, EMPTY_MODEL, statistics=False)
     status = by_name(view, "model_status")
     assert isinstance(status, Div) and "No profiles are stored" in status.text and m.row.fix_command in status.text
     assert np.isnan(by_name(view, "heads").data["a"]).all()
     assert np.all(np.asarray(by_name(view, "hist_all").data["top"]) == 0)
 
 
-def test_every_view_of_the_heads_draws_selected_heads_where_it_draws_them(store):
+def test_every_view_of_the_heads_draws_selected_heads_where_it_draws_them(synthetic, static_page):
     """Selection and non-selection glyphs keep the renderer's own coordinates (not another view's x, y)."""
-    view = profiles_view(data.model_data(store, ROPE_MODEL))
+    view = static_page(synthetic, ROPE_MODEL, statistics=False)
     heads = by_name(view, "heads")
     renderers = [r for r in view.select({"type": GlyphRenderer}) if r.data_source is heads]
     # the tetrahedron (by layer, by type: one per type, by cluster: one per cluster and the heads left out) and
@@ -150,13 +143,13 @@ def test_every_view_of_the_heads_draws_selected_heads_where_it_draws_them(store)
             assert g in ("auto", None) or (g.x == r.glyph.x and g.y == r.glyph.y)
 
 
-def test_parity_spectra_are_one_figure_of_three_groups_that_histogram_each_types_mean_spectrum(store):
+def test_parity_spectra_are_one_figure_of_three_groups_that_histogram_each_types_mean_spectrum(synthetic, static_page):
     """One figure (fewer models per session) holding, per type, the histogram of the entries of the mean
     sorted unit-norm spectrum of its most extreme heads, scaled by their largest |entry|, and its lobe means."""
     from dashboard import views
 
-    sel = data.profiles(store).sel(model=ROPE_MODEL)
-    view = profiles_view(data.model_data(store, ROPE_MODEL), sel)
+    sel = data.profiles(synthetic).sel(model=ROPE_MODEL)
+    view = static_page(synthetic, ROPE_MODEL)
     fig = by_name(view, "parity_spectra")
     assert fig.visible and not [x for x in view.select({"type": GlyphRenderer}) if (x.name or "").startswith(
         "parity_0")]  # the three panels of separate figures are gone

@@ -6,17 +6,11 @@ from __future__ import annotations
 import base64
 import gzip
 
-import pytest
 from bokeh.core.serialization import Buffer
 from bokeh.document import Document
 
 from dashboard import app, serialized
 from tests.browser.conftest import ROPE_MODEL, write_synthetic_store
-
-
-@pytest.fixture(scope="module")
-def store(tmp_path_factory):
-    return write_synthetic_store(tmp_path_factory.mktemp("ser") / "store.zarr")
 
 
 def session(store, args=None) -> tuple[Document, app.AppState]:
@@ -77,8 +71,8 @@ def page_of(doc: Document):
     return next(m for m in doc.models if m.name == "profiles_page")
 
 
-def test_a_session_sends_the_document_bokeh_would_send(store, monkeypatch):
-    doc, state = session(store)
+def test_a_session_sends_the_document_bokeh_would_send(synthetic, monkeypatch):
+    doc, state = session(synthetic)
     assert state.model == ROPE_MODEL
     fast, renamed = pulled(doc, monkeypatch)
     assert renamed > 0
@@ -110,8 +104,8 @@ def test_only_the_pages_large_arrays_are_sent_as_binary_buffers(tmp_path):
     assert sum(n < serialized.INLINE_BELOW for n in bokehs) > 20
 
 
-def test_two_sessions_send_their_own_ids_and_the_same_page(store, monkeypatch):
-    (a, _), (b, _) = session(store), session(store)
+def test_two_sessions_send_their_own_ids_and_the_same_page(synthetic, monkeypatch):
+    (a, _), (b, _) = session(synthetic), session(synthetic)
     rep_a, rep_b = pulled(a, monkeypatch)[0], pulled(b, monkeypatch)[0]
     assert ids_in(rep_a["roots"]) == {m.id for m in a.models}
     assert ids_in(rep_b["roots"]) == {m.id for m in b.models}
@@ -123,16 +117,16 @@ def test_two_sessions_send_their_own_ids_and_the_same_page(store, monkeypatch):
     assert _without_ids(data[0]) == _without_ids(data[1])
 
 
-def test_a_change_before_the_pull_is_sent(store, monkeypatch):
+def test_a_change_before_the_pull_is_sent(synthetic, monkeypatch):
     """A link's note is written into the copied page before the browser pulls it: the page is encoded anew."""
-    doc, _ = session(store, args={"model": "no-such-model"})
+    doc, _ = session(synthetic, args={"model": "no-such-model"})
     sent, renamed = pulled(doc, monkeypatch)
     assert renamed == 0
     note = next(m for m in doc.models if m.name == "url_note")
     rep = next(x for x in _objects(sent) if x["id"] == note.id)
     assert rep["attributes"]["visible"] is True and "no-such-model" in rep["attributes"]["text"]
     # a change once the page is in the document counts too
-    doc2, _ = session(store)
+    doc2, _ = session(synthetic)
     heads = next(m for m in doc2.models if m.name == "heads")
     heads.selected.indices = [1, 2]
     sent, renamed = pulled(doc2, monkeypatch)
@@ -142,8 +136,8 @@ def test_a_change_before_the_pull_is_sent(store, monkeypatch):
     assert page_of(doc2) is not None
 
 
-def test_an_inline_encoding_is_bokehs_own(store, monkeypatch):
-    doc, _ = session(store)
+def test_an_inline_encoding_is_bokehs_own(synthetic, monkeypatch):
+    doc, _ = session(synthetic)
     calls = []
     renamed = serialized.renamed
     monkeypatch.setattr(serialized, "renamed", lambda value, ids: calls.append(1) or renamed(value, ids))

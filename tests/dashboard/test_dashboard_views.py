@@ -16,20 +16,15 @@ from dashboard.common import geometry as g
 from dashboard.common.geometry import VERTICES, project
 from pipeline import store as st
 from pipeline.schema import STATISTICS, model_rows
-from tests.browser.conftest import ROPE_MODEL, rope_profiles, synthetic_orbits_dataset, write_synthetic_store
+from tests.browser.conftest import ROPE_MODEL, rope_profiles, synthetic_orbits_dataset
 from tests.dashboard.test_dashboard_geometry_types import rule
 
 L, H = 4, 8  # the synthetic rotary model
 
 
 @pytest.fixture(scope="module")
-def path(tmp_path_factory):
-    return write_synthetic_store(tmp_path_factory.mktemp("views") / "store.zarr")
-
-
-@pytest.fixture(scope="module")
-def rope(path):
-    return xr.open_zarr(path, group="profiles").sel(model=ROPE_MODEL)
+def rope(synthetic):
+    return xr.open_zarr(synthetic, group="profiles").sel(model=ROPE_MODEL)
 
 
 def renderers(fig, glyph: str):
@@ -173,11 +168,11 @@ def test_reproduction_judges_each_result_from_the_stored_values():
     assert verdict["reproduced"] == ("yes" if within == 3 else "partly" if within else "no")
 
 
-def test_views_open_straight_from_the_store_like_a_notebook(path):
-    orb = xr.open_zarr(path, group=st.ORBITS)
+def test_views_open_straight_from_the_store_like_a_notebook(synthetic):
+    orb = xr.open_zarr(synthetic, group=st.ORBITS)
     acc = sorted(hv.render(v.training_metrics(orb)).children, key=lambda c: c[1])[0][0]
     np.testing.assert_allclose(renderers(acc, "Line")[0].data_source.data["accuracy"], orb.train_accuracy.values)
-    prof = xr.open_zarr(path, group=st.PROFILES)
+    prof = xr.open_zarr(synthetic, group=st.PROFILES)
     fig = hv.render(v.tetrahedron(prof.sel(model=ROPE_MODEL)))
     assert len(fig.select_one({"name": "heads"}).data["x"]) == L * H
 
@@ -397,8 +392,8 @@ def test_statistic_heatmap_shows_the_values_and_the_gaussian_baseline(heads):
         v.statistic_heatmap(heads, "energy")
 
 
-def test_views_without_statistics_say_so_and_how_to_add_them(rope, path):
-    row = [r for r in model_rows(xr.open_zarr(path, group=st.PROFILES)) if r.name == ROPE_MODEL][0]
+def test_views_without_statistics_say_so_and_how_to_add_them(rope, synthetic):
+    row = [r for r in model_rows(xr.open_zarr(synthetic, group=st.PROFILES)) if r.name == ROPE_MODEL][0]
     assert row.statistics_command.startswith(f"python -m pipeline profiles {ROPE_MODEL}")
     rope = rope.drop_vars(["head_statistics", "spectrum", "statistics_checksum"], errors="ignore")  # an older store
     for view in (v.statistic_heatmap(rope), v.parity_spectra(rope)):
