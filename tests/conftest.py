@@ -12,6 +12,7 @@ Every test under tests/browser/ gets the ``browser`` marker here, so the quick t
 
 from __future__ import annotations
 
+import gc
 import math
 from pathlib import Path
 
@@ -33,6 +34,17 @@ def pytest_collection_modifyitems(config, items) -> None:
         group = xdist_group(item)
         if group is not None and item.get_closest_marker("xdist_group") is None:
             item.add_marker(pytest.mark.xdist_group(group))
+
+
+def pytest_collection_finish(session) -> None:
+    """Python's cyclic garbage collector runs less often in a test process, as in a server of the app
+    (``dashboard.app.GC_THRESHOLDS``). The tests allocate millions of objects (Bokeh models, zarr's and xarray's
+    bookkeeping) beside millions more from the imports (torch, transformers, HoloViews); at Python's default
+    thresholds the full collections, each a walk over all of them, took a large share of a worker's time. A test
+    that needs garbage gone calls ``gc.collect()``."""
+    from dashboard.app import GC_THRESHOLDS
+
+    gc.set_threshold(*GC_THRESHOLDS)
 
 
 def xdist_group(item) -> str | None:
