@@ -26,7 +26,6 @@ else the first computed model.
 from __future__ import annotations
 
 import asyncio
-import gc
 import html
 import logging
 import sys
@@ -42,6 +41,7 @@ from dashboard import data, rendered
 from dashboard.bokeh_internals import PagePane, run_as_curdoc
 from dashboard.clone import Copy
 from dashboard.common import jscode
+from dashboard.common.collector import collect_less_often
 from dashboard.common.page_style import page_css
 from dashboard.common.page_widgets import header, message, restore_on_ready
 from dashboard.common.render import use_bokeh
@@ -53,7 +53,6 @@ from dashboard.versions import check_versions
 
 TITLE = "Attention-head geometry"
 TABS = ("profiles", "compare", "orbits")  # the tabs' names in a deep link, in order
-GC_THRESHOLDS = (20_000, 20, 20)  # gc.set_threshold in a server of the app (serve_settings); Python's are 700, 10, 10
 SCRIPTS_FIRST_S = 0.15  # a session's build waits this long after its GET, for the page's scripts (``serve``)
 
 PAGE_CSS = page_css("text", "served", document=True)  # Panel's raw_css (dashboard/common/page.css)
@@ -87,7 +86,7 @@ def serve_settings() -> None:
     validation switched off. Every session's
     document is a copy of pages validated once when rendered (``dashboard.rendered``); checking each copy
     again would cost about 50 ms per session for the same result. Python's cyclic garbage collector runs less
-    often (GC_THRESHOLDS): each session allocates tens of thousands of objects (its copies of the pages, Panel's
+    often (``common.collector``): each session allocates tens of thousands of objects (its copies of the pages, Panel's
     and Bokeh's bookkeeping), and at the default thresholds that set off full collections, each a walk over the
     whole heap, which grows with every open session; with 20 sessions opening at once they took a large part of
     the server's time (benchmarks/dashboard_bench.py prints the server's CPU per load and for 20 loads at once).
@@ -98,7 +97,7 @@ def serve_settings() -> None:
     use_bokeh()
     pn.extension(raw_css=[PAGE_CSS], notifications=False, browser_info=False)
     settings.perform_document_validation.set_value(False)
-    gc.set_threshold(*GC_THRESHOLDS)
+    collect_less_often()
     logging.getLogger("dashboard").setLevel(logging.getLogger("bokeh").getEffectiveLevel())
 
 

@@ -29,6 +29,7 @@ from bokeh.model import Model
 from bokeh.resources import Resources
 
 from dashboard import data
+from dashboard.common.collector import collect_less_often
 from dashboard.common.page_style import page_css
 from dashboard.common.page_widgets import header, message, restore_on_ready
 from dashboard.common.render import use_bokeh
@@ -220,6 +221,7 @@ def main(argv: list[str] | None = None) -> int:
     except VersionError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    collect_less_often()  # every page is built in this process
     store = data.store_path(["--store", args.store] if args.store else [])
     try:
         rows = data.rows(store)

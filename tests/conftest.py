@@ -12,7 +12,6 @@ Every test under tests/browser/ gets the ``browser`` marker here, so the quick t
 
 from __future__ import annotations
 
-import gc
 import math
 from pathlib import Path
 
@@ -37,14 +36,14 @@ def pytest_collection_modifyitems(config, items) -> None:
 
 
 def pytest_collection_finish(session) -> None:
-    """Python's cyclic garbage collector runs less often in a test process, as in a server of the app
-    (``dashboard.app.GC_THRESHOLDS``). The tests allocate millions of objects (Bokeh models, zarr's and xarray's
+    """Python's cyclic garbage collector runs less often in a test process, as in the dashboard's processes
+    (``dashboard.common.collector``). The tests allocate millions of objects (Bokeh models, zarr's and xarray's
     bookkeeping) beside millions more from the imports (torch, transformers, HoloViews); at Python's default
     thresholds the full collections, each a walk over all of them, took a large share of a worker's time. A test
     that needs garbage gone calls ``gc.collect()``."""
-    from dashboard.app import GC_THRESHOLDS
+    from dashboard.common.collector import collect_less_often
 
-    gc.set_threshold(*GC_THRESHOLDS)
+    collect_less_often()
 
 
 def xdist_group(item) -> str | None:

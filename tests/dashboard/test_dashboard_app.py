@@ -86,12 +86,12 @@ def test_a_bad_link_is_named_in_the_note_and_the_defaults_shown(synthetic):
 
 
 SETTINGS = """
-import json, logging
+import gc, json, logging
 import panel as pn
 from bokeh.settings import settings
 def now():
     return [settings.perform_document_validation(), list(pn.config.raw_css), pn.config.browser_info,
-            logging.getLogger("dashboard").level]
+            logging.getLogger("dashboard").level, list(gc.get_threshold())]
 logging.getLogger("bokeh").setLevel(logging.DEBUG)  # as panel serve --log-level debug sets it
 before = now()
 import dashboard.app as app
@@ -104,12 +104,15 @@ print(json.dumps(dict(before=before, imported=imported, served=served, css=app.P
 
 def test_importing_the_app_changes_no_global_setting_and_serving_does():
     """A notebook or test that imports dashboard.app keeps Bokeh's document validation, Panel's CSS, its
-    BrowserInfo model and the level of the app's logger; the app script's serve_settings (run by panel serve)
-    switches validation and BrowserInfo off (nothing reads it; on, every page sends its seven fields back after
-    loading), adds the page CSS and gives the app's logger Bokeh's level."""
+    BrowserInfo model, the level of the app's logger and the garbage collector's thresholds; the app script's
+    serve_settings (run by panel serve) switches validation and BrowserInfo off (nothing reads it; on, every page
+    sends its seven fields back after loading), adds the page CSS, gives the app's logger Bokeh's level and makes
+    the collector run less often."""
     import json
     import subprocess
     import sys
+
+    from dashboard.common.collector import GC_THRESHOLDS
 
     out = subprocess.run([sys.executable, "-c", SETTINGS], capture_output=True, text=True, timeout=300, check=True)
     got = json.loads(out.stdout.strip().splitlines()[-1])
@@ -118,6 +121,7 @@ def test_importing_the_app_changes_no_global_setting_and_serving_does():
     assert got["served"][0] is False and got["css"] in got["served"][1]
     assert got["before"][2] is True and got["served"][2] is False
     assert got["before"][3] == 0 and got["served"][3] == 10  # NOTSET; DEBUG, the level Bokeh's logger has
+    assert got["before"][4] == [700, 10, 10] and got["served"][4] == list(GC_THRESHOLDS)  # Python's; the app's
 
 
 @pytest.mark.slow

@@ -160,6 +160,24 @@ def test_pages_get_a_new_files_permissions(exported):
     assert modes and set(modes.values()) == {0o644}, modes
 
 
+def test_the_exporter_makes_the_collector_run_less_often(synthetic, tmp_path, capsys):
+    """``main`` (the command) builds every page in its process, so it sets the garbage collector's thresholds as
+    the served app does; ``export`` (the function a notebook calls) changes no process-wide setting."""
+    import gc
+
+    from dashboard.common.collector import GC_THRESHOLDS
+
+    kept = gc.get_threshold()
+    try:
+        gc.set_threshold(700, 10, 10)  # Python's
+        export(tmp_path / "by-function", synthetic)
+        assert gc.get_threshold() == (700, 10, 10)
+        assert main([str(tmp_path / "by-command"), "--store", str(synthetic)]) == 0
+        assert gc.get_threshold() == GC_THRESHOLDS
+    finally:
+        gc.set_threshold(*kept)
+
+
 def test_symlinked_or_unwritable_output_folder_is_a_one_line_error(synthetic, tmp_path, capsys):
     real = tmp_path / "real"
     real.mkdir()
