@@ -40,8 +40,8 @@ from bokeh.settings import settings
 from dashboard import data, rendered
 from dashboard.bokeh_internals import PagePane, run_as_curdoc
 from dashboard.clone import Copy
+from dashboard.collector import collect_less_often
 from dashboard.common import jscode
-from dashboard.common.collector import collect_less_often
 from dashboard.common.page_style import page_css
 from dashboard.common.page_widgets import header, message, restore_on_ready
 from dashboard.common.render import use_bokeh
@@ -86,8 +86,8 @@ def serve_settings() -> None:
     validation switched off. Every session's
     document is a copy of pages validated once when rendered (``dashboard.rendered``); checking each copy
     again would cost about 50 ms per session for the same result. Python's cyclic garbage collector runs less
-    often (``common.collector``): each session allocates tens of thousands of objects (its copies of the pages, Panel's
-    and Bokeh's bookkeeping), and at the default thresholds that set off full collections, each a walk over the
+    often (``dashboard.collector``): each session allocates tens of thousands of objects (its copies of the pages,
+    Panel's and Bokeh's bookkeeping), and at the default thresholds that set off full collections, each a walk over the
     whole heap, which grows with every open session; with 20 sessions opening at once they took a large part of
     the server's time (benchmarks/dashboard_bench.py prints the server's CPU per load and for 20 loads at once).
     The app's own log (the ``dashboard`` logger: each page built and how long it took, what failed) takes the

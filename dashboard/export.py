@@ -29,7 +29,7 @@ from bokeh.model import Model
 from bokeh.resources import Resources
 
 from dashboard import data
-from dashboard.common.collector import collect_less_often
+from dashboard.collector import collect_less_often
 from dashboard.common.page_style import page_css
 from dashboard.common.page_widgets import header, message, restore_on_ready
 from dashboard.common.render import use_bokeh

@@ -37,11 +37,11 @@ def pytest_collection_modifyitems(config, items) -> None:
 
 def pytest_collection_finish(session) -> None:
     """Python's cyclic garbage collector runs less often in a test process, as in the dashboard's processes
-    (``dashboard.common.collector``). The tests allocate millions of objects (Bokeh models, zarr's and xarray's
+    (``dashboard.collector``). The tests allocate millions of objects (Bokeh models, zarr's and xarray's
     bookkeeping) beside millions more from the imports (torch, transformers, HoloViews); at Python's default
     thresholds the full collections, each a walk over all of them, took a large share of a worker's time. A test
     that needs garbage gone calls ``gc.collect()``."""
-    from dashboard.common.collector import collect_less_often
+    from dashboard.collector import collect_less_often
 
     collect_less_often()
 

@@ -112,7 +112,7 @@ def test_importing_the_app_changes_no_global_setting_and_serving_does():
     import subprocess
     import sys
 
-    from dashboard.common.collector import GC_THRESHOLDS
+    from dashboard.collector import GC_THRESHOLDS
 
     out = subprocess.run([sys.executable, "-c", SETTINGS], capture_output=True, text=True, timeout=300, check=True)
     got = json.loads(out.stdout.strip().splitlines()[-1])

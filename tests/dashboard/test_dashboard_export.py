@@ -165,7 +165,7 @@ def test_the_exporter_makes_the_collector_run_less_often(synthetic, tmp_path, ca
     the served app does; ``export`` (the function a notebook calls) changes no process-wide setting."""
     import gc
 
-    from dashboard.common.collector import GC_THRESHOLDS
+    from dashboard.collector import GC_THRESHOLDS
 
     kept = gc.get_threshold()
     try:

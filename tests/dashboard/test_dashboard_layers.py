@@ -31,9 +31,10 @@ TOP: dict[str, str] = {
     # the notebook API (the views of every page, gathered) and the store reader; no pages, no Panel
     "dashboard": "views", "dashboard.views": "views", "dashboard.data": "views",
     # pages delivered to a reader: the Panel app and its per-process rendering and copies, the static
-    # exporter, the entry points, the version check and the one module of Bokeh/Panel internals
+    # exporter, the entry points, the version check, the garbage collector's thresholds they set and the one
+    # module of Bokeh/Panel internals
     **{f"dashboard.{m}": "serve" for m in ("app", "rendered", "clone", "serialized", "bokeh_internals", "export",
-                                           "versions", "cli", "__main__", "store_note")},
+                                           "versions", "cli", "__main__", "store_note", "collector")},
 }
 ORDER = ("views", "pages", "serve")
 
