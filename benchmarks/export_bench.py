@@ -12,14 +12,13 @@ median of the per-round ratios before/after. Reads the store only.
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from revisions import ROOT, alternate, print_medians, revision_tree, timed_child  # noqa: E402
+from revisions import parsed, print_medians, side_by_side, side_by_side_options  # noqa: E402
 
 EXPORT = r"""
 import contextlib, io, json, os, resource, sys, tempfile, time
@@ -41,25 +40,11 @@ with tempfile.TemporaryDirectory() as tmp:
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--before", required=True, help="the git revision to compare with (its pipeline and dashboard)")
-    ap.add_argument("--rounds", type=int, default=3, help="timed exports of each arm (default 3)")
-    ap.add_argument("--store", default=os.path.join(ROOT, "store.zarr"), help="the store (default: the committed one)")
-    args = ap.parse_args(argv)
-    if args.rounds < 1:
-        ap.error("--rounds must be at least 1")
-    store = os.path.abspath(args.store)
-    if not os.path.isdir(store):
-        ap.error(f"no store at {store}")
-    arg = json.dumps(store)
-    with revision_tree(args.before, ("pipeline", "dashboard")) as tree, \
-            timed_child(EXPORT, arg, tree, f"the export of revision {args.before}") as before, \
-            timed_child(EXPORT, arg, ROOT, "the export of this checkout") as after:
-        times = alternate(before, after, args.rounds, "export")
-    print(f"the export of {store}, {args.rounds} rounds; medians (ratio: median of before/after)")
+    args = parsed(side_by_side_options(__doc__.split("\n\n")[0], "pipeline and dashboard", "exports", 3), argv)
+    times = side_by_side(EXPORT, json.dumps(args.store), args.before, ("pipeline", "dashboard"), args.rounds, "export")
+    print(f"the export of {args.store}, {args.rounds} rounds; medians (ratio: median of before/after)")
     print_medians(times, args.before)
     return 0
-
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -12,14 +12,13 @@ and CPU seconds per build and the median of the per-round ratios before/after.
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from revisions import ROOT, alternate, print_medians, revision_tree, timed_child  # noqa: E402
+from revisions import parsed, print_medians, side_by_side, side_by_side_options  # noqa: E402
 
 MODELS = ("gpt2", "SmolLM2-135M-Instruct", "all-MiniLM-L6-v2")  # absolute; rotary (129 offsets); an encoder
 
@@ -49,23 +48,14 @@ for _ in sys.stdin:
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--before", required=True, help="the git revision to compare with (its dashboard and pipeline)")
-    ap.add_argument("--rounds", type=int, default=5, help="timed builds of each arm (default 5)")
-    ap.add_argument("--store", default=os.path.join(ROOT, "store.zarr"), help="the store (default: the committed one)")
+    ap = side_by_side_options(__doc__.split("\n\n")[0], "dashboard and pipeline", "builds", 5)
     ap.add_argument("--models", default=",".join(MODELS), help=f"models, comma-separated (default {','.join(MODELS)})")
-    args = ap.parse_args(argv)
-    if args.rounds < 1:
-        ap.error("--rounds must be at least 1")
-    arg = json.dumps([os.path.abspath(args.store), args.models.split(",")])
-    with revision_tree(args.before, ("pipeline", "dashboard")) as tree, \
-            timed_child(BUILD, arg, tree, f"the build of revision {args.before}") as before, \
-            timed_child(BUILD, arg, ROOT, "the build of this checkout") as after:
-        times = alternate(before, after, args.rounds, "pages")
+    args = parsed(ap, argv)
+    arg = json.dumps([args.store, args.models.split(",")])
+    times = side_by_side(BUILD, arg, args.before, ("pipeline", "dashboard"), args.rounds, "pages")
     print(f"pages of {args.models} + compare + orbits, {args.rounds} rounds; medians (ratio: median of before/after)")
     print_medians(times, args.before)
     return 0
-
 
 if __name__ == "__main__":
     sys.exit(main())

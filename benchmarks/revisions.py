@@ -14,6 +14,7 @@ another revision may have elsewhere. The child uses only names both sides of a r
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import json
 import os
@@ -187,3 +188,36 @@ def print_medians(times: dict[str, list[tuple[float, float]]], rev: str, unit: f
         b, a = (statistics.median(t[i] for t in times[arm]) / unit for arm in ("before", "after"))
         ratio = statistics.median(x[i] / y[i] for x, y in zip(times["before"], times["after"], strict=True))
         print(f"  {what:4s}: before ({rev}) {b:.2f} {unit_name}, after {a:.2f} {unit_name}, x{ratio:.2f}")
+
+
+def side_by_side_options(description: str, packages: str, timed: str, rounds: int) -> argparse.ArgumentParser:
+    """The options of a benchmark of this checkout against a git revision: ``--before REV`` (its ``packages``, in
+    words), ``--rounds`` (the ``timed`` runs of each arm, default ``rounds``) and ``--store`` (default: the committed
+    store); read them with :func:`parsed`."""
+    ap = argparse.ArgumentParser(description=description)
+    ap.add_argument("--before", required=True, help=f"the git revision to compare with (its {packages})")
+    ap.add_argument("--rounds", type=int, default=rounds, help=f"timed {timed} of each arm (default {rounds})")
+    ap.add_argument("--store", default=os.path.join(ROOT, "store.zarr"), help="the store (default: the committed one)")
+    return ap
+
+
+def parsed(ap: argparse.ArgumentParser, argv=None) -> argparse.Namespace:
+    """``ap``'s options (:func:`side_by_side_options`), ``--rounds`` at least 1 and ``--store`` a folder there,
+    made absolute."""
+    args = ap.parse_args(argv)
+    if args.rounds < 1:
+        ap.error("--rounds must be at least 1")
+    args.store = os.path.abspath(args.store)
+    if not os.path.isdir(args.store):
+        ap.error(f"no store at {args.store}")
+    return args
+
+
+def side_by_side(code: str, arg: str, rev: str, packages: tuple[str, ...], rounds: int,
+                 label: str) -> dict[str, list[tuple[float, float]]]:
+    """:func:`alternate`'s times of ``rounds`` runs of ``code`` (:func:`timed_child`'s, given ``arg``) in git revision
+    ``rev``'s ``packages`` and in this checkout; ``label`` names the runs."""
+    with revision_tree(rev, packages) as tree, \
+            timed_child(code, arg, tree, f"the {label} of revision {rev}") as before, \
+            timed_child(code, arg, ROOT, f"the {label} of this checkout") as after:
+        return alternate(before, after, rounds, label)

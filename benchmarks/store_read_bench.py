@@ -17,14 +17,13 @@ the per-round ratios before/after. Reads the store only.
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from revisions import ROOT, alternate, print_medians, revision_tree, timed_child  # noqa: E402
+from revisions import parsed, print_medians, side_by_side, side_by_side_options  # noqa: E402
 
 READ = r"""
 import contextlib, io, json, resource, sys, time
@@ -54,26 +53,12 @@ READS = ("models", "checked_models", "list")
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--before", required=True, help="the git revision to compare with (its pipeline)")
-    ap.add_argument("--rounds", type=int, default=7, help="timed reads of each arm, for each read (default 7)")
-    ap.add_argument("--store", default=os.path.join(ROOT, "store.zarr"), help="the store (default: the committed one)")
-    args = ap.parse_args(argv)
-    if args.rounds < 1:
-        ap.error("--rounds must be at least 1")
-    store = os.path.abspath(args.store)
-    if not os.path.isdir(store):
-        ap.error(f"no store at {store}")
-    with revision_tree(args.before) as tree:
-        for what in READS:
-            arg = json.dumps([store, what])
-            with timed_child(READ, arg, tree, f"the read of revision {args.before}") as before, \
-                    timed_child(READ, arg, ROOT, "the read of this checkout") as after:
-                times = alternate(before, after, args.rounds, what)
-            print(f"{what} of {store}, {args.rounds} rounds; medians (ratio: median of before/after)")
-            print_medians(times, args.before, unit=1e-3, unit_name="ms")
+    args = parsed(side_by_side_options(__doc__.split("\n\n")[0], "pipeline", "reads of each read", 7), argv)
+    for what in READS:
+        times = side_by_side(READ, json.dumps([args.store, what]), args.before, ("pipeline",), args.rounds, what)
+        print(f"{what} of {args.store}, {args.rounds} rounds; medians (ratio: median of before/after)")
+        print_medians(times, args.before, unit=1e-3, unit_name="ms")
     return 0
-
 
 if __name__ == "__main__":
     sys.exit(main())
