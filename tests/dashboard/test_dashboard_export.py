@@ -77,9 +77,11 @@ def test_orbits_page_without_orbits_group_says_how_to_compute_it(tmp_path):
 
 @pytest.fixture(scope="module")
 def exported(synthetic, tmp_path_factory):
-    """(the output folder, the paths ``export`` returned, a file two symlinks in the folder pointed at): one export of
-    ``synthetic`` that the tests below read, made with Panel's extension loaded in this process, a umask of 022,
-    and ``index.html`` and the rotary model's page symlinks to another file beforehand."""
+    """(the output folder, the paths ``export`` returned, a file two symlinks in the folder pointed at, the garbage
+    collector's thresholds after the export): one export of ``synthetic`` that the tests below read, made with
+    Panel's extension loaded in this process, a umask of 022, the collector at Python's default thresholds, and
+    ``index.html`` and the rotary model's page symlinks to another file beforehand."""
+    import gc
     import os
 
     import panel as pn
@@ -92,16 +94,19 @@ def exported(synthetic, tmp_path_factory):
     (out / "index.html").symlink_to(victim)
     (out / profile_page_name(ROPE_MODEL)).symlink_to(victim)
     pn.extension()  # Panel in the same process must not leak its server-relative bundles into the pages
-    old = os.umask(0o022)
+    old, kept = os.umask(0o022), gc.get_threshold()
+    gc.set_threshold(700, 10, 10)  # Python's
     try:
         paths = export(out, synthetic)
+        thresholds = gc.get_threshold()
     finally:
         os.umask(old)
-    return out, paths, victim
+        gc.set_threshold(*kept)
+    return out, paths, victim, thresholds
 
 
 def test_export_writes_index_model_pages_compare_and_orbits(exported, synthetic):
-    out, paths, _ = exported
+    out, paths, _, _ = exported
     for p in paths:
         srcs = re.findall(r'<script[^>]* src="([^"]+)"', p.read_text())
         assert all(s.startswith("https://cdn.bokeh.org/bokeh/release/") for s in srcs), (p.name, srcs)
@@ -146,7 +151,7 @@ def test_export_of_colliding_and_long_names_keeps_every_page(tmp_path):
 
 
 def test_symlink_at_an_output_path_is_replaced_not_followed(exported):
-    out, _, victim = exported
+    out, _, victim, _ = exported
     assert victim.read_text() == "keep me"
     assert not (out / "index.html").is_symlink() and "Attention-head geometry" in (out / "index.html").read_text()
     assert not (out / profile_page_name(ROPE_MODEL)).is_symlink()
@@ -155,24 +160,25 @@ def test_symlink_at_an_output_path_is_replaced_not_followed(exported):
 def test_pages_get_a_new_files_permissions(exported):
     """Not the temporary file's 0600: 0666 less the umask (022 for the export), as any new file (a web server as
     another user reads them)."""
-    out, _, _ = exported
+    out, _, _, _ = exported
     modes = {p.name: p.stat().st_mode & 0o777 for p in out.glob("*.html")}
     assert modes and set(modes.values()) == {0o644}, modes
 
 
-def test_the_exporter_makes_the_collector_run_less_often(synthetic, tmp_path, capsys):
+def test_the_exporter_makes_the_collector_run_less_often(exported, tmp_path, capsys):
     """``main`` (the command) builds every page in its process, so it sets the garbage collector's thresholds as
-    the served app does; ``export`` (the function a notebook calls) changes no process-wide setting."""
+    the served app does, before it reads the store (a missing one here: no page is built); ``export`` (the function
+    a notebook calls) changes no process-wide setting."""
     import gc
 
     from dashboard.collector import GC_THRESHOLDS
 
+    assert exported[3] == (700, 10, 10)
     kept = gc.get_threshold()
     try:
         gc.set_threshold(700, 10, 10)  # Python's
-        export(tmp_path / "by-function", synthetic)
-        assert gc.get_threshold() == (700, 10, 10)
-        assert main([str(tmp_path / "by-command"), "--store", str(synthetic)]) == 0
+        assert main([str(tmp_path / "out"), "--store", str(tmp_path / "missing.zarr")]) == 2
+        assert "missing.zarr" in capsys.readouterr().err
         assert gc.get_threshold() == GC_THRESHOLDS
     finally:
         gc.set_threshold(*kept)
