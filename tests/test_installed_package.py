@@ -164,7 +164,7 @@ def served_document(venv: dict, timeout: float = 180) -> tuple[str, str]:
 
 def tiny_checkpoint(folder: Path):
     """A tiny random GPT-2 saved with save_pretrained; returns the model (its Q/K weights are the oracle's input)."""
-    from tests.conftest import build_tiny, save
+    from tests.tiny_models import build_tiny, save
 
     model = build_tiny("gpt2")
     save(model, folder)

@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from pipeline.__main__ import main
-from tests.conftest import build_tiny, save
+from tests.tiny_models import build_tiny, save
 
 ROPE, PLAIN = "tiny-rope", "tiny-plain"
 ROPE_BASELINE = f"{ROPE}~iid-seed4"

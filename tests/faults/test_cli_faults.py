@@ -82,7 +82,7 @@ def good_store(tmp_path_factory):
     """A store holding one complete model, and the checkpoint folder it came from, made once: the tests read the
     folder (a test that changes it changes a copy) and each gets its own copy of the store."""
     from pipeline.run import run_profiles
-    from tests.conftest import build_tiny, save
+    from tests.tiny_models import build_tiny, save
 
     home = tmp_path_factory.mktemp("good")
     folder = Path(save(build_tiny("opt"), home / "good"))

@@ -39,7 +39,7 @@ def reshape_tensor(folder, name, shape):
 @pytest.fixture(scope="module")
 def complete_store(tmp_path_factory):
     """A store holding one complete model "m", made once: the tests only read it (and check it is unchanged)."""
-    from tests.conftest import build_tiny, save
+    from tests.tiny_models import build_tiny, save
 
     root = tmp_path_factory.mktemp("complete")
     folder = save(build_tiny("opt-postnorm"), root / "m")  # 3 layers x 4 heads, width 24

@@ -28,7 +28,7 @@ from pipeline.architectures import (
 )
 from pipeline.checkpoints import open_checkpoint
 from pipeline.rotary import N_OFFSETS
-from tests.conftest import (
+from tests.tiny_models import (
     VOCAB,
     attention_inputs,
     ln_gain,

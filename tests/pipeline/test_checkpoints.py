@@ -13,7 +13,7 @@ from safetensors.numpy import load_file, save_file
 
 from pipeline.architectures import layer_weights, layout_from_config
 from pipeline.checkpoints import CheckpointError, ModelRef, open_checkpoint, resolve
-from tests.conftest import torch
+from tests.tiny_models import torch
 
 
 def _param(model, suffix):

@@ -25,7 +25,7 @@ from safetensors.numpy import load_file, save_file
 from pipeline import profiles_cli, run_executors, run_plan, run_tasks
 from pipeline import run as run_module
 from pipeline.models import MODELS, SEED_MODELS
-from tests.conftest import KINDS, ln_gain, torch
+from tests.tiny_models import KINDS, ln_gain, torch
 
 D = 129
 

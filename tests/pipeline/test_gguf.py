@@ -20,7 +20,7 @@ from pipeline.checkpoints import open_checkpoint
 from pipeline.profile import head_profiles
 from pipeline.schema import Provenance
 from pipeline.sources.base import CheckpointError
-from tests.conftest import VOCAB, save, torch, transformers
+from tests.tiny_models import VOCAB, save, torch, transformers
 
 gguf = pytest.importorskip("gguf", reason="the GGUF reader needs the gguf package (pip install -e .[pipeline])")
 from pipeline.sources import gguf as gguf_reader  # noqa: E402

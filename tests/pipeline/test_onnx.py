@@ -20,7 +20,7 @@ from pipeline.checkpoints import open_checkpoint
 from pipeline.profile import head_profiles
 from pipeline.schema import Provenance
 from pipeline.sources.base import CheckpointError
-from tests.conftest import build_tiny, save, torch
+from tests.tiny_models import build_tiny, save, torch
 
 onnx = pytest.importorskip("onnx", reason="the ONNX reader needs the onnx package (pip install -e .[pipeline])")
 from pipeline.sources.onnx import open_onnx  # noqa: E402

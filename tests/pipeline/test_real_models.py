@@ -20,7 +20,7 @@ from pipeline.run import compute_layer
 from pipeline.schema import SPECTRA
 from pipeline.sources.pinned import PinnedFileError
 from pipeline.store import Store, default_store_path
-from tests.conftest import torch, transformers
+from tests.tiny_models import torch, transformers
 
 
 def installed(name: str):

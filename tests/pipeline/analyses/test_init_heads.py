@@ -10,7 +10,7 @@ import pytest
 
 from pipeline.analyses.init_heads import InitBaselineError, InitHeads, layer_seed
 from pipeline.architectures import layer_qk
-from tests.conftest import torch, transformers
+from tests.tiny_models import torch, transformers
 
 # family -> (config dict, the attention module's name inside a layer)
 TINY = {

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from tests.conftest import torch, transformers
+from tests.tiny_models import torch, transformers
 
 T = 9  # tokens per sequence (never a head count, so a norm's head axis is told from its token axis)
 VOCAB = 64

@@ -44,7 +44,7 @@ def alibi_bias(case, layout, T: int) -> np.ndarray:
     import importlib
     import math
 
-    from tests.conftest import torch
+    from tests.tiny_models import torch
 
     module = importlib.import_module(f"transformers.models.{case.alibi}.modeling_{case.alibi}")
     bias = module.build_alibi_tensor(torch.ones(1, T, dtype=torch.long), layout.n_heads, torch.float64)
@@ -105,7 +105,7 @@ def test_every_entry_of_the_table_is_proved():
     from dataclasses import replace
 
     from pipeline.architectures import FAMILIES
-    from tests.conftest import transformers
+    from tests.tiny_models import transformers
 
     proved = {getattr(transformers, case.config).model_type for case in CASES.values()}
     first_eight = {"gpt2", "opt", "bloom", "gpt_neox", "mistral", "llama", "qwen2", "bert"}

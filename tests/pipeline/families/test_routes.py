@@ -184,7 +184,7 @@ def write_gguf(case_name: str, folder: str, path: Path, per_layer_pattern: bool 
 
 
 def transformers_module():
-    from tests.conftest import transformers
+    from tests.tiny_models import transformers
 
     return transformers
 
@@ -221,7 +221,7 @@ def test_gemma3_gguf_with_its_sliding_pattern_per_layer(family_model, tmp_path):
 
 # ---------------------------------------------------------------------------- GGUF of fused Q/K/V layouts
 
-# llama.cpp architecture -> the model it is written from: a case of cases.py, or a kind of tests/conftest.py's
+# llama.cpp architecture -> the model it is written from: a case of cases.py, or a kind of tests/tiny_models.py's
 # tiny models (the first eight families)
 FUSED_GGUF = {"bloom": "bloom", "gptneox": "gpt_neox", "gpt2": "gpt2", "falcon": "falcon-multi_query",
               "falcon-new": "falcon-new_decoder_architecture", "starcoder": "gpt_bigcode-multi_query"}
