@@ -13,7 +13,7 @@ import pytest
 from dashboard import data
 from dashboard.common.geometry import VERTICES
 from dashboard.common.selection import statistics_table
-from dashboard.export import export, profile_page_name
+from dashboard.export import profile_page_name
 from tests.browser.conftest import (
     FIND_JS,
     console_errors,
@@ -30,7 +30,7 @@ from tests.browser.conftest import (
     wait_for_column,
     wait_js,
 )
-from tests.dashboard.analyses_store import PLAIN, ROPE, ROPE_BASELINE, write_analyses_store
+from tests.dashboard.analyses_store import PLAIN, ROPE, ROPE_BASELINE, analyses_site, analyses_store
 
 pytestmark = pytest.mark.browser
 
@@ -50,14 +50,12 @@ const tabs = () => {
 
 @pytest.fixture(scope="module")
 def store(tmp_path_factory):
-    return write_analyses_store(tmp_path_factory.mktemp("analyses_store"))
+    return analyses_store(tmp_path_factory)
 
 
 @pytest.fixture(scope="module")
-def pages(store, tmp_path_factory):
-    out = tmp_path_factory.mktemp("analyses_export")
-    export(out, store)
-    return out
+def pages(tmp_path_factory):
+    return analyses_site(tmp_path_factory)[0]
 
 
 def active_tab(page):

@@ -4,7 +4,8 @@ it (``dashboard.common.render.use_bokeh``).
 What the tests only read is built once: ``synthetic``, the browser tests' synthetic store, once per test run;
 ``static_page``, a profiles page of a store, once per pytest-xdist worker (as are the served app's pages of a store,
 ``rendered.PAGES``, so the tests that read ``synthetic`` share those too); ``pages``, every kind of page, for the
-tests that read their callbacks."""
+tests that read their callbacks; ``analyses_pages``, the profiles pages of the Analyses tab's store, once per
+worker."""
 
 from __future__ import annotations
 
@@ -70,3 +71,19 @@ def pages(synthetic, static_page):
     out.append(compare_view(data.profiles(store)))
     out.append(orbits_content(store))
     return out
+
+
+@pytest.fixture(scope="session")
+def analyses_pages(tmp_path_factory) -> tuple[Path, dict]:
+    """(the Analyses tab's store (``analyses_store``), {model: its profiles page with its statistics and its
+    baseline}) for its two trained models, built once per worker; the tests that take it only read it, and their
+    modules share a worker (``tests.shared.ANALYSES_PAGES``)."""
+    from dashboard import data
+    from dashboard.profiles.analyses_data import baseline_of
+    from dashboard.profiles.page import profiles_view
+    from tests.dashboard.analyses_store import PLAIN, ROPE, analyses_store
+
+    store = analyses_store(tmp_path_factory)
+    ds = data.profiles(store)
+    return store, {n: profiles_view(data.model_data(store, n), ds.sel(model=n), baseline=baseline_of(ds, n))
+                   for n in (ROPE, PLAIN)}

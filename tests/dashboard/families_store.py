@@ -6,13 +6,11 @@ as ``tiny-clip/text`` and ``tiny-clip/vision``)."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
-from dashboard.export import export
 from tests.pipeline.families.cases import CASES, build, save
 from tests.pipeline.test_cli_profiles import cli
-from tests.shared import built_once
+from tests.shared import built_once, exported_once
 
 # case -> the model names it stores
 MODELS = {"qwen3": ["tiny-qwen3"], "smollm3": ["tiny-smollm3"], "modernbert": ["tiny-modernbert"],
@@ -39,15 +37,9 @@ def families_store(tmp_path_factory) -> Path:
     return built_once(tmp_path_factory, "families-store", write_families_store) / "store.zarr"
 
 
-def families_site(tmp_path_factory) -> tuple[Path, Path, list[str]]:
+def families_site(tmp_path_factory) -> tuple[Path, Path, list[Path]]:
     """(``families_store``, the folder of its static export (``dashboard.export``), the paths the export returned),
     built once per test run for every pytest-xdist worker; the tests only read them. Apart from the store: the
     quick tier reads the store alone, and the export renders every page of it."""
     store = families_store(tmp_path_factory)
-
-    def make(folder: Path) -> None:
-        paths = export(folder / "out", store)
-        (folder / "export.json").write_text(json.dumps([str(p) for p in paths]))
-
-    folder = built_once(tmp_path_factory, "families-site", make)
-    return store, folder / "out", json.loads((folder / "export.json").read_text())
+    return (store, *exported_once(tmp_path_factory, "families-site", store))

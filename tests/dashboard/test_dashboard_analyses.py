@@ -14,13 +14,15 @@ from dashboard.common.render import render
 from dashboard.common.selection import statistics_table
 from dashboard.profiles import analyses as views
 from dashboard.profiles.analyses_data import P_BINS, SIGMA_PAIRS, analyses, baseline_of
-from dashboard.profiles.page import profiles_view
-from tests.dashboard.analyses_store import PLAIN, ROPE, ROPE_BASELINE, write_analyses_store
+from tests.dashboard.analyses_store import PLAIN, ROPE, ROPE_BASELINE, analyses_site, analyses_store
+from tests.shared import ANALYSES_PAGES
+
+pytestmark = ANALYSES_PAGES
 
 
 @pytest.fixture(scope="module")
 def store(tmp_path_factory):
-    return write_analyses_store(tmp_path_factory.mktemp("analyses"))
+    return analyses_store(tmp_path_factory)
 
 
 @pytest.fixture(scope="module")
@@ -144,9 +146,8 @@ def named(page) -> list[tuple[str, str]]:
     return sorted((m.name, type(m).__name__) for m in tab.references() if m.name)
 
 
-def test_the_page_has_the_tab_with_the_same_named_models_for_every_model(store, ds):
-    pages = {n: profiles_view(data.model_data(store, n), ds.sel(model=n), baseline=baseline_of(ds, n))
-             for n in (ROPE, PLAIN)}
+def test_the_page_has_the_tab_with_the_same_named_models_for_every_model(analyses_pages):
+    _, pages = analyses_pages
     assert named(pages[ROPE]) == named(pages[PLAIN])  # the served app switches models in place
     titles = [t.title for p in pages.values() for t in p.select_one({"type": Tabs}).tabs]
     assert titles == ["Profiles", "Analyses"] * 2
@@ -155,16 +156,15 @@ def test_the_page_has_the_tab_with_the_same_named_models_for_every_model(store, 
     assert all(everything.count(n) == 1 for n, _ in named(pages[ROPE]))  # the browser finds each by its name
 
 
-def test_baselines_stay_out_of_the_trained_models_lists(store, ds, tmp_path):
+def test_baselines_stay_out_of_the_trained_models_lists(store, ds, tmp_path_factory):
     from dashboard.compare.views import computed_models
-    from dashboard.export import export
     from dashboard.profiles.page_texts import selector_groups
 
     names = [n for group in selector_groups(data.rows(store)).values() for n in group]
     assert names == [ROPE, PLAIN] and computed_models(ds) == [ROPE, PLAIN]
-    written = export(tmp_path / "out", store)
+    out, written = analyses_site(tmp_path_factory)
     pages = [p.name for p in written if p.name.startswith("profiles-")]
     assert len(pages) == 2 and not any("iid" in p for p in pages)
-    assert ROPE_BASELINE not in (tmp_path / "out" / "index.html").read_text()
+    assert ROPE_BASELINE not in (out / "index.html").read_text()
     rope_page = next(p for p in written if p.name.startswith(f"profiles-{ROPE}")).read_text()
     assert "analyses_p_baseline" in rope_page and ROPE_BASELINE in rope_page

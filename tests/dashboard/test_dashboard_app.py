@@ -12,6 +12,9 @@ from bokeh.models import CustomJS
 from dashboard import app, data, rendered
 from dashboard.bokeh_internals import PagePane
 from tests.browser.conftest import ABSOLUTE_MODEL, ROPE_MODEL
+from tests.shared import SYNTHETIC_PAGES
+
+pytestmark = SYNTHETIC_PAGES
 
 
 def walks_of(root: Model, make_pane) -> int:

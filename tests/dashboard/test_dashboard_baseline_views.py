@@ -16,28 +16,25 @@ from dashboard.common.render import render
 from dashboard.common.selection import statistics_table
 from dashboard.profiles import analyses as views
 from dashboard.profiles.analyses_data import baseline_of
-from dashboard.profiles.page import profiles_view
 from dashboard.profiles.tetrahedron import CLUSTER_COLORS, tetrahedron
 from pipeline.schema import STATISTICS
-from tests.dashboard.analyses_store import PLAIN, ROPE, ROPE_BASELINE, write_analyses_store
+from tests.dashboard.analyses_store import PLAIN, ROPE, ROPE_BASELINE
+from tests.shared import ANALYSES_PAGES
 
 RANKED = ("symmetric_energy", "pairing", "rho")
 
 
-@pytest.fixture(scope="module")
-def store(tmp_path_factory):
-    return write_analyses_store(tmp_path_factory.mktemp("baseline_views"))
+pytestmark = ANALYSES_PAGES
 
 
 @pytest.fixture(scope="module")
-def ds(store):
-    return data.profiles(store)
+def ds(analyses_pages):
+    return data.profiles(analyses_pages[0])
 
 
 @pytest.fixture(scope="module")
-def pages(store, ds):
-    return {n: profiles_view(data.model_data(store, n), ds.sel(model=n), baseline=baseline_of(ds, n))
-            for n in (ROPE, PLAIN)}
+def pages(analyses_pages):
+    return analyses_pages[1]
 
 
 def stat(sel, name: str) -> np.ndarray:

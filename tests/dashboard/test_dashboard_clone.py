@@ -21,6 +21,9 @@ from dashboard.clone import copy_layout, copy_plan
 from dashboard.profiles.page import profiles_view
 from pipeline import store as st
 from tests.browser.conftest import ABSOLUTE_MODEL, ROPE_MODEL, write_synthetic_store
+from tests.shared import SYNTHETIC_PAGES
+
+pytestmark = SYNTHETIC_PAGES
 
 
 def serialised(root: Model):

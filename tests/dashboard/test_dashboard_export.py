@@ -22,6 +22,9 @@ from dashboard.orbits.page import orbits_content
 from dashboard.profiles.payload import unpack_profiles
 from pipeline import store as st
 from tests.browser.conftest import ROPE_MODEL, synthetic_orbits_dataset, write_synthetic_store
+from tests.shared import SYNTHETIC_PAGES
+
+pytestmark = SYNTHETIC_PAGES
 
 REPO = Path(__file__).resolve().parents[2]
 

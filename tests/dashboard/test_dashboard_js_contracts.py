@@ -9,9 +9,9 @@ from bokeh.models import CustomJS
 
 from dashboard.common import jscode
 from tests.dashboard.jsnames import free_and_top
+from tests.shared import SYNTHETIC_PAGES
 
-# ``pages`` (tests/dashboard/conftest.py) built on one xdist worker for this module and test_dashboard_page_models.py
-pytestmark = pytest.mark.xdist_group("dashboard-pages")
+pytestmark = SYNTHETIC_PAGES
 
 FOR_TESTS = {"record_frames"}  # not a callback: playwright evaluates it (orbits.page.RECORD_FRAMES_JS)
 

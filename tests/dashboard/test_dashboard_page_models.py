@@ -13,9 +13,9 @@ from bokeh.models import ColumnDataSource, CustomJS
 
 from dashboard.common import jscode
 from dashboard.common.page_models import PageModels, names
+from tests.shared import SYNTHETIC_PAGES
 
-# ``pages`` (tests/dashboard/conftest.py) built on one xdist worker for this module and test_dashboard_js_contracts.py
-pytestmark = pytest.mark.xdist_group("dashboard-pages")
+pytestmark = SYNTHETIC_PAGES
 
 CTX_NAME = re.compile(r"\bctx\.([A-Za-z_$][A-Za-z0-9_$]*)")
 

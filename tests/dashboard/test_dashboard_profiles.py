@@ -17,6 +17,9 @@ from dashboard.profiles.page_texts import model_line, selector_groups, todo_html
 from dashboard.profiles.payload import unpack_profiles
 from pipeline.schema import ModelRow
 from tests.browser.conftest import ABSOLUTE_MODEL, EMPTY_MODEL, ROPE_MODEL, rope_profiles
+from tests.shared import SYNTHETIC_PAGES
+
+pytestmark = SYNTHETIC_PAGES
 
 
 def by_name(layout, name):

@@ -10,9 +10,9 @@ from bokeh.models import ColumnDataSource, Div
 from bokeh.plotting import figure
 
 from dashboard.common.render import Named
+from tests.shared import SYNTHETIC_PAGES
 
-# ``pages`` (tests/dashboard/conftest.py) built on one xdist worker for this module and the others of the group
-pytestmark = pytest.mark.xdist_group("dashboard-pages")
+pytestmark = SYNTHETIC_PAGES
 
 
 def test_every_name_of_every_page_is_the_model_bokeh_selects(pages):

@@ -11,6 +11,9 @@ from bokeh.document import Document
 
 from dashboard import app, serialized
 from tests.browser.conftest import ROPE_MODEL, write_synthetic_store
+from tests.shared import SYNTHETIC_PAGES
+
+pytestmark = SYNTHETIC_PAGES
 
 
 def session(store, args=None) -> tuple[Document, app.AppState]:

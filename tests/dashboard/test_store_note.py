@@ -9,6 +9,9 @@ import pytest
 from dashboard import data, store_note
 from pipeline import location
 from tests.browser.conftest import write_synthetic_store
+from tests.shared import SYNTHETIC_PAGES
+
+pytestmark = SYNTHETIC_PAGES
 
 
 @pytest.fixture
