@@ -37,6 +37,7 @@ from .config import Config, adamw_epochs, differences, from_dict
 from .runs import FINDER, MODEL_NAME, RANKING, commit, rank_key, run_name, store_run
 
 TOLS, SIZES, KS = SEARCH_TOLS, SEARCH_SIZES, SEARCH_KS
+SCHEDULER_TIMEOUT = "5s"  # how long the dask scheduler at --scheduler may take to answer
 TABLE_DOC = {
     "seed": "the run's seed (init, split and contexts)",
     "recipe": "JSON of the Config fields that differ from the defaults (the seed aside)",
@@ -307,7 +308,7 @@ def _search_distributed(address: str, batches, device, polish_top, done, out_of_
     from distributed import Client, as_completed
 
     try:
-        client = Client(address, timeout="5s")
+        client = Client(address, timeout=SCHEDULER_TIMEOUT)
     except (OSError, ValueError, TypeError) as exc:
         raise ValueError(f"--scheduler {address!r}: no dask scheduler answers there ({exc})") from None
     with client:

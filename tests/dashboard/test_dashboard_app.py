@@ -88,8 +88,10 @@ def test_a_bad_link_is_named_in_the_note_and_the_defaults_shown(synthetic):
     assert tabs.active == 0
 
 
-SETTINGS = """
+FRESH_PROCESS = """
 import gc, json, logging
+import holoviews as hv
+import numpy as np
 import panel as pn
 from bokeh.settings import settings
 def now():
@@ -97,34 +99,56 @@ def now():
             logging.getLogger("dashboard").level, list(gc.get_threshold())]
 logging.getLogger("bokeh").setLevel(logging.DEBUG)  # as panel serve --log-level debug sets it
 before = now()
+import dashboard.views as v, dashboard.profiles.page, dashboard.compare.page, dashboard.orbits.page
+import dashboard.export
 import dashboard.app as app
 imported = now()
+backend = [hv.Store.current_backend, sorted(hv.Store.renderers)]
+v.use_bokeh()
+drawn = [hv.Store.current_backend, type(v.render(v.histograms(np.full((1, 2, 1, 4), 0.25)))).__name__]
 app.serve_settings()
 served = now()
-print(json.dumps(dict(before=before, imported=imported, served=served, css=app.PAGE_CSS)))
+print(json.dumps(dict(before=before, imported=imported, served=served, css=app.PAGE_CSS, backend=backend,
+                      drawn=drawn)))
 """
 
 
-def test_importing_the_app_changes_no_global_setting_and_serving_does():
+@pytest.fixture(scope="module")
+def fresh_process() -> dict:
+    """What a new Python process sees before and after importing the dashboard's modules (the views, the pages, the
+    exporter, the app), after ``use_bokeh`` and a view drawn, and after the app's ``serve_settings``: one process
+    for the two tests below."""
+    import json
+    import subprocess
+    import sys
+
+    out = subprocess.run([sys.executable, "-c", FRESH_PROCESS], capture_output=True, text=True, timeout=300,
+                         check=True)
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def test_importing_the_app_changes_no_global_setting_and_serving_does(fresh_process):
     """A notebook or test that imports dashboard.app keeps Bokeh's document validation, Panel's CSS, its
     BrowserInfo model, the level of the app's logger and the garbage collector's thresholds; the app script's
     serve_settings (run by panel serve) switches validation and BrowserInfo off (nothing reads it; on, every page
     sends its seven fields back after loading), adds the page CSS, gives the app's logger Bokeh's level and makes
     the collector run less often."""
-    import json
-    import subprocess
-    import sys
-
     from dashboard.collector import GC_THRESHOLDS
 
-    out = subprocess.run([sys.executable, "-c", SETTINGS], capture_output=True, text=True, timeout=300, check=True)
-    got = json.loads(out.stdout.strip().splitlines()[-1])
+    got = fresh_process
     assert got["before"][0] is True and got["css"] not in got["before"][1]
     assert got["imported"] == got["before"]
     assert got["served"][0] is False and got["css"] in got["served"][1]
     assert got["before"][2] is True and got["served"][2] is False
     assert got["before"][3] == 0 and got["served"][3] == 10  # NOTSET; DEBUG, the level Bokeh's logger has
     assert got["before"][4] == [700, 10, 10] and got["served"][4] == list(GC_THRESHOLDS)  # Python's; the app's
+
+
+def test_importing_the_dashboard_leaves_holoviews_backend_as_it_was(fresh_process):
+    """Importing the views, the pages and the serve layer sets no HoloViews backend (a process-wide setting);
+    ``use_bokeh`` does, and the views then draw."""
+    assert fresh_process["backend"] == ["matplotlib", []], fresh_process
+    assert fresh_process["drawn"] == ["bokeh", "figure"], fresh_process
 
 
 @pytest.mark.slow

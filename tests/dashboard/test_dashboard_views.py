@@ -528,20 +528,3 @@ def test_gaussian_baselines_closed_form_and_table():
     sampled = np.array([script.statistics_of(script.gaussian_head(rng, 24, 4))["symmetric_energy"]
                         for _ in range(400)])
     assert abs(sampled.mean() - 25 / 48) < 4 * sampled.std() / np.sqrt(sampled.size)
-
-
-def test_importing_the_dashboard_leaves_holoviews_backend_as_it_was():
-    """Importing the views, the pages and the serve layer sets no HoloViews backend (a process-wide setting);
-    ``use_bokeh`` does, and the views then draw."""
-    import subprocess
-    import sys
-
-    code = ("import holoviews as hv\n"
-            "import dashboard.views as v, dashboard.profiles.page, dashboard.compare.page, dashboard.orbits.page\n"
-            "import dashboard.export, dashboard.app\n"
-            "print(hv.Store.current_backend, sorted(hv.Store.renderers))\n"
-            "v.use_bokeh()\n"
-            "print(hv.Store.current_backend, type(v.render(v.histograms(__import__('numpy').full((1, 2, 1, 4), 0.25))))"
-            ".__name__)\n")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=300)
-    assert out.stdout.split("\n")[:2] == ["matplotlib []", "bokeh figure"], out.stdout + out.stderr

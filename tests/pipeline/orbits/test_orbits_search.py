@@ -149,8 +149,11 @@ def test_store_best_replaces_the_orbits_group_only_for_a_better_run(tiny_search)
     assert verdict.startswith("kept the stored run")
 
 
-def test_the_cli_is_built_from_config_and_explains_bad_input(capsys, tmp_path):
+def test_the_cli_is_built_from_config_and_explains_bad_input(capsys, tmp_path, monkeypatch):
     from pipeline.__main__ import build_parser, main
+    from pipeline.orbits import search
+
+    monkeypatch.setattr(search, "SCHEDULER_TIMEOUT", "0.5s")  # the unreachable scheduler below: no 5 s wait
 
     parser = build_parser()
     helptext = parser._subparsers._group_actions[0].choices["orbits"].format_help()
