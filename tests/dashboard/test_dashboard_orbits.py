@@ -103,16 +103,22 @@ def _find_source_data(obj, name: str):
     return None
 
 
-@pytest.fixture
-def store_ds(tmp_path):
+@pytest.fixture(scope="module")
+def store_ds(tmp_path_factory):
     """The planted dataset written to a real store and read back through pipeline.store.Store.dataset."""
-    path = tmp_path / "store.zarr"
+    path = tmp_path_factory.mktemp("orbits") / "store.zarr"
     store.Store.open(path).replace_group(store.ORBITS, planted_orbits())
     return store.Store.open(path, mode="r").dataset("orbits")
 
 
-def test_positions_decode_to_the_dataset_values_from_the_serialized_page(store_ds):
-    layout = orbits_view(store_ds)
+@pytest.fixture(scope="module")
+def store_page(store_ds):
+    """The orbits page of ``store_ds``, built once for the tests that only read it."""
+    return orbits_view(store_ds)
+
+
+def test_positions_decode_to_the_dataset_values_from_the_serialized_page(store_ds, store_page):
+    layout = store_page
     doc = json.loads(json.dumps(json_item(layout)))  # exactly what a page embeds
     data = _find_source_data(doc, "orbits_positions")
     flat = _decode_ndarray(data["pos"])
@@ -145,8 +151,8 @@ def test_trail_starts_are_exactly_the_frames_within_trail_epochs():
     assert of.trail_starts(epochs, 250)[-1] == len(epochs) - 3
 
 
-def test_initial_trails_and_dots_are_the_last_frame_and_its_trail(store_ds):
-    layout = orbits_view(store_ds)
+def test_initial_trails_and_dots_are_the_last_frame_and_its_trail(store_ds, store_page):
+    layout = store_page
     src = _sources(layout)
     pos = store_ds["position"].transpose("frame", "head", "panel", "xy").values
     epochs = store_ds["epoch"].values
@@ -206,8 +212,8 @@ def test_orbit_verification_is_the_worst_error_over_shifts_and_heads():
     assert of.orbit_checks(broken)[1].closed is False
 
 
-def test_verification_table_and_titles_in_the_page(store_ds):
-    layout = orbits_view(store_ds)
+def test_verification_table_and_titles_in_the_page(store_ds, store_page):
+    layout = store_page
     table = next(m for m in layout.references() if isinstance(m, Div) and m.name == "orbits_verification")
     assert "2.50e-01" in table.text and ">12<" in table.text and ">4<" in table.text
     grid = next(m for m in layout.references() if getattr(m, "name", None) == "orbits_panels")
