@@ -218,7 +218,7 @@ def test_unreachable_scheduler_is_a_clear_error():
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     with pytest.raises(ClusterError, match="cannot reach the dask scheduler"):
-        open_cluster(scheduler=f"tcp://127.0.0.1:{port}", timeout="2s")
+        open_cluster(scheduler=f"tcp://127.0.0.1:{port}", timeout="0.5s")
 
 
 @pytest.mark.slow
