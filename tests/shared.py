@@ -1,6 +1,6 @@
 """What the tests build once: folders built once per test run and shared by every pytest-xdist worker of it (each
-worker is a pytest session of its own, so a session-scoped fixture alone is built once per worker), and the group
-that runs the modules reading the same pages on one worker, so that the worker builds those pages once."""
+worker is a pytest session of its own, so a session-scoped fixture alone is built once per worker), and the groups
+that run the modules reading the same pages on one worker, so that the worker builds those pages once."""
 
 from __future__ import annotations
 

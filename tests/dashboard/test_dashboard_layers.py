@@ -101,8 +101,10 @@ def test_a_layer_imports_only_itself_and_the_layers_below():
 
 def page_crossings(graph: dict[str, set[str]]) -> list[str]:
     """Imports from one page's folder into another's."""
+    packages = page_packages()
+
     def page(m: str) -> str | None:
-        return next((p for p in page_packages() if m == p or m.startswith(p + ".")), None)
+        return next((p for p in packages if m == p or m.startswith(p + ".")), None)
     return sorted(f"{m} imports {t}" for m, ts in graph.items() for t in ts
                   if page(m) is not None and page(t) is not None and page(m) != page(t))
 
