@@ -15,7 +15,8 @@ a - digamma(a) = log mean(y) - mean(log y) (Newton's method), so the log-likelih
 searched on a grid of |c| from 0.01 to 10^4 of both signs and refined by golden section around the best grid point. A
 spectrum with a sharp upper edge has its supremum in the limit c -> inf, a -> 0 (a power law x^(ac - 1) on [0, s]); its
 fit stops at the grid's end, and ``c_limit`` counts those heads. All heads are fitted at once (NaN-padded samples,
-vectorised over heads) rather than one ``scipy.stats.gengamma.fit`` per head; the tests check the fits against scipy's.
+vectorised over heads, every grid point of every head in one pass) rather than one ``scipy.stats.gengamma.fit`` per
+head; the tests check the fits against scipy's.
 AIC = 2 p - 2 log-likelihood with p = 3 (a, c, s) and 2 (sigma, s). The KS distances are descriptive: the eigenvalues of
 a head are not independent and the parameters come from the same values.
 """
@@ -106,7 +107,8 @@ def _stirling_gap(a: np.ndarray) -> np.ndarray:
 
 
 def _trigamma(a: np.ndarray) -> np.ndarray:
-    """psi'(a) = ``scipy.special.polygamma(1, a)`` for a > 0, about ten times faster on large arrays: the recurrence
+    """psi'(a) = ``scipy.special.polygamma(1, a)`` for a > 0 without scipy's Hurwitz zeta, the Newton steps' main
+    cost: the recurrence
     psi'(a) = psi'(a + 1) + 1 / a^2 up to a >= TRIGAMMA_SHIFT (or that many steps), then the asymptotic series
     1/x + 1/(2 x^2) + sum B_2k / x^(2k+1) to the x^-15 term (relative error below 1e-12 there)."""
     x, shift = np.asarray(a, dtype=float), 0.0
@@ -136,8 +138,8 @@ def _gamma_shape(t: np.ndarray) -> np.ndarray:
 class _Logs:
     """The centred logs lx (H, k) of H heads (``mask`` the values, ``n`` their count), kept as the two arrays that
     give log mean(x^c) = log mean(exp(c lx)) with one pass over the values and no overflow: ``below`` = lx - max
-    (at most 0; padding -inf) for c > 0, ``above`` = lx - min (at least 0; padding +inf) for c < 0, so that
-    exp(c x the one of the sign of c) is at most 1 and 0 on the padding."""
+    (at most 0; padding -inf) for c > 0, ``above`` = lx - min (at least 0; padding +inf) for c < 0: exp(c times
+    the array of c's sign) is at most 1 on the values and 0 on the padding."""
 
     def __init__(self, lx: np.ndarray, mask: np.ndarray, n: np.ndarray):
         self.hi = np.max(np.where(mask, lx, -np.inf), axis=-1)
