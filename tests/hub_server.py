@@ -101,7 +101,12 @@ class LoopbackHub:
 
     # ------------------------------------------------------------------------------------- accounting
     def total_bytes(self, repo: str | None = None) -> int:
-        return sum(n for (r, _f), n in self.bytes_served.items() if repo is None or r == repo)
+        """The body bytes written (to ``repo``'s files, or all), counted once no answer is being written: a
+        client can hold a whole body before the server's thread has counted its last block."""
+        if not self.wait_idle():
+            raise RuntimeError("an answer was still being written after 30 s")
+        with self._lock:
+            return sum(n for (r, _f), n in self.bytes_served.items() if repo is None or r == repo)
 
     def wait_idle(self, timeout: float = 30.0) -> bool:
         """Wait until no request is being answered: every body sent, or given up on when its client went away
