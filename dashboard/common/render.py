@@ -13,11 +13,11 @@ Bokeh's ``name=``; the pages find them by name (``Named``), never by class or co
 
 from __future__ import annotations
 
+import functools
 import threading
 
 import holoviews as hv
 from bokeh.model import Model
-from bokeh.models import Plot
 
 _RENDER_LOCK = threading.RLock()
 
@@ -41,13 +41,19 @@ def render(obj):
 
     HoloViews asks for WebGL by default; the pages draw at most a few thousand glyphs, where WebGL only
     adds a context per figure and a copy of it onto the canvas at every paint (in headless chromium,
-    without a GPU, that copy took 350 ms of a page load). Notebooks keep HoloViews' default.
+    without a GPU, that copy took 350 ms of a page load). The pages' renderer is an instance of HoloViews'
+    Bokeh renderer with ``webgl=False`` (:func:`_canvas_renderer`), so its figures keep Bokeh's canvas
+    backend; notebooks keep HoloViews' default renderer.
     """
     with _RENDER_LOCK:
-        out = hv.render(obj, backend="bokeh")
-    for plot in out.select({"type": Plot}):
-        plot.output_backend = "canvas"
-    return out
+        return _canvas_renderer().get_plot_state(obj)
+
+
+@functools.cache
+def _canvas_renderer():
+    """HoloViews' Bokeh renderer without WebGL, made once per process (``hv.render(obj, backend="bokeh",
+    webgl=False)`` would make one per call)."""
+    return hv.renderer("bokeh").instance(webgl=False)
 
 
 def models_by_name(*models: Model) -> dict[str, list[Model]]:
