@@ -64,7 +64,7 @@ def xdist_group(item) -> str | None:
     worker is a pytest session of its own): "browser" for the browser tests, so that one chromium, one served app
     and one export of each kind (session fixtures of tests/browser/conftest.py) serve them all; its module for a
     test that uses a module-scoped fixture, so that the fixture is built once; else None (any worker). A test
-    marked with a group of its own (``tests.shared.SYNTHETIC_PAGES``) keeps it."""
+    marked with a group of its own (``tests.shared.SYNTHETIC_PAGES``, ``tests.shared.ANALYSES_PAGES``) keeps it."""
     if item.get_closest_marker("browser") is not None:
         return "browser"
     defs = getattr(item, "_fixtureinfo", None)
