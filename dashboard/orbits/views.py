@@ -24,12 +24,16 @@ def _orbits_ready(orbits: xr.Dataset) -> xr.Dataset:
 
 
 def _trails(xy: np.ndarray, starts: np.ndarray, f: int, order: np.ndarray, colour: list[str], orbit: np.ndarray,
-            group: str) -> hv.Contours:
+            group: str, r: float) -> hv.Contours:
     """One line per head (in ``order``) through its positions ``xy`` (F, H, 2) at frames start[f] .. f, in its
-    orbit's colour (no orbit: fainter). Contours, not Path: Path splits a line with its own colour into segments."""
-    return hv.Contours([{"x": xy[starts[f]: f + 1, h, 0], "y": xy[starts[f]: f + 1, h, 1], "colour": colour[h],
-                         "alpha": 0.55 if orbit[h] >= 0 else 0.22} for h in order],
-                       vdims=["colour", "alpha"], group=group).opts(color=hv.dim("colour"), alpha=hv.dim("alpha"),
+    orbit's colour (no orbit: fainter), in a panel of half-width ``r``. Contours, not Path: Path splits a line with
+    its own colour into segments. Every dimension declares its range or its values, the panel's axes and what the
+    heads are drawn in: HoloViews then reads no path to find them (a quarter of the orbits page's build)."""
+    paths = [{"x": xy[starts[f]: f + 1, h, 0], "y": xy[starts[f]: f + 1, h, 1], "colour": colour[h],
+              "alpha": 0.55 if orbit[h] >= 0 else 0.22} for h in order]
+    return hv.Contours(paths, kdims=[hv.Dimension("x", range=(-r, r)), hv.Dimension("y", range=(-r, r))],
+                       vdims=[hv.Dimension("colour", values=sorted(set(colour))), hv.Dimension("alpha", range=(0, 1))],
+                       group=group).opts(color=hv.dim("colour"), alpha=hv.dim("alpha"),
                                                                     line_width=1.3, default_tools=[])
 
 
@@ -65,7 +69,7 @@ def orbit_polygons(orbits: xr.Dataset, frame: int = -1, trail_epochs: float | No
     plots = []
     for p in range(P):
         r = 1.1 * radii[f, p] if radii[f, p] > 0 else 1.0
-        trails = _trails(pos[:, :, p, :], starts, f, order, colour, orbit, "Trails")
+        trails = _trails(pos[:, :, p, :], starts, f, order, colour, orbit, "Trails", r)
         dots = _dots(pos[f, order, p, 0], pos[f, order, p, 1], order, colour, orbit, "Dots")
         title = of.panel_title(ds, p)
         plots.append((trails * dots * hv.HLine(0) * hv.VLine(0)).opts(
@@ -125,11 +129,11 @@ def orbit_tetrahedron(orbits: xr.Dataset, frame: int = -1, trail_epochs: float |
     _, colour = of.orbit_colours(orbit)
     order = np.argsort(orbit >= 0, kind="stable")  # heads in no orbit first, so orbits draw on top
     edges, vertices = simplex_outline(azimuth, elevation, "Tetra", vertex_size=9)
-    trails = _trails(xy, starts, f, order, colour, orbit, "TetraTrails")
+    lim = g.VIEW_LIMIT
+    trails = _trails(xy, starts, f, order, colour, orbit, "TetraTrails", lim)
     coords = {c: prof[f, order, k] for k, c in enumerate(COORDINATES)}
     dots = _dots(xy[f, order, 0], xy[f, order, 1], order, colour, orbit, "TetraDots", coords,
                  tuple((c, f"@{c}{{0.000}}") for c in COORDINATES))
-    lim = g.VIEW_LIMIT
     return (edges * vertices * trails * dots).opts(
         hv.opts.Overlay(frame_width=size, frame_height=size, xlim=(-lim, lim), ylim=(-lim, lim), xaxis=None,
                         yaxis=None, show_grid=False, default_tools=[], toolbar=None, show_legend=False,
