@@ -33,8 +33,8 @@ def _trails(xy: np.ndarray, starts: np.ndarray, f: int, order: np.ndarray, colou
               "alpha": 0.55 if orbit[h] >= 0 else 0.22} for h in order]
     return hv.Contours(paths, kdims=[hv.Dimension("x", range=(-r, r)), hv.Dimension("y", range=(-r, r))],
                        vdims=[hv.Dimension("colour", values=sorted(set(colour))), hv.Dimension("alpha", range=(0, 1))],
-                       group=group).opts(color=hv.dim("colour"), alpha=hv.dim("alpha"),
-                                                                    line_width=1.3, default_tools=[])
+                       group=group).opts(color=hv.dim("colour"), alpha=hv.dim("alpha"), line_width=1.3,
+                                         default_tools=[])
 
 
 def _dots(x: np.ndarray, y: np.ndarray, order: np.ndarray, colour: list[str], orbit: np.ndarray, group: str,
