@@ -247,6 +247,7 @@ def profiles_panel(store, state: AppState, args: dict[str, str] | None = None,
     select.link(state, value="model")
     pane = PagePane(sizing_mode="fixed")
     shown: list[Copy] = []  # the profiles page in the pane, once there is one
+    session_doc = pn.state.curdoc  # the served session's document (None outside one); ``show`` may run later
     first = [True]  # the first page shown: the deep link's restore runs on it when the document is ready
 
     def show(name: str, page: Copy) -> None:
@@ -265,11 +266,14 @@ def profiles_panel(store, state: AppState, args: dict[str, str] | None = None,
             return
         shown[0].one("heads").selected.indices = []
         if same_structure(shown[0], page):
-            replace_in_place(shown[0], page)  # the same models with the new model's data: the document stays flat
+            # the same models with the new model's data: the document stays flat. Held, so that the browser gets
+            # every change in one patch and never draws a page that is half one model and half the other.
+            with pn.io.hold(session_doc):
+                replace_in_place(shown[0], page)
             if pane.object is not shown[0].root:  # a progress line took the pane meanwhile: the page comes back
                 pane.object = shown[0].root
             return
-        _follow(page, state)  # a page of other views (statistics present or not): it replaces the shown one
+        _follow(page, state)  # a page of other named models: it replaces the shown one
         shown[0] = page
         pane.object = page.root
 

@@ -235,7 +235,8 @@ def orbits(store) -> Copy:
 
 def same_structure(a: Copy, b: Copy) -> bool:
     """Whether two copied pages hold the same named models (names and types): then ``replace_in_place`` can
-    turn one into the other. Pages of models with and without statistics differ."""
+    turn one into the other. Whether a model has statistics does not change the names (the views that need them
+    are hidden), so most pages of one store share one structure."""
     def names(c: Copy):
         return sorted((n, type(m).__name__) for n, ms in c.named.items() for m in ms)
     return names(a) == names(b)
