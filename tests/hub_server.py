@@ -61,6 +61,7 @@ class LoopbackHub:
         self._ranges_ok = 0
         self._lock = threading.Lock()
         self._answering = 0  # requests being answered (their handler running)
+        self._epoch = 0  # how many times the counts were reset: an answer counts only in the epoch of its request
         self._idle = threading.Condition(self._lock)
         self._server: ThreadingHTTPServer | None = None
         self._thread: threading.Thread | None = None
@@ -115,7 +116,10 @@ class LoopbackHub:
             return self._idle.wait_for(lambda: self._answering == 0, timeout)
 
     def reset_counts(self) -> None:
+        """Forget what was served. An answer to a request made before the reset counts nothing afterwards (its
+        last blocks may still be written after the client holds them), and a stalled one need not end first."""
         with self._lock:
+            self._epoch += 1
             self.bytes_served.clear()
             self.requests.clear()
             self._ranges_ok = 0
@@ -195,6 +199,7 @@ class _Handler(BaseHTTPRequestHandler):
         with hub._lock:
             hub.requests.append((self.command, unquote(urlparse(self.path).path), self.headers.get("Range")))
             hub._answering += 1
+            self.epoch = hub._epoch
         try:
             self._answer(head)
         finally:
@@ -287,7 +292,8 @@ class _Handler(BaseHTTPRequestHandler):
                 self.close_connection = True
                 return
             with hub._lock:
-                hub.bytes_served[(repo, filename)] += len(block)
+                if self.epoch == hub._epoch:
+                    hub.bytes_served[(repo, filename)] += len(block)
 
 
 def serve_folder(folder: str | os.PathLike, repo: str) -> dict[str, dict[str, Path]]:
