@@ -228,6 +228,22 @@ def browser():
         b.close()
 
 
+@pytest.fixture(autouse=True)
+def closes_the_pages_it_opened(request):
+    """Close every page (browser context) a test opened and left open. An open page keeps running, its
+    timers, websocket and redraws taking CPU from every later test of the session; the pages of a module's
+    fixture, opened before the test, stay open for the module's other tests."""
+    if "browser" not in request.fixturenames:
+        yield
+        return
+    browser = request.getfixturevalue("browser")
+    before = set(browser.contexts)
+    yield
+    for context in browser.contexts:
+        if context not in before:
+            context.close()
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
