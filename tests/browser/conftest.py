@@ -35,6 +35,11 @@ CHROMIUM_ARGS = [
     "--disable-gpu",
 ]
 
+# How often a wait_for_function condition is evaluated, in ms. Playwright's default, every animation frame, keeps
+# chromium drawing frames and walking the page's models (``find``) 60 times a second: about 0.38 of a core for as
+# long as a test waits, against under 0.1 at this interval, for a mean delay of 25 ms a wait.
+POLL_MS = 50
+
 ROPE_MODEL = "synthetic-rope"
 ABSOLUTE_MODEL = "synthetic-absolute"
 EMPTY_MODEL = "synthetic-empty"
@@ -375,12 +380,13 @@ def js(page, body: str, arg=None):
 
 def wait_for_bokeh(page, name: str, timeout: float = 60_000) -> None:
     """Wait until the page's Bokeh documents hold a model named ``name`` (the page has rendered)."""
-    page.wait_for_function("(arg) => {" + FIND_JS + "return find(arg) != null; }", arg=name, timeout=timeout)
+    page.wait_for_function("(arg) => {" + FIND_JS + "return find(arg) != null; }", arg=name, timeout=timeout,
+                           polling=POLL_MS)
 
 
 def wait_js(page, body: str, arg=None, timeout: float = 10_000) -> None:
     """Wait until ``body`` (a function body that may use ``find(name)`` and ``arg``) returns a true value."""
-    page.wait_for_function("(arg) => {" + FIND_JS + body + "}", arg=arg, timeout=timeout)
+    page.wait_for_function("(arg) => {" + FIND_JS + body + "}", arg=arg, timeout=timeout, polling=POLL_MS)
 
 
 # JS: whether the values ``got`` (nested arrays and typed arrays, flattened) are ``want`` (a flat list: numbers,
@@ -439,7 +445,7 @@ def next_paint(page) -> None:
 
 def wait_for_drawn(page, timeout: float = 60_000) -> None:
     """Wait until every view of the page has finished drawing, and for the paint after that."""
-    page.wait_for_function(DRAWN_JS, timeout=timeout)
+    page.wait_for_function(DRAWN_JS, timeout=timeout, polling=POLL_MS)
     next_paint(page)
 
 

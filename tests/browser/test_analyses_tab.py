@@ -16,6 +16,7 @@ from dashboard.common.selection import statistics_table
 from dashboard.export import profile_page_name
 from tests.browser.conftest import (
     FIND_JS,
+    POLL_MS,
     console_errors,
     frame_box,
     js,
@@ -68,7 +69,8 @@ def open_link(browser, url: str):
     route_offline(page)
     page.goto(url, timeout=120_000)  # a served app renders the page at its first load
     wait_for_bokeh(page, "analyses_p")
-    page.wait_for_function("() => window.location.search.includes('model=')", timeout=30_000)  # the link applied
+    page.wait_for_function("() => window.location.search.includes('model=')", timeout=30_000,
+                           polling=POLL_MS)  # the link applied
     return page, errors
 
 
@@ -76,7 +78,7 @@ def check_drawn(page, store, model: str) -> None:
     """The Analyses tab is open and shows its figures, their bars the stored P's histogram."""
     assert active_tab(page) == 1
     page.wait_for_function("() => {" + FIND_JS + "const v = Bokeh.index.find_one(find('analyses_p_figure'));"
-                           " return v != null && v.frame.bbox.width > 0; }", timeout=30_000)
+                           " return v != null && v.frame.bbox.width > 0; }", timeout=30_000, polling=POLL_MS)
     for fig in ("analyses_p_figure", "analyses_bound_figure", "analyses_rho_figure", "analyses_sigma_figure"):
         _, _, width, height = frame_box(page, fig)
         assert width > 100 and height > 100, fig
@@ -96,11 +98,11 @@ def test_the_analyses_tab_renders_exported(browser, store, pages, model):
 
 def test_the_analyses_deep_link_round_trips(browser, pages):
     page, errors = open_link(browser, (pages / profile_page_name(ROPE)).as_uri() + "?tab=analyses")
-    page.wait_for_function("() => window.location.search.includes('tab=analyses')", timeout=10_000)
+    page.wait_for_function("() => window.location.search.includes('tab=analyses')", timeout=10_000, polling=POLL_MS)
     js(page, TABS_JS + "tabs().active = 0;")  # the user opens the Profiles tab: the URL follows
-    page.wait_for_function("() => window.location.search.includes('tab=profiles')", timeout=10_000)
+    page.wait_for_function("() => window.location.search.includes('tab=profiles')", timeout=10_000, polling=POLL_MS)
     js(page, TABS_JS + "tabs().active = 1;")
-    page.wait_for_function("() => window.location.search.includes('tab=analyses')", timeout=10_000)
+    page.wait_for_function("() => window.location.search.includes('tab=analyses')", timeout=10_000, polling=POLL_MS)
     q = dict(parse_qsl(urlsplit(page.url).query))
     assert (q["model"], q["tab"]) == (ROPE, "analyses")
     url = page.url
@@ -151,7 +153,7 @@ def test_the_analyses_tab_renders_served_with_its_link_and_follows_the_model_sel
                 page.wait_for_function("(arg) => {" + FIND_JS + "const bars = find('analyses_p');"
                                        " if (!bars) return false; const t = Array.from(bars.data.top);"
                                        " return t.every((v, i) => Math.abs(v - arg[i]) < 1e-9); }", arg=want,
-                                       timeout=60_000)
+                                       timeout=60_000, polling=POLL_MS)
                 assert not model_prop(page, "analyses_p_baseline_bars", "visible")  # PLAIN has no baseline
                 assert active_tab(page) == 1
             page.close()
@@ -165,7 +167,8 @@ def profiles_page(browser, pages, model: str, query: str = ""):
     route_offline(page)
     page.goto((pages / profile_page_name(model)).as_uri() + query, timeout=120_000)
     wait_for_bokeh(page, "heads")
-    page.wait_for_function("() => window.location.search.includes('model=')", timeout=30_000)  # the link applied
+    page.wait_for_function("() => window.location.search.includes('model=')", timeout=30_000,
+                           polling=POLL_MS)  # the link applied
     return page, errors
 
 
@@ -219,7 +222,7 @@ def test_colour_by_cluster_shows_the_clusters_and_round_trips_in_the_link(browse
     for k in range(3):
         assert model_prop(page, f"head_dots_cluster{k}", "visible") is True
     assert sorted(set(labels.tolist())) == [0, 1, 2]
-    page.wait_for_function("() => window.location.search.includes('color=cluster')", timeout=10_000)
+    page.wait_for_function("() => window.location.search.includes('color=cluster')", timeout=10_000, polling=POLL_MS)
     url = page.url
     page.close()
     again, more = profiles_page(browser, pages, ROPE, "?" + url.split("?", 1)[1])

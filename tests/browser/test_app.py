@@ -21,6 +21,7 @@ from tests.browser.conftest import (
     ABSOLUTE_MODEL,
     EMPTY_MODEL,
     FIND_JS,
+    POLL_MS,
     REPO,
     ROPE_MODEL,
     assert_movie_plays_and_loops,
@@ -140,23 +141,24 @@ def test_url_cannot_choose_the_store(browser, served_app, tmp_path):
 def test_a_served_deep_link_round_trips(browser, served_app):
     page, errors, _ = open_page(browser, served_app + f"?model={ABSOLUTE_MODEL}&heads=2.5,0.1")
     wait_for_bokeh(page, "heads")
-    page.wait_for_function("() => window.location.search.includes('heads=')", timeout=10_000)
+    page.wait_for_function("() => window.location.search.includes('heads=')", timeout=10_000, polling=POLL_MS)
     assert ABSOLUTE_MODEL in model_prop(page, "model_line", "text")
     assert sorted(selected(page, "heads")) == [1, 2 * 6 + 5]  # 6 heads per layer
     page.close()
     page, errors, _ = open_page(browser, served_app + "?d=17&heads=1.2")
     wait_for_bokeh(page, "heads")
-    page.wait_for_function("() => {" + FIND_JS + "return find('d_slider').value === 17; }", timeout=10_000)
+    page.wait_for_function("() => {" + FIND_JS + "return find('d_slider').value === 17; }", timeout=10_000,
+                           polling=POLL_MS)
     p = np.array([model_data(page, "heads", c) for c in "abcd"], dtype=float).T
     np.testing.assert_allclose(p, rope_profiles(4, 8)[:, :, 17].reshape(-1, 4), atol=1 / 65534)
     assert selected(page, "heads") == [1 * 8 + 2]
     set_prop(page, "d_slider", "value", 40)
-    page.wait_for_function("() => window.location.search.includes('d=40')", timeout=10_000)
+    page.wait_for_function("() => window.location.search.includes('d=40')", timeout=10_000, polling=POLL_MS)
     q = dict(parse_qsl(urlsplit(page.url).query))
     assert (q["model"], q["tab"], q["d"], q["heads"]) == (ROPE_MODEL, "profiles", "40", "1.2")
     url = page.url
     page.get_by_text("Orbits", exact=True).first.click()
-    page.wait_for_function("() => window.location.search.includes('tab=orbits')", timeout=10_000)
+    page.wait_for_function("() => window.location.search.includes('tab=orbits')", timeout=10_000, polling=POLL_MS)
     page.close()
     page, errors2, _ = open_page(browser, url.replace("tab=profiles", "tab=orbits"))
     wait_for_bokeh(page, "orbits_frame")  # the tab the link names is the one shown
@@ -211,7 +213,8 @@ def test_the_scripts_asked_right_after_the_get_do_not_wait_for_the_sessions_buil
 def test_bad_served_link_input_shows_the_defaults_and_says_why(browser, served_app):
     page, errors, _ = open_page(browser, served_app + "?model=no-such-model&tab=nowhere&d=abc&heads=1")
     wait_for_bokeh(page, "heads")
-    page.wait_for_function("() => {" + FIND_JS + "return find('url_note').text.includes('heads'); }", timeout=10_000)
+    page.wait_for_function("() => {" + FIND_JS + "return find('url_note').text.includes('heads'); }", timeout=10_000,
+                           polling=POLL_MS)
     note = model_prop(page, "url_note", "text")
     for asked in ("no-such-model", "nowhere", "abc", "1"):
         assert f"<code>{asked}" in note
@@ -238,20 +241,22 @@ def test_a_served_compare_link_sets_the_choosers_and_keeps_them_in_the_link(brow
     page, errors, _ = open_page(browser, served_app + f"?tab=compare&models={ABSOLUTE_MODEL},{ROPE_MODEL}&quantity=rho")
     wait_for_bokeh(page, "compare_depth")
     page.wait_for_function("() => {" + FIND_JS + f"return find('compare_model_1').value === '{ABSOLUTE_MODEL}'; }}",
-                           timeout=10_000)
+                           timeout=10_000, polling=POLL_MS)
     assert (model_prop(page, "compare_model_2", "value"), model_prop(page, "compare_quantity", "value")) == (
         ROPE_MODEL, "rho")
     assert js(page, "return find('compare_depth').title.text;") == "median rho per layer"
-    page.wait_for_function("() => window.location.search.includes('model=')", timeout=10_000)  # profiles' write
+    page.wait_for_function("() => window.location.search.includes('model=')", timeout=10_000,
+                           polling=POLL_MS)  # profiles' write
     q = dict(parse_qsl(urlsplit(page.url).query))
     assert (q["tab"], q["models"], q["quantity"]) == ("compare", f"{ABSOLUTE_MODEL},{ROPE_MODEL}", "rho")
     set_prop(page, "compare_model_2", "value", ABSOLUTE_MODEL)
     page.wait_for_function(f"() => window.location.search.includes('models={ABSOLUTE_MODEL},{ABSOLUTE_MODEL}')",
-                           timeout=10_000)
+                           timeout=10_000, polling=POLL_MS)
     page.close()
     page, errors2, _ = open_page(browser, served_app + "?tab=compare&models=nope&quantity=%3Cb%3E")
     wait_for_bokeh(page, "compare_depth")
-    page.wait_for_function("() => {" + FIND_JS + "return find('compare_url_note').visible; }", timeout=10_000)
+    page.wait_for_function("() => {" + FIND_JS + "return find('compare_url_note').visible; }", timeout=10_000,
+                           polling=POLL_MS)
     note = model_prop(page, "compare_url_note", "text")
     assert "<code>nope</code>" in note and "<code>&lt;b&gt;</code>" in note
     assert model_prop(page, "compare_quantity", "value") == "c"
@@ -290,7 +295,7 @@ def test_served_tap_fills_the_inspector_and_models_with_other_views_switch(brows
     wait_for_bokeh(page, "heads")
     js(page, "find('heads').selected.indices = [13];")
     page.wait_for_function("() => {" + FIND_JS + "return find('inspector_title').text.includes('layer 1, head 5'); }",
-                           timeout=10_000)
+                           timeout=10_000, polling=POLL_MS)
     stats, _ = rope_statistics(4, 8)
     np.testing.assert_allclose(model_data(page, "inspector_statistics", "value"), stats[1, 5], rtol=1e-6)
     select = page.locator("select").first
@@ -301,7 +306,8 @@ def test_served_tap_fills_the_inspector_and_models_with_other_views_switch(brows
     assert model_prop(page, "statistics_area", "visible") is False
     assert model_prop(page, "inspector_curves", "visible") is False  # no positions: no curves over d
     select.select_option(label=ROPE_MODEL)
-    page.wait_for_function("() => {" + FIND_JS + "return find('statistics_area').visible; }", timeout=30_000)
+    page.wait_for_function("() => {" + FIND_JS + "return find('statistics_area').visible; }", timeout=30_000,
+                           polling=POLL_MS)
     assert ROPE_MODEL in model_prop(page, "model_line", "text")
     assert model_prop(page, "statistics_missing", "visible") is False
     js(page, "find('heads').selected.indices = [13];")  # the rope model's own numbers again
@@ -325,7 +331,8 @@ def test_a_served_page_shows_a_loading_line_until_its_document_comes(browser, se
     page.goto(served_app)
     wait_for_bokeh(page, "heads")
     assert re.fullmatch(r"Loading the page … \d+ s", page.evaluate("() => window.__line") or "")
-    page.wait_for_function("() => document.getElementById('loading') === null")  # gone with the page's arrival
+    page.wait_for_function("() => document.getElementById('loading') === null",
+                           polling=POLL_MS)  # gone with the page's arrival
     assert errors == []
     page.close()
 

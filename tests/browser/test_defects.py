@@ -20,6 +20,7 @@ from tests.browser.conftest import (
     ABSOLUTE_MODEL,
     EMPTY_MODEL,
     FIND_JS,
+    POLL_MS,
     ROPE_MODEL,
     console_errors,
     js,
@@ -430,7 +431,7 @@ def test_selector_groups_the_orbit_experiment_apart(browser, app_url):
     assert groups["public models"] == [ROPE_MODEL, ABSOLUTE_MODEL]  # the garbled one reads damaged
     page.locator("select").first.select_option(label=ORBIT_MODEL)
     page.wait_for_function("() => {" + FIND_JS + f"const m = find('model_line'); return m != null &&"
-                           f" m.text.includes('{ORBIT_MODEL}'); }}", timeout=30_000)
+                           f" m.text.includes('{ORBIT_MODEL}'); }}", timeout=30_000, polling=POLL_MS)
     assert "trained in this project: orbit experiment" in model_prop(page, "model_line", "text")
     assert errors == []
     page.close()
@@ -495,7 +496,7 @@ def test_switching_models_keeps_the_document_model_count_flat(browser, app_url):
         name = (ABSOLUTE_MODEL, ROPE_MODEL)[i % 2]
         select.select_option(label=name)
         page.wait_for_function("(n) => {" + FIND_JS + "const m = find('model_line');"
-                               " return m != null && m.text.includes(n); }", arg=name, timeout=30_000)
+                               " return m != null && m.text.includes(n); }", arg=name, timeout=30_000, polling=POLL_MS)
         wait_js(page, "return find('heads').data.layer.length === arg;", heads[name])  # the model's data came
         wait_for_drawn(page)
         counts.append(page.evaluate(count))

@@ -14,6 +14,7 @@ from dashboard.export import profile_page_name
 from pipeline.schema import PROFILES
 from pipeline.store import Store
 from tests.browser.conftest import (
+    POLL_MS,
     console_errors,
     js,
     model_data,
@@ -58,7 +59,8 @@ def test_the_slider_of_smollm3_names_its_static_layer_and_moves_the_others(brows
     assert "layer 3 does not move with d" in note.inner_text()
     d = 40
     set_prop(page, "d_slider", "value", d)
-    page.wait_for_function("(d) => new URLSearchParams(window.location.search).get('d') === String(d)", arg=d)
+    page.wait_for_function("(d) => new URLSearchParams(window.location.search).get('d') === String(d)", arg=d,
+                           polling=POLL_MS)
     drawn = np.stack([np.array(model_data(page, "heads", c), dtype=float) for c in "abcd"], 1).reshape(L, H, 4)
     np.testing.assert_allclose(drawn, stored[:, :, d], atol=0.5 / 65534)  # every layer at d = 40
     np.testing.assert_allclose(drawn[3], stored[3, :, 0], atol=0.5 / 65534)  # layer 3: as at d = 0

@@ -19,6 +19,7 @@ from dashboard.orbits import frames as of
 from dashboard.orbits.page import RECORD_FRAMES_JS, frame_state, orbits_view
 from tests.browser.conftest import (
     ORBIT_FRAMES,
+    POLL_MS,
     TRAIL_EPOCHS,
     console_errors,
     model_data,
@@ -56,7 +57,7 @@ def movie_page(browser, tmp_path_factory):
     page = browser.new_page(viewport={"width": 1100, "height": 800})
     errors = console_errors(page)
     page.goto(path.as_uri())
-    page.wait_for_function(READY, timeout=30_000)
+    page.wait_for_function(READY, timeout=30_000, polling=POLL_MS)
     wait_for_drawn(page)
     yield page, errors
     page.close()
@@ -93,9 +94,9 @@ def test_movie_advances_holds_the_last_frame_and_loops(movie_page):
     # wait until it has played through the last frame and come back round past frame 2
     page.wait_for_function(
         f"() => {{ const v = window.__orbitsFrames.map(r => r[0]); const i = v.indexOf({ORBIT_FRAMES - 1}, 1);"
-        " return i > 0 && v.slice(i).includes(2); }", timeout=15_000)
+        " return i > 0 && v.slice(i).includes(2); }", timeout=15_000, polling=POLL_MS)
     page.get_by_role("button", name="❚❚ Pause").click()
-    page.wait_for_function(MOVIE_STOPPED)
+    page.wait_for_function(MOVIE_STOPPED, polling=POLL_MS)
     rec = page.evaluate("() => window.__orbitsFrames")
     values = [int(v) for v, _ in rec]
     assert values[0] == 0  # pressed at the last frame: restarts from the first
@@ -120,13 +121,13 @@ def test_interval_is_read_from_the_spinner_at_every_tick(movie_page):
     page.evaluate(RECORD_DELAYS)
     page.get_by_role("button", name="▶ Play").click()
     # the movie's next frame is 100 s away (at the built-in 40 ms it would have moved on)
-    page.wait_for_function("() => window.__delays.includes(100000)")
+    page.wait_for_function("() => window.__delays.includes(100000)", polling=POLL_MS)
     page.evaluate(UNRECORD_DELAYS)
     assert _frame(page) == 0
     page.get_by_role("button", name="❚❚ Pause").click()
     page.evaluate(f"() => {{ ({MODEL})('orbits_interval_ms').value = {INTERVAL_MS}; }}")
     page.get_by_role("button", name="▶ Play").click()
-    page.wait_for_function(f"() => ({MODEL})('orbits_frame').value >= 2", timeout=10_000)
+    page.wait_for_function(f"() => ({MODEL})('orbits_frame').value >= 2", timeout=10_000, polling=POLL_MS)
     page.get_by_role("button", name="❚❚ Pause").click()
     assert errors == []
 

@@ -29,6 +29,7 @@ from pipeline.schema import STATISTICS
 from tests.browser.conftest import (
     ABSOLUTE_MODEL,
     FIND_JS,
+    POLL_MS,
     ROPE_MODEL,
     console_errors,
     drag,
@@ -163,7 +164,8 @@ def test_play_advances_and_loops(rope_page):
     page, errors = rope_page
     set_prop(page, "d_slider", "value", 124)
     page.get_by_text("Play").click()
-    page.wait_for_function("() => " + "{" + FIND_JS + "return find('d_slider').value < 20; }", timeout=10_000)
+    page.wait_for_function("() => " + "{" + FIND_JS + "return find('d_slider').value < 20; }", timeout=10_000,
+                           polling=POLL_MS)
     assert "Pause" in model_prop(page, "play", "label")
     page.get_by_text("Pause").click()
     # paused: the button's interval (profiles_play.js keeps its handle on the button) is cleared
@@ -238,7 +240,8 @@ def open_link(browser, pages, model, query):
     route_offline(page)
     page.goto((pages / profile_page_name(model)).as_uri() + query)
     wait_for_bokeh(page, "heads")
-    page.wait_for_function("() => window.location.search.includes('model=')", timeout=10_000)  # written back
+    page.wait_for_function("() => window.location.search.includes('model=')", timeout=10_000,
+                           polling=POLL_MS)  # written back
     return page, errors
 
 
@@ -257,7 +260,8 @@ def test_a_deep_link_round_trips(browser, exported_site):
     set_prop(page, "d_slider", "value", 23)
     js(page, "find('heads').selected.indices = [0, 9];")
     page.wait_for_function("() => { const q = new URLSearchParams(window.location.search);"
-                           " return q.get('d') === '23' && q.get('heads') === '0.0,1.1'; }", timeout=10_000)
+                           " return q.get('d') === '23' && q.get('heads') === '0.0,1.1'; }", timeout=10_000,
+                           polling=POLL_MS)
     q = query_of(page)
     assert (q["model"], q["tab"], q["d"], q["heads"]) == (ROPE_MODEL, "profiles", "23", "0.0,1.1")
     # ... and opening that URL again restores it
@@ -267,7 +271,8 @@ def test_a_deep_link_round_trips(browser, exported_site):
     route_offline(page)
     page.goto(url)
     wait_for_bokeh(page, "heads")
-    page.wait_for_function("() => {" + FIND_JS + "return find('d_slider').value === 23; }", timeout=10_000)
+    page.wait_for_function("() => {" + FIND_JS + "return find('d_slider').value === 23; }", timeout=10_000,
+                           polling=POLL_MS)
     np.testing.assert_allclose(heads_profile(page), expected_at(23), atol=1 / 65534)
     assert sorted(selected(page, "heads")) == [0, 9]
     assert errors == []
@@ -279,7 +284,7 @@ def test_a_link_to_another_model_opens_its_page(browser, exported_site):
     page.wait_for_url(re.compile(re.escape(profile_page_name(ABSOLUTE_MODEL)) + r"\?"))
     wait_for_bokeh(page, "heads")
     page.wait_for_function("() => {" + FIND_JS + "return find('heads').selected.indices.length === 1; }",
-                           timeout=10_000)
+                           timeout=10_000, polling=POLL_MS)
     assert ABSOLUTE_MODEL in model_prop(page, "model_line", "text")
     assert selected(page, "heads") == [2 * 6 + 5]  # 6 heads per layer
     assert errors == []
@@ -299,7 +304,7 @@ def test_bad_link_input_shows_the_defaults_and_says_why(browser, exported_site):
     # markup in a link is shown as text, never run
     page.goto((exported_site / profile_page_name(ROPE_MODEL)).as_uri() + "?d=%3Cimg%20src=x%20onerror=alert(1)%3E")
     wait_for_bokeh(page, "heads")
-    page.wait_for_function("() => {" + FIND_JS + "return find('url_note').visible; }", timeout=10_000)
+    page.wait_for_function("() => {" + FIND_JS + "return find('url_note').visible; }", timeout=10_000, polling=POLL_MS)
     assert "&lt;img" in model_prop(page, "url_note", "text") and page.locator("img[src=x]").count() == 0
     assert errors == []
     page.close()
@@ -316,7 +321,7 @@ def test_a_compare_link_opens_the_compare_page_with_its_choosers(browser, export
     page.wait_for_url(re.compile(r"compare\.html\?"))
     wait_for_bokeh(page, "compare_depth")
     page.wait_for_function("() => {" + FIND_JS + f"return find('compare_model_1').value === '{ABSOLUTE_MODEL}'; }}",
-                           timeout=10_000)
+                           timeout=10_000, polling=POLL_MS)
     assert (model_prop(page, "compare_model_2", "value"), model_prop(page, "compare_quantity", "value")) == (
         ROPE_MODEL, "rho")
     assert model_prop(page, "compare_url_note", "visible") is False
@@ -327,7 +332,7 @@ def test_a_compare_link_opens_the_compare_page_with_its_choosers(browser, export
     np.testing.assert_allclose(js(page, "return Array.from(find('compare_depth').renderers[0].data_source"
                                         ".data['median c']);"), np.median(rho, axis=1), rtol=1e-12)
     set_prop(page, "compare_quantity", "value", "a")
-    page.wait_for_function("() => window.location.search.includes('quantity=a')", timeout=10_000)
+    page.wait_for_function("() => window.location.search.includes('quantity=a')", timeout=10_000, polling=POLL_MS)
     assert query_of(page)["models"] == f"{ABSOLUTE_MODEL},{ROPE_MODEL}"
     assert errors == []
     page.close()
@@ -339,7 +344,8 @@ def test_bad_compare_link_input_shows_the_defaults_and_says_why(browser, exporte
     route_offline(page)
     page.goto((exported_site / "compare.html").as_uri() + "?models=nope,%3Cimg%20src%3Dx%3E&quantity=volume")
     wait_for_bokeh(page, "compare_depth")
-    page.wait_for_function("() => {" + FIND_JS + "return find('compare_url_note').visible; }", timeout=10_000)
+    page.wait_for_function("() => {" + FIND_JS + "return find('compare_url_note').visible; }", timeout=10_000,
+                           polling=POLL_MS)
     note = model_prop(page, "compare_url_note", "text")
     assert "<code>nope,&lt;img src=x&gt;</code>" in note and "<code>volume</code>" in note
     assert page.locator("img[src=x]").count() == 0  # markup in a link is shown as text, never run
@@ -372,7 +378,7 @@ def test_colour_by_type_counts_follow_d_and_a_legend_click_hides_a_type(rope_pag
     page.get_by_text("colour by type").click()
     wait_js(page, "return find('type_legend').visible;")
     assert model_prop(page, "type_legend", "visible") is True and model_prop(page, "head_dots", "visible") is False
-    page.wait_for_function("() => window.location.search.includes('color=type')", timeout=10_000)
+    page.wait_for_function("() => window.location.search.includes('color=type')", timeout=10_000, polling=POLL_MS)
     seen = set()
     for d in (0, 20, 32):
         set_prop(page, "d_slider", "value", d)
@@ -411,7 +417,7 @@ def test_a_tap_on_a_head_fills_the_inspector(rope_page):
     i = int(np.argmax(others.min(axis=1)))  # a head alone under the pointer
     page.mouse.click(sx[i], sy[i])
     page.wait_for_function("() => {" + FIND_JS + "return find('heads').selected.indices.length === 1; }",
-                           timeout=10_000)
+                           timeout=10_000, polling=POLL_MS)
     assert selected(page, "heads") == [i]
     layer, head = divmod(i, H)
     assert f"layer {layer}, head {head}" in model_prop(page, "inspector_title", "text")
@@ -463,7 +469,8 @@ def test_the_statistic_chooser_and_a_tap_on_its_map(rope_page):
     page.locator("select").nth(1).select_option("rho")
     wait_for_column(page, "statistic_image", "image", stats[..., STATISTICS.index("rho")], rtol=1e-6)
     np.testing.assert_allclose(img(), stats[..., STATISTICS.index("rho")], rtol=1e-6)
-    page.wait_for_function("() => window.location.search.includes('stat=rho')", timeout=10_000)  # written back
+    page.wait_for_function("() => window.location.search.includes('stat=rho')", timeout=10_000,
+                           polling=POLL_MS)  # written back
     assert "(N + 1) / (2N)" not in model_prop(page, "statistic_baseline", "text")
     x, y = data_to_page(page, "statistic_map", 5, 2)  # head 5 of layer 2
     page.mouse.click(x, y)
