@@ -16,10 +16,9 @@ import numpy as np
 import pytest
 from bokeh.document import Document
 
-from dashboard import app, data, rendered
+from dashboard import app, rendered
 from dashboard.common.geometry import dequantise, quantise
 from dashboard.export import profile_page_name
-from dashboard.profiles.page import profiles_view
 from dashboard.profiles.payload import unpack_profiles
 from pipeline.schema import PROFILES
 from pipeline.store import Store
@@ -40,13 +39,17 @@ def families(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def pages(families):
-    """{model name: its profiles page (as the export builds it: with its statistics)}."""
+    """{model name: its profiles page with its statistics, as the served app hands it to a session}: copies of
+    the pages of ``rendered.PAGES`` (this process's served pages), so the served-link test below finds the pages
+    it shows already built."""
     store, _ = families
-    return {n: profiles_view(data.model_data(store, n), data.profiles(store).sel(model=n)) for n in NAMES}
+    return {n: rendered.profiles(store, n) for n in NAMES}
 
 
-def by_name(layout, name):
-    return layout.select_one({"name": name})
+def by_name(page, name):
+    """The one model of the page (a ``clone.Copy``) named ``name``."""
+    (model,) = page.named[name]
+    return model
 
 
 def stored(store, name: str) -> np.ndarray:
