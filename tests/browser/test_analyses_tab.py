@@ -15,7 +15,6 @@ from dashboard.common.geometry import VERTICES
 from dashboard.common.selection import statistics_table
 from dashboard.export import profile_page_name
 from tests.browser.conftest import (
-    FIND_JS,
     POLL_MS,
     console_errors,
     frame_box,
@@ -77,8 +76,8 @@ def open_link(browser, url: str):
 def check_drawn(page, store, model: str) -> None:
     """The Analyses tab is open and shows its figures, their bars the stored P's histogram."""
     assert active_tab(page) == 1
-    page.wait_for_function("() => {" + FIND_JS + "const v = Bokeh.index.find_one(find('analyses_p_figure'));"
-                           " return v != null && v.frame.bbox.width > 0; }", timeout=30_000, polling=POLL_MS)
+    wait_js(page, "const v = Bokeh.index.find_one(find('analyses_p_figure'));"
+                  " return v != null && v.frame.bbox.width > 0;", timeout=30_000)
     for fig in ("analyses_p_figure", "analyses_bound_figure", "analyses_rho_figure", "analyses_sigma_figure"):
         _, _, width, height = frame_box(page, fig)
         assert width > 100 and height > 100, fig
@@ -150,10 +149,9 @@ def test_the_analyses_tab_renders_served_with_its_link_and_follows_the_model_sel
                 js(page, SELECT_JS + "selector().value = arg;", PLAIN)
                 want = p_histogram(store, PLAIN).tolist()
                 # (while the new model's page is built, a progress line holds the pane: no bars to read yet)
-                page.wait_for_function("(arg) => {" + FIND_JS + "const bars = find('analyses_p');"
-                                       " if (!bars) return false; const t = Array.from(bars.data.top);"
-                                       " return t.every((v, i) => Math.abs(v - arg[i]) < 1e-9); }", arg=want,
-                                       timeout=60_000, polling=POLL_MS)
+                wait_js(page, "const bars = find('analyses_p'); if (!bars) return false;"
+                        " const t = Array.from(bars.data.top); return t.every((v, i) => Math.abs(v - arg[i]) < 1e-9);",
+                        arg=want, timeout=60_000)
                 assert not model_prop(page, "analyses_p_baseline_bars", "visible")  # PLAIN has no baseline
                 assert active_tab(page) == 1
             page.close()

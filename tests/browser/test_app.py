@@ -147,8 +147,7 @@ def test_a_served_deep_link_round_trips(browser, served_app):
     page.close()
     page, errors, _ = open_page(browser, served_app + "?d=17&heads=1.2")
     wait_for_bokeh(page, "heads")
-    page.wait_for_function("() => {" + FIND_JS + "return find('d_slider').value === 17; }", timeout=10_000,
-                           polling=POLL_MS)
+    wait_js(page, "return find('d_slider').value === 17;")
     p = np.array([model_data(page, "heads", c) for c in "abcd"], dtype=float).T
     np.testing.assert_allclose(p, rope_profiles(4, 8)[:, :, 17].reshape(-1, 4), atol=1 / 65534)
     assert selected(page, "heads") == [1 * 8 + 2]
@@ -213,8 +212,7 @@ def test_the_scripts_asked_right_after_the_get_do_not_wait_for_the_sessions_buil
 def test_bad_served_link_input_shows_the_defaults_and_says_why(browser, served_app):
     page, errors, _ = open_page(browser, served_app + "?model=no-such-model&tab=nowhere&d=abc&heads=1")
     wait_for_bokeh(page, "heads")
-    page.wait_for_function("() => {" + FIND_JS + "return find('url_note').text.includes('heads'); }", timeout=10_000,
-                           polling=POLL_MS)
+    wait_js(page, "return find('url_note').text.includes('heads');")
     note = model_prop(page, "url_note", "text")
     for asked in ("no-such-model", "nowhere", "abc", "1"):
         assert f"<code>{asked}" in note
@@ -240,8 +238,7 @@ def test_a_served_compare_link_sets_the_choosers_and_keeps_them_in_the_link(brow
     link writing keeps them, and a chooser's change is written back."""
     page, errors, _ = open_page(browser, served_app + f"?tab=compare&models={ABSOLUTE_MODEL},{ROPE_MODEL}&quantity=rho")
     wait_for_bokeh(page, "compare_depth")
-    page.wait_for_function("() => {" + FIND_JS + f"return find('compare_model_1').value === '{ABSOLUTE_MODEL}'; }}",
-                           timeout=10_000, polling=POLL_MS)
+    wait_js(page, f"return find('compare_model_1').value === '{ABSOLUTE_MODEL}';")
     assert (model_prop(page, "compare_model_2", "value"), model_prop(page, "compare_quantity", "value")) == (
         ROPE_MODEL, "rho")
     assert js(page, "return find('compare_depth').title.text;") == "median rho per layer"
@@ -255,8 +252,7 @@ def test_a_served_compare_link_sets_the_choosers_and_keeps_them_in_the_link(brow
     page.close()
     page, errors2, _ = open_page(browser, served_app + "?tab=compare&models=nope&quantity=%3Cb%3E")
     wait_for_bokeh(page, "compare_depth")
-    page.wait_for_function("() => {" + FIND_JS + "return find('compare_url_note').visible; }", timeout=10_000,
-                           polling=POLL_MS)
+    wait_js(page, "return find('compare_url_note').visible;")
     note = model_prop(page, "compare_url_note", "text")
     assert "<code>nope</code>" in note and "<code>&lt;b&gt;</code>" in note
     assert model_prop(page, "compare_quantity", "value") == "c"
@@ -294,8 +290,7 @@ def test_served_tap_fills_the_inspector_and_models_with_other_views_switch(brows
     page, errors, _ = open_page(browser, served_app)
     wait_for_bokeh(page, "heads")
     js(page, "find('heads').selected.indices = [13];")
-    page.wait_for_function("() => {" + FIND_JS + "return find('inspector_title').text.includes('layer 1, head 5'); }",
-                           timeout=10_000, polling=POLL_MS)
+    wait_js(page, "return find('inspector_title').text.includes('layer 1, head 5');")
     stats, _ = rope_statistics(4, 8)
     np.testing.assert_allclose(model_data(page, "inspector_statistics", "value"), stats[1, 5], rtol=1e-6)
     select = page.locator("select").first
@@ -306,8 +301,7 @@ def test_served_tap_fills_the_inspector_and_models_with_other_views_switch(brows
     assert model_prop(page, "statistics_area", "visible") is False
     assert model_prop(page, "inspector_curves", "visible") is False  # no positions: no curves over d
     select.select_option(label=ROPE_MODEL)
-    page.wait_for_function("() => {" + FIND_JS + "return find('statistics_area').visible; }", timeout=30_000,
-                           polling=POLL_MS)
+    wait_js(page, "return find('statistics_area').visible;", timeout=30_000)
     assert ROPE_MODEL in model_prop(page, "model_line", "text")
     assert model_prop(page, "statistics_missing", "visible") is False
     js(page, "find('heads').selected.indices = [13];")  # the rope model's own numbers again

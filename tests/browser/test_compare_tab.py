@@ -14,8 +14,6 @@ import pytest
 from pipeline.schema import STATISTICS
 from tests.browser.conftest import (
     ABSOLUTE_MODEL,
-    FIND_JS,
-    POLL_MS,
     ROPE_MODEL,
     console_errors,
     js,
@@ -25,6 +23,7 @@ from tests.browser.conftest import (
     route_offline,
     set_prop,
     wait_for_bokeh,
+    wait_js,
 )
 
 pytestmark = pytest.mark.browser
@@ -102,8 +101,8 @@ def assert_c_range_misses_rho(shown: dict) -> None:
 
 def drawn(page) -> None:
     """Wait until the histogram panels are laid out and two more frames are painted (a change relays them)."""
-    page.wait_for_function("() => {" + FIND_JS + "const v = Bokeh.index.find_one(find('compare_hist_d'));"
-                           " return v != null && v.frame.bbox.width > 0; }", timeout=30_000, polling=POLL_MS)
+    wait_js(page, "const v = Bokeh.index.find_one(find('compare_hist_d'));"
+                  " return v != null && v.frame.bbox.width > 0;", timeout=30_000)
     page.evaluate("() => new Promise((done) => requestAnimationFrame(() => requestAnimationFrame(done)))")
 
 
@@ -147,8 +146,7 @@ def test_exported_quantity_chosen_puts_the_medians_on_the_chart(browser, exporte
 
 def test_exported_link_with_quantity_rho_puts_the_medians_on_the_chart(browser, exported):
     page, errors = open_exported(browser, exported, f"?tab=compare&models={ABSOLUTE_MODEL},{ROPE_MODEL}&quantity=rho")
-    page.wait_for_function("() => {" + FIND_JS + "return find('compare_quantity').value === 'rho'; }",
-                           timeout=10_000, polling=POLL_MS)
+    wait_js(page, "return find('compare_quantity').value === 'rho';")
     assert_on_the_chart(depth(page), "rho")
     assert not errors, errors
 
@@ -168,8 +166,7 @@ def test_served_link_and_chooser_put_the_medians_on_the_chart_and_the_legend_bes
     route_offline(page)
     page.goto(served_app + f"?tab=compare&models={ABSOLUTE_MODEL},{ROPE_MODEL}&quantity=rho", wait_until="commit")
     wait_for_bokeh(page, "compare_depth", timeout=120_000)  # a server's first compare tab is built on demand
-    page.wait_for_function("() => {" + FIND_JS + "return find('compare_quantity').value === 'rho'; }",
-                           timeout=30_000, polling=POLL_MS)
+    wait_js(page, "return find('compare_quantity').value === 'rho';", timeout=30_000)
     assert_on_the_chart(depth(page), "rho")
     set_prop(page, "compare_quantity", "value", "pairing")
     assert_on_the_chart(depth(page), "pairing")

@@ -20,7 +20,6 @@ from tests.browser.conftest import (
     ABSOLUTE_MODEL,
     EMPTY_MODEL,
     FIND_JS,
-    POLL_MS,
     ROPE_MODEL,
     console_errors,
     js,
@@ -430,8 +429,8 @@ def test_selector_groups_the_orbit_experiment_apart(browser, app_url):
     assert groups["trained in this project: orbit experiment"] == [ORBIT_MODEL]
     assert groups["public models"] == [ROPE_MODEL, ABSOLUTE_MODEL]  # the garbled one reads damaged
     page.locator("select").first.select_option(label=ORBIT_MODEL)
-    page.wait_for_function("() => {" + FIND_JS + f"const m = find('model_line'); return m != null &&"
-                           f" m.text.includes('{ORBIT_MODEL}'); }}", timeout=30_000, polling=POLL_MS)
+    wait_js(page, f"const m = find('model_line'); return m != null && m.text.includes('{ORBIT_MODEL}');",
+            timeout=30_000)
     assert "trained in this project: orbit experiment" in model_prop(page, "model_line", "text")
     assert errors == []
     page.close()
@@ -495,8 +494,8 @@ def test_switching_models_keeps_the_document_model_count_flat(browser, app_url):
     for i in range(4):  # twice to each model and back: a page added per switch would show as hundreds of models
         name = (ABSOLUTE_MODEL, ROPE_MODEL)[i % 2]
         select.select_option(label=name)
-        page.wait_for_function("(n) => {" + FIND_JS + "const m = find('model_line');"
-                               " return m != null && m.text.includes(n); }", arg=name, timeout=30_000, polling=POLL_MS)
+        wait_js(page, "const m = find('model_line'); return m != null && m.text.includes(arg);", arg=name,
+                timeout=30_000)
         wait_js(page, "return find('heads').data.layer.length === arg;", heads[name])  # the model's data came
         wait_for_drawn(page)
         counts.append(page.evaluate(count))

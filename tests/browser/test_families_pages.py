@@ -5,6 +5,7 @@ tower's page, exported and served."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from urllib.parse import parse_qs, urlsplit
 
 import numpy as np
@@ -45,6 +46,18 @@ def open_page(browser, url: str):
     page.goto(url)
     wait_for_bokeh(page, "heads")
     return page, errors
+
+
+def served_state(page, proc) -> str:
+    """The served app's log and the start of the page's document JSON (its values set away from the defaults:
+    with the defaults, a function among them stops the serialization), for a console error's message."""
+    from playwright.sync_api import Error
+
+    try:
+        doc = page.evaluate("() => JSON.stringify(Bokeh.documents[0].to_json(false))")[:4000]
+    except Error as e:
+        doc = f"(not read: {str(e).splitlines()[0]})"
+    return f"app log:\n{Path(proc.log_path).read_text(errors='replace')}\ndocument JSON, first 4000 characters:\n{doc}"
 
 
 def test_the_slider_of_smollm3_names_its_static_layer_and_moves_the_others(browser, families):
@@ -91,7 +104,7 @@ def test_a_link_to_a_tower_opens_its_page_exported_and_served(browser, families)
             page, errors = open_page(browser, f"{url}?model={link}")
             assert js(page, "return find('profile_meta').data.model[0];") == "tiny-clip/vision"
             assert not model_prop(page, "url_note", "visible")
-            assert errors == []
+            assert errors == [], served_state(page, proc)
             page.close()
     finally:
         stop(proc)

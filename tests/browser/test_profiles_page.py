@@ -164,8 +164,7 @@ def test_play_advances_and_loops(rope_page):
     page, errors = rope_page
     set_prop(page, "d_slider", "value", 124)
     page.get_by_text("Play").click()
-    page.wait_for_function("() => " + "{" + FIND_JS + "return find('d_slider').value < 20; }", timeout=10_000,
-                           polling=POLL_MS)
+    wait_js(page, "return find('d_slider').value < 20;")
     assert "Pause" in model_prop(page, "play", "label")
     page.get_by_text("Pause").click()
     # paused: the button's interval (profiles_play.js keeps its handle on the button) is cleared
@@ -271,8 +270,7 @@ def test_a_deep_link_round_trips(browser, exported_site):
     route_offline(page)
     page.goto(url)
     wait_for_bokeh(page, "heads")
-    page.wait_for_function("() => {" + FIND_JS + "return find('d_slider').value === 23; }", timeout=10_000,
-                           polling=POLL_MS)
+    wait_js(page, "return find('d_slider').value === 23;")
     np.testing.assert_allclose(heads_profile(page), expected_at(23), atol=1 / 65534)
     assert sorted(selected(page, "heads")) == [0, 9]
     assert errors == []
@@ -283,8 +281,7 @@ def test_a_link_to_another_model_opens_its_page(browser, exported_site):
     page, errors = open_link(browser, exported_site, ROPE_MODEL, f"?model={ABSOLUTE_MODEL}&heads=2.5")
     page.wait_for_url(re.compile(re.escape(profile_page_name(ABSOLUTE_MODEL)) + r"\?"))
     wait_for_bokeh(page, "heads")
-    page.wait_for_function("() => {" + FIND_JS + "return find('heads').selected.indices.length === 1; }",
-                           timeout=10_000, polling=POLL_MS)
+    wait_js(page, "return find('heads').selected.indices.length === 1;")
     assert ABSOLUTE_MODEL in model_prop(page, "model_line", "text")
     assert selected(page, "heads") == [2 * 6 + 5]  # 6 heads per layer
     assert errors == []
@@ -304,7 +301,7 @@ def test_bad_link_input_shows_the_defaults_and_says_why(browser, exported_site):
     # markup in a link is shown as text, never run
     page.goto((exported_site / profile_page_name(ROPE_MODEL)).as_uri() + "?d=%3Cimg%20src=x%20onerror=alert(1)%3E")
     wait_for_bokeh(page, "heads")
-    page.wait_for_function("() => {" + FIND_JS + "return find('url_note').visible; }", timeout=10_000, polling=POLL_MS)
+    wait_js(page, "return find('url_note').visible;")
     assert "&lt;img" in model_prop(page, "url_note", "text") and page.locator("img[src=x]").count() == 0
     assert errors == []
     page.close()
@@ -320,8 +317,7 @@ def test_a_compare_link_opens_the_compare_page_with_its_choosers(browser, export
               + f"?tab=compare&models={ABSOLUTE_MODEL},{ROPE_MODEL}&quantity=rho")
     page.wait_for_url(re.compile(r"compare\.html\?"))
     wait_for_bokeh(page, "compare_depth")
-    page.wait_for_function("() => {" + FIND_JS + f"return find('compare_model_1').value === '{ABSOLUTE_MODEL}'; }}",
-                           timeout=10_000, polling=POLL_MS)
+    wait_js(page, f"return find('compare_model_1').value === '{ABSOLUTE_MODEL}';")
     assert (model_prop(page, "compare_model_2", "value"), model_prop(page, "compare_quantity", "value")) == (
         ROPE_MODEL, "rho")
     assert model_prop(page, "compare_url_note", "visible") is False
@@ -344,8 +340,7 @@ def test_bad_compare_link_input_shows_the_defaults_and_says_why(browser, exporte
     route_offline(page)
     page.goto((exported_site / "compare.html").as_uri() + "?models=nope,%3Cimg%20src%3Dx%3E&quantity=volume")
     wait_for_bokeh(page, "compare_depth")
-    page.wait_for_function("() => {" + FIND_JS + "return find('compare_url_note').visible; }", timeout=10_000,
-                           polling=POLL_MS)
+    wait_js(page, "return find('compare_url_note').visible;")
     note = model_prop(page, "compare_url_note", "text")
     assert "<code>nope,&lt;img src=x&gt;</code>" in note and "<code>volume</code>" in note
     assert page.locator("img[src=x]").count() == 0  # markup in a link is shown as text, never run
@@ -416,8 +411,7 @@ def test_a_tap_on_a_head_fills_the_inspector(rope_page):
     others = np.hypot(sx[:, None] - sx[None, :], sy[:, None] - sy[None, :]) + np.eye(len(sx)) * 1e9
     i = int(np.argmax(others.min(axis=1)))  # a head alone under the pointer
     page.mouse.click(sx[i], sy[i])
-    page.wait_for_function("() => {" + FIND_JS + "return find('heads').selected.indices.length === 1; }",
-                           timeout=10_000, polling=POLL_MS)
+    wait_js(page, "return find('heads').selected.indices.length === 1;")
     assert selected(page, "heads") == [i]
     layer, head = divmod(i, H)
     assert f"layer {layer}, head {head}" in model_prop(page, "inspector_title", "text")
