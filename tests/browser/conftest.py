@@ -385,6 +385,12 @@ def wait_for_bokeh(page, name: str, timeout: float = 60_000) -> None:
                            polling=POLL_MS)
 
 
+def wait_for_link(page, part: str, timeout: float = 10_000) -> None:
+    """Wait until the page's link (its query string) holds ``part``, e.g. ``tab=analyses``."""
+    page.wait_for_function("(part) => window.location.search.includes(part)", arg=part, timeout=timeout,
+                           polling=POLL_MS)
+
+
 def wait_js(page, body: str, arg=None, timeout: float = 10_000) -> None:
     """Wait until ``body`` (a function body that may use ``find(name)`` and ``arg``) returns a true value."""
     page.wait_for_function("(arg) => {" + FIND_JS + body + "}", arg=arg, timeout=timeout, polling=POLL_MS)

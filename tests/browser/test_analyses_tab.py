@@ -15,7 +15,6 @@ from dashboard.common.geometry import VERTICES
 from dashboard.common.selection import statistics_table
 from dashboard.export import profile_page_name
 from tests.browser.conftest import (
-    POLL_MS,
     console_errors,
     frame_box,
     js,
@@ -28,6 +27,7 @@ from tests.browser.conftest import (
     stop,
     wait_for_bokeh,
     wait_for_column,
+    wait_for_link,
     wait_js,
 )
 from tests.dashboard.analyses_store import PLAIN, ROPE, ROPE_BASELINE, analyses_site, analyses_store
@@ -68,8 +68,7 @@ def open_link(browser, url: str):
     route_offline(page)
     page.goto(url, timeout=120_000)  # a served app renders the page at its first load
     wait_for_bokeh(page, "analyses_p")
-    page.wait_for_function("() => window.location.search.includes('model=')", timeout=30_000,
-                           polling=POLL_MS)  # the link applied
+    wait_for_link(page, "model=", timeout=30_000)  # the link applied
     return page, errors
 
 
@@ -97,11 +96,11 @@ def test_the_analyses_tab_renders_exported(browser, store, pages, model):
 
 def test_the_analyses_deep_link_round_trips(browser, pages):
     page, errors = open_link(browser, (pages / profile_page_name(ROPE)).as_uri() + "?tab=analyses")
-    page.wait_for_function("() => window.location.search.includes('tab=analyses')", timeout=10_000, polling=POLL_MS)
+    wait_for_link(page, "tab=analyses")
     js(page, TABS_JS + "tabs().active = 0;")  # the user opens the Profiles tab: the URL follows
-    page.wait_for_function("() => window.location.search.includes('tab=profiles')", timeout=10_000, polling=POLL_MS)
+    wait_for_link(page, "tab=profiles")
     js(page, TABS_JS + "tabs().active = 1;")
-    page.wait_for_function("() => window.location.search.includes('tab=analyses')", timeout=10_000, polling=POLL_MS)
+    wait_for_link(page, "tab=analyses")
     q = dict(parse_qsl(urlsplit(page.url).query))
     assert (q["model"], q["tab"]) == (ROPE, "analyses")
     url = page.url
@@ -165,8 +164,7 @@ def profiles_page(browser, pages, model: str, query: str = ""):
     route_offline(page)
     page.goto((pages / profile_page_name(model)).as_uri() + query, timeout=120_000)
     wait_for_bokeh(page, "heads")
-    page.wait_for_function("() => window.location.search.includes('model=')", timeout=30_000,
-                           polling=POLL_MS)  # the link applied
+    wait_for_link(page, "model=", timeout=30_000)  # the link applied
     return page, errors
 
 
@@ -220,7 +218,7 @@ def test_colour_by_cluster_shows_the_clusters_and_round_trips_in_the_link(browse
     for k in range(3):
         assert model_prop(page, f"head_dots_cluster{k}", "visible") is True
     assert sorted(set(labels.tolist())) == [0, 1, 2]
-    page.wait_for_function("() => window.location.search.includes('color=cluster')", timeout=10_000, polling=POLL_MS)
+    wait_for_link(page, "color=cluster")
     url = page.url
     page.close()
     again, more = profiles_page(browser, pages, ROPE, "?" + url.split("?", 1)[1])

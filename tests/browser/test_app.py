@@ -43,6 +43,7 @@ from tests.browser.conftest import (
     wait_for_bokeh,
     wait_for_column,
     wait_for_drawn,
+    wait_for_link,
     wait_js,
 )
 
@@ -141,7 +142,7 @@ def test_url_cannot_choose_the_store(browser, served_app, tmp_path):
 def test_a_served_deep_link_round_trips(browser, served_app):
     page, errors, _ = open_page(browser, served_app + f"?model={ABSOLUTE_MODEL}&heads=2.5,0.1")
     wait_for_bokeh(page, "heads")
-    page.wait_for_function("() => window.location.search.includes('heads=')", timeout=10_000, polling=POLL_MS)
+    wait_for_link(page, "heads=")
     assert ABSOLUTE_MODEL in model_prop(page, "model_line", "text")
     assert sorted(selected(page, "heads")) == [1, 2 * 6 + 5]  # 6 heads per layer
     page.close()
@@ -152,12 +153,12 @@ def test_a_served_deep_link_round_trips(browser, served_app):
     np.testing.assert_allclose(p, rope_profiles(4, 8)[:, :, 17].reshape(-1, 4), atol=1 / 65534)
     assert selected(page, "heads") == [1 * 8 + 2]
     set_prop(page, "d_slider", "value", 40)
-    page.wait_for_function("() => window.location.search.includes('d=40')", timeout=10_000, polling=POLL_MS)
+    wait_for_link(page, "d=40")
     q = dict(parse_qsl(urlsplit(page.url).query))
     assert (q["model"], q["tab"], q["d"], q["heads"]) == (ROPE_MODEL, "profiles", "40", "1.2")
     url = page.url
     page.get_by_text("Orbits", exact=True).first.click()
-    page.wait_for_function("() => window.location.search.includes('tab=orbits')", timeout=10_000, polling=POLL_MS)
+    wait_for_link(page, "tab=orbits")
     page.close()
     page, errors2, _ = open_page(browser, url.replace("tab=profiles", "tab=orbits"))
     wait_for_bokeh(page, "orbits_frame")  # the tab the link names is the one shown
@@ -242,13 +243,11 @@ def test_a_served_compare_link_sets_the_choosers_and_keeps_them_in_the_link(brow
     assert (model_prop(page, "compare_model_2", "value"), model_prop(page, "compare_quantity", "value")) == (
         ROPE_MODEL, "rho")
     assert js(page, "return find('compare_depth').title.text;") == "median rho per layer"
-    page.wait_for_function("() => window.location.search.includes('model=')", timeout=10_000,
-                           polling=POLL_MS)  # profiles' write
+    wait_for_link(page, "model=")  # profiles' write
     q = dict(parse_qsl(urlsplit(page.url).query))
     assert (q["tab"], q["models"], q["quantity"]) == ("compare", f"{ABSOLUTE_MODEL},{ROPE_MODEL}", "rho")
     set_prop(page, "compare_model_2", "value", ABSOLUTE_MODEL)
-    page.wait_for_function(f"() => window.location.search.includes('models={ABSOLUTE_MODEL},{ABSOLUTE_MODEL}')",
-                           timeout=10_000, polling=POLL_MS)
+    wait_for_link(page, f"models={ABSOLUTE_MODEL},{ABSOLUTE_MODEL}")
     page.close()
     page, errors2, _ = open_page(browser, served_app + "?tab=compare&models=nope&quantity=%3Cb%3E")
     wait_for_bokeh(page, "compare_depth")

@@ -47,6 +47,7 @@ from tests.browser.conftest import (
     set_prop,
     wait_for_bokeh,
     wait_for_column,
+    wait_for_link,
     wait_js,
 )
 
@@ -239,8 +240,7 @@ def open_link(browser, pages, model, query):
     route_offline(page)
     page.goto((pages / profile_page_name(model)).as_uri() + query)
     wait_for_bokeh(page, "heads")
-    page.wait_for_function("() => window.location.search.includes('model=')", timeout=10_000,
-                           polling=POLL_MS)  # written back
+    wait_for_link(page, "model=")  # written back
     return page, errors
 
 
@@ -328,7 +328,7 @@ def test_a_compare_link_opens_the_compare_page_with_its_choosers(browser, export
     np.testing.assert_allclose(js(page, "return Array.from(find('compare_depth').renderers[0].data_source"
                                         ".data['median c']);"), np.median(rho, axis=1), rtol=1e-12)
     set_prop(page, "compare_quantity", "value", "a")
-    page.wait_for_function("() => window.location.search.includes('quantity=a')", timeout=10_000, polling=POLL_MS)
+    wait_for_link(page, "quantity=a")
     assert query_of(page)["models"] == f"{ABSOLUTE_MODEL},{ROPE_MODEL}"
     assert errors == []
     page.close()
@@ -373,7 +373,7 @@ def test_colour_by_type_counts_follow_d_and_a_legend_click_hides_a_type(rope_pag
     page.get_by_text("colour by type").click()
     wait_js(page, "return find('type_legend').visible;")
     assert model_prop(page, "type_legend", "visible") is True and model_prop(page, "head_dots", "visible") is False
-    page.wait_for_function("() => window.location.search.includes('color=type')", timeout=10_000, polling=POLL_MS)
+    wait_for_link(page, "color=type")
     seen = set()
     for d in (0, 20, 32):
         set_prop(page, "d_slider", "value", d)
@@ -463,8 +463,7 @@ def test_the_statistic_chooser_and_a_tap_on_its_map(rope_page):
     page.locator("select").nth(1).select_option("rho")
     wait_for_column(page, "statistic_image", "image", stats[..., STATISTICS.index("rho")], rtol=1e-6)
     np.testing.assert_allclose(img(), stats[..., STATISTICS.index("rho")], rtol=1e-6)
-    page.wait_for_function("() => window.location.search.includes('stat=rho')", timeout=10_000,
-                           polling=POLL_MS)  # written back
+    wait_for_link(page, "stat=rho")  # written back
     assert "(N + 1) / (2N)" not in model_prop(page, "statistic_baseline", "text")
     x, y = data_to_page(page, "statistic_map", 5, 2)  # head 5 of layer 2
     page.mouse.click(x, y)
