@@ -33,15 +33,20 @@ def pytest_collection_modifyitems(config, items) -> None:
             item.add_marker(pytest.mark.xdist_group(group))
 
 
-def pytest_collection_finish(session) -> None:
+def pytest_configure(config) -> None:
     """Python's cyclic garbage collector runs less often in a test process, as in the dashboard's processes
-    (``dashboard.collector``). The tests allocate millions of objects (Bokeh models, zarr's and xarray's
-    bookkeeping) beside millions more from the imports (torch, transformers, HoloViews); at Python's default
-    thresholds the full collections, each a walk over all of them, took a large share of a worker's time. A test
-    that needs garbage gone calls ``gc.collect()``."""
+    (``dashboard.collector``), from before the collection: the tests allocate millions of objects (Bokeh models,
+    zarr's and xarray's bookkeeping) beside millions more from the imports (torch, transformers, HoloViews), and at
+    Python's default thresholds the full collections, each a walk over all of them, took a large share of a
+    worker's time; ten of them fell in the collection's imports alone. A test that needs garbage gone calls
+    ``gc.collect()``."""
     from dashboard.collector import collect_less_often
 
     collect_less_often()
+
+
+def pytest_collection_finish(session) -> None:
+    """One torch thread per pytest-xdist worker."""
     try:
         import torch
     except ImportError:  # the dashboard's tests run without the pipeline's extras

@@ -55,11 +55,9 @@ def static_page():
 @pytest.fixture(scope="session")
 def pages(synthetic, static_page):
     """The profiles pages of a rotary and an absolute-position model (static, with their tabs and navigation),
-    a served profiles page (no navigation, no statistics), the compare page and the orbits page, over the
-    browser tests' synthetic store."""
-    from dashboard import data
-    from dashboard.compare.page import compare_view
-    from dashboard.orbits.page import orbits_content
+    a profiles page without navigation and statistics, and the served compare and orbits pages (copies of this
+    process's ``rendered.PAGES``, which the served-page tests read too), over the browser tests' synthetic store."""
+    from dashboard import data, rendered
     from dashboard.profiles.page import profiles_view
     from tests.browser.conftest import ABSOLUTE_MODEL, ROPE_MODEL
 
@@ -68,8 +66,8 @@ def pages(synthetic, static_page):
     out = [profiles_view(data.model_data(store, n), data.profiles(store).sel(model=n), nav=nav, current_url=nav[n],
                          tabs={"profiles": "", "compare": "compare.html"}) for n in nav]
     out.append(static_page(store, ROPE_MODEL, statistics=False))
-    out.append(compare_view(data.profiles(store)))
-    out.append(orbits_content(store))
+    out.append(rendered.compare(store).root)
+    out.append(rendered.orbits(store).root)
     return out
 
 

@@ -130,17 +130,6 @@ def test_the_counts_and_tables(ds):
         assert f">{sample}</td>" in fits
 
 
-def test_a_model_without_statistics_says_how_to_add_them(synthetic, static_page):
-    from tests.browser.conftest import ABSOLUTE_MODEL
-
-    sel = data.profiles(synthetic).sel(model=ABSOLUTE_MODEL)
-    assert analyses(sel).report is None
-    page = static_page(synthetic, ABSOLUTE_MODEL)
-    note = page.select_one({"name": "analyses_missing"})
-    assert "statistics not computed" in note.text and f"python -m pipeline profiles {ABSOLUTE_MODEL}" in note.text
-    assert note.visible and not page.select_one({"name": "analyses_content"}).visible  # stand-ins, hidden
-
-
 def named(page) -> list[tuple[str, str]]:
     tab = page.select_one({"name": "analyses"})
     return sorted((m.name, type(m).__name__) for m in tab.references() if m.name)

@@ -16,9 +16,11 @@ import numpy as np
 import pytest
 from bokeh.document import Document
 
-from dashboard import app, rendered
+from dashboard import app, data, rendered
 from dashboard.common.geometry import dequantise, quantise
+from dashboard.common.render import models_by_name
 from dashboard.export import profile_page_name
+from dashboard.profiles.page import profiles_view
 from dashboard.profiles.payload import unpack_profiles
 from pipeline.schema import PROFILES
 from pipeline.store import Store
@@ -27,6 +29,7 @@ from tests.pipeline.families.cases import CASES, build
 
 NAMES = [n for names in MODELS.values() for n in names]
 ROTARY = {"tiny-qwen3", "tiny-smollm3", "tiny-modernbert"}
+SERVED = ("tiny-clip/vision", "tiny-smollm3", "tiny-qwen3")  # in the order the served-link test shows them
 
 
 @pytest.fixture(scope="module")
@@ -39,16 +42,19 @@ def families(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def pages(families):
-    """{model name: its profiles page with its statistics, as the served app hands it to a session}: copies of
-    the pages of ``rendered.PAGES`` (this process's served pages), so the served-link test below finds the pages
-    it shows already built."""
+    """{model name: its profiles page with its statistics, as {name: the page's models of that name}}: the served
+    app's page (``profiles_view`` with the model's baseline, and this store holds none). The pages of the models
+    that the served-link test below shows (``SERVED``) are copies of ``rendered.PAGES`` (this process's served
+    pages), so that test finds them built; the others are rendered alone, without the served copy's preparation."""
     store, _ = families
-    return {n: rendered.profiles(store, n) for n in NAMES}
+    ds = data.profiles(store)
+    return {n: rendered.profiles(store, n).named if n in SERVED else
+            models_by_name(profiles_view(data.model_data(store, n), ds.sel(model=n))) for n in NAMES}
 
 
 def by_name(page, name):
-    """The one model of the page (a ``clone.Copy``) named ``name``."""
-    (model,) = page.named[name]
+    """The one model of the page (``pages``' value) named ``name``."""
+    (model,) = page[name]
     return model
 
 
@@ -138,21 +144,22 @@ def test_the_info_line_names_the_qk_norm_the_rotary_bases_and_the_tower(families
 
 def test_a_link_to_a_tower_serves_its_page_and_the_note_follows_the_model_shown(families):
     store, _ = families
+    tower, without_rope, qk_norm = SERVED
     state = app.AppState()
     doc = Document()
-    app.build(store, state, args={"model": "tiny-clip/vision"}).server_doc(doc)
-    assert state.model == "tiny-clip/vision"
+    app.build(store, state, args={"model": tower}).server_doc(doc)
+    assert state.model == tower
 
     def shown(name):
         return next(m for m in doc.roots[0].references() if m.name == name)
 
-    assert "<b>tiny-clip/vision</b>" in shown("model_line").text and not shown("url_note").visible
-    assert shown("profile_meta").data["model"] == ["tiny-clip/vision"]
-    state.model = "tiny-smollm3"
+    assert f"<b>{tower}</b>" in shown("model_line").text and not shown("url_note").visible
+    assert shown("profile_meta").data["model"] == [tower]
+    state.model = without_rope
     assert shown("static_layers_note").visible and "layer 3" in shown("static_layers_note").text
-    state.model = "tiny-qwen3"
-    assert not shown("static_layers_note").visible and shown("profile_meta").data["model"] == ["tiny-qwen3"]
-    assert rendered.same_structure(rendered.profiles(store, "tiny-smollm3"), rendered.profiles(store, "tiny-qwen3"))
+    state.model = qk_norm
+    assert not shown("static_layers_note").visible and shown("profile_meta").data["model"] == [qk_norm]
+    assert rendered.same_structure(rendered.profiles(store, without_rope), rendered.profiles(store, qk_norm))
 
 
 @pytest.mark.slow

@@ -13,6 +13,7 @@ from bokeh.models import Div, GlyphRenderer, Slider
 
 from dashboard import data
 from dashboard.common.geometry import N_BINS, VERTICES, dequantise, histogram_counts, project, quantise, to_3d
+from dashboard.profiles.analyses_data import analyses
 from dashboard.profiles.page_texts import model_line, selector_groups, todo_html
 from dashboard.profiles.payload import unpack_profiles
 from pipeline.schema import ModelRow
@@ -116,10 +117,19 @@ def test_rope_view_ships_every_offset_and_starts_at_d0(synthetic, static_page):
 
 
 def test_absolute_view_has_no_slider_and_says_why(synthetic, static_page):
-    view = static_page(synthetic, ABSOLUTE_MODEL, statistics=False)
+    view = static_page(synthetic, ABSOLUTE_MODEL)
     assert not by_name(view, "d_slider").visible and not by_name(view, "play").visible
     assert "does not depend on position" in by_name(view, "position_note").text
     assert by_name(view, "profile_cube").data["q"].size == 2 * 3 * 6 * 4
+
+
+def test_the_analyses_tab_of_a_model_without_statistics_says_how_to_add_them(synthetic, static_page):
+    sel = data.profiles(synthetic).sel(model=ABSOLUTE_MODEL)
+    assert analyses(sel).report is None
+    page = static_page(synthetic, ABSOLUTE_MODEL)
+    note = by_name(page, "analyses_missing")
+    assert "statistics not computed" in note.text and f"python -m pipeline profiles {ABSOLUTE_MODEL}" in note.text
+    assert note.visible and not by_name(page, "analyses_content").visible  # stand-ins, hidden
 
 
 def test_empty_model_renders_empty_views_with_a_message(synthetic, static_page):

@@ -192,12 +192,15 @@ def test_a_stalled_server_ends_a_default_run_within_a_minute(checkpoint, env, tm
 
 
 def stalled_read(hub: LoopbackHub, env, timeout: str, retries: str) -> tuple[float, int, HubError]:
-    """Read one tensor from ``hub`` stalling every Range answer: (seconds, Range requests, the error)."""
-    env.setenv("HEADGEOMETRY_HUB_TIMEOUT", timeout)
+    """Read one tensor from ``hub`` stalling every Range answer: (seconds, Range requests, the error). The reads
+    before it (config, index, header) answer at the default timeout; ``timeout`` holds from the stalled read on
+    (HEADGEOMETRY_HUB_TIMEOUT is read at each request, HEADGEOMETRY_HUB_RETRIES when a file is opened), so it can be
+    short without a slow answer to those reads failing the test."""
     env.setenv("HEADGEOMETRY_HUB_RETRIES", retries)
     hub.stall_ranges = 0.0
     ck = hub_checkpoint(REPO)
     ck.hub_snapshot.header("model-00001-of-00002.safetensors")
+    env.setenv("HEADGEOMETRY_HUB_TIMEOUT", timeout)
     hub.reset_counts()
     hub.stall_ranges = 60.0
     t0 = time.perf_counter()
@@ -209,11 +212,11 @@ def stalled_read(hub: LoopbackHub, env, timeout: str, retries: str) -> tuple[flo
 def test_a_stall_in_process_is_a_hub_error_after_the_read_timeout(checkpoint, env):
     with LoopbackHub(serve_folder(checkpoint, REPO)) as hub:
         env.setenv("HF_ENDPOINT", hub.endpoint)
-        elapsed, asked, err = stalled_read(hub, env, "1", "0")
+        elapsed, asked, err = stalled_read(hub, env, "0.25", "0")
     assert asked == 1
-    assert 1 <= elapsed < 10
+    assert 0.25 <= elapsed < 10
     assert re.search(r"stalled while reading tensor model.decoder.layers.0.self_attn.q_proj.weight in "
-                     r"model-00001-of-00002.safetensors of test-org/tiny: no data within 1 s on 1 of 1 attempt",
+                     r"model-00001-of-00002.safetensors of test-org/tiny: no data within 0.25 s on 1 of 1 attempt",
                      str(err)), err
 
 
@@ -221,20 +224,21 @@ def test_raising_the_variables_raises_the_stall_budget(checkpoint, env):
     """Each retry is one more Range request that waits the whole timeout; the pauses between are 0.5 s, 1 s."""
     with LoopbackHub(serve_folder(checkpoint, REPO)) as hub:
         env.setenv("HF_ENDPOINT", hub.endpoint)
-        short, asked_short, _ = stalled_read(hub, env, "0.5", "0")
-        longer, asked_longer, err = stalled_read(hub, env, "0.5", "2")
-        slower, asked_slower, _ = stalled_read(hub, env, "1", "0")
+        short, asked_short, _ = stalled_read(hub, env, "0.2", "0")
+        longer, asked_longer, err = stalled_read(hub, env, "0.2", "2")
+        slower, asked_slower, _ = stalled_read(hub, env, "0.6", "0")
     assert (asked_short, asked_longer, asked_slower) == (1, 3, 1)
-    assert 0.5 <= short < 0.5 + 5
-    assert 3 * 0.5 + 0.5 + 1 <= longer < 3 * 0.5 + 0.5 + 1 + 5
-    assert 1 <= slower < 1 + 5
-    assert "no data within 0.5 s on 3 of 3 attempt(s)" in str(err), err
+    assert 0.2 <= short < 0.2 + 5
+    assert 3 * 0.2 + 0.5 + 1 <= longer < 3 * 0.2 + 0.5 + 1 + 5
+    assert 0.6 <= slower < 0.6 + 5
+    assert "no data within 0.2 s on 3 of 3 attempt(s)" in str(err), err
 
 
 def test_a_stalled_config_download_ends_at_the_same_budget(checkpoint, env):
     """huggingface_hub retries a stalled download six times on its own 10 s timeout; the deadline cuts it
-    at (retries + 1) x timeout plus the pauses: 2 x 1 + 0.5 s here."""
-    env.setenv("HEADGEOMETRY_HUB_TIMEOUT", "1")
+    at (retries + 1) x timeout plus the pauses: 2 x 0.25 + 0.5 s here. config.json is the first download, so
+    nothing answered before the stall depends on the short timeout."""
+    env.setenv("HEADGEOMETRY_HUB_TIMEOUT", "0.25")
     env.setenv("HEADGEOMETRY_HUB_RETRIES", "1")
     with LoopbackHub(serve_folder(checkpoint, REPO)) as hub:
         env.setenv("HF_ENDPOINT", hub.endpoint)
@@ -244,22 +248,23 @@ def test_a_stalled_config_download_ends_at_the_same_budget(checkpoint, env):
             hub_checkpoint(REPO)
         elapsed = time.perf_counter() - t0
         assert any(m == "GET" and p.endswith("/config.json") for m, p, _r in hub.requests), hub.requests
-    assert 2.5 <= elapsed < 2.5 + 5, elapsed
-    assert re.search(r"stalled while reading config.json of test-org/tiny: no data within 2 s \(the download "
+    assert 1 <= elapsed < 1 + 5, elapsed
+    assert re.search(r"stalled while reading config.json of test-org/tiny: no data within 1 s \(the download "
                      r"deadline: HEADGEOMETRY_HUB_RETRIES \+ 1 times HEADGEOMETRY_HUB_TIMEOUT", str(err.value))
 
 
 def test_cli_against_a_stalled_download_is_one_line(checkpoint, env, tmp_path):
-    """huggingface_hub's retry warnings do not reach the terminal: the error is the only line."""
+    """huggingface_hub's retry warnings do not reach the terminal: the error is the only line. config.json is the
+    first download, so its deadline (2 x 0.25 + 0.5 s) cuts the stall and nothing else."""
     with LoopbackHub(serve_folder(checkpoint, REPO)) as hub:
         hub.stall_downloads = 60.0
         t0 = time.perf_counter()
         done = cli("profiles", REPO, "--store", tmp_path / "s.zarr", "--quiet", timeout=90,
                    env_extra={"HF_ENDPOINT": hub.endpoint, "HF_HOME": os.environ["HF_HOME"],
-                              "HEADGEOMETRY_HUB_RETRIES": "1", "HEADGEOMETRY_HUB_TIMEOUT": "1"})
+                              "HEADGEOMETRY_HUB_RETRIES": "1", "HEADGEOMETRY_HUB_TIMEOUT": "0.25"})
         elapsed = time.perf_counter() - t0
     assert elapsed < 30, f"the run took {elapsed:.0f} s"
-    assert_one_line_exit_2(done, r"stalled while reading config.json of test-org/tiny: no data within 2 s")
+    assert_one_line_exit_2(done, r"stalled while reading config.json of test-org/tiny: no data within 1 s")
     assert not (tmp_path / "s.zarr").exists()
 
 
