@@ -46,12 +46,16 @@ def pytest_configure(config) -> None:
 
 
 def pytest_collection_finish(session) -> None:
-    """One torch thread per pytest-xdist worker."""
+    """One torch thread per pytest-xdist worker; and what the collection's imports made is frozen
+    (``gc.freeze``): those objects live as long as the process, and the full collections after it (a test's
+    ``gc.collect()``, the session's last one) then walk only what the tests made."""
     try:
         import torch
     except ImportError:  # the dashboard's tests run without the pipeline's extras
-        return
-    torch.set_num_threads(1)  # a worker per core (-n auto): one thread each
+        pass
+    else:
+        torch.set_num_threads(1)  # a worker per core (-n auto): one thread each
+    gc.freeze()
 
 
 @pytest.hookimpl(trylast=True)  # after pytest's own sessionfinish, which tears the session's fixtures down
