@@ -196,6 +196,7 @@ def stalled_read(hub: LoopbackHub, env, timeout: str, retries: str) -> tuple[flo
     before it (config, index, header) answer at the default timeout; ``timeout`` holds from the stalled read on
     (HEADGEOMETRY_HUB_TIMEOUT is read at each request, HEADGEOMETRY_HUB_RETRIES when a file is opened), so it can be
     short without a slow answer to those reads failing the test."""
+    env.delenv("HEADGEOMETRY_HUB_TIMEOUT", raising=False)  # the default, whatever an earlier read of the test set
     env.setenv("HEADGEOMETRY_HUB_RETRIES", retries)
     hub.stall_ranges = 0.0
     ck = hub_checkpoint(REPO)
