@@ -50,7 +50,7 @@ class Hierarchy:
 
     def _root(self) -> zarr.Group:
         try:
-            return zarr.open_group(self.location, mode="r", use_consolidated=False)
+            return zarr.open_group(self.location, mode="r", use_consolidated=False, zarr_format=3)
         except FileNotFoundError as exc:
             raise StoreError(f"no store at {self.location!r} ({exc}).") from exc
 
@@ -67,7 +67,7 @@ class Hierarchy:
             fix = WRITE_COMMANDS.get(group, "python -m pipeline ...")
             raise StoreError(f"the store {self.location!r} has no {group!r} group. Write it with "
                              f"`{fix} --store {self.location}`.")
-        g = zarr.open_group(self.location, path=group, mode=mode, use_consolidated=False)
+        g = zarr.open_group(self.location, path=group, mode=mode, use_consolidated=False, zarr_format=3)
         version = g.attrs.get("schema_version")
         if version != SCHEMA_VERSION:
             if isinstance(version, int) and version < SCHEMA_VERSION:

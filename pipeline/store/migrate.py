@@ -41,7 +41,8 @@ class Migration:
         if newer:
             raise StoreError(f"groups {newer} of {self.location!r} are not from an older version of this "
                              f"schema (this code writes version {SCHEMA_VERSION}); nothing changed.")
-        missing = (missing_optional(zarr.open_group(self.location, path=PROFILES, mode="r", use_consolidated=False))
+        missing = (missing_optional(zarr.open_group(self.location, path=PROFILES, mode="r", use_consolidated=False,
+                                                    zarr_format=3))
                    if PROFILES in versions else [])
         if not todo and not missing:
             return done
@@ -70,7 +71,7 @@ class Migration:
         """Idempotent. Version 1 -> 2: the provenance and damage fields, and per-layer checksums of the
         layers already written (computed from the stored values); then every optional variable the profiles group
         lacks, empty."""
-        root = zarr.open_group(self.location, mode="a", use_consolidated=False)
+        root = zarr.open_group(self.location, mode="a", use_consolidated=False, zarr_format=3)
         with quiet_listing():
             groups = list(root.groups())
         for name, g in groups:

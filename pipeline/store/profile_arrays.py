@@ -31,6 +31,39 @@ from pipeline.store.errors import StoreError
 from pipeline.store.quiet import quiet_listing
 
 
+class Listed:
+    """A zarr group with every array's metadata read once, in one listing (zarr reads the members' metadata
+    concurrently), for work that touches many of its arrays: a registration, the table's read, a layer writer.
+    Reading ``g[name]`` of a ``zarr.Group`` reads the array's metadata again each time (a ``name in g`` check too),
+    one round trip through zarr's event loop apiece.
+
+    Holds for as long as no other writer changes the group's arrays: under the store lock (every structural change
+    takes it), or for a layer writer, whose arrays never change shape under it (``ProfilesTable.layer_writer``).
+    Arrays this object creates join it; a resize updates the array objects in place. The helpers below take a
+    ``Listed`` or a ``zarr.Group`` alike."""
+
+    def __init__(self, group: zarr.Group):
+        self.group = group
+        with quiet_listing():
+            self._arrays = dict(group.arrays())
+
+    def __contains__(self, name: str) -> bool:
+        return name in self._arrays
+
+    def __getitem__(self, name: str) -> zarr.Array:
+        return self._arrays[name]
+
+    def arrays(self):
+        return iter(self._arrays.items())
+
+    def create_array(self, name: str, **kwargs) -> zarr.Array:
+        a = self._arrays[name] = self.group.create_array(name, **kwargs)
+        return a
+
+    def update_attributes(self, attrs: dict) -> None:
+        self.group.update_attributes(attrs)
+
+
 def row_names(g: zarr.Group) -> list[str]:
     """The ``model`` coordinate: every row's name in store order ("" for a row without one)."""
     return [str(x) for x in g["model"][:]] if g["model"].shape[0] else []

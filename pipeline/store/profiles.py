@@ -25,6 +25,7 @@ from pipeline.schema import (
 from pipeline.store.errors import StoreError, writing
 from pipeline.store.layer_writer import LayerWriter
 from pipeline.store.profile_arrays import (
+    Listed,
     clear_row,
     clear_statistics,
     create_coordinate,
@@ -46,11 +47,12 @@ __all__ = ["LayerWriter", "ProfilesTable", "Table"]
 
 @dataclass(frozen=True)
 class Table:
-    """The profiles table as read once: its rows, and the group, the row names and the per-model columns they were
-    read from (``group`` None and the rest empty when the store has no profiles group)."""
+    """The profiles table as read once: its rows, and the group (its arrays listed once), the row names and the
+    per-model columns they were read from (``group`` None and the rest empty when the store has no profiles
+    group)."""
 
     rows: list[ModelRow]
-    group: zarr.Group | None
+    group: Listed | None
     names: list[str]
     columns: dict[str, np.ndarray]
 
@@ -73,7 +75,7 @@ class ProfilesTable:
         if PROFILES not in self.hierarchy.names():
             return Table([], None, [], {})
         self.hierarchy.dataset(PROFILES)  # validated
-        g = self.open()
+        g = Listed(self.open())
         names = row_names(g)
         per_layer = ("layer_done", *CHECKSUMS)  # (model, layer), a chunk per layer: read up to each model's count
         cols = {f: g[f][:] for f in INT_FIELDS + STR_FIELDS + BOOL_FIELDS + tuple(CONVENTIONS_DATA) if f in g}
@@ -171,7 +173,7 @@ class ProfilesTable:
         created = PROFILES not in self.hierarchy.names()
         if created:  # built at this row's sizes with every variable: nothing to add, grow or even out
             self._create(row.n_layers, row.n_heads, width)
-        g = self.open("a")
+        g = Listed(self.open("a"))  # some 50 arrays, each touched once or more below
         if not created:
             ensure_optional(g, width)
             grow(g, row.n_layers, row.n_heads, width)

@@ -16,7 +16,7 @@ KEY = "headgeometry_version"
 
 def record(location: str) -> None:
     """Set the root's ``headgeometry_version`` to this package's version (no write when it is that already)."""
-    root = zarr.open_group(location, mode="a", use_consolidated=False)
+    root = zarr.open_group(location, mode="a", use_consolidated=False, zarr_format=3)
     if root.attrs.get(KEY) != version():
         root.attrs[KEY] = version()
 
@@ -24,7 +24,7 @@ def record(location: str) -> None:
 def recorded(location: str) -> str | None:
     """The version that last wrote the store at ``location``, or None (not recorded, or no store)."""
     try:
-        root = zarr.open_group(location, mode="r", use_consolidated=False)
+        root = zarr.open_group(location, mode="r", use_consolidated=False, zarr_format=3)
     except (FileNotFoundError, zarr.errors.GroupNotFoundError):
         return None
     value = root.attrs.get(KEY)
