@@ -41,7 +41,14 @@ from pipeline.schema_analyses import (  # noqa: F401 - the analyses' part of the
     statistics_checksum,
     trained_and_baselines,
 )
-from pipeline.schema_conventions import CONVENTION_ATTRS, CONVENTIONS_DATA, ConventionMethods, Conventions, columns_of
+from pipeline.schema_conventions import (
+    CONVENTION_ATTRS,
+    CONVENTIONS_DATA,
+    MODEL_CHUNK,
+    ConventionMethods,
+    Conventions,
+    columns_of,
+)
 
 SCHEMA_VERSION = 2
 PROFILES = "profiles"
@@ -128,10 +135,11 @@ PROFILE_DATA = {
 }
 PROFILE_COORDS = ("model", "layer", "head", "d", "coordinate")
 
-# The profiles group's coordinates: name -> (dtype, fill value, chunk length). ``model`` holds the names (one chunk
-# per model, like every per-model variable); ``layer``, ``head`` and ``eigen`` are 0..size-1 and grow in place.
+# The profiles group's coordinates: name -> (dtype, fill value, chunk length). ``model`` holds the names (chunked
+# like every per-model variable, ``MODEL_CHUNK`` rows); ``layer``, ``head`` and ``eigen`` are 0..size-1 and grow in
+# place.
 PROFILE_COORD_ARRAYS = {
-    "model": ("str", "", 1),
+    "model": ("str", "", MODEL_CHUNK),
     "layer": ("int32", 0, 4096),
     "head": ("int32", 0, 4096),
     "d": ("int32", 0, N_OFFSETS),
@@ -143,7 +151,10 @@ PROFILE_COORD_ARRAYS = {
 
 def profile_chunks(dims: tuple[str, ...], sizes: dict[str, int]) -> tuple[int, ...]:
     """The chunk shape of a profiles-group data variable: one chunk per (model, layer), whole along every other
-    dimension at the size it is created with (``sizes``: head, eigen; a later growth adds chunks)."""
+    dimension at the size it is created with (``sizes``: head, eigen; a later growth adds chunks); a per-model
+    variable ``MODEL_CHUNK`` rows."""
+    if dims == ("model",):
+        return (MODEL_CHUNK,)
     fixed = {"model": 1, "layer": 1, "d": N_OFFSETS, "coordinate": len(COORDINATES), "statistic": len(STATISTICS)}
     return tuple(fixed[d] if d in fixed else max(1, int(sizes[d])) for d in dims)
 
@@ -298,7 +309,7 @@ INT_FIELDS = tuple(f.name for f in fields(ModelShape) if f.type == "int") + tupl
 STR_FIELDS = tuple(f.name for f in fields(ModelRow) if f.type == "str" and f.name in ROW_FIELDS
                    and f.name not in ("name", *CONVENTIONS_DATA))
 BOOL_FIELDS = tuple(f.name for f in fields(ModelRow) if f.type == "bool")
-# The same as variables: name -> (dims, dtype, fill value), one chunk per model.
+# The same as variables: name -> (dims, dtype, fill value), ``MODEL_CHUNK`` rows to a chunk.
 MODEL_DATA = ({f: (("model",), "int32", 0) for f in INT_FIELDS} | {f: (("model",), "str", "") for f in STR_FIELDS}
               | {f: (("model",), "bool", False) for f in BOOL_FIELDS} | BASELINE_DATA)
 

@@ -63,6 +63,10 @@ CONVENTIONS_DATA = {
     "layer_rope_theta": (("model", "layer"), "float64", np.nan),
     "layer_rope_scaling": (("model", "layer"), "str", ""),
 }
+# The per-model variables (dims ``("model",)``, conventions and the rest of the row): MODEL_CHUNK rows to a chunk.
+# They are written only under the store lock (a registration, a completion, a reset, verify's marking), so rows may
+# share a chunk; a read of the table then reads one chunk per variable, not one per model.
+MODEL_CHUNK = 256
 LAYER_CHUNK = 4096  # the per-layer variables: one chunk per model, as long as the ``layer`` coordinate's
 
 CONVENTION_ATTRS = {
@@ -80,8 +84,9 @@ CONVENTION_ATTRS = {
 
 
 def conventions_chunks(dims: tuple[str, ...]) -> tuple[int, ...]:
-    """The chunk shape of a conventions variable: one chunk per model (written whole by a registration)."""
-    return (1,) if dims == ("model",) else (1, LAYER_CHUNK)
+    """The chunk shape of a conventions variable: a per-model one ``MODEL_CHUNK`` rows, a per-layer one a chunk per
+    model (written whole by a registration)."""
+    return (MODEL_CHUNK,) if dims == ("model",) else (1, LAYER_CHUNK)
 
 
 def scaling_text(pairs) -> str:

@@ -3,7 +3,7 @@
 The table must name exactly the schema's variables (PROFILE_DATA, STATISTICS_DATA, SPECTRA_DATA, CONVENTIONS_DATA
 and the per-model fields) with their dimensions, and give the dtype and chunk shape that a store written through the
 public API really has (H0 and E0 in the table stand for the head count and the eigen width the group was
-created with).
+created with, M for the rows of a per-model variable's chunk).
 """
 
 from __future__ import annotations
@@ -61,7 +61,7 @@ def written(tmp_path_factory):
                                  with_orbits=False)
     group = zarr.open_group(str(path), path=schema.PROFILES, mode="r")
     first_d_head = 16  # write_synthetic_store registers its rope model (8 heads, d_head 16) first
-    return group, {"H0": "8", "E0": str(schema.spectrum_width(first_d_head))}
+    return group, {"H0": "8", "E0": str(schema.spectrum_width(first_d_head)), "M": str(schema.MODEL_CHUNK)}
 
 
 def test_the_table_names_exactly_the_schema_variables_and_dims():

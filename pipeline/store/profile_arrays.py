@@ -100,22 +100,30 @@ def model_arrays(g: zarr.Group) -> list[zarr.Array]:
     return [a for a in arrays if a.metadata.dimension_names and a.metadata.dimension_names[0] == "model"]
 
 
+def _resize_rows(a: zarr.Array, n: int) -> None:
+    """``a`` to ``n`` rows. New rows read as the fill value: shrinking deletes the chunks wholly past the end, and
+    the rows past the end of a chunk that holds several (the per-model variables') are set to the fill first, so
+    that growing again does not bring their old values back."""
+    if a.shape[0] > n and a.chunks[0] > 1 and n % a.chunks[0]:
+        a[n:] = a.metadata.fill_value
+    if a.shape[0] != n:
+        a.resize((n,) + a.shape[1:])
+
+
 def resize_rows(g: zarr.Group, n: int) -> None:
     """Every model-dimension array to ``n`` rows; the ``model`` names last when growing, first when shrinking."""
     arrays = model_arrays(g)
     names = [a for a in arrays if a.basename == "model"]
     others = [a for a in arrays if a.basename != "model"]
     for a in (others + names) if n >= g["model"].shape[0] else (names + others):
-        if a.shape[0] != n:
-            a.resize((n,) + a.shape[1:])
+        _resize_rows(a, n)
 
 
 def even_rows(g: zarr.Group) -> int:
     """Make every model-dimension array as long as ``model`` (a killed resize may leave them uneven)."""
     n = g["model"].shape[0]
     for a in model_arrays(g):
-        if a.shape[0] != n:
-            a.resize((n,) + a.shape[1:])
+        _resize_rows(a, n)
     return n
 
 

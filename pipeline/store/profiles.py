@@ -188,7 +188,7 @@ class ProfilesTable:
             clear_row(g, i)
         else:
             i = n
-            resize_rows(g, n + 1)  # new rows read as fill values (shrinking deleted their chunks)
+            resize_rows(g, n + 1)  # new rows read as fill values (rows dropped were set to the fill first)
         values = row_dict(row)
         for f in INT_FIELDS:
             g[f][i] = int(values[f])

@@ -216,10 +216,44 @@ def test_one_shape_and_one_provenance_type_serve_every_model_type():
                                                                                       "rope_theta": (10000.0, 1.0)}
 
 
+def test_a_row_added_where_rows_were_dropped_reads_as_new(tmp_path):
+    """Rows share the chunks of the per-model variables, and zarr keeps the values of a chunk past an array's end
+    when it shrinks: dropping trailing unnamed rows (what a killed registration leaves) sets them to the fill first,
+    so the model registered next in their place is neither complete nor damaged."""
+    import zarr
+
+    from pipeline.store.profile_arrays import resize_rows
+
+    path = tmp_path / "s.zarr"
+    store = st.Store.open(path)
+    for name in "abc":
+        store.register(info(name))
+    g = zarr.open_group(str(path), path="profiles", mode="a")
+    resize_rows(g, 5)  # two rows without a name, as a registration killed before its name leaves them
+    g["complete"][3:] = True
+    g["damaged"][3:] = "stale"
+    store.profiles.drop_ghost_rows()
+    assert g["model"].shape == (3,) and g["complete"].shape == (3,) and g["complete"].chunks[0] > 5
+
+    store.register(info("d"))
+    row = store.row("d")
+    assert (row.complete, row.damaged) == (False, "")  # neither is written by a registration: both read their fill
+    raw = zarr.open_group(str(path), path="profiles", mode="r")
+    assert raw["complete"][3] == False and raw["damaged"][3] == ""  # noqa: E712 - numpy bool
+    assert list(raw["model"][:]) == ["a", "b", "c", "d"]
+
+    # what the clearing prevents: a plain zarr resize keeps the values past the end of a partly kept chunk
+    a = zarr.create_array(zarr.storage.MemoryStore(), shape=(5,), chunks=(256,), dtype=bool, fill_value=False)
+    a[3:] = True
+    a.resize((3,))
+    a.resize((5,))
+    assert list(a[:]) == [False, False, False, True, True]
+
+
 def test_created_arrays_have_the_schemas_chunks_fills_and_dtypes(tmp_path):
     """Every array of a new profiles group, read back from its zarr.json: dimension names, data type, fill value and
-    chunk shape as pipeline.schema declares them (data variables at the creation sizes, per-model variables one
-    chunk per model, coordinates their own chunk length)."""
+    chunk shape as pipeline.schema declares them (data variables at the creation sizes, per-model variables
+    MODEL_CHUNK rows to a chunk, coordinates their own chunk length)."""
     from pipeline import schema
     from pipeline.schema_conventions import conventions_chunks
 
@@ -231,7 +265,7 @@ def test_created_arrays_have_the_schemas_chunks_fills_and_dtypes(tmp_path):
     variables = schema.PROFILE_DATA | schema.STATISTICS_DATA | schema.SPECTRA_DATA | schema.MODEL_DATA
     for name, (dims, dtype, fill) in variables.items():
         want[name] = (list(dims), zarr_type[dtype], fill, list(schema.profile_chunks(dims, sizes)))
-    for name, (dims, dtype, fill) in schema.CONVENTIONS_DATA.items():  # one chunk per model
+    for name, (dims, dtype, fill) in schema.CONVENTIONS_DATA.items():  # per-layer ones: one chunk per model
         want[name] = (list(dims), zarr_type[dtype], fill, list(conventions_chunks(dims)))
     for name, (dtype, fill, chunk) in schema.PROFILE_COORD_ARRAYS.items():
         want[name] = ([name], zarr_type[dtype], fill, [chunk])
@@ -245,8 +279,10 @@ def test_created_arrays_have_the_schemas_chunks_fills_and_dtypes(tmp_path):
         assert (got_fill == "NaN") if isinstance(fill, float) else (got_fill == fill), (name, got_fill)
     # the chunk shapes the schema's prose gives: [1, 1, H0, 129, 4] and [1, 1, H0, E0]
     assert want["profile"][3] == [1, 1, 3, 129, 4] and want["spectrum"][3] == [1, 1, 3, 8]
-    assert want["n_heads"][1:] == ("int32", 0, [1]) and want["note"][1:] == ("string", "", [1])
-    assert want["eig_abs"][3] == [1, 1, 3, 8] and want["baseline_seed"][1:] == ("int64", 0, [1])
+    M = schema.MODEL_CHUNK
+    assert M > 1 and want["n_heads"][1:] == ("int32", 0, [M]) and want["note"][1:] == ("string", "", [M])
+    assert want["eig_abs"][3] == [1, 1, 3, 8] and want["baseline_seed"][1:] == ("int64", 0, [M])
+    assert want["model"][3] == [M] and want["tower"][3] == [M] and want["layer_positional"][3] == [1, 4096]
 
 
 def test_store_rows_carry_provenance_and_state(tmp_path):
