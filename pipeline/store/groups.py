@@ -80,12 +80,20 @@ class Hierarchy:
         return g
 
     def dataset(self, group: str) -> xr.Dataset:
-        """One group as a lazy xarray Dataset, validated against ``pipeline.schema``."""
+        """One group as a lazy xarray Dataset (dask arrays), validated against ``pipeline.schema``."""
+        return self._validated(group, dask=True)
+
+    def check(self, group: str) -> None:
+        """StoreError when ``group`` does not follow ``pipeline.schema``, as :meth:`dataset` would raise it, without
+        building the Dataset's dask arrays (about half of its cost)."""
+        self._validated(group, dask=False)
+
+    def _validated(self, group: str, dask: bool) -> xr.Dataset:
         self.open(group)
         try:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore", RuntimeWarning)  # consolidated fallback on hand-made stores
-                ds = xr.open_zarr(self.location, group=group)
+                ds = xr.open_zarr(self.location, group=group, **({} if dask else {"chunks": None}))
         except Exception as exc:  # noqa: BLE001 - zarr raises several types for damaged metadata
             raise StoreError(f"the {group!r} group of {self.location!r} cannot be read ({exc}). Run "
                              f"`python -m pipeline verify --store {self.location}`.") from exc

@@ -74,7 +74,7 @@ class ProfilesTable:
         """The rows, and the group, names and per-model columns they were read from."""
         if PROFILES not in self.hierarchy.names():
             return Table([], None, [], {})
-        self.hierarchy.dataset(PROFILES)  # validated
+        self.hierarchy.check(PROFILES)
         g = Listed(self.open())
         names = row_names(g)
         per_layer = ("layer_done", *CHECKSUMS)  # (model, layer), a chunk per layer: read up to each model's count
