@@ -61,13 +61,30 @@ class Hierarchy:
         with quiet_listing():
             return sorted(name for name, _ in self._root().groups())
 
+    def _group(self, group: str, mode: str = "r") -> zarr.Group | None:
+        """The group ``group`` as zarr opens it ("r" or "a": never created here), or None when the store holds no
+        such group: its one metadata file read, where listing the store's groups reads every group's."""
+        if mode not in ("r", "a"):
+            raise ValueError(f"mode {mode!r}: a group is opened 'r' or 'a'")
+        if not self.exists():
+            return None
+        try:
+            return zarr.open_group(self.location, path=group, mode="r" if mode == "r" else "r+",
+                                   use_consolidated=False, zarr_format=3)
+        except (FileNotFoundError, zarr.errors.ContainsArrayError):  # zarr 3.1: GroupNotFoundError, a FileNotFoundError
+            return None
+
+    def has(self, group: str) -> bool:
+        """Whether the store holds the group ``group`` (one of :meth:`names`)."""
+        return self._group(group) is not None
+
     def open(self, group: str, mode: str = "r") -> zarr.Group:
-        """One group, its schema version checked (StoreError with the fix otherwise)."""
-        if not self.exists() or group not in self.names():
+        """One group, its schema version checked (StoreError with the fix otherwise); ``mode`` "a" to write."""
+        g = self._group(group, mode)
+        if g is None:
             fix = WRITE_COMMANDS.get(group, "python -m pipeline ...")
             raise StoreError(f"the store {self.location!r} has no {group!r} group. Write it with "
                              f"`{fix} --store {self.location}`.")
-        g = zarr.open_group(self.location, path=group, mode=mode, use_consolidated=False, zarr_format=3)
         version = g.attrs.get("schema_version")
         if version != SCHEMA_VERSION:
             if isinstance(version, int) and version < SCHEMA_VERSION:

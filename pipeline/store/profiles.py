@@ -72,7 +72,7 @@ class ProfilesTable:
 
     def read(self) -> Table:
         """The rows, and the group, names and per-model columns they were read from."""
-        if PROFILES not in self.hierarchy.names():
+        if not self.hierarchy.has(PROFILES):
             return Table([], None, [], {})
         self.hierarchy.check(PROFILES)
         g = Listed(self.open())
@@ -87,7 +87,7 @@ class ProfilesTable:
         return self.read().rows
 
     def names(self) -> list[str]:
-        if PROFILES not in self.hierarchy.names():
+        if not self.hierarchy.has(PROFILES):
             return []
         return [n for n in row_names(self.open()) if n]
 
@@ -151,7 +151,7 @@ class ProfilesTable:
         return f"finished registering {row.name!r}"
 
     def _refuse_other_shape(self, row: ModelRow) -> None:
-        if PROFILES not in self.hierarchy.names():
+        if not self.hierarchy.has(PROFILES):
             return
         g = self.open()
         names = row_names(g)
@@ -170,7 +170,7 @@ class ProfilesTable:
     def apply_register(self, row: ModelRow) -> int:
         """Write ``row`` into the group; idempotent: replaying it after a kill at any point gives the same row."""
         width = spectrum_width(row.d_head)
-        created = PROFILES not in self.hierarchy.names()
+        created = not self.hierarchy.has(PROFILES)
         if created:  # built at this row's sizes with every variable: nothing to add, grow or even out
             self._create(row.n_layers, row.n_heads, width)
         g = Listed(self.open("a"))  # some 50 arrays, each touched once or more below
@@ -221,7 +221,7 @@ class ProfilesTable:
 
     def drop_ghost_rows(self) -> None:
         """Trailing rows without a name (a registration killed part-way with no journal entry) are removed."""
-        if PROFILES not in self.hierarchy.names():
+        if not self.hierarchy.has(PROFILES):
             return
         g = self.open("a")
         n = even_rows(g)
