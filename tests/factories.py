@@ -28,3 +28,21 @@ def write_model(path, row: st.ModelRow, values: list, layers=None, complete: boo
         st.Store.open(path).write_layer(row.name, layer, *values[layer])
     if complete:
         st.Store.open(path).mark_complete(row.name, revision=revision)
+
+
+def narrow_chunks(path) -> list[str]:
+    """Rewrite the per-model variables and the ``model`` coordinate of the store at ``path`` with a chunk per row, as
+    an earlier version wrote them (dtype, fill, dimensions and values kept), by plain zarr; returns their names."""
+    import zarr
+
+    g = zarr.open_group(str(path), path="profiles", mode="r+", zarr_format=3)
+    names = sorted(name for name, a in g.arrays() if a.metadata.dimension_names == ("model",))
+    for name in names:
+        a = g[name]
+        values, dtype, fill = a[:], a.dtype, a.metadata.fill_value
+        del g[name]
+        b = g.create_array(name, shape=values.shape, chunks=(1,), dtype=dtype, fill_value=fill,
+                           dimension_names=["model"])
+        b[:] = values
+    st.Store(str(path), "a").journal.consolidate()
+    return names

@@ -101,6 +101,7 @@ class Store:
         self.journal.on("register", self.profiles.replay_register)
         self.journal.on("replace", self.hierarchy.replay_replace)
         self.journal.on("upgrade", self.migration.replay_upgrade)
+        self.journal.on("rechunk", self.migration.replay_rechunk)
         self.journal.after_replay(self.profiles.drop_ghost_rows)
 
     @classmethod
@@ -213,7 +214,8 @@ class Store:
         return self.verification.checked_models()
 
     def upgrade(self) -> list[str]:
-        """Bring every group to SCHEMA_VERSION in place, keeping all data (:meth:`Migration.upgrade`)."""
+        """Bring every group to SCHEMA_VERSION in place, keeping all data, and the per-model variables to
+        ``MODEL_CHUNK`` rows to a chunk (:meth:`Migration.upgrade`)."""
         return self.migration.upgrade()
 
     def recover(self) -> list[str]:

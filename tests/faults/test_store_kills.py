@@ -25,7 +25,8 @@ import zarr
 from pipeline import store as st
 from pipeline.schema import STR_FIELDS, model_rows
 from pipeline.store import groups
-from tests.factories import random_layers, write_model
+from pipeline.store.migrate import narrow_arrays
+from tests.factories import narrow_chunks, random_layers, write_model
 from tests.faults import kill_points, tree_digest
 from tests.faults.figures import record
 
@@ -313,6 +314,24 @@ def test_kill_during_upgrade_keeps_every_value(template, tmp_path):
         assert_whole(path)
         assert_group(path, "orbits", [OLD_ORBITS])
         count("upgrade from schema version 1", n)
+
+
+@pytest.mark.slow
+def test_kill_while_the_per_model_variables_are_rewritten_keeps_every_value(template, tmp_path):
+    """``upgrade`` rewrites a chunk-per-row layout's per-model variables one by one (each deleted, then written
+    again): after a kill at any point, the next open finishes it from the values its journal entry holds."""
+    old = tmp_path / "narrow.zarr"
+    shutil.copytree(template, old)
+    narrow_chunks(old)
+    want = st.Store.open(old, "r").checked_models()
+    path = tmp_path / "s.zarr"
+    for n in kill_points(lambda: st.Store.open(path).upgrade(), copier(old, path)):
+        assert_whole(path)
+        assert st.Store.open(path, "r").checked_models() == want
+        st.Store.open(path).upgrade()
+        assert not narrow_arrays(zarr.open_group(str(path), path="profiles", mode="r"))
+        assert st.Store.open(path, "r").checked_models() == want
+        count("rewriting the per-model variables", n)
 
 
 def downgrade_to_v1(path: Path) -> None:

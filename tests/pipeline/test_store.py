@@ -250,6 +250,38 @@ def test_a_row_added_where_rows_were_dropped_reads_as_new(tmp_path):
     assert list(a[:]) == [False, False, False, True, True]
 
 
+def test_upgrade_rewrites_the_per_model_variables_of_a_chunk_per_row_with_every_value(tmp_path):
+    """A store whose per-model variables have a chunk per row (an earlier version's layout) reads the same after
+    ``upgrade`` rewrites them MODEL_CHUNK rows to a chunk; a second upgrade has nothing to do."""
+    import zarr
+
+    from pipeline import schema
+    from pipeline.schema import MODEL_CHUNK
+    from tests.factories import narrow_chunks, write_model
+
+    path = tmp_path / "s.zarr"
+    rng = np.random.default_rng(3)
+    write_model(path, info("abs", L=2, H=3, source="here", note="ünïcode"), random_layers(rng, 2, 3))
+    write_model(path, info("rot", L=1, H=2, positional="rope", rotary_dim=4), [random_layer(rng, 2, rotary=True)],
+                complete=False)
+    narrowed = narrow_chunks(path)
+    per_model = {k for k, (dims, _, _) in (schema.MODEL_DATA | schema.CONVENTIONS_DATA).items() if dims == ("model",)}
+    assert set(narrowed) == {"model"} | per_model
+    before = st.Store.open(path, "r").checked_models()
+    plain_before = xr.open_zarr(path, group="profiles").load()
+
+    said = st.Store.open(path).upgrade()
+    assert said == [f"profiles: {len(narrowed)} per-model variables rewritten with {MODEL_CHUNK} rows to a chunk "
+                    "(they had a chunk per row)"]
+    g = zarr.open_group(str(path), path="profiles", mode="r")
+    assert {name: g[name].chunks for name in narrowed} == dict.fromkeys(narrowed, (MODEL_CHUNK,))
+    assert st.Store.open(path, "r").checked_models() == before
+    xr.testing.assert_identical(xr.open_zarr(path, group="profiles").load(), plain_before)
+    assert st.Store.open(path).upgrade() == []
+    st.Store.open(path).register(info("new"))  # the rewritten group takes rows as a new one does
+    assert [r.name for r in st.Store.open(path, "r").models()] == ["abs", "rot", "new"]
+
+
 def test_created_arrays_have_the_schemas_chunks_fills_and_dtypes(tmp_path):
     """Every array of a new profiles group, read back from its zarr.json: dimension names, data type, fill value and
     chunk shape as pipeline.schema declares them (data variables at the creation sizes, per-model variables
