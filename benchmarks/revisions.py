@@ -221,3 +221,16 @@ def side_by_side(code: str, arg: str, rev: str, packages: tuple[str, ...], round
             timed_child(code, arg, tree, f"the {label} of revision {rev}") as before, \
             timed_child(code, arg, ROOT, f"the {label} of this checkout") as after:
         return alternate(before, after, rounds, label)
+
+
+def store_kinds_main(doc: str, code: str, kinds: tuple[str, ...], timed: str, heading, argv=None) -> int:
+    """The whole of a benchmark of this checkout against ``--before REV`` on ``--store``: for each kind of
+    ``kinds``, ``code`` (:func:`timed_child`'s, given ``[store, kind]`` as JSON) timed side by side, under the line
+    ``heading(kind, store)``, in milliseconds. ``doc``'s first paragraph describes the options; ``timed`` names the
+    runs in ``--rounds``' help."""
+    args = parsed(side_by_side_options(doc.split("\n\n")[0], "pipeline", timed, 7), argv)
+    for what in kinds:
+        times = side_by_side(code, json.dumps([args.store, what]), args.before, ("pipeline",), args.rounds, what)
+        print(f"{heading(what, args.store)}, {args.rounds} rounds; medians (ratio: median of before/after)")
+        print_medians(times, args.before, unit=1e-3, unit_name="ms")
+    return 0

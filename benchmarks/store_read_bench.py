@@ -17,13 +17,12 @@ the per-round ratios before/after. Reads the store only.
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from revisions import parsed, print_medians, side_by_side, side_by_side_options  # noqa: E402
+from revisions import store_kinds_main  # noqa: E402
 
 READ = r"""
 import contextlib, io, json, resource, sys, time
@@ -53,12 +52,8 @@ READS = ("models", "checked_models", "list")
 
 
 def main(argv=None) -> int:
-    args = parsed(side_by_side_options(__doc__.split("\n\n")[0], "pipeline", "reads of each read", 7), argv)
-    for what in READS:
-        times = side_by_side(READ, json.dumps([args.store, what]), args.before, ("pipeline",), args.rounds, what)
-        print(f"{what} of {args.store}, {args.rounds} rounds; medians (ratio: median of before/after)")
-        print_medians(times, args.before, unit=1e-3, unit_name="ms")
-    return 0
+    return store_kinds_main(__doc__, READ, READS, "reads of each read", lambda what, store: f"{what} of {store}",
+                            argv)
 
 if __name__ == "__main__":
     sys.exit(main())

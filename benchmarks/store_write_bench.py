@@ -19,13 +19,12 @@ the per-round ratios before/after. The given store is only read (copied).
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from revisions import parsed, print_medians, side_by_side, side_by_side_options  # noqa: E402
+from revisions import store_kinds_main  # noqa: E402
 
 WRITE = r"""
 import dataclasses, json, os, resource, shutil, sys, tempfile, time
@@ -84,12 +83,8 @@ WRITES = ("register", "write_layer", "mark_complete")
 
 
 def main(argv=None) -> int:
-    args = parsed(side_by_side_options(__doc__.split("\n\n")[0], "pipeline", "writes of each kind", 7), argv)
-    for what in WRITES:
-        times = side_by_side(WRITE, json.dumps([args.store, what]), args.before, ("pipeline",), args.rounds, what)
-        print(f"{what} into a copy of {args.store}, {args.rounds} rounds; medians (ratio: median of before/after)")
-        print_medians(times, args.before, unit=1e-3, unit_name="ms")
-    return 0
+    return store_kinds_main(__doc__, WRITE, WRITES, "writes of each kind",
+                            lambda what, store: f"{what} into a copy of {store}", argv)
 
 
 if __name__ == "__main__":
