@@ -33,14 +33,14 @@ from pipeline.store.quiet import quiet_listing
 
 class Listed:
     """A zarr group with every array's metadata read once, in one listing (zarr reads the members' metadata
-    concurrently), for work that touches many of its arrays: a registration, the table's read, a layer writer.
-    Reading ``g[name]`` of a ``zarr.Group`` reads the array's metadata again each time (a ``name in g`` check too),
-    one round trip through zarr's event loop apiece.
+    concurrently), for work that touches most of its arrays: a registration, the table's read, the upgrade's
+    rewriting of the per-model variables. Reading ``g[name]`` of a ``zarr.Group`` reads the array's metadata again
+    each time (a ``name in g`` check too), one round trip through zarr's event loop apiece; a layer writer, which
+    touches some 15 of the 50 arrays, keeps the plain group.
 
     Holds for as long as no other writer changes the group's arrays: under the store lock (every structural change
-    takes it), or for a layer writer, whose arrays never change shape under it (``ProfilesTable.layer_writer``).
-    Arrays this object creates join it; a resize updates the array objects in place. The helpers below take a
-    ``Listed`` or a ``zarr.Group`` alike."""
+    takes it), or for the one read of the table it serves. Arrays this object creates join it; a resize updates the
+    array objects in place. The helpers below take a ``Listed`` or a ``zarr.Group`` alike."""
 
     def __init__(self, group: zarr.Group):
         self.group = group
