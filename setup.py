@@ -3,7 +3,7 @@
 ``build_py`` copies ``store.zarr`` (beside this file, in the repository and in the sdist, which carries it through
 MANIFEST.in) to ``pipeline/store/demo.zarr`` in the build folder, so the repository holds one copy of the data and
 the sdist builds the same wheel as the repository. The installed package reads it there
-(``pipeline.location.BUNDLED_DEMO``). An editable install copies nothing: a checkout's demo is its own store.zarr.
+(``pipeline.store.location.BUNDLED_DEMO``). An editable install copies nothing: a checkout's demo is its own store.zarr.
 Temporary files of an interrupted write (``*.partial``) and hidden files are left out.
 """
 
@@ -17,7 +17,7 @@ from setuptools.command.build_py import build_py
 
 ROOT = Path(__file__).resolve().parent
 STORE = ROOT / "store.zarr"
-DEMO = Path("pipeline", "store", "demo.zarr")  # inside the package: pipeline.location.BUNDLED_DEMO
+DEMO = Path("pipeline", "store", "demo.zarr")  # inside the package: pipeline.store.location.BUNDLED_DEMO
 
 
 def demo_files() -> list[Path]:

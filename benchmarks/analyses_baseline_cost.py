@@ -42,11 +42,11 @@ def main(argv=None) -> int:
 
     torch.set_num_threads(1)
     from pipeline.analyses.baselines import config_for_shape
-    from pipeline.analyses.iid_heads import IidHeads
-    from pipeline.analyses.init_heads import InitHeads
-    from pipeline.architectures import rotations
-    from pipeline.models import MODELS
+    from pipeline.families import rotations
     from pipeline.profile import head_profiles
+    from pipeline.registry.models import MODELS
+    from pipeline.sources.iid_heads import IidHeads
+    from pipeline.sources.init_heads import InitHeads
 
     spec = MODELS["Mistral-Small-24B-Base"]
     config = config_for_shape(spec, spec.rope_theta)

@@ -48,9 +48,9 @@ def per_head(shapes: str, heads: int, repeats: int) -> None:
     import numpy as np
     from timed_kernels import SPECTRA, TimedKernels
 
+    from pipeline.families.rotary import rotation_matrices
     from pipeline.profile import head_profiles, span_cores
     from pipeline.profile.core_spectra import antisymmetric_part
-    from pipeline.rotary import rotation_matrices
 
     print("== 1. per head: CPU s per head, one BLAS thread; share = spectra / (profile + statistics + spectra)")
     print(f"{'N':>6} {'n':>5} {'offsets':>8} {'whole':>9} {'spectra':>9} {'share':>7}   {'by SVDs':>9}")
@@ -95,11 +95,11 @@ def rotary_model(name: str, folder: str) -> tuple[str, str]:
     """(path, words) of the rotary model: the registry model's pinned file, else a synthetic checkpoint."""
     from synthetic_checkpoints import write_synthetic
 
-    from pipeline.models import MODELS
+    from pipeline.registry.models import MODELS
     from pipeline.sources.base import CheckpointError
 
     try:
-        from pipeline.real_models import weight_file
+        from pipeline.cli.real import weight_file
 
         path = str(weight_file(MODELS[name]))
         return path, f"{name} ({os.path.basename(path)})"

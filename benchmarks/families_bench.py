@@ -28,8 +28,8 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 TASK = r"""
 import json, statistics, sys, time
-from pipeline.architectures import layout_from_config
-from pipeline.checkpoints import open_checkpoint
+from pipeline.families import layout_from_config
+from pipeline.registry.checkpoints import open_checkpoint
 from pipeline.run import compute_layer
 ckpt = open_checkpoint(sys.argv[1])
 layout = layout_from_config(ckpt.config)
@@ -41,7 +41,7 @@ for layer in range(layout.n_layers):
     times.append(time.process_time() - t)
 table = None
 try:
-    from pipeline.architectures import check_layer
+    from pipeline.families import check_layer
     t = time.process_time()
     for _ in range(20):
         lay = layout_from_config(ckpt.config)
@@ -56,8 +56,8 @@ print(json.dumps({"layer_s": statistics.median(times), "table_s": table}))
 READ = r"""
 import json, sys
 import numpy as np
-from pipeline.architectures import layer_qk, layout_from_config
-from pipeline.checkpoints import open_checkpoint
+from pipeline.families import layer_qk, layout_from_config
+from pipeline.registry.checkpoints import open_checkpoint
 ckpt = open_checkpoint(sys.argv[1])
 layout = layout_from_config(ckpt.config)
 

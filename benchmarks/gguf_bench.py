@@ -19,7 +19,7 @@
 3. The Q4_1 noise figure: a random model of SmolLM2-135M's attention shape (576 wide, 9 query heads over
    3 key heads of 64, rope theta 1e5), its Q/K weights quantised with gguf.quants to Q4_1, Q8_0 and F16;
    |profile(Q4_1) - profile(F16)| over heads, offsets and coordinates (Q8_0 against F16 for scale). The
-   "note:" line is the sentence stored with the model (pipeline/models.py, Q4_1_NOTE).
+   "note:" line is the sentence stored with the model (pipeline/registry/models.py, Q4_1_NOTE).
 """
 
 from __future__ import annotations
@@ -93,7 +93,7 @@ def open_old(path):
 
 def floor_stack(ckpt, layout, layer: int, R) -> np.ndarray:
     """Every head's symmetric 2n x 2n core at every offset (heads, offsets, 2n, 2n), the floor's input."""
-    from pipeline.architectures import layer_qk
+    from pipeline.families import layer_qk
 
     qk = layer_qk(ckpt, layout, layer)
     stack = []
@@ -117,11 +117,11 @@ def child(layers: int) -> None:
     import gguf  # noqa: F401 - the imports the run path needs, before the baseline
     from timed_kernels import EIG, TimedKernels
 
-    from pipeline.architectures import layer_qk, layout_from_config
-    from pipeline.architectures import rotations as rotations_of
-    from pipeline.models import MODELS
+    from pipeline.cli.real import weight_file
+    from pipeline.families import layer_qk, layout_from_config
+    from pipeline.families import rotations as rotations_of
     from pipeline.profile import head_profiles
-    from pipeline.real_models import weight_file
+    from pipeline.registry.models import MODELS
     from pipeline.run import compute_layer
     from pipeline.sources.gguf import open_gguf
 
@@ -183,8 +183,8 @@ def noise(n_layers: int, tied: bool, seed: int = 0) -> dict:
     profiles depend on the offset and on every weight far more than a Gaussian head's."""
     import gguf
 
+    from pipeline.families.rotary import rotation_matrices
     from pipeline.profile import head_profiles
-    from pipeline.rotary import rotation_matrices
 
     H, KV, n, N = 9, 3, 64, 576
     R = rotation_matrices(n, n, 1e5)

@@ -52,7 +52,7 @@ def mistral_layer(H: int, kv: int, n: int, N: int, D: int, seed: int = 0):
     import numpy as np
     from synthetic_checkpoints import FAMILIES
 
-    from pipeline.rotary import rotation_matrices
+    from pipeline.families.rotary import rotation_matrices
 
     theta = FAMILIES["mistral-small-24b"][0]["rope_theta"]
     rng = np.random.default_rng(seed)

@@ -121,8 +121,8 @@ def warm_imports() -> None:
     """Run on each worker before a clock starts: the imports a layer task needs."""
     import safetensors.torch  # noqa: F401 - the reads: torch
 
-    import pipeline.checkpoints  # noqa: F401
     import pipeline.profile  # noqa: F401
+    import pipeline.registry.checkpoints  # noqa: F401
     import pipeline.run  # noqa: F401
     import pipeline.store  # noqa: F401 - xarray, zarr
 

@@ -80,8 +80,8 @@ def eigen_case():
     256) symmetric parts of its cores: what the eigen step must solve."""
     import numpy as np
 
+    from pipeline.families.rotary import rotation_matrices
     from pipeline.profile import cores, span_cores
-    from pipeline.rotary import rotation_matrices
 
     N, n = 5120, 128
     rng = np.random.default_rng(0)
@@ -161,7 +161,7 @@ import sys, time
 import numpy as np
 from threadpoolctl import threadpool_limits
 from pipeline.profile import head_profiles
-from pipeline.rotary import rotation_matrices
+from pipeline.families.rotary import rotation_matrices
 
 N, n = 5120, 128  # eigen_case's head
 rng = np.random.default_rng(0)
@@ -346,9 +346,9 @@ def cli_memory_child(folder: str, store: str) -> None:
     import xarray  # noqa: F401
     import zarr  # noqa: F401
 
-    import pipeline.architectures  # noqa: F401
-    import pipeline.checkpoints  # noqa: F401
+    import pipeline.families  # noqa: F401
     import pipeline.profile  # noqa: F401
+    import pipeline.registry.checkpoints  # noqa: F401
     import pipeline.store  # noqa: F401
     from pipeline.__main__ import main
 
@@ -405,7 +405,7 @@ def read_qk(folder: str, names: list[str], widen: bool = False) -> None:
     head at a time, inside its profiles stage)."""
     import numpy as np
 
-    from pipeline.checkpoints import open_checkpoint
+    from pipeline.registry.checkpoints import open_checkpoint
 
     ck = open_checkpoint(folder)
     for n in names:
@@ -448,7 +448,7 @@ def throughput_section(folder: str, repeats: int = 5, before_rev: str | None = N
     from synthetic_checkpoints import qk_names
     from threadpoolctl import threadpool_limits
 
-    from pipeline.checkpoints import open_checkpoint
+    from pipeline.registry.checkpoints import open_checkpoint
 
     print("\n== 3. throughput, opt-1.3b-shaped fp16 checkpoint: pipeline vs reading Q/K ==")
     layers = int(open_checkpoint(folder).config["num_hidden_layers"])
@@ -518,7 +518,7 @@ def pipeline_stages(folder: str, layers: int, repeats: int = 5) -> dict[str, tup
 
     from threadpoolctl import threadpool_limits
 
-    from pipeline.architectures import layer_qk, rotations
+    from pipeline.families import layer_qk, rotations
     from pipeline.profile import head_profiles
     from pipeline.run import check_weights, open_store, plan_model
 

@@ -72,8 +72,8 @@ TARGET = 1.8
 
 def seconds_per_layer(folder) -> float:
     """Single-thread time of one layer of the checkpoint in ``folder`` (the second of two, imports warm)."""
-    from pipeline.architectures import layout_from_config, rotations
-    from pipeline.checkpoints import open_checkpoint
+    from pipeline.families import layout_from_config, rotations
+    from pipeline.registry.checkpoints import open_checkpoint
     from pipeline.run import compute_layer
 
     ckpt = open_checkpoint(str(folder))

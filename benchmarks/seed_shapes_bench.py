@@ -2,7 +2,7 @@
 
     python benchmarks/seed_shapes_bench.py [--models distilgpt2,gpt2,...] [--modes inline,dask] [--dir DIR]
 
-For each seed model of the registry (``pipeline.models``, ``seed=True``), a synthetic checkpoint with the real
+For each seed model of the registry (``pipeline.registry.models``, ``seed=True``), a synthetic checkpoint with the real
 model's config, tensor names, layout and dtype is written (benchmarks/synthetic_checkpoints.py): the Q/K
 tensors only, random normal / sqrt(N): GPT-2's fused ``c_attn`` (N, 3N) in float32, BLOOM's and GPT-NeoX's fused
 ``query_key_value`` (3N, N) in float16 (V rides along in the fused tensor: the pipeline reads it whole), OPT's
@@ -40,7 +40,7 @@ sys.path[:0] = [str(ROOT), str(ROOT / "benchmarks")]
 
 from synthetic_checkpoints import write_checkpoint  # noqa: E402
 
-from pipeline.models import MODELS, SEED_MODELS  # noqa: E402
+from pipeline.registry.models import MODELS, SEED_MODELS  # noqa: E402
 
 MB = 1e6
 SLACK_MB = 200.0  # the memory target: the largest layer's Q/K + this
@@ -48,7 +48,7 @@ SINGLE_FILE_BYTES = 2e9  # Q/K of fewer bytes: one model.safetensors (as gpt2 ..
 ONE_THREAD = {"OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
 # what a run imports, for the RSS baseline its peak is measured over
 IMPORTS = ("import numpy, torch, safetensors, xarray, zarr, tqdm, pipeline.run, pipeline.profile, "
-           "pipeline.architectures, pipeline.checkpoints, pipeline.store")
+           "pipeline.families, pipeline.registry.checkpoints, pipeline.store")
 MODES = {"inline": ([], ONE_THREAD), "dask": (["--workers", "2"], ONE_THREAD)}
 
 

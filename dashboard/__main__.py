@@ -16,7 +16,7 @@ import sys
 from pathlib import Path
 
 from dashboard import cli, data
-from pipeline.location import DEFAULT_HELP
+from pipeline.store.location import DEFAULT_HELP
 
 APP = Path(__file__).resolve().parent / "app.py"
 

@@ -8,7 +8,7 @@ models. Choosing another model replaces the profiles view's data in place. Every
 view runs in the browser and is mirrored into the state.
 
 The store is chosen only at start-up: ``--store PATH`` after ``--args``, else the default store
-(``pipeline.location``), or the demo in the place of an unnamed one with no computed model; no URL
+(``pipeline.store.location``), or the demo in the place of an unnamed one with no computed model; no URL
 parameter can choose it. The page names the store and why at its foot, and the demo in a note under the title
 (``dashboard.store_note``). Bind to localhost (``python -m dashboard`` does; with ``panel serve`` pass
 ``--address 127.0.0.1``).

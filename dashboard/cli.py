@@ -12,7 +12,7 @@ import argparse
 import importlib
 import sys
 
-from pipeline.location import DEFAULT_HELP
+from pipeline.store.location import DEFAULT_HELP
 from pipeline.version import version_line
 
 PROG = "headgeometry-dashboard"

@@ -1,7 +1,7 @@
 """Where the store is and what is in it: read-only, through ``pipeline.store`` and ``pipeline.schema``, cached.
 
 The store path comes from the ``--store PATH`` argument (``panel serve dashboard/app.py --args --store
-PATH`` or ``python -m dashboard.export OUT --store PATH``), else the default store (``pipeline.location``), or
+PATH`` or ``python -m dashboard.export OUT --store PATH``), else the default store (``pipeline.store.location``), or
 the demo in the place of a user or current-folder store that is missing or holds no computed model. Nothing
 else (in particular no URL parameter) chooses the path.
 
@@ -129,7 +129,7 @@ def model_data(path, name: str) -> ModelData:
 
 @dataclass(frozen=True)
 class ModelStatistics:
-    """One model's head statistics and spectrum at d = 0 (``pipeline.head_statistics``), without the padding.
+    """One model's head statistics and spectrum at d = 0 (``pipeline.profile.statistics``), without the padding.
 
     ``statistics``: (n_layers, n_heads, 17) in the order of ``pipeline.schema.STATISTICS``; ``spectrum``:
     (n_layers, n_heads, 2 d_head), decreasing, NaN-padded. ``note``: '' when they are there, else what to show

@@ -39,8 +39,8 @@ from dashboard.profiles.analyses_data import baseline_of
 from dashboard.profiles.page import profiles_view
 from dashboard.profiles.page_texts import ORBIT_GROUP, is_orbit_experiment, todo_html
 from dashboard.store_note import demo_note_html
-from pipeline.location import DEFAULT_HELP
 from pipeline.schema import trained_and_baselines
+from pipeline.store.location import DEFAULT_HELP
 
 SLUG_MAX = 60
 

@@ -11,17 +11,17 @@ import argparse
 import importlib
 import sys
 
-from pipeline.location import DEFAULT_HELP
+from pipeline.store.location import DEFAULT_HELP
 from pipeline.version import PrintVersion
 
 # (module, subcommand names it registers), in the order shown by --help
 COMMANDS = (
-    ("pipeline.profiles_cli", ("profiles", "list")),
+    ("pipeline.cli.profiles", ("profiles", "list")),
     ("pipeline.orbits.cli", ("orbits",)),
-    ("pipeline.verify_cli", ("verify",)),
-    ("pipeline.real_models", ("real",)),
-    ("pipeline.analyses.cli", ("report", "baseline")),
-    ("pipeline.demo_cli", ("demo",)),
+    ("pipeline.cli.verify", ("verify",)),
+    ("pipeline.cli.real", ("real",)),
+    ("pipeline.cli.report", ("report", "baseline")),
+    ("pipeline.cli.demo", ("demo",)),
 )
 
 

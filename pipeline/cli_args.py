@@ -1,6 +1,6 @@
 """Both CLIs' dataclass -> argparse generator and their one way of writing a command back.
 
-``python -m pipeline profiles`` is generated from :class:`pipeline.run_options.RunOptions` and
+``python -m pipeline profiles`` is generated from :class:`pipeline.run.options.RunOptions` and
 ``python -m pipeline orbits [search]`` from :class:`pipeline.orbits.config.Config`: one flag per field,
 ``--field-name``, its help (and ``metavar``, ``choices``, ``positional``) from the field's metadata.
 :func:`command` writes the command that sets given values (the one spelling of ``models.compute_command`` and

@@ -8,8 +8,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from pipeline.families.rotary import rotation_matrices
 from pipeline.profile import head_profiles
-from pipeline.rotary import rotation_matrices
 from tests.pipeline.test_profile import dense_L, gqa_heads, naive_oracle
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))

@@ -56,8 +56,8 @@ def printed_ratios_follow_from_the_printed_times(quick):
 
 
 def every_store_holds_every_layer_with_the_profile_cores_values(quick):
-    from pipeline.architectures import layout_from_config, rotations
-    from pipeline.checkpoints import open_checkpoint
+    from pipeline.families import layout_from_config, rotations
+    from pipeline.registry.checkpoints import open_checkpoint
     from pipeline.run import compute_layer
     from pipeline.store import Store
 

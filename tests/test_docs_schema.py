@@ -1,4 +1,4 @@
-"""docs/architecture.md's table of the ``profiles`` group against pipeline/schema.py and a written store.
+"""docs/architecture.md's table of the ``profiles`` group against pipeline/schema/__init__.py and a written store.
 
 The table must name exactly the schema's variables (PROFILE_DATA, STATISTICS_DATA, SPECTRA_DATA, CONVENTIONS_DATA
 and the per-model fields) with their dimensions, and give the dtype and chunk shape that a store written through the
@@ -67,8 +67,8 @@ def written(tmp_path_factory):
 def test_the_table_names_exactly_the_schema_variables_and_dims():
     docs = {name: dims for name, (dims, _dtype, _chunks) in documented().items()}
     want = schema_dims()
-    assert sorted(set(want) - set(docs)) == [], "in pipeline/schema.py but not in docs/architecture.md"
-    assert sorted(set(docs) - set(want)) == [], "in docs/architecture.md but not in pipeline/schema.py"
+    assert sorted(set(want) - set(docs)) == [], "in pipeline/schema/__init__.py but not in docs/architecture.md"
+    assert sorted(set(docs) - set(want)) == [], "in docs/architecture.md but not in pipeline/schema/__init__.py"
     assert {n: d for n, d in docs.items() if d != want[n]} == {}, "dims differ from the schema"
 
 

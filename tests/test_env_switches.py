@@ -19,13 +19,14 @@ README = ROOT / "README.md"
 
 # Read by production code, not documented in README.md: variable -> why it is read.
 NOT_IN_README = {
-    "HF_ENDPOINT": "the Hugging Face Hub's own variable (documented by huggingface_hub); pipeline/hub_env.py reads "
-                   "it at call time, as huggingface_hub reads it at import",
-    "HF_HUB_OFFLINE": "the Hugging Face Hub's own variable, read at call time (pipeline/hub_env.py)",
-    "HF_HUB_CACHE": "the Hugging Face Hub's own variable, read at call time (pipeline/hub_env.py)",
-    "HF_HOME": "the Hugging Face Hub's own variable, read at call time (pipeline/hub_env.py)",
-    "HF_TOKEN": "the Hugging Face Hub's own variable, read at call time (pipeline/hub_env.py)",
-    "HUGGING_FACE_HUB_TOKEN": "huggingface_hub's older name for HF_TOKEN, read at call time (pipeline/hub_env.py)",
+    "HF_ENDPOINT": "the Hugging Face Hub's own variable (documented by huggingface_hub); "
+                   "pipeline/sources/hub_env.py reads it at call time, as huggingface_hub reads it at import",
+    "HF_HUB_OFFLINE": "the Hugging Face Hub's own variable, read at call time (pipeline/sources/hub_env.py)",
+    "HF_HUB_CACHE": "the Hugging Face Hub's own variable, read at call time (pipeline/sources/hub_env.py)",
+    "HF_HOME": "the Hugging Face Hub's own variable, read at call time (pipeline/sources/hub_env.py)",
+    "HF_TOKEN": "the Hugging Face Hub's own variable, read at call time (pipeline/sources/hub_env.py)",
+    "HUGGING_FACE_HUB_TOKEN": ("huggingface_hub's older name for HF_TOKEN, read at call time "
+                               "(pipeline/sources/hub_env.py)"),
 }
 # Switches that only tests or benchmarks set: a read of one of them in production code fails this test, named with
 # the reason here (the test monkeypatches instead, or uses a seam the production code needs anyway).
@@ -133,7 +134,7 @@ def test_the_scan_finds_the_reads_it_must():
     reads = environment_reads()
     assert {"HEADGEOMETRY_STORE", "HEADGEOMETRY_HUB_TIMEOUT", "HEADGEOMETRY_HUB_RETRIES", "HF_HUB_OFFLINE",
             "HF_TOKEN"} <= set(reads), sorted(reads)
-    assert any(p.startswith("pipeline/location.py:") for p in reads["HEADGEOMETRY_STORE"])
+    assert any(p.startswith("pipeline/store/location.py:") for p in reads["HEADGEOMETRY_STORE"])
 
 
 def test_no_production_module_reads_a_variable_only_tests_set():

@@ -8,7 +8,7 @@ import pytest
 HEAVY = ("torch", "transformers", "safetensors", "huggingface_hub", "dask.distributed")
 
 
-@pytest.mark.parametrize("module", ["pipeline", "pipeline.schema", "pipeline.store", "pipeline.verify_cli",
+@pytest.mark.parametrize("module", ["pipeline", "pipeline.schema", "pipeline.store", "pipeline.cli.verify",
                                     "dashboard"])
 def test_light_module_imports_nothing_heavy(module):
     code = (

@@ -65,7 +65,7 @@ def model_line(r: ModelRow) -> str:
 
 
 def conventions_parts(r: ModelRow) -> list[str]:
-    """The model's attention conventions a reader needs beside its profiles (``pipeline.schema_conventions``), as
+    """The model's attention conventions a reader needs beside its profiles (``pipeline.schema.conventions``), as
     HTML pieces of its info line: its tower, the QK-norm folded into its forms, a softmax scale other than the usual
     1/sqrt(head_dim), the scores' soft-cap, and the rotary bases where its layers differ (Gemma 3's, ModernBERT's
     sliding and global layers). The usual scale is left out: every model has it, and the line stays short. None for a

@@ -1,8 +1,8 @@
 """``python -m pipeline baseline``: random baselines of models' shapes, written through the one run path as model
 entries of their own.
 
-A baseline's plan (:func:`plan_baseline`) is a ``pipeline.run_plan.ModelPlan`` whose checkpoint is a
-:class:`pipeline.analyses.baseline_source.BaselineSource`: the run path's executors (in this process, ``--workers``,
+A baseline's plan (:func:`plan_baseline`) is a ``pipeline.run.plan.ModelPlan`` whose checkpoint is a
+:class:`pipeline.sources.baseline.BaselineSource`: the run path's executors (in this process, ``--workers``,
 ``--scheduler``), its writers, its resumption (a rerun writes the layers not done, and adds missing statistics or
 spectra) and its writer locks take it as they take a checkpoint's. Its row carries ``baseline_of``,
 ``baseline_kind`` and ``baseline_seed`` (``pipeline.schema.BASELINE_STATE``) and, as ``command``, the command that
@@ -23,15 +23,15 @@ import json
 import os
 from pathlib import Path
 
-from pipeline.analyses.baseline_source import BaselineError, BaselineSource
 from pipeline.analyses.baselines import config_for_shape
 from pipeline.cli_args import command
-from pipeline.models import SEED_MODELS, spec_for
-from pipeline.run_executors import execute
-from pipeline.run_options import RunOptions, UsageError, check_options
-from pipeline.run_plan import ModelPlan, bytes_needed, layers_to_do
-from pipeline.run_store import check_store, open_store, store_location
+from pipeline.registry.models import SEED_MODELS, spec_for
+from pipeline.run.destination import check_store, open_store, store_location
+from pipeline.run.executors import execute
+from pipeline.run.options import RunOptions, UsageError, check_options
+from pipeline.run.plan import ModelPlan, bytes_needed, layers_to_do
 from pipeline.schema import ModelRow
+from pipeline.sources.baseline import BaselineError, BaselineSource
 
 
 def baseline_name(of: str, kind: str, seed: int) -> str:
@@ -46,7 +46,7 @@ def baseline_command(target: str, kind: str, seed: int, name: str | None = None)
 
 def _checkpoint_config(text: str) -> tuple[dict, str]:
     """(config, default store name) of a checkpoint folder, file or Hub id; no weights read."""
-    from pipeline.checkpoints import open_checkpoint, resolve
+    from pipeline.registry.checkpoints import open_checkpoint, resolve
 
     ref = resolve(text)
     ckpt = open_checkpoint(ref)

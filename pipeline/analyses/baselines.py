@@ -1,10 +1,8 @@
 """Random baselines of a model: which kinds there are, a config for any registered shape, and a baseline's values
 at d = 0 for the report.
 
-The two kinds (``KINDS``) are the i.i.d. Gaussian products (:mod:`pipeline.analyses.iid_heads`) and the library's
-own initialisation (:mod:`pipeline.analyses.init_heads`). Both start from a Hugging Face config dict, so a baseline
-has the model's layout (its R(d) for a rotary model); :func:`baseline_heads` gives an object with ``layout`` and
-``layer(l) -> LayerQK``, the form of a checkpoint's layer on its way to :func:`pipeline.profile.head_profiles`.
+The heads themselves are made in :mod:`pipeline.sources.baseline` (its ``baseline_heads``), from a Hugging Face
+config dict, so a baseline has the model's layout (its R(d) for a rotary model).
 
 :func:`config_for_shape` writes the config of a registered shape without any weights (``--seed-models``): the
 family's config class defaults for everything but the shape (the defaults of every supported family initialise
@@ -17,24 +15,6 @@ from __future__ import annotations
 from pipeline.analyses.head_data import HeadData, from_layers
 from pipeline.schema import ModelShape
 
-KINDS = ("iid", "init")
-KIND_HELP = {"iid": "W_Q, W_K with i.i.d. standard normal entries at the model's shape",
-             "init": "the heads transformers' own _init_weights gives a model of the config as training starts"}
-
-
-def baseline_heads(config: dict, kind: str, seed: int):
-    """The baseline of ``kind`` and ``seed`` for ``config`` (object with ``layout`` and ``layer(l)``)."""
-    if kind not in KINDS:
-        raise ValueError(f"baseline kind must be one of {', '.join(KINDS)}; got {kind!r}")
-    if kind == "iid":
-        from pipeline.analyses.iid_heads import IidHeads
-        from pipeline.architectures import layout_from_config
-
-        return IidHeads(layout_from_config(config), seed)
-    from pipeline.analyses.init_heads import InitHeads
-
-    return InitHeads(config, seed)
-
 
 def config_for_shape(shape: ModelShape, rope_theta: float = 0.0) -> dict:
     """A config dict of ``shape``'s family (an entry of ``pipeline.families.table``) with its shape written in
@@ -43,7 +23,7 @@ def config_for_shape(shape: ModelShape, rope_theta: float = 0.0) -> dict:
     ``rope_theta``: the rotary base of a rope model (0: the family's default). Kept only when the family's
     reader gives ``shape`` back from the config; ValueError for a family whose config cannot be written from a
     shape (multi-tower models, a variant's switch)."""
-    from pipeline.architectures import layout_from_config
+    from pipeline.families import layout_from_config
     from pipeline.families.table import FAMILIES
 
     fam = FAMILIES.get(shape.family)

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import numpy as np
 
-ZERO_EIGENVALUE = 1e-9  # as pipeline.head_statistics: values at or below this x the largest are zeros
+ZERO_EIGENVALUE = 1e-9  # as pipeline.profile.statistics: values at or below this x the largest are zeros
 COMPONENTS = ("eig_L", "lambda_plus", "lambda_minus", "sigma_T")
 MIN_SAMPLE = 3
 C_GRID = np.logspace(-2, 4, 73)

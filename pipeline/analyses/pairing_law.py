@@ -1,6 +1,6 @@
 """The pairing law of a model's heads: the law of the pairing score P, its bound through rho, and the balance.
 
-With lambda_+ and lambda_- the sorted lobes of S (``pipeline.head_statistics``), P = 1 - ||lambda_+ - lambda_-|| /
+With lambda_+ and lambda_- the sorted lobes of S (``pipeline.profile.statistics``), P = 1 - ||lambda_+ - lambda_-|| /
 ||S|| and rho = ||lambda_-|| / ||lambda_+||. At r = min(rho, 1/rho) the reverse triangle inequality gives
 
     P <= 1 - (1 - r) / sqrt(1 + r^2),

@@ -14,7 +14,7 @@ from pipeline.families.positions import layer_positionals
 from pipeline.families.spec import Family, Positional
 from pipeline.families.table import FAMILIES
 from pipeline.schema import Conventions, ModelShape
-from pipeline.schema_conventions import scaling_text
+from pipeline.schema.conventions import scaling_text
 
 
 @dataclass(frozen=True)

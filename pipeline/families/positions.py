@@ -3,7 +3,7 @@
 Rotary parameters come from transformers 5's ``rope_parameters`` (flat, or keyed by attention type as Gemma 3
 and ModernBERT write them) or from the older flat keys (``rope_theta``, ``rotary_emb_base``, ``rope_scaling``,
 ``partial_rotary_factor``, ``rotary_pct``; per type the entry's ``type_theta`` keys such as Gemma 3's
-``rope_local_base_freq``). Scaled RoPE of the types in ``pipeline.rotary.SCALED_ROPE_TYPES`` is kept as
+``rope_local_base_freq``). Scaled RoPE of the types in ``pipeline.families.rotary.SCALED_ROPE_TYPES`` is kept as
 (key, value) pairs; other types change the rotation with the sequence length or rescale the scores, and are
 refused.
 """
@@ -26,7 +26,7 @@ def _first(config: dict, keys, default):
 
 def _scaling(kind: str, given: dict, config: dict) -> tuple:
     """The (key, value) pairs of a scaled RoPE of ``kind`` (``()`` for default)."""
-    from pipeline.rotary import SCALED_ROPE_TYPES
+    from pipeline.families.rotary import SCALED_ROPE_TYPES
 
     if kind not in SCALED_ROPE_TYPES:
         raise _error(f"rope type {kind!r} (scaled rotary embeddings) is not supported; supported: "

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import os
 
-from ..location import DEFAULT_HELP
+from ..store.location import DEFAULT_HELP
 from .malloc import keep_freed_memory
 from .runs import FINDER, MODEL_NAME, NEAR_TOL, RANK_ORDER, store_run, train_run
 

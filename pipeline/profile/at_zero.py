@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from pipeline.head_statistics import head_statistics, singular_energies, spectrum
+from pipeline.profile.statistics import head_statistics, singular_energies, spectrum
 
 from .core_spectra import CoreSpectra
 
@@ -40,7 +40,7 @@ class AtZero:
     spectra: CoreSpectra
 
     def statistics(self) -> np.ndarray:
-        """(H, 17) in the order of ``pipeline.schema.STATISTICS`` (``pipeline.head_statistics``)."""
+        """(H, 17) in the order of ``pipeline.schema.STATISTICS`` (``pipeline.profile.statistics``)."""
         return head_statistics(self.eigenvalues, self.singular_energies, self.trace, self.profile)
 
     def spectrum(self) -> np.ndarray:

@@ -116,7 +116,7 @@ def core_spectra(top: np.ndarray, width: int | None = None, energies: np.ndarray
         Pad each spectrum with NaN to this many values (at least k), e.g. the store's ``eigen`` extent.
     energies : (H, m) or None
         The squared singular values of each C / ||C||_F when known (the head statistics' Gram eigenvalues,
-        ``pipeline.head_statistics.singular_energies``), any order: the singular values of L are then their square
+        ``pipeline.profile.statistics.singular_energies``), any order: the singular values of L are then their square
         roots where that is exact (:func:`singular_values`).
 
     Returns

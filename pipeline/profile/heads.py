@@ -77,7 +77,8 @@ def head_profiles(W_Q: np.ndarray, W_K: np.ndarray, rotations: np.ndarray | None
     W_Q : (H, n, N), any float dtype (float32 from bf16/fp16 checkpoints is exact); each head is turned into
         float64 when it is used, so results do not depend on the storage dtype.
     W_K : (H, n, N), or (Hkv, n, N) with ``kv_of_head`` (the key head of each query head, grouped-query attention).
-    rotations : (D, n, n) R(d) for the offsets d = 0..D-1 (``pipeline.rotary``), or None (position-independent).
+    rotations : (D, n, n) R(d) for the offsets d = 0..D-1 (``pipeline.families.rotary``), or None
+        (position-independent).
     rtol : threshold for exact zeros, relative to ||L||_F (``pipeline.profile``).
     gain : (N,) or None, the layer-norm gain folded on both sides (W_Q diag(g), W_K diag(g)), applied in float64.
     eigvalsh, tol, device : the eigen route (``pipeline.profile.eigen``); "auto" takes torch float64 on CUDA when

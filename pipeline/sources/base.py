@@ -5,7 +5,7 @@ A *tensor source* is one weight file (or remote shard): ``keys()``, ``read(name)
 exactly: :func:`compact_dtype`) and ``finite(name)`` (True,
 False, or None when it cannot tell without reading). A :class:`Checkpoint`
 maps tensor names to sources and carries the Hugging Face style ``config`` dict that
-``pipeline.architectures.layout_from_config`` turns into a Layout. Readers of other formats (GGUF, ONNX)
+``pipeline.families.layout_from_config`` turns into a Layout. Readers of other formats (GGUF, ONNX)
 build the same object: they translate their metadata into such a config and their tensors into the
 Hugging Face names of the family, so that everything downstream is format-blind.
 """

@@ -9,7 +9,7 @@ and only memory-mapped views of the query and key weights (and the attention-nor
 of rows, ``CHUNK_BYTES`` of output), so a read costs the float32 copy of one tensor and nothing of the rest of
 the file.
 
-Translation to the Hugging Face layout, so that ``pipeline.architectures`` handles the result unchanged (the
+Translation to the Hugging Face layout, so that ``pipeline.families`` handles the result unchanged (the
 architectures and the converter's conventions per architecture are in ``pipeline.sources.gguf_families``):
 
 - metadata -> config dict: ``general.architecture`` -> ``model_type``; ``<arch>.block_count``,
@@ -361,7 +361,7 @@ def llama3_from_factors(factors: np.ndarray, rotary_dim: int, theta: float) -> d
     depend on ``a = context / (high - low)`` and ``b = low / (high - low)`` only, fitted from the blended
     divisors; ``high - low = 1`` then gives one exact set of parameters, checked against every divisor.
     """
-    from pipeline.rotary import inverse_frequencies, scaled_inverse_frequencies
+    from pipeline.families.rotary import inverse_frequencies, scaled_inverse_frequencies
 
     inv = inverse_frequencies(rotary_dim, theta)
     if factors.shape != inv.shape:

@@ -34,9 +34,9 @@ from pathlib import Path
 
 import numpy as np
 
-from pipeline.hub_env import hub_cache, hub_endpoint, hub_offline, hub_token
 from pipeline.schema import Provenance
 from pipeline.sources.base import Checkpoint, CheckpointError, compact_dtype
+from pipeline.sources.hub_env import hub_cache, hub_endpoint, hub_offline, hub_token
 from pipeline.sources.hub_errors import (  # noqa: F401 - HubError, HubStalled: raised to this module's callers
     CONNECT_TIMEOUT,
     RETRIES_VAR,

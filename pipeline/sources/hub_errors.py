@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import os
 
-from pipeline.hub_env import hub_cache, hub_endpoint, hub_offline
 from pipeline.sources.base import CheckpointError
+from pipeline.sources.hub_env import hub_cache, hub_endpoint, hub_offline
 
 CONNECT_TIMEOUT = 10.0
 RETRY_STATUS = (429, 500, 502, 503, 504)

@@ -14,7 +14,7 @@ class PinnedFileError(CheckpointError):
 
 
 def pinned_path(name: str, pinned, install: str) -> Path:
-    """The installed path of model ``name``'s pinned file (``pinned``: a :class:`pipeline.models.PinnedFile`);
+    """The installed path of model ``name``'s pinned file (``pinned``: a :class:`pipeline.registry.models.PinnedFile`);
     PinnedFileError with the command that installs it (``install``) when it is not installed as pinned."""
     try:
         dist = metadata.distribution(pinned.distribution)

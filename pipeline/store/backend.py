@@ -18,14 +18,14 @@ from pathlib import Path
 
 import zarr
 
-from pipeline.location import ENV_VAR, default_store, is_url, refuse_write  # noqa: F401 - ENV_VAR: pipeline.store's
 from pipeline.store.errors import StoreError, v2_message
+from pipeline.store.location import ENV_VAR, default_store, is_url, refuse_write  # noqa: F401 - ENV_VAR: pipeline.store's
 
 STAGING = "staging"
 
 
 def default_store_path() -> str:
-    """The one default store (``pipeline.location.default_store``: ``$HEADGEOMETRY_STORE``, else
+    """The one default store (``pipeline.store.location.default_store``: ``$HEADGEOMETRY_STORE``, else
     ``store.zarr`` in the current folder, else the user store). Every pipeline command and the dashboard use it."""
     return default_store().location
 

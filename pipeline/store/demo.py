@@ -1,6 +1,6 @@
 """The demo store: what readers show when the default store has nothing to show, and its copy as a writable store.
 
-The demo (``pipeline.location.demo_store``: the committed store's content, bundled with the package) is
+The demo (``pipeline.store.location.demo_store``: the committed store's content, bundled with the package) is
 read-only. ``list`` and the dashboard show it when the default store found without being named (the user store,
 or the current folder's ``store.zarr``) is missing or holds no computed model, and say so with the command that
 computes a model; a store named with ``--store`` or ``$HEADGEOMETRY_STORE`` is shown as it is (a missing one is an
@@ -15,7 +15,8 @@ import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
-from pipeline.location import (
+from pipeline.store.errors import StoreError
+from pipeline.store.location import (
     FROM_ENV,
     FROM_OPTION,
     StoreChoice,
@@ -27,7 +28,6 @@ from pipeline.location import (
     is_url,
     refuse_write,
 )
-from pipeline.store.errors import StoreError
 from pipeline.version import version
 
 COMPUTE = "headgeometry profiles gpt2"  # the command a note gives to compute a first model

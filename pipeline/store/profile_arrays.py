@@ -26,7 +26,7 @@ from pipeline.schema import (
     ModelRow,
     profile_chunks,
 )
-from pipeline.schema_conventions import PER_LAYER_FIELDS, conventions_chunks, layer_values
+from pipeline.schema.conventions import PER_LAYER_FIELDS, conventions_chunks, layer_values
 from pipeline.store.errors import StoreError
 from pipeline.store.quiet import quiet_listing
 

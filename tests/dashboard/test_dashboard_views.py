@@ -495,7 +495,7 @@ def _baseline_script():
 
 
 def test_the_baseline_script_and_the_pipeline_compute_the_statistics_of_the_naive_definition():
-    from pipeline.head_statistics import head_statistics
+    from pipeline.profile.statistics import head_statistics
 
     script = _baseline_script()
     rng = np.random.default_rng(6)

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from dashboard import data, store_note
-from pipeline import location
+from pipeline.store import location
 from tests.browser.conftest import write_synthetic_store
 from tests.shared import SYNTHETIC_PAGES
 

@@ -15,7 +15,7 @@ pytest.importorskip("safetensors", reason="the checkpoint tests need safetensors
 
 from safetensors.numpy import save_file  # noqa: E402
 
-from pipeline.checkpoints import open_checkpoint  # noqa: E402
+from pipeline.registry.checkpoints import open_checkpoint  # noqa: E402
 from pipeline.schema import Provenance  # noqa: E402
 from pipeline.sources.base import CheckpointError  # noqa: E402
 

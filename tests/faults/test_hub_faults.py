@@ -324,7 +324,7 @@ def test_hostile_index_names_are_refused_offline(tmp_path, env, kind):
 
 
 def test_hostile_local_index_names_are_refused(tmp_path):
-    from pipeline.checkpoints import open_checkpoint
+    from pipeline.registry.checkpoints import open_checkpoint
 
     outside = write_checkpoint(tmp_path / "outside", filler=4) / "model-00001-of-00002.safetensors"
     folder = write_checkpoint(tmp_path / "local", dict.fromkeys(qk_names(), str(outside)), filler=4)

@@ -15,7 +15,7 @@ torch = pytest.importorskip("torch", reason="the pipeline tests need torch (pip 
 
 from safetensors.numpy import load_file, save_file  # noqa: E402
 
-from pipeline.architectures import ArchitectureError  # noqa: E402
+from pipeline.families import ArchitectureError  # noqa: E402
 from pipeline.run import ClusterError, UsageError, run_profiles  # noqa: E402
 
 

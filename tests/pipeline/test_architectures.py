@@ -18,7 +18,7 @@ import re
 import numpy as np
 import pytest
 
-from pipeline.architectures import (
+from pipeline.families import (
     ArchitectureError,
     Layout,
     layer_weights,
@@ -26,8 +26,8 @@ from pipeline.architectures import (
     qk_tensor_names,
     rotations,
 )
-from pipeline.checkpoints import open_checkpoint
-from pipeline.rotary import N_OFFSETS
+from pipeline.families.rotary import N_OFFSETS
+from pipeline.registry.checkpoints import open_checkpoint
 from tests.tiny_models import (
     VOCAB,
     attention_inputs,
@@ -180,7 +180,7 @@ def test_llama_and_qwen2_fold_the_input_layernorm(tmp_path, kind):
 def test_scaled_frequencies_equal_transformers():
     from transformers.modeling_rope_utils import ROPE_INIT_FUNCTIONS
 
-    from pipeline.architectures import inverse_frequencies
+    from pipeline.families import inverse_frequencies
 
     for kind in ("llama-linear-scaling", "llama-llama3-scaling"):
         cfg_cls, kw, _ = ROPE_KINDS[kind]
@@ -292,7 +292,7 @@ def test_suffix_matching_ignores_mask_buffers_and_prefixes():
 
 
 def test_an_unsupported_family_lists_the_supported_ones_and_the_docs_section():
-    from pipeline.architectures import FAMILIES
+    from pipeline.families import FAMILIES
 
     with pytest.raises(ArchitectureError) as err:
         layout_from_config({"model_type": "t5"})
@@ -309,7 +309,7 @@ CLIP = {"model_type": "clip", "text_config": {"hidden_size": 32, "num_attention_
 
 
 def test_towers_are_models_of_their_own():
-    from pipeline.architectures import towers
+    from pipeline.families import towers
 
     assert towers(CLIP) == ("text", "vision") and towers({"model_type": "whisper"}) == ("encoder", "decoder")
     assert towers({"model_type": "llama"}) == ()
@@ -371,7 +371,7 @@ def test_rotations_of_a_model_whose_layers_differ_name_the_layer():
 
 
 def test_a_fused_tensor_of_the_wrong_shape_is_named():
-    from pipeline.architectures import check_layer
+    from pipeline.families import check_layer
 
     layout = layout_from_config({"model_type": "phi3", "hidden_size": 16, "num_attention_heads": 4,
                                  "num_key_value_heads": 2, "num_hidden_layers": 1})
@@ -390,7 +390,7 @@ def test_a_fused_tensor_of_the_wrong_shape_is_named():
 def test_the_docs_table_lists_every_family_of_the_table():
     from pathlib import Path
 
-    from pipeline.architectures import FAMILIES
+    from pipeline.families import FAMILIES
 
     doc = (Path(__file__).resolve().parents[2] / "docs" / "architecture.md").read_text()
     section = doc[doc.index("### Families"):doc.index("### Adding a family")]

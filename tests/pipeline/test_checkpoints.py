@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 from safetensors.numpy import load_file, save_file
 
-from pipeline.architectures import layer_weights, layout_from_config
-from pipeline.checkpoints import CheckpointError, ModelRef, open_checkpoint, resolve
+from pipeline.families import layer_weights, layout_from_config
+from pipeline.registry.checkpoints import CheckpointError, ModelRef, open_checkpoint, resolve
 from tests.tiny_models import torch
 
 
@@ -222,7 +222,7 @@ def test_unknown_names_and_folders_say_what_to_do(tmp_path):
 
 
 def test_a_reference_resolves_once_to_its_kind_registry_entry_and_default_name(tmp_path, monkeypatch):
-    from pipeline.models import MODELS
+    from pipeline.registry.models import MODELS
 
     monkeypatch.chdir(tmp_path)
     (tmp_path / "my-model").mkdir()
@@ -257,7 +257,7 @@ def test_sources_never_import_the_resolver():
     import sys
 
     code = ("import sys, pipeline.sources.hub, pipeline.sources.local, pipeline.sources.safetensors_file, "
-            "pipeline.sources.torch_bin; print(sorted(m for m in sys.modules if m in ('pipeline.checkpoints', "
-            "'pipeline.run', 'pipeline.models')))")
+            "pipeline.sources.torch_bin; print(sorted(m for m in sys.modules if m in ('pipeline.registry.checkpoints', "
+            "'pipeline.run', 'pipeline.registry.models')))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"

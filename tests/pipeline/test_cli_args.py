@@ -64,9 +64,9 @@ def test_both_clis_use_it():
     """profiles_cli and the orbits CLI keep no generator of their own; the commands they store are cli_args'."""
     import inspect
 
-    from pipeline import profiles_cli
-    from pipeline.models import compute_command
+    from pipeline.cli import profiles as profiles_cli
     from pipeline.orbits import cli, config
+    from pipeline.registry.models import compute_command
 
     assert profiles_cli.add_dataclass_arguments is cli_args.add_dataclass_arguments and not hasattr(config,
                                                                                                      "config_flags")

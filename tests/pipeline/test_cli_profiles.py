@@ -22,9 +22,12 @@ import pytest
 import xarray as xr
 from safetensors.numpy import load_file, save_file
 
-from pipeline import profiles_cli, run_executors, run_plan, run_tasks
 from pipeline import run as run_module
-from pipeline.models import MODELS, SEED_MODELS
+from pipeline.cli import profiles as profiles_cli
+from pipeline.registry.models import MODELS, SEED_MODELS
+from pipeline.run import executors as run_executors
+from pipeline.run import plan as run_plan
+from pipeline.run import tasks as run_tasks
 from tests.tiny_models import KINDS, ln_gain, torch
 
 D = 129
@@ -396,7 +399,7 @@ def test_profile_layer_task_writes_what_the_local_run_writes(tiny_model, tmp_pat
 def test_provenance_and_the_checkpoints_own_name_go_into_the_row(tiny_model, tmp_path, monkeypatch):
     from dataclasses import replace
 
-    from pipeline import checkpoints
+    from pipeline.registry import checkpoints
     from pipeline.store import Store
 
     _, folder = tiny_model("bert", name="folder-name")
@@ -426,7 +429,7 @@ def test_read_ahead_gives_each_layer_as_read_and_reads_the_next_only_when_small(
     layer, not earlier."""
     import threading
 
-    from pipeline import architectures
+    from pipeline import families as architectures
 
     _, folder = tiny_model("opt-postnorm")  # 3 layers
     plan = run_module.plan_model(folder, run_module.open_store(str(tmp_path / "s.zarr")), name="m")

@@ -100,7 +100,7 @@ def hold_tasks_at(gate: str) -> None:
     """Run on each worker (``client.run``): every task that starts there first leaves a file ``started-PID-LAYER``
     in the folder ``gate``, then waits until the file ``open`` is there (60 s at most). A test's patch in the worker
     processes: the task function is looked up by name when a worker unpickles a task."""
-    from pipeline import run_tasks
+    from pipeline.run import tasks as run_tasks
 
     real = run_tasks.run_task
 
@@ -179,7 +179,7 @@ def test_a_worker_writes_a_runs_layers_through_one_writer(mistral_dir, tmp_path,
     """run_task as a worker runs it: the tasks of one run share one run token and so one layer writer (the model's
     row and arrays opened once); a second run's tasks open their own. The layers stored equal the in-process run."""
     from pipeline.run import begin_model, run_task
-    from pipeline.run_tasks import _worker_writer
+    from pipeline.run.tasks import _worker_writer
     from pipeline.store.profiles import LayerWriter
 
     store = str(tmp_path / "store.zarr")

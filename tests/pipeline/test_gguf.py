@@ -15,9 +15,9 @@ import hashlib
 import numpy as np
 import pytest
 
-from pipeline.architectures import layer_qk, layout_from_config, rotations
-from pipeline.checkpoints import open_checkpoint
+from pipeline.families import layer_qk, layout_from_config, rotations
 from pipeline.profile import head_profiles
+from pipeline.registry.checkpoints import open_checkpoint
 from pipeline.schema import Provenance
 from pipeline.sources.base import CheckpointError
 from tests.tiny_models import VOCAB, save, torch, transformers
@@ -357,7 +357,7 @@ def converter_rope_factors(head_dim, theta, factor, low, high, context):
 def test_llama3_rope_freqs_become_the_llama3_scaling(tmp_path):
     from transformers.modeling_rope_utils import ROPE_INIT_FUNCTIONS
 
-    from pipeline.architectures import inverse_frequencies
+    from pipeline.families import inverse_frequencies
 
     params = dict(factor=8.0, low_freq_factor=1.0, high_freq_factor=8.0, original_max_position_embeddings=1024)
     model = tiny("llama", seed=5, rope_scaling={"rope_type": "llama3", **params})
@@ -379,8 +379,8 @@ def test_llama3_rope_freqs_become_the_llama3_scaling(tmp_path):
 
 def test_direct_header_parse_of_the_committed_real_gguf_equals_ggufreader():
     """The same comparison on SmolLM2-135M-Instruct's Q4_1 file: a real tokenizer (~100 000 strings skipped)."""
-    from pipeline.models import MODELS
-    from pipeline.real_models import weight_file
+    from pipeline.cli.real import weight_file
+    from pipeline.registry.models import MODELS
     from pipeline.sources.pinned import PinnedFileError
 
     try:

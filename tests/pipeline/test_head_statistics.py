@@ -6,8 +6,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from pipeline.families.rotary import rotation_matrices
 from pipeline.profile import head_profiles
-from pipeline.rotary import rotation_matrices
 from pipeline.schema import SPECTRA, STATISTICS
 
 IDX = {name: i for i, name in enumerate(STATISTICS)}

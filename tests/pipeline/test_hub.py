@@ -241,7 +241,7 @@ def test_profiles_from_the_hub_equal_those_from_disk(hub, checkpoint_dir, tmp_pa
 
 
 def test_hub_failures_leave_the_store_as_it_was(hub, checkpoint_dir, tmp_path, hub_env):
-    from pipeline.checkpoints import CheckpointError
+    from pipeline.registry.checkpoints import CheckpointError
 
     store = tmp_path / "s.zarr"
     run([str(checkpoint_dir)], store, name="already-there")
@@ -261,7 +261,7 @@ def test_hub_failures_leave_the_store_as_it_was(hub, checkpoint_dir, tmp_path, h
 
 
 def test_interrupted_run_resumes_without_refetching_finished_layers(hub, checkpoint_dir, tmp_path):
-    from pipeline.checkpoints import CheckpointError
+    from pipeline.registry.checkpoints import CheckpointError
     from pipeline.store import Store
 
     store = tmp_path / "s.zarr"

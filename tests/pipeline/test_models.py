@@ -9,8 +9,8 @@ import json
 import pytest
 import transformers
 
-from pipeline.architectures import layout_from_config
-from pipeline.models import MODELS, PINNED_MODELS, SEED_MODELS, ModelSpec, PinnedFile, spec_for
+from pipeline.families import layout_from_config
+from pipeline.registry.models import MODELS, PINNED_MODELS, SEED_MODELS, ModelSpec, PinnedFile, spec_for
 
 
 def _cfg(cls, **kw) -> dict:
@@ -152,7 +152,7 @@ def test_weights_from_a_package_folder_or_a_pinned_file_not_both():
 def test_a_pinned_models_registry_name_reads_its_file_and_its_hub_id_the_hub():
     """``profiles SmolLM2-135M-Instruct`` reads the pinned Q4_1 file (stored under the registry name, not the file's
     own), while its Hub id still names the Hub's weights."""
-    from pipeline.checkpoints import resolve
+    from pipeline.registry.checkpoints import resolve
 
     ref = resolve("SmolLM2-135M-Instruct")
     assert (ref.kind, ref.spec) == ("pinned", MODELS["SmolLM2-135M-Instruct"])

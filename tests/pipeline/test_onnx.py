@@ -15,9 +15,9 @@ import warnings
 import numpy as np
 import pytest
 
-from pipeline.architectures import layer_qk, layout_from_config
-from pipeline.checkpoints import open_checkpoint
+from pipeline.families import layer_qk, layout_from_config
 from pipeline.profile import head_profiles
+from pipeline.registry.checkpoints import open_checkpoint
 from pipeline.schema import Provenance
 from pipeline.sources.base import CheckpointError
 from tests.tiny_models import build_tiny, save, torch

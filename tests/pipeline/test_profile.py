@@ -8,9 +8,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pipeline import profile as prof_module
+from pipeline.families.rotary import rotation_matrices
 from pipeline.profile import Kernels, eigen, head_profiles, naive_profiles, profile_of_cores, span, spectra
 from pipeline.profile import lapack as numpy_route
-from pipeline.rotary import rotation_matrices
 
 
 def dense_L(W_Q, W_K, R=None):
@@ -467,8 +467,8 @@ def test_compact_layer_route_equals_the_expanded_float64_layer(tmp_path, dtype):
 
     from safetensors.torch import save_file
 
-    from pipeline.architectures import layer_qk, layer_weights, layout_from_config, rotations
-    from pipeline.checkpoints import open_checkpoint
+    from pipeline.families import layer_qk, layer_weights, layout_from_config, rotations
+    from pipeline.registry.checkpoints import open_checkpoint
 
     H, kv, n, N = 4, 2, 8, 24
     gen = torch.Generator().manual_seed(0)

@@ -12,8 +12,8 @@ import numpy as np
 import pytest
 
 from pipeline import profile as prof_module
+from pipeline.families.rotary import rotation_matrices
 from pipeline.profile import Kernels, head_profiles, naive_profiles
-from pipeline.rotary import rotation_matrices
 
 torch = pytest.importorskip("torch", reason="the torch eigen routes need torch (installed with the pipeline extra)")
 

@@ -12,10 +12,10 @@ import hashlib
 import numpy as np
 import pytest
 
-from pipeline.architectures import layout_from_config
-from pipeline.checkpoints import open_checkpoint
-from pipeline.models import MODELS, PINNED_MODELS, Q4_1_NOTE, PinnedFile
-from pipeline.real_models import weight_file
+from pipeline.cli.real import weight_file
+from pipeline.families import layout_from_config
+from pipeline.registry.checkpoints import open_checkpoint
+from pipeline.registry.models import MODELS, PINNED_MODELS, Q4_1_NOTE, PinnedFile
 from pipeline.run import compute_layer
 from pipeline.schema import SPECTRA
 from pipeline.sources.pinned import PinnedFileError
@@ -88,7 +88,7 @@ def test_stored_statistics_of_a_real_head_equal_the_dense_computation(name):
     """One real head per model: its Q/K read through the project's own reader (GGUF, ONNX), the dense N x N
     form built, and every statistic, the spectrum and the spectra of T and L taken from numpy's eigh, eigvals and svd
     of it."""
-    from pipeline.architectures import layer_qk
+    from pipeline.families import layer_qk
     from pipeline.schema import STATISTICS
     from tests.pipeline.test_head_statistics import naive, naive_spectra
 
@@ -183,7 +183,7 @@ def test_the_command_refuses_bad_input_in_one_line(tmp_path, capsys, monkeypatch
     assert e.value.code == 2
     import dataclasses
 
-    from pipeline import models
+    from pipeline.registry import models
 
     missing = dataclasses.replace(models.MODELS["paraphrase-MiniLM-L3-v2"],
                                   pinned=PinnedFile("no-such-distribution-xyz", "1.0", "x.onnx"))

@@ -6,8 +6,8 @@ import torch
 from transformers.models.gpt_neox.modeling_gpt_neox import apply_rotary_pos_emb as neox_apply
 from transformers.models.llama.modeling_llama import apply_rotary_pos_emb as llama_apply
 
+from pipeline.families.rotary import inverse_frequencies, rotation_matrices
 from pipeline.profile import head_profiles
-from pipeline.rotary import inverse_frequencies, rotation_matrices
 
 
 def transformers_scores(W_Q, W_K, X, rotary_dim, base, apply):
@@ -78,7 +78,7 @@ def test_bad_rotary_arguments():
 
 
 def test_scaled_frequencies_of_each_type_and_the_unsupported_ones():
-    from pipeline.rotary import scaled_inverse_frequencies
+    from pipeline.families.rotary import scaled_inverse_frequencies
 
     plain = inverse_frequencies(16, 1e4)
     np.testing.assert_array_equal(scaled_inverse_frequencies(16, 1e4, None), plain)

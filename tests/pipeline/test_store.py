@@ -193,8 +193,8 @@ def test_one_shape_and_one_provenance_type_serve_every_model_type():
     import dataclasses
 
     from pipeline import schema
-    from pipeline.architectures import Layout
-    from pipeline.models import MODELS, ModelSpec
+    from pipeline.families import Layout
+    from pipeline.registry.models import MODELS, ModelSpec
 
     row_fields = {f.name: f for f in dataclasses.fields(schema.ModelRow)}
     for record in (schema.ModelShape, schema.Provenance):
@@ -287,7 +287,7 @@ def test_created_arrays_have_the_schemas_chunks_fills_and_dtypes(tmp_path):
     chunk shape as pipeline.schema declares them (data variables at the creation sizes, per-model variables
     MODEL_CHUNK rows to a chunk, coordinates their own chunk length)."""
     from pipeline import schema
-    from pipeline.schema_conventions import conventions_chunks
+    from pipeline.schema.conventions import conventions_chunks
 
     path = tmp_path / "s.zarr"
     st.Store.open(path).register(info("m", L=2, H=3))  # d_head 4: eigen 8

@@ -1,4 +1,4 @@
-"""Where the store is (``pipeline.location``), the demo shown in place of an empty default store
+"""Where the store is (``pipeline.store.location``), the demo shown in place of an empty default store
 (``pipeline.store.demo``), the writer's version in the root attributes (``pipeline.store.written_by``) and the
 commands that print them (``list``, ``demo``, ``--version``).
 
@@ -20,10 +20,9 @@ import pytest
 import zarr
 
 import pipeline
-from pipeline import location
 from pipeline import store as st
 from pipeline.__main__ import main as pipeline_main
-from pipeline.store import demo, written_by
+from pipeline.store import demo, location, written_by
 from tests.factories import random_layers, write_model
 
 REPO = Path(pipeline.__file__).resolve().parents[1]

@@ -15,12 +15,12 @@ import pytest
 from pipeline.__main__ import main
 from pipeline.analyses import baselines
 from pipeline.analyses.baseline_run import baseline_name, plan_baseline
-from pipeline.analyses.iid_heads import IidHeads
-from pipeline.analyses.init_heads import InitHeads
-from pipeline.architectures import layout_from_config, rotations
-from pipeline.models import MODELS, SEED_MODELS
+from pipeline.families import layout_from_config, rotations
 from pipeline.profile import naive_profiles
+from pipeline.registry.models import MODELS, SEED_MODELS
 from pipeline.schema import SPECTRA, ModelRow, ModelShape, trained_and_baselines
+from pipeline.sources.iid_heads import IidHeads
+from pipeline.sources.init_heads import InitHeads
 from pipeline.store import Store
 from tests.pipeline.test_head_statistics import naive, naive_spectra
 
@@ -126,7 +126,7 @@ def test_an_interrupted_baseline_resumes_and_force_recomputes(tmp_path, capsys):
     s = Store.open(store)
     plan = plan_baseline(target, "iid", 1, s)
     s.register(plan.row)  # a run killed after its first layer
-    from pipeline.run_tasks import compute_layer
+    from pipeline.run.tasks import compute_layer
 
     s.write_layer(plan.name, 0, *compute_layer(plan.ckpt, plan.layout, 0, False))
     assert plan_baseline(target, "iid", 1, Store.open(store)).todo == [1]  # resumes with the layer not done

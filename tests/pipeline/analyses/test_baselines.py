@@ -8,12 +8,13 @@ import numpy as np
 import pytest
 
 from pipeline.analyses import baselines
-from pipeline.analyses.iid_heads import IidHeads, check_seed
 from pipeline.analyses.spectra import head_spectra
-from pipeline.architectures import layout_from_config
-from pipeline.models import MODELS
+from pipeline.families import layout_from_config
 from pipeline.profile import head_profiles
+from pipeline.registry.models import MODELS
 from pipeline.schema import STATISTICS, ModelShape
+from pipeline.sources.baseline import KINDS, baseline_heads
+from pipeline.sources.iid_heads import IidHeads, check_seed
 
 SHAPE = ModelShape(family="mistral", n_layers=4, n_heads=8, n_kv_heads=2, d_model=64, d_head=8, positional="rope",
                    rotary_dim=8)
@@ -62,13 +63,13 @@ def test_config_of_an_unknown_family_and_an_unknown_kind():
         baselines.config_for_shape(ModelShape(family="orbits", n_layers=1, n_heads=2, n_kv_heads=2, d_model=8,
                                               d_head=4, positional="none"))
     with pytest.raises(ValueError, match="one of iid, init"):
-        baselines.baseline_heads({"model_type": "gpt2"}, "gaussian", 0)
+        baseline_heads({"model_type": "gpt2"}, "gaussian", 0)
 
 
-@pytest.mark.parametrize("kind", baselines.KINDS)
+@pytest.mark.parametrize("kind", KINDS)
 def test_head_data_at_d0_is_the_profile_routes(kind):
     config = baselines.config_for_shape(SHAPE, 1000.0)
-    heads = baselines.baseline_heads(config, kind, 2)
+    heads = baseline_heads(config, kind, 2)
     assert heads.layout.positional == "rope"  # the model's layout, its R(d) included
     done = []
     data = baselines.head_data(heads, "base", progress=done.append)

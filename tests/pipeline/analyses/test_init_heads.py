@@ -8,8 +8,8 @@ import re
 import numpy as np
 import pytest
 
-from pipeline.analyses.init_heads import InitBaselineError, InitHeads, layer_seed
-from pipeline.architectures import layer_qk
+from pipeline.families import layer_qk
+from pipeline.sources.init_heads import InitBaselineError, InitHeads, layer_seed
 from tests.tiny_models import torch, transformers
 
 # family -> (config dict, the attention module's name inside a layer)

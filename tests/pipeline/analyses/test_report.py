@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 
 from pipeline.analyses import clusters, pairing_law, types
-from pipeline.analyses.cli import register
 from pipeline.analyses.head_data import HeadData
 from pipeline.analyses.report import format_text, percentiles, report, to_json
+from pipeline.cli.report import register
 from pipeline.store import default_store_path
 from tests.pipeline.analyses.conftest import computed_models, random_head_data
 

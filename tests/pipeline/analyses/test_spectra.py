@@ -8,9 +8,9 @@ import numpy as np
 import pytest
 
 from pipeline.analyses.spectra import SPECTRA, core_spectra, head_spectra, pad
-from pipeline.architectures import layer_qk, layout_from_config
+from pipeline.families import layer_qk, layout_from_config
+from pipeline.families.rotary import rotation_matrices
 from pipeline.profile import cores, span_cores
-from pipeline.rotary import rotation_matrices
 from pipeline.schema import STATISTICS
 from pipeline.store import Store, default_store_path
 from tests.pipeline.analyses.conftest import computed_models
@@ -126,9 +126,9 @@ def test_rank_one_head_pairs_sigma_t_with_the_lobes():
 def real_checkpoint(name: str):
     """The checkpoint of a committed model whose weights are installed with the project; skipped (with the reason)
     where they are not."""
-    from pipeline.checkpoints import open_checkpoint
-    from pipeline.models import MODELS
-    from pipeline.real_models import RealModelError, weight_file
+    from pipeline.cli.real import RealModelError, weight_file
+    from pipeline.registry.checkpoints import open_checkpoint
+    from pipeline.registry.models import MODELS
 
     spec = MODELS.get(name)
     if spec is not None and spec.pinned is not None:
@@ -146,7 +146,7 @@ def committed_layer0(name: str):
     they are not installed), a baseline's made again from its kind and seed, as ``python -m pipeline baseline``
     made it."""
     from pipeline.analyses.baseline_run import baseline_target
-    from pipeline.analyses.baselines import baseline_heads
+    from pipeline.sources.baseline import baseline_heads
 
     store = Store.open(default_store_path(), "r")
     row = store.row(name)

@@ -15,8 +15,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from pipeline.architectures import layer_weights, layout_from_config, rotations
-from pipeline.checkpoints import open_checkpoint
+from pipeline.families import layer_weights, layout_from_config, rotations
+from pipeline.registry.checkpoints import open_checkpoint
 from pipeline.store import Store
 from tests.pipeline.families.cases import CASES
 from tests.pipeline.test_cli_profiles import D, cli, open_store, profile_by_definition

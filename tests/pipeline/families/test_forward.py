@@ -20,8 +20,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from pipeline.architectures import layer_weights, layout_from_config, qk_tensor_names, rotations
-from pipeline.checkpoints import open_checkpoint
+from pipeline.families import layer_weights, layout_from_config, qk_tensor_names, rotations
+from pipeline.registry.checkpoints import open_checkpoint
 from tests.pipeline.families.cases import CASES, divisors, normalised
 
 
@@ -104,7 +104,7 @@ def test_every_entry_of_the_table_is_proved():
     towers are the CLIP entry's towers under their own model_type."""
     from dataclasses import replace
 
-    from pipeline.architectures import FAMILIES
+    from pipeline.families import FAMILIES
     from tests.tiny_models import transformers
 
     proved = {getattr(transformers, case.config).model_type for case in CASES.values()}

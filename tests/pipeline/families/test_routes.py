@@ -10,8 +10,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from pipeline.architectures import layer_qk, layer_weights, layout_from_config, qk_tensor_names
-from pipeline.checkpoints import open_checkpoint
+from pipeline.families import layer_qk, layer_weights, layout_from_config, qk_tensor_names
+from pipeline.registry.checkpoints import open_checkpoint
 from tests.hub_server import LoopbackHub, serve_folder
 from tests.pipeline.families.cases import CASES
 
@@ -79,7 +79,7 @@ def test_hub_reads_only_the_q_and_k_rows_of_a_fused_tensor(family_model, hub_env
 def test_a_hub_id_of_a_supported_family_needs_no_registry_entry(family_model, hub_env, tmp_path, name):
     """``profiles test-org/REPO`` for a family the registry has no entry for: stored under the id's last part (per
     tower ``REPO/tower``), with the values the local folder gives, the resolved commit as revision."""
-    from pipeline.models import spec_for
+    from pipeline.registry.models import spec_for
     from tests.pipeline.test_cli_profiles import cli, open_store
 
     _, folder, _ = family_model(name)

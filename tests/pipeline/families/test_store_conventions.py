@@ -10,8 +10,8 @@ from pathlib import Path
 
 import numpy as np
 
-from pipeline import run_executors
 from pipeline.__main__ import main
+from pipeline.run import executors as run_executors
 from pipeline.schema import CONVENTIONS_DATA
 from pipeline.store import Store
 from pipeline.store.profile_arrays import row_dict, row_of

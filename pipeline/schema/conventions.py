@@ -3,7 +3,7 @@
 that one under 500 lines).
 
 What a profile does not show but a reader needs beside it, written when a model is registered from its checkpoint's
-``pipeline.architectures.Layout``:
+``pipeline.families.Layout``:
 
 - per model: the ``tower`` of a multi-tower checkpoint (CLIP ``text`` / ``vision``, Whisper ``encoder`` /
   ``decoder``; "" for a model of one tower), the ``qk_norm`` folded into the form ("" none, ``rms per head``,

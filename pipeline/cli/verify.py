@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from pipeline.location import DEFAULT_HELP
+from pipeline.store.location import DEFAULT_HELP
 
 HELP = """\
 Check a store: finish or clean up what a killed writer left (a half-registered model, a half-swapped

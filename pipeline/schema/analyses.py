@@ -28,7 +28,7 @@ import hashlib
 
 import numpy as np
 
-# The per-head statistics at d = 0 (pipeline.head_statistics), in the order of the ``statistic`` coordinate.
+# The per-head statistics at d = 0 (pipeline.profile.statistics), in the order of the ``statistic`` coordinate.
 STATISTICS = ("symmetric_energy", "n_pos", "n_neg", "n_zero", "balance", "pairing", "rho", "pairing_bound",
               "pairing_gap", "lobe_departure", "b_sym", "c_sym", "d_sym", "trace_ratio", "participation_ratio",
               "stable_rank", "leading_share")

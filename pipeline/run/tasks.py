@@ -1,8 +1,8 @@
 """One (model, layer) task of a profiles run: what a worker opens, computes and writes, and what it keeps open
 between tasks (one store handle, one checkpoint and one layer writer per run).
 
-A task's source is a checkpoint (``pipeline.checkpoints.open_checkpoint``) or a random baseline
-(``pipeline.analyses.baseline_source``), whose layers are made instead of read: :func:`open_source` opens either,
+A task's source is a checkpoint (``pipeline.registry.checkpoints.open_checkpoint``) or a random baseline
+(``pipeline.sources.baseline``), whose layers are made instead of read: :func:`open_source` opens either,
 :func:`read_layer` gives a layer's Q/K of either."""
 
 from __future__ import annotations
@@ -12,13 +12,13 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from functools import lru_cache
 
-from pipeline.analyses.baseline_source import is_baseline, open_baseline
-from pipeline.architectures import layer_qk, layout_from_config
-from pipeline.architectures import rotations as rotations_of
-from pipeline.checkpoints import open_checkpoint
+from pipeline.families import layer_qk, layout_from_config
+from pipeline.families import rotations as rotations_of
 from pipeline.profile import head_profiles
-from pipeline.run_store import open_store
+from pipeline.registry.checkpoints import open_checkpoint
+from pipeline.run.destination import open_store
 from pipeline.sources.base import CheckpointError
+from pipeline.sources.baseline import is_baseline, open_baseline
 
 READ_AHEAD_BYTES = 64 << 20  # run_inline reads the next layer while it profiles one whose Q/K take at most this
 
@@ -29,7 +29,7 @@ def open_source(source: str, revision: str | None = None):
 
 
 def read_layer(ckpt, layout, layer: int, fold_ln: bool):
-    """One layer's Q/K (``pipeline.architectures.LayerQK``): read from a checkpoint's tensors through the family
+    """One layer's Q/K (``pipeline.families.LayerQK``): read from a checkpoint's tensors through the family
     table, or made by a source that makes its heads (a random baseline's ``make_layer``)."""
     make = getattr(ckpt, "make_layer", None)
     return make(layer) if make is not None else layer_qk(ckpt, layout, layer, fold_ln)
@@ -41,7 +41,7 @@ def compute_layer(ckpt, layout, layer: int, fold_ln: bool, rotations=None, qk=No
     the spectra of T and L (name -> (H, k)).
 
     The layer's Q/K are read compact (an exact compact dtype, grouped key heads once; :func:`read_layer`), or
-    given as ``qk`` (``pipeline.architectures.LayerQK``, read already: :func:`read_ahead`), and each head is
+    given as ``qk`` (``pipeline.families.LayerQK``, read already: :func:`read_ahead`), and each head is
     converted to float64 only while it is profiled (``pipeline.profile.head_profiles``)."""
     if qk is None:
         qk = read_layer(ckpt, layout, layer, fold_ln)
@@ -53,7 +53,7 @@ def compute_layer(ckpt, layout, layer: int, fold_ln: bool, rotations=None, qk=No
 
 @contextlib.contextmanager
 def read_ahead(plan):
-    """``take(i)``: the Q/K (``pipeline.architectures.LayerQK``) of ``plan.todo[i]`` (a ``run_plan.ModelPlan``),
+    """``take(i)``: the Q/K (``pipeline.families.LayerQK``) of ``plan.todo[i]`` (a ``run_plan.ModelPlan``),
     taken in order. While the caller profiles one layer, a thread reads the next, when a layer's compact Q/K take at
     most READ_AHEAD_BYTES: memory then holds the layer in use and the one being read, at most one layer and
     READ_AHEAD_BYTES (the caller keeps no reference to a layer past its use).

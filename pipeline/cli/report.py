@@ -10,8 +10,8 @@ from __future__ import annotations
 import argparse
 import sys
 
-from pipeline.analyses.baselines import KIND_HELP, KINDS
-from pipeline.location import DEFAULT_HELP
+from pipeline.sources.baseline import KIND_HELP, KINDS, baseline_heads
+from pipeline.store.location import DEFAULT_HELP
 
 REPORT_HELP = """\
 Print the paper's summaries of one model from the store: the pairing law (the beta law of the pairing score P and
@@ -111,7 +111,7 @@ def _baseline(store, ds, args):
         stored = [r for r in stored if r.baseline_kind == args.baseline and r.baseline_seed == args.seed]
         if not stored:
             config = baselines.config_for_shape(row.shape)
-            heads = baselines.baseline_heads(config, args.baseline, args.seed)
+            heads = baseline_heads(config, args.baseline, args.seed)
             print(f"computing the {args.baseline} baseline of {args.model} (seed {args.seed}) at d = 0 ...",
                   file=sys.stderr)
             return baselines.head_data(heads, f"{args.model} ({args.baseline}, seed {args.seed})"), ""
@@ -155,9 +155,9 @@ def run_baseline(args: argparse.Namespace) -> int:
     """Write the baselines (:func:`pipeline.analyses.baseline_run.run_baselines`); errors are one line on stderr with
     exit status 2, the store as it was."""
     from pipeline.analyses.baseline_run import run_baselines
-    from pipeline.analyses.baseline_source import BaselineError
-    from pipeline.analyses.init_heads import InitBaselineError
-    from pipeline.profiles_cli import fail, user_errors
+    from pipeline.cli.profiles import fail, user_errors
+    from pipeline.sources.baseline import BaselineError
+    from pipeline.sources.init_heads import InitBaselineError
 
     try:
         run_baselines(args.models, args.kind, args.seed, args.store, args.name, args.force, args.seed_models,

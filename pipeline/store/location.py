@@ -28,7 +28,7 @@ from pathlib import Path
 ENV_VAR = "HEADGEOMETRY_STORE"
 STORE_NAME = "store.zarr"
 APP_NAME = "headgeometry"
-PACKAGE = Path(__file__).resolve().parent  # the installed ``pipeline`` package (in a checkout: its source)
+PACKAGE = Path(__file__).resolve().parent.parent  # the installed ``pipeline`` package (in a checkout: its source)
 BUNDLED_DEMO = PACKAGE / "store" / "demo.zarr"  # written into the wheel by setup.py
 CHECKOUT_STORE = PACKAGE.parent / STORE_NAME  # the committed store, when ``pipeline`` is a checkout's folder
 

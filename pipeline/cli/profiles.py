@@ -1,6 +1,6 @@
 """``python -m pipeline profiles ...`` and ``python -m pipeline list``.
 
-The ``profiles`` options are generated from :class:`pipeline.run_options.RunOptions` by
+The ``profiles`` options are generated from :class:`pipeline.run.options.RunOptions` by
 ``pipeline.cli_args.add_dataclass_arguments`` (one argparse option per field, its help from the field's
 metadata). Errors a user can cause end with one line on stderr saying what to do, exit status 2, and the
 store as it was: everything is checked before the first write (``pipeline.run``).
@@ -18,8 +18,8 @@ import sys
 from dataclasses import fields
 
 from pipeline.cli_args import add_dataclass_arguments
-from pipeline.location import DEFAULT_HELP
-from pipeline.run_options import ClusterError, RunOptions, UsageError
+from pipeline.run.options import ClusterError, RunOptions, UsageError
+from pipeline.store.location import DEFAULT_HELP
 
 EXIT_USER_ERROR = 2
 USER_OS_ERRORS = (errno.ENOSPC, errno.EROFS, errno.EACCES, errno.EPERM, errno.EDQUOT)
@@ -77,7 +77,7 @@ def families_help() -> str:
     """The supported families (config.json ``model_type``), from the family table, as a paragraph of --help."""
     import textwrap
 
-    from pipeline.architectures import ADDING_A_FAMILY, supported
+    from pipeline.families import ADDING_A_FAMILY, supported
 
     text = (f"Supported families (config.json model_type): {supported(towered=False)}; and models of several "
             f"towers, {supported(towered=True)}, stored as one model per tower named NAME/TOWER (e.g. my-clip/vision; "
@@ -87,7 +87,7 @@ def families_help() -> str:
 
 
 def user_errors() -> tuple[type[Exception], ...]:
-    from pipeline.architectures import ArchitectureError
+    from pipeline.families import ArchitectureError
     from pipeline.sources.base import CheckpointError
     from pipeline.store import StoreError
 
@@ -112,8 +112,8 @@ def _is_user_os_error(exc: OSError) -> bool:
 
 
 def profiles_command(args) -> int:
-    from pipeline.models import SEED_MODELS
-    from pipeline.run_entry import register_only, run
+    from pipeline.registry.models import SEED_MODELS
+    from pipeline.run.entry import register_only, run
 
     opts = RunOptions(**{f.name: getattr(args, f.name) for f in fields(RunOptions)})
     try:
@@ -136,8 +136,8 @@ def _table(rows: list[list[str]], header: list[str]) -> str:
 
 
 def list_command(args) -> int:
-    from pipeline.models import MODELS, SEED_MODELS
-    from pipeline.run_store import store_location
+    from pipeline.registry.models import MODELS, SEED_MODELS
+    from pipeline.run.destination import store_location
     from pipeline.store import Store
     from pipeline.store.demo import listed_stores
 

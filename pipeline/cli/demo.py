@@ -23,9 +23,9 @@ def register(sub) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    from pipeline.location import demo_store
     from pipeline.store import StoreError
     from pipeline.store.demo import copy_demo
+    from pipeline.store.location import demo_store
 
     try:
         dest = copy_demo(args.path)

@@ -6,8 +6,8 @@ import os
 import shutil
 import stat
 
-from pipeline.location import make_user_folder
 from pipeline.store import Store, StoreError, default_store_path
+from pipeline.store.location import make_user_folder
 
 
 def store_location(location) -> str:

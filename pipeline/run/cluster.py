@@ -4,7 +4,7 @@ starts, owned together by one :class:`Cluster` so that closing it closes both.""
 from __future__ import annotations
 
 from pipeline import optional_imports
-from pipeline.run_options import ClusterError, UsageError
+from pipeline.run.options import ClusterError, UsageError
 
 
 class Cluster:

@@ -1,10 +1,10 @@
 """A random baseline as a source the run path reads like a checkpoint: its layers' Q/K are made, not read.
 
-:class:`BaselineSource` is what ``pipeline.run_tasks`` opens for a baseline's tasks: it has a checkpoint's
+:class:`BaselineSource` is what ``pipeline.run.tasks`` opens for a baseline's tasks: it has a checkpoint's
 ``config``, ``revision`` and ``provenance``, and ``make_layer(l)`` gives layer l's heads (a
-``pipeline.architectures.LayerQK``) from :class:`pipeline.analyses.iid_heads.IidHeads` or
-:class:`pipeline.analyses.init_heads.InitHeads`, which the run path profiles at every offset, with its statistics and
-spectra, exactly as it profiles a checkpoint's layer (``pipeline.run_tasks.read_layer``). So a baseline goes through
+``pipeline.families.LayerQK``) from :class:`pipeline.sources.iid_heads.IidHeads` or
+:class:`pipeline.sources.init_heads.InitHeads`, which the run path profiles at every offset, with its statistics and
+spectra, exactly as it profiles a checkpoint's layer (``pipeline.run.tasks.read_layer``). So a baseline goes through
 the one run path: its executors (``--workers``, ``--scheduler``), its writers, resumption and locks.
 
 A task carries its source as text: for a baseline, :data:`PREFIX` and a JSON object of the kind, the seed, the model
@@ -21,9 +21,9 @@ import hashlib
 import json
 from importlib.metadata import PackageNotFoundError, version
 
-from pipeline.analyses.iid_heads import check_seed
-from pipeline.architectures import layout_from_config
+from pipeline.families import layout_from_config
 from pipeline.schema import BASELINE_KINDS, Provenance
+from pipeline.sources.iid_heads import check_seed
 
 PREFIX = "baseline:"  # a task source that starts with it is a baseline (BaselineSource.text)
 # The libraries whose versions decide a kind's values.
@@ -31,6 +31,27 @@ LIBRARIES = {"iid": ("numpy",), "init": ("transformers", "torch")}
 DESCRIPTION = {"iid": "W_Q, W_K with i.i.d. standard normal entries at the shape of {of}, seed {seed}",
                "init": "the heads transformers' _init_weights gives {of}'s config as training starts (each attention "
                        "module reseeded), seed {seed}"}
+
+
+KINDS = BASELINE_KINDS
+KIND_HELP = {"iid": "W_Q, W_K with i.i.d. standard normal entries at the model's shape",
+             "init": "the heads transformers' own _init_weights gives a model of the config as training starts"}
+
+
+def baseline_heads(config: dict, kind: str, seed: int):
+    """The baseline of ``kind`` and ``seed`` for ``config``: the i.i.d. Gaussian products (:class:`IidHeads`) or the
+    library's own initialisation (:class:`InitHeads`), an object with ``layout`` and ``layer(l) -> LayerQK``, the form
+    of a checkpoint's layer on its way to :func:`pipeline.profile.head_profiles`."""
+    if kind not in KINDS:
+        raise ValueError(f"baseline kind must be one of {', '.join(KINDS)}; got {kind!r}")
+    if kind == "iid":
+        from pipeline.sources.iid_heads import IidHeads
+
+        return IidHeads(layout_from_config(config), seed)
+    from pipeline.sources.init_heads import InitHeads
+
+    return InitHeads(config, seed)
+
 
 
 class BaselineError(ValueError):
@@ -84,8 +105,6 @@ class BaselineSource:
         """The IidHeads or InitHeads that make the layers (made once: InitHeads builds the model on the meta
         device)."""
         if self._heads is None:
-            from pipeline.analyses.baselines import baseline_heads
-
             self._heads = baseline_heads(self.config, self.kind, self.seed)
         return self._heads
 
@@ -96,7 +115,7 @@ class BaselineSource:
             self._first = self.heads.layer(0)
 
     def make_layer(self, layer: int):
-        """Layer ``layer``'s heads (``pipeline.architectures.LayerQK``), as ``pipeline.run_tasks.read_layer`` takes
+        """Layer ``layer``'s heads (``pipeline.families.LayerQK``), as ``pipeline.run.tasks.read_layer`` takes
         them."""
         if layer == 0 and self._first is not None:
             qk, self._first = self._first, None

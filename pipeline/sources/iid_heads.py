@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from pipeline.architectures import LayerQK
+from pipeline.families import LayerQK
 from pipeline.schema import ModelShape
 
 
@@ -29,7 +29,7 @@ def kv_of_head(shape: ModelShape) -> np.ndarray:
 
 class IidHeads:
     """The i.i.d. Gaussian baseline of one shape and seed (module docstring). ``layout`` is the shape given (a
-    :class:`pipeline.architectures.Layout` for a rotary model, so that its R(d) are known); :meth:`layer` gives a
+    :class:`pipeline.families.Layout` for a rotary model, so that its R(d) are known); :meth:`layer` gives a
     layer's heads."""
 
     def __init__(self, layout: ModelShape, seed: int):

@@ -6,11 +6,11 @@ from __future__ import annotations
 
 import contextlib
 
-from pipeline.models import MODELS, spec_for
-from pipeline.run_executors import execute
-from pipeline.run_options import RunOptions, UsageError
-from pipeline.run_plan import plan_run
-from pipeline.run_store import check_store, open_store, store_location
+from pipeline.registry.models import MODELS, spec_for
+from pipeline.run.destination import check_store, open_store, store_location
+from pipeline.run.executors import execute
+from pipeline.run.options import RunOptions, UsageError
+from pipeline.run.plan import plan_run
 from pipeline.schema import ModelRow
 
 
