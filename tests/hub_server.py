@@ -10,6 +10,11 @@ Endpoints (as huggingface_hub 2.x calls them)::
                                                       "Range: bytes=a-b" -> 206 Partial Content
     GET /api/models/{repo}[/revision/{revision}]     model_info JSON: id, sha, siblings
     GET /api/models/{repo}/tree/{revision}[/{path}]  file listing (HfFileSystem)
+    GET /api/models/{repo}/refs                      branches (HfApi.list_repo_refs): main and ``branches``
+
+A repository has the branch ``main`` (``repos[repo]``) and, with ``branches = {repo: {branch: {filename: ...}}}``,
+more branches, each its own commit with its own files (as Pythia publishes ``step0`` ... ``step143000``). Every
+route takes a branch name or a commit sha as the revision; branch names with ``/`` are not served.
 
 Errors follow the Hub's convention (X-Error-Code: RepoNotFound / RevisionNotFound / EntryNotFound) so
 huggingface_hub raises its own typed errors. ``fail_with`` makes every request answer that status
@@ -21,7 +26,7 @@ whole file (as a server without Range support does), ``"overflow"`` with 206 and
 the rest of the file; ``stall_ranges = seconds`` sends a Range answer's headers, then nothing for that
 long (or until ``stop()``), and ``stall_downloads = seconds`` does the same to whole-file answers (the
 config and index downloads). Bodies are written in 64 KiB blocks and ``bytes_served`` counts what was
-written before the client went away.
+written before the client went away, per (repo, filename) over all its branches.
 """
 
 from __future__ import annotations
@@ -42,13 +47,26 @@ RANGE = re.compile(r"bytes=(\d+)-(\d*)$")
 class LoopbackHub:
     """Serve ``repos = {repo_id: {filename: bytes | path}}`` like the Hub, at ``self.endpoint``.
 
-    Use as a context manager (or ``start()`` / ``stop()``). Every repo has one commit, ``self.sha[repo]``,
-    reachable as "main" or by its sha.
+    Use as a context manager (or ``start()`` / ``stop()``). Every repo's branch "main" is one commit,
+    ``self.sha[repo]``, reachable as "main" or by its sha. ``branches = {repo_id: {branch: {filename: ...}}}`` adds
+    more branches to repos of ``repos``, each one commit (``self.refs[repo][branch]``) with its own files.
     """
 
-    def __init__(self, repos: dict[str, dict[str, bytes | str | os.PathLike]], token: str | None = None):
+    def __init__(self, repos: dict[str, dict[str, bytes | str | os.PathLike]], token: str | None = None,
+                 branches: dict[str, dict[str, dict[str, bytes | str | os.PathLike]]] | None = None):
         self.repos = {r: dict(files) for r, files in repos.items()}
         self.sha = {r: hashlib.sha1(r.encode()).hexdigest() for r in repos}
+        self.refs: dict[str, dict[str, str]] = {r: {"main": sha} for r, sha in self.sha.items()}  # branch -> commit
+        self.trees: dict[tuple[str, str], dict] = {(r, self.sha[r]): self.repos[r] for r in repos}  # (repo, commit)
+        for repo, named in (branches or {}).items():
+            if repo not in self.repos:
+                raise ValueError(f"branches of {repo!r}, which is not in repos (its main)")
+            for branch, files in named.items():
+                if branch == "main" or "/" in branch:
+                    raise ValueError(f"branch {branch!r}: main is repos[{repo!r}], and names with / are not served")
+                commit = hashlib.sha1(f"{repo}@{branch}".encode()).hexdigest()
+                self.refs[repo][branch] = commit
+                self.trees[(repo, commit)] = dict(files)
         self.token = token
         self.fail_with: int | None = None
         self.fail_after_ranges: int | None = None
@@ -125,20 +143,24 @@ class LoopbackHub:
             self._ranges_ok = 0
 
     # ------------------------------------------------------------------------------------- content
-    def size(self, repo: str, filename: str) -> int:
-        f = self.repos[repo][filename]
+    def files(self, repo: str, commit: str | None = None) -> dict:
+        """The files of ``repo`` at ``commit`` (default: main's)."""
+        return self.trees[(repo, commit or self.sha[repo])]
+
+    def size(self, repo: str, filename: str, commit: str | None = None) -> int:
+        f = self.files(repo, commit)[filename]
         return len(f) if isinstance(f, bytes | bytearray) else os.path.getsize(f)
 
-    def read(self, repo: str, filename: str, start: int, end: int) -> bytes:
-        f = self.repos[repo][filename]
+    def read(self, repo: str, filename: str, start: int, end: int, commit: str | None = None) -> bytes:
+        f = self.files(repo, commit)[filename]
         if isinstance(f, bytes | bytearray):
             return bytes(f[start:end])
         with open(f, "rb") as fh:
             fh.seek(start)
             return fh.read(end - start)
 
-    def etag(self, repo: str, filename: str) -> str:
-        key = f"{self.sha[repo]}/{filename}/{self.size(repo, filename)}"
+    def etag(self, repo: str, filename: str, commit: str | None = None) -> str:
+        key = f"{commit or self.sha[repo]}/{filename}/{self.size(repo, filename, commit)}"
         return '"' + hashlib.sha256(key.encode()).hexdigest() + '"'
 
 
@@ -181,11 +203,13 @@ class _Handler(BaseHTTPRequestHandler):
         if hub.token and self.headers.get("Authorization") != f"Bearer {hub.token}":
             self._error(401, "RepoNotFound", "Invalid credentials in Authorization header", head)
             return None
-        sha = hub.sha[repo]
-        if rev not in (None, "main", sha):
+        refs = hub.refs[repo]
+        if rev is None or rev in refs:
+            return refs[rev or "main"]
+        if rev not in refs.values():
             self._error(404, "RevisionNotFound", f"Invalid rev id: {rev}", head)
             return None
-        return sha
+        return rev
 
     # --------------------------------------------------------------------------------- routes
     def do_HEAD(self) -> None:
@@ -217,14 +241,18 @@ class _Handler(BaseHTTPRequestHandler):
         self._error(404, None, f"no route for {path}", head)
 
     def _api(self, rest: str, head: bool) -> None:
+        m = re.match(r"^([^/]+/[^/]+)/refs$", rest)
+        if m:
+            return self._refs(m.group(1), head)
         m = re.match(r"^(.+?)/tree/([^/]+)(?:/(.*))?$", rest)
         if m:
             repo, rev, sub = m.group(1), m.group(2), (m.group(3) or "").strip("/")
             sha = self._repo_and_rev(repo, rev, head)
             if sha is None:
                 return
-            items = [{"type": "file", "path": f, "size": self.hub.size(repo, f), "oid": self.hub.etag(repo, f)[1:41]}
-                     for f in sorted(self.hub.repos[repo]) if not sub or f.startswith(sub + "/")]
+            hub = self.hub
+            items = [{"type": "file", "path": f, "size": hub.size(repo, f, sha), "oid": hub.etag(repo, f, sha)[1:41]}
+                     for f in sorted(hub.files(repo, sha)) if not sub or f.startswith(sub + "/")]
             return self._send(200, json.dumps(items).encode(), {"Content-Type": "application/json"}, head)
         m = re.match(r"^(.+?)(?:/revision/([^/]+))?$", rest)
         repo, rev = m.group(1), m.group(2)
@@ -232,19 +260,28 @@ class _Handler(BaseHTTPRequestHandler):
         if sha is None:
             return
         info = {"id": repo, "modelId": repo, "sha": sha, "private": bool(self.hub.token),
-                "siblings": [{"rfilename": f} for f in sorted(self.hub.repos[repo])]}
+                "siblings": [{"rfilename": f} for f in sorted(self.hub.files(repo, sha))]}
         self._send(200, json.dumps(info).encode(), {"Content-Type": "application/json"}, head)
+
+    def _refs(self, repo: str, head: bool) -> None:
+        """The repository's branches, as the Hub lists them (no tags, conversions or pull requests here)."""
+        if self._repo_and_rev(repo, None, head) is None:
+            return
+        branches = [{"name": b, "ref": f"refs/heads/{b}", "targetCommit": sha}
+                    for b, sha in self.hub.refs[repo].items()]
+        body = {"branches": branches, "converts": [], "tags": [], "pullRequests": []}
+        self._send(200, json.dumps(body).encode(), {"Content-Type": "application/json"}, head)
 
     def _resolve(self, repo: str, rev: str, filename: str, head: bool) -> None:
         hub = self.hub
         sha = self._repo_and_rev(repo, rev, head)
         if sha is None:
             return
-        if filename not in hub.repos[repo]:
+        if filename not in hub.files(repo, sha):
             return self._error(404, "EntryNotFound", f"{filename} does not exist on {rev}", head,
                                {"X-Repo-Commit": sha})
-        size = hub.size(repo, filename)
-        headers = {"X-Repo-Commit": sha, "ETag": hub.etag(repo, filename), "Accept-Ranges": "bytes",
+        size = hub.size(repo, filename, sha)
+        headers = {"X-Repo-Commit": sha, "ETag": hub.etag(repo, filename, sha), "Accept-Ranges": "bytes",
                    "Content-Type": "application/octet-stream"}
         rng = self.headers.get("Range")
         if rng is not None and hub.range_mode == "ignore":
@@ -285,7 +322,7 @@ class _Handler(BaseHTTPRequestHandler):
             self.close_connection = True
             return
         for pos in range(start, end, 1 << 16):
-            block = hub.read(repo, filename, pos, min(end, pos + (1 << 16)))
+            block = hub.read(repo, filename, pos, min(end, pos + (1 << 16)), sha)
             try:
                 self.wfile.write(block)
             except OSError:  # the client went away (e.g. it refused an unasked-for body)
