@@ -18,10 +18,11 @@ import sys
 from dataclasses import fields
 
 from pipeline.cli_args import add_dataclass_arguments
-from pipeline.run.options import ClusterError, RunOptions, UsageError
+from pipeline.run.options import ClusterError, RevisionsFailed, RunOptions, UsageError
 from pipeline.store.location import DEFAULT_HELP
 
 EXIT_USER_ERROR = 2
+EXIT_REVISIONS_FAILED = 1  # a run of revisions wrote the others: some failed (named), rerunning retries them
 USER_OS_ERRORS = (errno.ENOSPC, errno.EROFS, errno.EACCES, errno.EPERM, errno.EDQUOT)
 
 PROFILES_HELP = """\
@@ -40,6 +41,16 @@ options) is checked before the store is touched. A model is then written layer b
 complete at the end: rerunning an interrupted command resumes where it stopped, and a complete model is
 skipped unless --force is given. A model with more layers or heads than the store has room for grows
 the store; nothing already in it is lost.
+
+With --revisions SPEC, MODEL is a training run: a folder whose subfolders are checkpoints (checkpoint-N as
+the Trainer writes them, or stepN), or a Hub id whose branches are its revisions (Pythia's step0 ...
+step143000). Each chosen revision is a frame of one group of the store, runs/NAME (NAME: --name, else the
+folder's or the Hub id's last part), which xarray opens as one Dataset with profile (step, layer, head, d,
+coordinate): xr.open_zarr(STORE, group="runs/NAME"). Only the Q/K bytes of each revision are read, the
+frames are written layer by layer like a model, a rerun computes only what is missing, a revision whose
+Q/K equal an earlier one's is stored as its repeat, and a checkpoint folder's metrics.json is stored by
+step. A revision that cannot be read fails alone: the others are written, and the command ends naming it
+(exit status 1). `python -m pipeline list` shows each run's steps and what is missing.
 """
 
 PROFILES_EPILOG = """\
@@ -49,6 +60,8 @@ examples:
   python -m pipeline profiles all-MiniLM-L6-v2 --fold-ln --name all-MiniLM-L6-v2-folded
   python -m pipeline profiles --seed-models --register-only   # list the seed models as not yet computed
   python -m pipeline profiles opt-1.3b --workers 2             # a pool of 2 local worker processes
+  python -m pipeline profiles ./trainer-out --revisions all      # every checkpoint-N of a run, as runs/trainer-out
+  python -m pipeline profiles EleutherAI/pythia-70m --revisions log:10 --workers 2
 """
 
 STORE_HELP = f"Zarr store (default: {DEFAULT_HELP})"
@@ -67,7 +80,9 @@ def register(subparsers) -> None:
         "list", help="the registry of known models and what the store holds",
         description="Print the registry of known models and, per model in the store, whether it is complete. "
         "Every written layer is checked against its checksums (read-only): a model with a garbled or missing "
-        "chunk is shown damaged, with the command that repairs it.",
+        "chunk is shown damaged, with the command that repairs it. Then each run of revisions (runs/NAME): its "
+        "frames, its steps first to last, and the frames not complete (`python -m pipeline verify` checks their "
+        "layers against their checksums).",
     )
     q.add_argument("--store", default=None, help=STORE_HELP)
     q.set_defaults(func=list_command)
@@ -88,10 +103,11 @@ def families_help() -> str:
 
 def user_errors() -> tuple[type[Exception], ...]:
     from pipeline.families import ArchitectureError
+    from pipeline.registry.revisions import RevisionError
     from pipeline.sources.base import CheckpointError
     from pipeline.store import StoreError
 
-    return ArchitectureError, CheckpointError, StoreError, UsageError, ClusterError, OSError
+    return ArchitectureError, CheckpointError, StoreError, UsageError, ClusterError, RevisionError, OSError
 
 
 def fail(exc: BaseException) -> int:
@@ -124,6 +140,9 @@ def profiles_command(args) -> int:
             register_only(models, opts.store)
         else:
             run(opts)
+    except RevisionsFailed as exc:
+        print(f"error: {' '.join(str(exc).split())}", file=sys.stderr)
+        return EXIT_REVISIONS_FAILED
     except user_errors() as exc:
         return fail(exc)
     return 0
@@ -157,10 +176,13 @@ def list_command(args) -> int:
         location = store_location(store.location)
         try:
             exists = "://" in location or os.path.exists(location)
-            models = Store.open(location, "r").checked_models() if exists else []
+            opened = Store.open(location, "r") if exists else None
+            models = opened.checked_models() if opened is not None else []
+            runs = opened.runs() if opened is not None else []
         except user_errors() as exc:
             return fail(exc)
         print_models(store, models)
+        print_runs(runs, location)
     return 0
 
 
@@ -195,3 +217,20 @@ def print_models(store, models) -> None:
         note = m.damaged or m.statistics_note or m.spectra_note
         if note:
             print(f"{m.name}: {note}")
+
+
+def print_runs(runs, location: str) -> None:
+    """The table of the store's runs of revisions (``pipeline.schema.RunSummary``): frames, steps first to last,
+    how many are complete, and the frames that are not (with their layers written)."""
+    if not runs:
+        return
+    print()
+    print(f"Runs of revisions (xr.open_zarr({location!r}, group='runs/NAME'); python -m pipeline profiles MODEL "
+          "--revisions SPEC):")
+    rows = []
+    for r in runs:
+        steps = f"{r.steps[0]} to {r.steps[-1]}" if r.steps else "-"
+        missing = ", ".join(f"{f.revision} ({f.layers_done}/{f.n_layers} layers)" for f in r.missing) or "none"
+        rows.append([r.name, len(r.frames), steps, f"{len(r.frames) - len(r.missing)}/{len(r.frames)}",
+                     len(r.repeats), r.n_layers, r.n_heads, missing, r.source])
+    print(_table(rows, ["run", "frames", "steps", "complete", "repeats", "layers", "heads", "missing", "source"]))

@@ -19,6 +19,11 @@
    just before its tasks run and marked complete only after all of them succeeded; a failure leaves finished
    layers written (a rerun resumes) and the model incomplete.
 
+A run of revisions (``--revisions SPEC``: a training run's checkpoints, each a frame of the store's group
+``runs/NAME``) takes the same steps: ``pipeline.run.frames`` plans it (every chosen revision opened and validated
+first), each (frame, layer) is a task (``pipeline.run.frame_tasks``), and ``pipeline.run.frame_executors`` runs them
+inline, on the pool or on the cluster.
+
 :func:`run_profiles` is the public entry (``pipeline.run.entry``). This package names the run path's public parts
 and holds none of its own. They are imported on first use (PEP 562 ``__getattr__``), so that a module which needs
 one part (the CLI's ``RunOptions`` for ``--help``) does not import the whole run path.
@@ -32,11 +37,14 @@ _WHERE = {  # the module of the run path that holds each public name
     "cluster": ("Cluster", "open_cluster"),
     "entry": ("register_only", "run", "run_profiles"),
     "executors": ("begin_model", "execute", "run_dask", "run_inline", "run_pool"),
-    "options": ("ClusterError", "RunOptions", "UsageError", "check_options", "check_scheduler"),
+    "options": ("ClusterError", "RevisionsFailed", "RunOptions", "UsageError", "check_options", "check_scheduler"),
+    "frames": ("PlannedFrame", "RunPlan", "plan_frames"),
+    "frame_tasks": ("FrameTask", "qk_digest", "run_frame_task"),
+    "frame_executors": ("execute_frames", "run_revisions"),
     "plan": ("ModelPlan", "bytes_needed", "check_weights", "plan_checkpoint", "plan_model", "plan_run",
              "validate_checkpoint"),
     "destination": ("check_store", "open_store", "store_location"),
-    "tasks": ("LayerTask", "compute_layer", "read_ahead", "run_task"),
+    "tasks": ("LayerTask", "compute_layer", "read_ahead", "reading_ahead", "run_task"),
 }
 _MODULE_OF = {name: module for module, names in _WHERE.items() for name in names}
 __all__ = sorted(_MODULE_OF)

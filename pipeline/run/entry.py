@@ -9,14 +9,18 @@ import contextlib
 from pipeline.registry.models import MODELS, spec_for
 from pipeline.run.destination import check_store, open_store, store_location
 from pipeline.run.executors import execute
+from pipeline.run.frame_executors import run_revisions
 from pipeline.run.options import RunOptions, UsageError
 from pipeline.run.plan import plan_run
 from pipeline.schema import ModelRow
 
 
 def run(opts: RunOptions, log=print, client=None) -> list[str]:
-    """Plan (everything validated), then execute; returns the names written. ``client``: a dask client to run the
+    """Plan (everything validated), then execute; returns the names written (with ``--revisions``, the revisions
+    whose frames are complete: ``pipeline.run.frame_executors.run_revisions``). ``client``: a dask client to run the
     tasks on (else the options' executor)."""
+    if opts.revisions is not None:
+        return run_revisions(opts, log, client)
     with contextlib.ExitStack() as locks:  # each model's writer lock, from its plan to its completion
         location, plans = plan_run(opts, log, locks)
         if not plans:
@@ -30,12 +34,14 @@ def run(opts: RunOptions, log=print, client=None) -> list[str]:
 
 def run_profiles(models: list[str], store_path=None, fold_ln: bool = False, name: str | None = None,
                  force: bool = False, revision: str | None = None, progress: bool = True, log=print,
-                 workers: int | None = None, scheduler: str | None = None, client=None) -> list[str]:
+                 workers: int | None = None, scheduler: str | None = None, client=None,
+                 revisions: str | None = None) -> list[str]:
     """Profiles of every head of ``models`` into ``store_path`` (default: ``pipeline.store.default_store_path()``);
-    returns the names written. Everything is validated before the store is touched (``pipeline.run``)."""
+    returns the names written. Everything is validated before the store is touched (``pipeline.run``).
+    ``revisions``: a SPEC (``pipeline.registry.revisions``): the revisions of the one model, as a run of frames."""
     opts = RunOptions(models=list(models), store=None if store_path is None else str(store_path), fold_ln=fold_ln,
                       name=name, force=force, revision=revision, quiet=not progress, workers=workers,
-                      scheduler=scheduler)
+                      scheduler=scheduler, revisions=revisions)
     return run(opts, log=log, client=client)
 
 

@@ -8,6 +8,7 @@ import socket
 from dataclasses import dataclass, field
 from urllib.parse import urlsplit
 
+from pipeline.registry.revisions import SPEC_HELP
 from pipeline.store.location import DEFAULT_HELP
 
 
@@ -17,6 +18,11 @@ class UsageError(ValueError):
 
 class ClusterError(RuntimeError):
     """The cluster could not be reached or its tasks failed; the message says what to do."""
+
+
+class RevisionsFailed(RuntimeError):
+    """A run of revisions finished with some revisions failed (each named, with why); the others are written, and
+    rerunning the command retries those."""
 
 
 def _opt(default, help: str, **meta):
@@ -40,6 +46,10 @@ class RunOptions:
     name: str | None = _opt(None, "name in the store (one model only; default: see above)")
     force: bool = _opt(False, "recompute a model the store already holds")
     revision: str | None = _opt(None, "Hub branch, tag or commit to read (Hub ids only)")
+    revisions: str | None = _opt(None, "profile the revisions of a training run as one run of frames, one per "
+                                       "training step, stored as runs/NAME (one MODEL: a folder of checkpoint-N or "
+                                       "stepN checkpoints, or a Hub id whose branches are the revisions). " + SPEC_HELP,
+                                 metavar="SPEC")
     register_only: bool = _opt(False, "only register registry models in the store as not yet computed (shapes "
                                       "from the registry, the command that computes them; no weights read)")
     quiet: bool = _opt(False, "no progress bars")
@@ -60,8 +70,21 @@ def check_options(opts: RunOptions) -> None:
         raise UsageError("--name names one model; give exactly one MODEL_OR_PATH with it")
     if opts.name is not None and not opts.name.strip():
         raise UsageError("--name must not be empty")
+    if opts.revisions is not None:
+        check_revisions_options(opts)
     if opts.scheduler:
         check_scheduler(opts.scheduler)
+
+
+def check_revisions_options(opts: RunOptions) -> None:
+    """--revisions profiles one model's revisions: the options that cannot go with it, refused."""
+    if len(opts.models) != 1 or opts.seed_models:
+        raise UsageError("--revisions profiles the revisions of one run; give exactly one MODEL_OR_PATH (a folder "
+                         "of checkpoints or a Hub id) and no --seed-models")
+    if opts.revision is not None:
+        raise UsageError("--revision reads one revision and --revisions a run of them; give one of them")
+    if opts.register_only:
+        raise UsageError("--register-only registers registry models; it does not go with --revisions")
 
 
 def check_scheduler(address: str, timeout: float = 5.0) -> None:

@@ -97,7 +97,7 @@ def _conflict(store, row) -> tuple[bool, str | None]:
     )
 
 
-def _layout(ckpt, tower: str | None):
+def checkpoint_layout(ckpt, tower: str | None):
     """The checkpoint's Layout (of ``tower``); a config that is not a usable dict is an ArchitectureError."""
     try:
         return layout_from_config(ckpt.config, tower)
@@ -123,7 +123,7 @@ def plan_model(model_or_path: str, store, fold_ln: bool = False, name: str | Non
     ``hold(name)``, when given, takes the model's writer lock before its stored state is read."""
     ref = resolve(model_or_path)
     ckpt = open_checkpoint(ref, revision)
-    return _plan(ref, ckpt, _layout(ckpt, tower), store, fold_ln, name, force, stored, hold)
+    return _plan(ref, ckpt, checkpoint_layout(ckpt, tower), store, fold_ln, name, force, stored, hold)
 
 
 def plan_checkpoint(model_or_path: str, store, fold_ln: bool = False, name: str | None = None, force: bool = False,
@@ -135,7 +135,7 @@ def plan_checkpoint(model_or_path: str, store, fold_ln: bool = False, name: str 
     ref = resolve(model_or_path)
     ckpt = open_checkpoint(ref, revision)
     towers = towers_of(ckpt.config) if isinstance(ckpt.config, dict) else ()
-    layouts = [_layout(ckpt, t or None) for t in towers or ("",)]
+    layouts = [checkpoint_layout(ckpt, t or None) for t in towers or ("",)]
     plans = [_plan(ref, ckpt, layout, store, fold_ln, name, force, stored, hold) for layout in layouts]
     base = name or ref.default_name(ckpt.own_name)
     return [(tower_name(base, layout.tower), plan) for layout, plan in zip(layouts, plans, strict=True)]

@@ -8,6 +8,7 @@ A task's source is a checkpoint (``pipeline.registry.checkpoints.open_checkpoint
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from functools import lru_cache
@@ -54,26 +55,33 @@ def compute_layer(ckpt, layout, layer: int, fold_ln: bool, rotations=None, qk=No
 @contextlib.contextmanager
 def read_ahead(plan):
     """``take(i)``: the Q/K (``pipeline.families.LayerQK``) of ``plan.todo[i]`` (a ``run_plan.ModelPlan``),
-    taken in order. While the caller profiles one layer, a thread reads the next, when a layer's compact Q/K take at
-    most READ_AHEAD_BYTES: memory then holds the layer in use and the one being read, at most one layer and
-    READ_AHEAD_BYTES (the caller keeps no reference to a layer past its use).
+    taken in order (:func:`reading_ahead`).
 
     Why: on the opt-1.3b shape reading is about a tenth of a layer's time, and the read (file pages, conversion)
     and the profile (one BLAS/LAPACK thread) use different cores (benchmarks/scale_bench.py --sections 3 times
-    the whole run). A read's error is raised when its layer is taken, after the layers before it are written."""
+    the whole run)."""
     todo = list(plan.todo)
-    ahead = None  # (index, future) of the layer being read ahead, or None
+    with reading_ahead(lambda i: read_layer(plan.ckpt, plan.layout, todo[i], plan.row.layernorm_folded),
+                       len(todo)) as take:
+        yield take
 
-    def read(i: int):
-        return read_layer(plan.ckpt, plan.layout, todo[i], plan.row.layernorm_folded)
+
+@contextlib.contextmanager
+def reading_ahead(read: Callable[[int], object], count: int):
+    """``take(i)``: ``read(i)`` (a ``pipeline.families.LayerQK``), for i in 0..count-1 taken in order (an index may
+    be passed over). While the caller profiles one layer, a thread reads the next, when a layer's compact Q/K take at
+    most READ_AHEAD_BYTES: memory then holds the layer in use and the one being read, at most one layer and
+    READ_AHEAD_BYTES (the caller keeps no reference to a layer past its use). A read's error is raised when its
+    layer is taken, after the layers before it are written; a layer read ahead and not taken is dropped."""
+    ahead = None  # (index, future) of the layer being read ahead, or None
 
     with ThreadPoolExecutor(1, thread_name_prefix="read-ahead") as pool:
         def take(i: int):
             nonlocal ahead
             index, future = ahead or (None, None)
-            qk = future.result() if index == i else read(i)  # a layer read ahead and not taken is dropped
+            qk = future.result() if index == i else read(i)
             small = qk.W_Q.nbytes + qk.W_K.nbytes <= READ_AHEAD_BYTES
-            ahead = (i + 1, pool.submit(read, i + 1)) if i + 1 < len(todo) and small else None
+            ahead = (i + 1, pool.submit(read, i + 1)) if i + 1 < count and small else None
             return qk
 
         try:
@@ -99,7 +107,7 @@ class LayerTask:
 
 
 @lru_cache(maxsize=4)
-def _worker_store(location: str):
+def worker_store(location: str):
     """One store handle per location per worker process."""
     return open_store(location)
 
@@ -110,11 +118,11 @@ def _worker_writer(location: str, name: str, run: str):
     first task of a run, not by every task (about 20 ms a layer). A writer stays valid while the run holds the
     model's writer lock (``Profiles.layer_writer``); ``run`` (one token per planned run) keeps a later run on a
     long-lived worker from reusing it."""
-    return _worker_store(location).layer_writer(name)
+    return worker_store(location).layer_writer(name)
 
 
 @lru_cache(maxsize=4)
-def _worker_checkpoint(source: str, revision: str | None):
+def worker_checkpoint(source: str, revision: str | None):
     """One open checkpoint (or baseline source) per (source, revision) per worker process (Hub headers are read
     once; a library-initialisation baseline builds its model on the meta device once)."""
     return open_source(source, revision)
@@ -123,7 +131,7 @@ def _worker_checkpoint(source: str, revision: str | None):
 def run_task(task: LayerTask, ckpt=None) -> int:
     """Read, profile and write one layer; returns the layer. Opens the checkpoint when ``ckpt`` is None."""
     if ckpt is None:
-        ckpt = _worker_checkpoint(task.source, task.revision)
+        ckpt = worker_checkpoint(task.source, task.revision)
         if task.revision and ckpt.revision != task.revision:
             raise CheckpointError(f"{task.source} is at revision {ckpt.revision} on this worker, but the run was "
                                   f"planned for {task.revision}: the checkpoint changed (or differs between "
@@ -132,5 +140,5 @@ def run_task(task: LayerTask, ckpt=None) -> int:
     if task.run:
         _worker_writer(task.store, task.name, task.run).write(task.layer, *values)
     else:
-        _worker_store(task.store).write_layer(task.name, task.layer, *values)
+        worker_store(task.store).write_layer(task.name, task.layer, *values)
     return task.layer

@@ -12,7 +12,9 @@ not computed" or "spectra of T and L not computed"; a registration adds them, em
 ``PROFILE_COORD_ARRAYS`` (``eigen`` grows, like ``layer`` and ``head``, to every registered model's 2n = 2 *
 d_head) and the chunks ``profile_chunks``; ``orbits``, one run of the orbit experiment
 (``ORBITS_VARIABLES``); ``orbits_sweep``, one row per sweep run (dimension ``run``); ``orbits_search``
-(``ORBITS_SEARCH_VARIABLES``). docs/architecture.md's table of the profiles group is checked against them
+(``ORBITS_SEARCH_VARIABLES``); ``runs/NAME``, one group per run of a model's checkpoints, a frame per training
+step (``pipeline.schema.runs``: ``FRAME_DATA``, ``STEP_DATA``, ``LAYER_DATA``; ``run_group`` names it).
+docs/architecture.md's table of the profiles group is checked against them
 (tests/test_docs_schema.py). The values at d = 0 beyond the profile and the baseline fields are defined in
 ``pipeline.schema.analyses`` and imported here.
 """
@@ -436,8 +438,11 @@ VALIDATORS = {PROFILES: profiles_problems, ORBITS: orbits_problems, ORBITS_SWEEP
 
 
 def problems(group: str, ds: xr.Dataset) -> list[str]:
-    """The validation of ``group`` (groups without a validator only have their version checked)."""
+    """The validation of ``group`` (a run's group ``runs/NAME``: ``runs.run_problems``; groups without a validator
+    only have their version checked)."""
     check = VALIDATORS.get(group)
+    if check is None and is_run_group(group):
+        check = run_problems
     return check(ds) if check is not None else _version_problems(ds, group)
 
 
@@ -495,3 +500,21 @@ def orbits_search_problems(ds: xr.Dataset | None, check_version: bool = True) ->
 
 
 VALIDATORS[ORBITS_SEARCH] = orbits_search_problems
+
+
+# ------------------------------------------------------------------------------------------------ runs
+# (one group per run of a model's checkpoints, runs/NAME: pipeline/schema/runs.py, which takes the names above)
+from pipeline.schema.runs import (  # noqa: E402, F401 - re-exported
+    FRAME_DATA,
+    LAYER_DATA,
+    RUN_COMMAND,
+    RUNS,
+    STEP_DATA,
+    RunSummary,
+    is_run_group,
+    run_group,
+    run_name_problems,
+    run_problems,
+)
+
+WRITE_COMMANDS[RUNS] = RUN_COMMAND

@@ -21,6 +21,9 @@ pull in torch. The schema (names, dimensions, dtypes, attributes, version) lives
   the writer folder's ``staging`` and exchanging the directories in one step where Linux can
   (``renameat2(RENAME_EXCHANGE)``: even plain xarray readers never find the group missing), else by two
   renames. Zarr writes each file atomically (temporary file, rename).
+- **Runs**: the checkpoints of one training run are one group ``runs/NAME`` (``pipeline.schema.runs``), a frame
+  per training step, each frame's layers written like a model's (values, checksums, then done); frames are added
+  by a journalled change, and ``runs()`` lists them.
 - **Verification**: each layer's checksum (``schema.layer_checksum``, profile and norm) and, when its
   values at d = 0 are written, their own checksums (``schema.statistics_checksum``, head_statistics and
   spectrum; ``schema.spectra_checksum``, the three spectra of T and L) are written with its values. ``verify``
@@ -52,6 +55,7 @@ from pipeline.schema import (
     SCHEMA_VERSION,
     STATISTICS,
     ModelRow,
+    RunSummary,
 )
 from pipeline.store.backend import ENV_VAR, backend_for, default_store_path, is_url
 from pipeline.store.errors import Damage, StoreError
@@ -61,6 +65,7 @@ from pipeline.store.layer_writer import LayerWriter
 from pipeline.store.locks import Locks
 from pipeline.store.migrate import Migration
 from pipeline.store.profiles import ProfilesTable
+from pipeline.store.runs import RunGroups, RunState
 from pipeline.store.verify import Verification
 
 __all__ = [
@@ -82,6 +87,8 @@ class Store:
     - ``hierarchy`` (:class:`~pipeline.store.groups.Hierarchy`): the groups, opened with their schema version
       checked, read as validated Datasets, replaced whole;
     - ``profiles`` (:class:`~pipeline.store.profiles.ProfilesTable`): the profiles table's rows and layers;
+    - ``run_groups`` (:class:`~pipeline.store.runs.RunGroups`): the runs of a model's checkpoints (``runs/NAME``),
+      their frames added and written (:class:`~pipeline.store.frame_writer.FrameWriter`);
     - ``verification`` (:class:`~pipeline.store.verify.Verification`): verify and the read-side check;
     - ``migration`` (:class:`~pipeline.store.migrate.Migration`): schema upgrades.
     """
@@ -96,12 +103,14 @@ class Store:
         self.journal = Journal(self.backend, mode, self.locks)
         self.hierarchy = Hierarchy(self.backend, mode, self.locks, self.journal)
         self.profiles = ProfilesTable(self.backend, mode, self.hierarchy, self.locks, self.journal)
-        self.verification = Verification(self.backend, self.hierarchy, self.profiles)
+        self.run_groups = RunGroups(self.backend, mode, self.hierarchy, self.locks, self.journal)
+        self.verification = Verification(self.backend, self.hierarchy, self.profiles, self.run_groups)
         self.migration = Migration(self.backend, mode, self.hierarchy, self.locks, self.journal)
         self.journal.on("register", self.profiles.replay_register)
         self.journal.on("replace", self.hierarchy.replay_replace)
         self.journal.on("upgrade", self.migration.replay_upgrade)
         self.journal.on("rechunk", self.migration.replay_rechunk)
+        self.journal.on("run_frames", self.run_groups.replay_frames)
         self.journal.after_replay(self.profiles.drop_ghost_rows)
 
     @classmethod
@@ -196,6 +205,39 @@ class Store:
     def reset(self, name: str) -> None:
         """Forget the values of a model (for --force): data NaN, no layer done, not complete, not damaged."""
         self.profiles.reset(name)
+
+    # the runs of a model's checkpoints (runs/NAME: pipeline.schema.runs)
+
+    def runs(self) -> list[RunSummary]:
+        """Every run of the store (``runs/NAME``), its frames in step order and those not complete
+        (:class:`pipeline.schema.RunSummary`); [] when it has none."""
+        return self.run_groups.summaries()
+
+    def run_names(self) -> list[str]:
+        """The runs' names (their groups are ``runs/NAME``)."""
+        return self.run_groups.names()
+
+    def run(self, name: str) -> xr.Dataset:
+        """Run ``name`` as a lazy, validated Dataset: ``profile (step, layer, head, d, coordinate)`` and the rest of
+        ``pipeline.schema.runs`` (frames in the order written: ``.sortby("step")`` orders them by step)."""
+        return self.run_groups.dataset(name)
+
+    def run_state(self, name: str) -> RunState | None:
+        """What a planner reads of run ``name`` (None when there is no such run)."""
+        return self.run_groups.state(name)
+
+    def add_frames(self, name: str, header: dict, frames: list[dict], reset: list[int] = ()) -> dict[int, int]:
+        """Add frames to run ``name`` (its group made when absent), journalled; step -> index
+        (:meth:`RunGroups.add_frames`)."""
+        return self.run_groups.add_frames(name, header, frames, reset)
+
+    def frame_writer(self, name: str):
+        """A writer of run ``name``'s frames (:class:`pipeline.store.frame_writer.FrameWriter`)."""
+        return self.run_groups.frame_writer(name)
+
+    def finish_run(self, name: str) -> None:
+        """Record which frames of run ``name`` repeat another (``repeat_of``)."""
+        self.run_groups.finish(name)
 
     # verification, upgrades, recovery, locks
 

@@ -18,6 +18,7 @@ from pathlib import Path
 
 import zarr
 
+from pipeline.schema import RUNS
 from pipeline.store.errors import StoreError, v2_message
 from pipeline.store.location import ENV_VAR, default_store, is_url, refuse_write  # noqa: F401 - ENV_VAR: pipeline.store's
 
@@ -130,11 +131,13 @@ class Local:
         return [p for p in Path(self.location).iterdir() if p.name.endswith(("__writing__", "__old__"))]
 
     def partials(self) -> list[Path]:
-        """Temporary files of writes a kill interrupted, where zarr would trip over them (root and groups)."""
+        """Temporary files of writes a kill interrupted, where zarr would trip over them (root, groups and runs)."""
         if not Path(self.location).is_dir():
             return []
         root = Path(self.location)
         dirs = [root] + [p for p in root.iterdir() if p.is_dir()]
+        if (root / RUNS).is_dir():  # the run groups, one level down
+            dirs += [p for p in (root / RUNS).iterdir() if p.is_dir()]
         return [f for d in dirs for f in d.glob("*.partial") if f.is_file()]
 
     def clean_legacy(self) -> list[str]:

@@ -22,11 +22,14 @@ class Damage:
     layer: int | None  # None for a whole-model or whole-group problem
     problem: str
     repair: str  # the exact command that repairs it
+    frame: str = ""  # the revision of a run's frame ("" outside a run group)
 
     def line(self) -> str:
         where = f"{self.group}"
         if self.model:
             where += f" model {self.model!r}"
+        if self.frame:
+            where += f" frame {self.frame!r}"
         if self.layer is not None:
             where += f" layer {self.layer}"
         return f"{where}: {self.problem}; repair: {self.repair}"

@@ -89,41 +89,47 @@ class LayerWriter:
                 E = a[name].shape[-1]
                 a[name][i, layer, :self.n_heads] = np.pad(v, ((0, 0), (0, E - self.width)), constant_values=np.nan)
 
-    def _eigen_values(self, layer: int, what: str, v) -> np.ndarray:
-        """(H, k <= 2 d_head) values as float64 padded with NaN to the model's width; StoreError otherwise."""
-        v = np.asarray(v, dtype=np.float64)
-        if v.ndim != 2 or v.shape[0] != self.n_heads or v.shape[1] > self.width:
-            raise StoreError(f"layer {layer} of {self.name!r}: expected {what} ({self.n_heads}, k) with k <= "
-                             f"{self.width}; got {v.shape}")
-        return np.pad(v, ((0, 0), (0, self.width - v.shape[1])), constant_values=np.nan)
-
     def _checked(self, layer: int, profile, norm, statistics, spectrum, spectra) -> tuple:
-        """The values as written: float64, position-independent ones repeated at every d, the spectra padded
-        with NaN to the model's width; StoreError for a layer out of range or values of another shape."""
-        name, H, L = self.name, self.n_heads, self.n_layers
-        if (statistics is None) != (spectrum is None):
-            raise StoreError(f"layer {layer} of {name!r}: give both statistics and spectrum, or neither")
-        if spectra is not None and statistics is None:
-            raise StoreError(f"layer {layer} of {name!r}: the spectra of T and L are written with the statistics")
-        if statistics is not None:
-            statistics = np.asarray(statistics, dtype=np.float64)
-            if statistics.shape != (H, len(STATISTICS)):
-                raise StoreError(f"layer {layer} of {name!r}: expected statistics ({H}, {len(STATISTICS)}); got "
-                                 f"{statistics.shape}")
-            spectrum = self._eigen_values(layer, "spectrum", spectrum)
-        if spectra is not None:
-            if np.ndim(spectra) != 3 or len(spectra) != len(SPECTRA):
-                raise StoreError(f"layer {layer} of {name!r}: expected the spectra ({len(SPECTRA)}, {H}, k) of "
-                                 f"{', '.join(SPECTRA)}; got shape {np.shape(spectra)}")
-            spectra = np.stack([self._eigen_values(layer, s, v) for s, v in zip(SPECTRA, spectra, strict=True)])
-        if not 0 <= layer < L:
-            raise StoreError(f"layer {layer} out of range for {name!r} with {L} layers")
-        profile = np.asarray(profile, dtype=np.float64)
-        norm = np.asarray(norm, dtype=np.float64)
-        if profile.ndim == 2:
-            profile = np.broadcast_to(profile[:, None, :], (profile.shape[0], N_OFFSETS, 4))
-            norm = np.broadcast_to(norm[:, None], (norm.shape[0], N_OFFSETS))
-        if profile.shape != (H, N_OFFSETS, 4) or norm.shape != (H, N_OFFSETS):
-            raise StoreError(f"layer {layer} of {name!r}: expected profile ({H}, {N_OFFSETS}, 4) and norm "
-                             f"({H}, {N_OFFSETS}); got {profile.shape} and {norm.shape}")
-        return profile, norm, statistics, spectrum, spectra
+        return checked_values(self.name, self.n_heads, self.n_layers, self.width, layer, profile, norm, statistics,
+                              spectrum, spectra)
+
+
+def _eigen_values(name: str, H: int, width: int, layer: int, what: str, v) -> np.ndarray:
+    """(H, k <= width) values as float64 padded with NaN to ``width``; StoreError otherwise."""
+    v = np.asarray(v, dtype=np.float64)
+    if v.ndim != 2 or v.shape[0] != H or v.shape[1] > width:
+        raise StoreError(f"layer {layer} of {name!r}: expected {what} ({H}, k) with k <= {width}; got {v.shape}")
+    return np.pad(v, ((0, 0), (0, width - v.shape[1])), constant_values=np.nan)
+
+
+def checked_values(name: str, H: int, L: int, width: int, layer: int, profile, norm, statistics, spectrum,
+                   spectra) -> tuple:
+    """One layer's values as written (of a model ``name``, or a run's frame, of ``L`` layers, ``H`` heads and
+    spectra ``width`` = 2 d_head): float64, position-independent ones repeated at every d, the spectra padded with
+    NaN to ``width``; StoreError for a layer out of range or values of another shape."""
+    if (statistics is None) != (spectrum is None):
+        raise StoreError(f"layer {layer} of {name!r}: give both statistics and spectrum, or neither")
+    if spectra is not None and statistics is None:
+        raise StoreError(f"layer {layer} of {name!r}: the spectra of T and L are written with the statistics")
+    if statistics is not None:
+        statistics = np.asarray(statistics, dtype=np.float64)
+        if statistics.shape != (H, len(STATISTICS)):
+            raise StoreError(f"layer {layer} of {name!r}: expected statistics ({H}, {len(STATISTICS)}); got "
+                             f"{statistics.shape}")
+        spectrum = _eigen_values(name, H, width, layer, "spectrum", spectrum)
+    if spectra is not None:
+        if np.ndim(spectra) != 3 or len(spectra) != len(SPECTRA):
+            raise StoreError(f"layer {layer} of {name!r}: expected the spectra ({len(SPECTRA)}, {H}, k) of "
+                             f"{', '.join(SPECTRA)}; got shape {np.shape(spectra)}")
+        spectra = np.stack([_eigen_values(name, H, width, layer, s, v) for s, v in zip(SPECTRA, spectra, strict=True)])
+    if not 0 <= layer < L:
+        raise StoreError(f"layer {layer} out of range for {name!r} with {L} layers")
+    profile = np.asarray(profile, dtype=np.float64)
+    norm = np.asarray(norm, dtype=np.float64)
+    if profile.ndim == 2:
+        profile = np.broadcast_to(profile[:, None, :], (profile.shape[0], N_OFFSETS, 4))
+        norm = np.broadcast_to(norm[:, None], (norm.shape[0], N_OFFSETS))
+    if profile.shape != (H, N_OFFSETS, 4) or norm.shape != (H, N_OFFSETS):
+        raise StoreError(f"layer {layer} of {name!r}: expected profile ({H}, {N_OFFSETS}, 4) and norm "
+                         f"({H}, {N_OFFSETS}); got {profile.shape} and {norm.shape}")
+    return profile, norm, statistics, spectrum, spectra

@@ -100,7 +100,7 @@ def model_arrays(g: zarr.Group) -> list[zarr.Array]:
     return [a for a in arrays if a.metadata.dimension_names and a.metadata.dimension_names[0] == "model"]
 
 
-def _resize_rows(a: zarr.Array, n: int) -> None:
+def resize_array_rows(a: zarr.Array, n: int) -> None:
     """``a`` to ``n`` rows. New rows read as the fill value: shrinking deletes the chunks wholly past the end, and
     the rows past the end of a chunk that holds several (the per-model variables') are set to the fill first, so
     that growing again does not bring their old values back."""
@@ -116,14 +116,14 @@ def resize_rows(g: zarr.Group, n: int) -> None:
     names = [a for a in arrays if a.basename == "model"]
     others = [a for a in arrays if a.basename != "model"]
     for a in (others + names) if n >= g["model"].shape[0] else (names + others):
-        _resize_rows(a, n)
+        resize_array_rows(a, n)
 
 
 def even_rows(g: zarr.Group) -> int:
     """Make every model-dimension array as long as ``model`` (a killed resize may leave them uneven)."""
     n = g["model"].shape[0]
     for a in model_arrays(g):
-        _resize_rows(a, n)
+        resize_array_rows(a, n)
     return n
 
 

@@ -1,4 +1,5 @@
-"""Verification: every written layer against its checksums; damage marked by verify, reported by readers."""
+"""Verification: every written layer (of the models and of the runs' frames) against its checksums; damage marked by
+verify, reported by readers."""
 
 from __future__ import annotations
 
@@ -7,8 +8,10 @@ from dataclasses import replace
 import numpy as np
 import zarr
 
+from pipeline.cli_args import command
 from pipeline.schema import (
     PROFILES,
+    RUNS,
     SPECTRA,
     WRITE_COMMANDS,
     ModelRow,
@@ -26,8 +29,8 @@ from pipeline.store.profiles import Table
 class Verification:
     """verify (marks damage through the profiles table) and the read-side check (reports it, writing nothing)."""
 
-    def __init__(self, backend, hierarchy, profiles):
-        self.hierarchy, self.profiles = hierarchy, profiles
+    def __init__(self, backend, hierarchy, profiles, runs):
+        self.hierarchy, self.profiles, self.runs = hierarchy, profiles, runs
         self.location = backend.location
 
     def verify(self, names: list[str] | None = None, mark: bool = True) -> list[Damage]:
@@ -37,17 +40,49 @@ class Verification:
         as NaN) is damaged. With ``mark`` (the default, needs mode "a"), each damaged layer is cleared (not
         done, values NaN) and its model marked ``damaged`` and not complete, with the command that
         recomputes exactly those layers (the model's command, which resumes). Models already marked damaged
-        and not repaired yet are listed too (layer None).
+        and not repaired yet are listed too (layer None). The frames of every run (``runs/NAME``) are checked
+        the same way, a damaged layer cleared, with the command that recomputes its revisions. ``names``: models
+        and runs (a run as ``runs/NAME``, or ``NAME`` where no model has that name); None: everything.
         """
         found: list[Damage] = []
         groups = self.hierarchy.names()
-        if PROFILES in groups:
-            found += self._verify_profiles(names, mark)
+        models, runs = self._chosen(names)
+        if PROFILES in groups and (names is None or models):
+            found += self._verify_profiles(models, mark)
+        for run in runs:
+            found += self.runs.damage(run, layer_problems, mark, lambda revisions, run=run: self._run_repair(run,
+                                                                                                          revisions))
         if names is None:
             for group in groups:
-                if group != PROFILES:
+                if group not in (PROFILES, RUNS):
                     found += self._verify_group(group)
         return found
+
+    def _chosen(self, names: list[str] | None) -> tuple[list[str] | None, list[str]]:
+        """(the models, the runs) that ``names`` asks for (None: every model and run); StoreError for a name that is
+        neither."""
+        runs = self.runs.names()
+        if names is None:
+            return None, runs
+        models = self.profiles.names()
+        chosen_runs = [n.removeprefix(RUNS + "/") for n in names
+                       if (n.startswith(RUNS + "/") and n.removeprefix(RUNS + "/") in runs)
+                       or (n in runs and n not in models)]
+        chosen_models = [n for n in names if n.removeprefix(RUNS + "/") not in chosen_runs]
+        unknown = [n for n in chosen_models if n not in models]
+        if unknown:
+            raise StoreError(f"not in the store {self.location!r}: {', '.join(unknown)} (it has: models "
+                             f"{', '.join(n for n in models if n) or 'none'}; runs {', '.join(runs) or 'none'}).")
+        return chosen_models, chosen_runs
+
+    def _run_repair(self, name: str, revisions: list[str]) -> str:
+        """The command that recomputes ``revisions`` of run ``name`` (the run's own command, those revisions
+        alone)."""
+        attrs = dict(self.runs.open(name).attrs)
+        spelled = command("python -m pipeline profiles", [str(attrs.get("source", name))],
+                          {"revisions": ",".join(revisions), "name": name,
+                           "fold_ln": bool(attrs.get("layernorm_folded")) or None})
+        return with_store(spelled, self.location)
 
     def _verify_profiles(self, names: list[str] | None, mark: bool) -> list[Damage]:
         g = self.profiles.open()
@@ -74,7 +109,7 @@ class Verification:
             L, H = int(meta["n_layers"][i]), int(meta["n_heads"][i])
             command = str(meta["command"][i]) or f"python -m pipeline profiles {meta['source'][i] or name}"
             command = with_store(command, self.location)
-            bad = _layer_problems(g, i, L, H, spectrum_width(int(meta["d_head"][i])), done[i], sums[i],
+            bad = layer_problems(g, i, L, H, spectrum_width(int(meta["d_head"][i])), done[i], sums[i],
                                   {c: s[i] for c, s in extra.items()})
             if not bad:
                 if str(meta["damaged"][i]):  # already marked, not repaired yet
@@ -119,7 +154,7 @@ class Verification:
                     f"`{verify}`" for r in todo}
         out = {}
         for i, r in zip(rows_at, todo, strict=True):
-            bad = _layer_problems(g, i, r.n_layers, r.n_heads, spectrum_width(r.d_head),
+            bad = layer_problems(g, i, r.n_layers, r.n_heads, spectrum_width(r.d_head),
                                   np.asarray(cols["layer_done"][i], dtype=bool), sums[i],
                                   {c: cols[c][i] for c in _EXTRA if c in cols})
             if bad:
@@ -162,7 +197,7 @@ _EXTRA = {
 _WHAT = {"statistics_checksum": "statistics", "spectra_checksum": "spectra"}
 
 
-def _layer_problems(g: zarr.Group, i: int, L: int, H: int, width: int, done: np.ndarray, sums: np.ndarray,
+def layer_problems(g: zarr.Group, i: int, L: int, H: int, width: int, done: np.ndarray, sums: np.ndarray,
                     extra: dict[str, np.ndarray]) -> dict[int, str]:
     """Why each written layer of row ``i`` does not match its checksums (layer -> reason; {} when all do).
 
