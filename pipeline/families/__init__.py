@@ -13,18 +13,19 @@ in the compact dtype of the stored one (float16 for fp16, float32 for bf16 / fp3
 Conventions every entry follows (docs/architecture.md, "Families", has the table and the reasons):
 
 - **Positional kind per layer.** Rotary layers give L(d) = W_K^T R(d) W_Q (``pipeline.families.rotary``); a layer
-  without rotary in a rotary model (SmolLM3's every fourth layer) has one form for every d; Gemma 3 and
-  ModernBERT rotate their sliding and global layers with different bases.
-- **QK-norm** (Qwen3, Gemma 3, OLMo 2, StableLM and Cohere optionally, Phi optionally): applied before the
-  rotation, so q_i = R(i) G_q C W_Q x_i / r_q(i), with G the norm's gain (per head, or the head's slice of a
-  gain over the whole projection), C the centring projection of a LayerNorm (the identity for RMS) and r_q(i)
-  > 0 the norm's divisor. The score is then x_j^T L(d) x_i / (r_q(i) r_k(j)) with
+  without rotary in a rotary model (SmolLM3's every fourth layer, EXAONE 4's global layers) has one form for every
+  d; Gemma 3, ModernBERT and OLMo 3 rotate their sliding and global layers with their own bases.
+- **QK-norm** (Qwen3, Gemma 3, OLMo 2, OLMoE, OLMo 3, EXAONE 4, Apertus, StableLM and Cohere optionally, Phi
+  optionally): applied before the rotation, so q_i = R(i) G_q C W_Q x_i / r_q(i), with G the norm's gain (per head,
+  or the head's slice of a gain over the whole projection), C the centring projection of a LayerNorm (the identity
+  for RMS) and r_q(i) > 0 the norm's divisor. The score is then x_j^T L(d) x_i / (r_q(i) r_k(j)) with
   L(d) = W_K^T C G_k R(d) G_q C W_Q: the profile is that of the weights G C W, folded in when a layer is read.
 - **Layer-norm folding** (``fold_ln=True``, L -> diag(g) L diag(g)) uses the gain g of the norm whose output
   is the attention input x: the pre-attention norm of pre-norm families, the previous layer's output norm of
   post-norm ones (BERT-style encoders, OPT with ``do_layer_norm_before = false``, DistilBERT), the embeddings'
-  norm for their layer 0, and none where the attention reads no norm's output (OLMo 2; post-norm OPT's and a
-  projected ELECTRA's layer 0). Gemma's norms multiply by 1 + weight, and so does the folded gain.
+  norm for their layer 0, and none where the attention reads no norm's output (OLMo 2, OLMo 3, EXAONE 4; post-norm
+  OPT's and a projected ELECTRA's layer 0). Gemma's norms and Nemotron's LayerNorm1P multiply by 1 + weight, and so
+  does the folded gain.
 - **Scale** (``Layout.scale``): 1/sqrt(head_dim), or what the family's config says (``query_pre_attn_scalar``,
   ``attention_multiplier``, GPT-2's ``scale_attn_weights``); a positive factor, it changes no profile.
 

@@ -79,7 +79,10 @@ def _layer_types(entry: Family, config: dict, n_layers: int) -> list[str]:
             raise _error(f"layer_types lists {len(types)} layers for {n_layers}; config.json is inconsistent")
         return list(types)
     key, default, phase = entry.type_period
-    period = int(config.get(key) or default)
+    pattern = config.get(key) if key else None
+    if isinstance(pattern, str):  # EXAONE 4's letters, repeated from layer 0: L sliding, G global ("LLLG")
+        return ["sliding_attention" if pattern[i % len(pattern)] == "L" else "full_attention" for i in range(n_layers)]
+    period = int(pattern or default)
     return ["full_attention" if (i + phase) % period == 0 else "sliding_attention" for i in range(n_layers)]
 
 
@@ -106,6 +109,12 @@ def layer_positionals(entry: Family, config: dict, n: int, n_layers: int) -> lis
         types = _layer_types(entry, config, n_layers)
         kinds = {t: rope(t) for t in sorted(set(types))}
         return [kinds[t] for t in types]
+    if entry.layer_rule == "sliding_rotary":  # EXAONE 4: its global layers carry no position (NoPE)
+        rotary = rope(None)
+        if "sliding_window" in config and config["sliding_window"] is None:  # no window: every layer rotates
+            return [rotary] * n_layers
+        return [rotary if t == "sliding_attention" else Positional("none")
+                for t in _layer_types(entry, config, n_layers)]
     if entry.layer_rule == "no_rope_layers":
         rotary = rope(None)
         return [rotary if used else Positional("none") for used in _uses_rope(config, n_layers)]

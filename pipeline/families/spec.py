@@ -30,7 +30,9 @@ GROUPINGS = ("multi-head", "grouped", "multi-query")
 LAYER_RULES = {
     "": "every layer alike",
     "no_rope_layers": "config list, 1 = rotary, 0 = none (SmolLM3); else every no_rope_layer_interval-th none",
-    "layer_types": "rotary parameters per attention type of each layer (Gemma 3, ModernBERT)",
+    "layer_types": "rotary parameters per attention type of each layer (Gemma 3, ModernBERT, OLMo 3)",
+    "sliding_rotary": "rotary on the sliding-window layers, none on the full-attention ones, where the config has a "
+                      "sliding window; every layer rotary where it has none (EXAONE 4)",
 }
 # Softmax scale rules: score = scale * k^T q.
 SCALES = ("1/sqrt(head_dim)", "1", "1/sqrt(query_pre_attn_scalar)", "attention_multiplier")
@@ -73,10 +75,18 @@ class QKNorm:
             raise ValueError("a LayerNorm over the whole projection does not factor per head")
 
 
+class _Set:
+    def __repr__(self) -> str:
+        return "SET"
+
+
+SET = _Set()  # a When value: the key is present and not null (OLMoE's clip_qkv), whatever its value
+
+
 @dataclass(frozen=True)
 class When:
-    """A variant: where ``config[key]`` (``default`` when the key is absent) equals ``value``, the entry's
-    fields named in ``changes`` take these values."""
+    """A variant: where ``config[key]`` (``default`` when the key is absent) equals ``value`` (or, for ``SET``,
+    is present and not null), the entry's fields named in ``changes`` take these values."""
 
     key: str
     value: object
@@ -85,6 +95,8 @@ class When:
 
     def holds(self, config: dict) -> bool:
         got = config.get(self.key)
+        if self.value is SET:
+            return got is not None
         return (self.default if got is None else got) == self.value
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from pipeline.families.spec import Family, QKNorm, when
+from pipeline.families.spec import SET, Family, QKNorm, when
 
 _ABS, _ALIBI = "learned absolute", "alibi"
 _ATTN = "layers.{l}.self_attn."
@@ -25,6 +25,17 @@ def _decoder(name: str, **kw) -> Family:
 
 def _rms_head(gain: str = "shared") -> QKNorm:
     return QKNorm("rms", "head", gain, _ATTN + "q_norm.weight", _ATTN + "k_norm.weight")
+
+
+# OLMo 2, OLMoE, OLMo 3: one RMS norm over the whole projection (H n values), before the heads are split
+_RMS_PROJECTION = QKNorm("rms", "projection", "projection", _ATTN + "q_norm.weight", _ATTN + "k_norm.weight")
+# Flat configs (written before transformers 5) give OLMo 3's rope_theta to both kinds of layer, and their
+# rope_scaling to the full-attention ones alone (transformers 4.57's two rotary embeddings); the default base is
+# Olmo3Config's. transformers 5.25 itself converts such a config's rope_theta for the full-attention layers only and
+# leaves the sliding ones at 500000: the same wherever rope_theta is 500000, as in every released OLMo 3.
+_OLMO3_TYPES = dict(layer_rule="layer_types", type_period=("", 4, 1),
+                    type_theta=(("sliding_attention", ("rope_theta",), 500000.0),
+                                ("full_attention", ("rope_theta",), 500000.0)))
 
 
 _BERT = dict(kind="encoder", q="layer.{l}.attention.self.query.weight", k="layer.{l}.attention.self.key.weight",
@@ -93,8 +104,7 @@ ENTRIES = (
     _decoder("stablelm", head_dim=(), variants=(when("qk_layernorm", True, qk_norm=QKNorm(
         "layernorm", "head", "each_head", _ATTN + "q_layernorm.norms.{h}.weight",
         _ATTN + "k_layernorm.norms.{h}.weight")),)),
-    _decoder("olmo2", qk_norm=QKNorm("rms", "projection", "projection", _ATTN + "q_norm.weight",
-                                     _ATTN + "k_norm.weight"), ln=""),
+    _decoder("olmo2", qk_norm=_RMS_PROJECTION, ln=""),
     _decoder("starcoder2"),
     Family("gpt_bigcode", "decoder", hidden=("n_embd",), heads=("n_head",), layers=("n_layer",),
            q="h.{l}.attn.c_attn.weight", split="groups", positional=_ABS, ln="h.{l}.ln_1.weight",
@@ -104,6 +114,26 @@ ENTRIES = (
         "layernorm", "head", "per_head", _ATTN + "q_norm.weight", _ATTN + "k_norm.weight")),)),
     _decoder("granite", scale="attention_multiplier"),
     _decoder("smollm3", layer_rule="no_rope_layers"),
+    # OLMoE: OLMo 2's QK-norm read by a pre-norm decoder; clip_qkv clamps q and k elementwise, which no form states
+    _decoder("olmoe", qk_norm=_RMS_PROJECTION, variants=(when("clip_qkv", SET, unsupported=(
+        "clip_qkv (queries and keys clamped elementwise: the score is no bilinear form where a value is clipped)")),)),
+    # OLMo 3: OLMo 2's attention (no norm before it), sliding and full-attention layers with their own rotary
+    _decoder("olmo3", qk_norm=_RMS_PROJECTION, ln="", **_OLMO3_TYPES),
+    # GLM (GLM-4 of 2024) and GLM-4 (0414): interleaved rotary on the first partial_rotary_factor of each head
+    _decoder("glm", rotary_style="interleaved"),
+    _decoder("glm4", rotary_style="interleaved"),
+    # EXAONE 4: QK-norm per head, no norm before the attention, its global layers without rotary (NoPE)
+    _decoder("exaone4", qk_norm=_rms_head(), ln="", layer_rule="sliding_rotary",
+             type_period=("sliding_window_pattern", 4, 1)),
+    _decoder("ernie4_5", rotary_style="interleaved"),
+    _decoder("ernie4_5_moe", rotary_style="interleaved"),
+    _decoder("seed_oss"),
+    _decoder("apertus", qk_norm=_rms_head(), ln="layers.{l}.attention_layernorm.weight"),
+    _decoder("helium", rotary_style="interleaved"),
+    _decoder("arcee"),
+    _decoder("granitemoe", scale="attention_multiplier"),
+    # Nemotron: LayerNorm1P (its gain 1 + weight), rotary on the first partial_rotary_factor of each head
+    _decoder("nemotron", gain_offset=1.0),
     # ---------------------------------------------------------------- encoders
     Family("bert", **_BERT),
     Family("roberta", **_BERT),

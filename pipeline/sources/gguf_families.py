@@ -1,13 +1,15 @@
 """GGUF architectures as Hugging Face families: which llama.cpp architectures the GGUF reader takes, the Hugging Face
 names of their tensors, the converter's conventions to undo, and the config keys each family's entry reads.
 
-llama.cpp's converter (``convert_hf_to_gguf.py``) permutes the Q/K rows of the families that transformers rotates
-by halves and llama.cpp rotates by pairs ("norm" RoPE), stores Gemma's norm gains as 1 + weight, stacks
-StableLM's per-head QK-norm gains into one (heads, n) tensor and keeps Phi-3's fused ``qkv_proj`` as
-``attn_qkv``. It writes the fused QKV tensor of BLOOM, GPT-NeoX, Falcon, GPT-2 and GPT-BigCode (llama.cpp's
-``starcoder``) as ``attn_qkv`` with the rows [Q (H n) | K (Hkv n) | V (Hkv n)]: BLOOM's and GPT-NeoX's per-head
-[q | k | v] and Falcon's per key/value group [q ... | k | v] rearranged so, GPT-2's Conv1D transposed; the reader
-gives the Hugging Face tensors back (``pipeline.sources.gguf``), reading a fused tensor's q and k rows alone.
+llama.cpp's converter (``convert_hf_to_gguf.py``) permutes the Q/K rows of the families that transformers rotates by
+halves and llama.cpp rotates by pairs ("norm" RoPE: Llama, Granite, Granite MoE, SmolLM3, Arcee; GLM-4 and ERNIE 4.5 are
+rotated by pairs in both and kept), stores Gemma's and Nemotron's norm gains as 1 + weight, stacks StableLM's per-head
+QK-norm gains into one (heads, n) tensor, keeps Phi-3's fused ``qkv_proj`` as ``attn_qkv``, writes OLMo 3 as ``olmo2``
+with its sliding layers listed (``attention.sliding_window_pattern``; OLMo 2 has none) and EXAONE 4's sliding layers
+where its config has a window. It writes the fused QKV tensor of BLOOM, GPT-NeoX, Falcon, GPT-2 and GPT-BigCode
+(llama.cpp's ``starcoder``) as ``attn_qkv`` with the rows [Q (H n) | K (Hkv n) | V (Hkv n)]: BLOOM's and GPT-NeoX's
+per-head [q | k | v] and Falcon's per key/value group [q ... | k | v] rearranged so, GPT-2's Conv1D transposed; the
+reader gives the Hugging Face tensors back (``pipeline.sources.gguf``), reading a fused tensor's q and k rows alone.
 """
 
 from __future__ import annotations
@@ -32,6 +34,9 @@ ARCHITECTURES = {
     "command-r": ("cohere", False), "granite": ("granite", True), "smollm3": ("smollm3", True),
     "bloom": ("bloom", False), "gptneox": ("gpt_neox", False), "falcon": ("falcon", False), "gpt2": ("gpt2", False),
     "starcoder": ("gpt_bigcode", False),
+    "olmoe": ("olmoe", False), "glm4": ("glm4", False), "exaone4": ("exaone4", False), "ernie4_5": ("ernie4_5", False),
+    "ernie4_5-moe": ("ernie4_5_moe", False), "seed_oss": ("seed_oss", False), "apertus": ("apertus", False),
+    "arcee": ("arcee", True), "granitemoe": ("granitemoe", True), "nemotron": ("nemotron", False),
 }
 # Architectures whose Q/K are one fused ``attn_qkv`` of rows [Q | K | V]: the Hugging Face names of that tensor and of
 # the attention norm's gain (Falcon's with two norms per layer, ``attn_norm_2`` in the file: ``ln_attn``).
@@ -46,7 +51,9 @@ QK_ROLES = ("attn_q.weight", "attn_k.weight", "attn_qkv.weight")  # the GGUF ten
 TRANSPOSED = ("gpt2",)  # architectures whose ``attn_qkv`` the converter transposed (GPT-2's Conv1D)
 # The converter stores Gemma's norm gains as 1 + weight (what GemmaRMSNorm multiplies by): the reader gives the
 # weight back, in float64 (exact), so that the family's own convention (``gain_offset``) applies to every format.
-NORM_SHIFTS = {"gemma": 1.0, "gemma2": 1.0, "gemma3": 1.0}
+NORM_SHIFTS = {"gemma": 1.0, "gemma2": 1.0, "gemma3": 1.0, "nemotron": 1.0}  # Nemotron's LayerNorm1P: 1 + weight too
+# The Hugging Face name of the attention norm where it is not ``input_layernorm`` (under ``model.layers.N.``)
+ATTN_NORMS = {"apertus": "attention_layernorm.weight"}
 _ROLES = {"attn_q.weight": "self_attn.q_proj.weight", "attn_k.weight": "self_attn.k_proj.weight",
           "attn_qkv.weight": "self_attn.qkv_proj.weight", "attn_norm.weight": "input_layernorm.weight",
           "attn_q_norm.weight": "self_attn.q_norm.weight", "attn_k_norm.weight": "self_attn.k_norm.weight"}
@@ -64,7 +71,8 @@ def hf_name(gguf_name: str, arch: str = "", two_norms: bool = False) -> str | No
         if template is not None and two_norms and m.group(2) == "attn_norm.weight":
             template = "h.{l}.ln_attn.weight"
         return template.format(l=m.group(1)) if template is not None else None
-    return f"model.layers.{m.group(1)}.{_ROLES[m.group(2)]}"
+    role = ATTN_NORMS.get(arch, _ROLES[m.group(2)]) if m.group(2) == "attn_norm.weight" else _ROLES[m.group(2)]
+    return f"model.layers.{m.group(1)}.{role}"
 
 
 def hf_row_order(arch: str, heads: int, kv_heads: int, head_dim: int) -> np.ndarray | None:
@@ -113,16 +121,20 @@ def family_config(reader, arch: str, config: dict) -> dict:
     if arch == "gemma3":
         # llama.cpp: every sliding_window_pattern-th layer global (6 unless the file says), the sliding ones with
         # the base freq_base_swa (10000 unless the file says) and no scaling
-        pattern = metadata(reader, "gemma3.attention.sliding_window_pattern", 6)
-        n = config["num_hidden_layers"]
-        types = (["sliding_attention" if s else "full_attention" for s in pattern] if isinstance(pattern, list)
-                 else ["full_attention" if (i + 1) % int(pattern) == 0 else "sliding_attention" for i in range(n)])
-        full = {"rope_type": "default", "rope_theta": config["rope_theta"]} | config.get("rope_scaling", {})
-        local = {"rope_type": "default", "rope_theta": float(metadata(reader, "gemma3.rope.freq_base_swa", 10000.0))}
+        types = _layer_types(reader, arch, config, 6)
         return {"query_pre_attn_scalar": head_dim, "layer_types": types,
-                "rope_parameters": {"full_attention": full, "sliding_attention": local}}
-    if arch == "granite":
-        return {"attention_multiplier": float(metadata(reader, "granite.attention.scale", 1.0))}
+                "rope_parameters": _typed_rope(reader, arch, config, 10000.0)}
+    if arch == "olmo2" and isinstance(metadata(reader, "olmo2.attention.sliding_window_pattern"), list):
+        # the converter writes OLMo 3 as olmo2 with its sliding layers listed (OLMo 2 has no sliding window): OLMo 3
+        return {"model_type": "olmo3", "layer_types": _layer_types(reader, arch, config, 4),
+                "rope_parameters": _typed_rope(reader, arch, config, config["rope_theta"])}
+    if arch == "exaone4":  # the sliding layers rotate, the global ones do not; no window written: every layer rotates
+        window = metadata(reader, "exaone4.attention.sliding_window")
+        if window is None:
+            return {"sliding_window": None}
+        return {"sliding_window": int(window), "layer_types": _layer_types(reader, arch, config, 4)}
+    if arch in ("granite", "granitemoe"):
+        return {"attention_multiplier": float(metadata(reader, f"{arch}.attention.scale", 1.0))}
     if arch == "stablelm":
         return {"qk_layernorm": qk_norm}
     if arch == "command-r":
@@ -130,6 +142,24 @@ def family_config(reader, arch: str, config: dict) -> dict:
     if arch == "smollm3":  # llama.cpp leaves out the rotary of every fourth layer (n_no_rope_layer_step = 4)
         return {"no_rope_layer_interval": 4}
     return _fused_config(arch, config, names)
+
+
+def _layer_types(reader, arch: str, config: dict, period: int) -> list[str]:
+    """Each layer's attention type from ``attention.sliding_window_pattern``: one flag per layer (true = sliding), or
+    a period (every period-th layer global; ``period`` where the file has none)."""
+    pattern = metadata(reader, f"{arch}.attention.sliding_window_pattern", period)
+    if isinstance(pattern, list):
+        return ["sliding_attention" if s else "full_attention" for s in pattern]
+    return ["full_attention" if (i + 1) % int(pattern) == 0 else "sliding_attention"
+            for i in range(config["num_hidden_layers"])]
+
+
+def _typed_rope(reader, arch: str, config: dict, swa_default: float) -> dict:
+    """``rope_parameters`` per attention type: the global layers' base and scaling (``rope.freq_base``, the scaling
+    keys), the sliding ones' base ``rope.freq_base_swa`` (``swa_default`` where the file has none), unscaled."""
+    full = {"rope_type": "default", "rope_theta": config["rope_theta"]} | config.get("rope_scaling", {})
+    local = {"rope_type": "default", "rope_theta": float(metadata(reader, f"{arch}.rope.freq_base_swa", swa_default))}
+    return {"full_attention": full, "sliding_attention": local}
 
 
 def _fused_config(arch: str, config: dict, names: set[str]) -> dict:

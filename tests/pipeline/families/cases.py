@@ -71,6 +71,10 @@ _GEMMA3_TEXT = _GQA | dict(head_dim=8, num_hidden_layers=3, query_pre_attn_scala
                                "sliding_attention": {"rope_type": "default", "rope_theta": 100.0},
                                "full_attention": {"rope_type": "linear", "factor": 4.0, "rope_theta": 1000.0}})
 
+_IDS = dict(pad_token_id=0, bos_token_id=1, eos_token_id=2)  # special tokens inside the tiny vocabulary
+_GQA8 = _GQA | _IDS | dict(head_dim=8)
+_NO_LN = dict(proj=_ATTN + "q_proj")  # post-norm decoders: no norm's output enters the attention
+
 CASES: dict[str, Case] = {
     "qwen3": Case("Qwen3Config", _GQA | dict(head_dim=8), "Qwen3ForCausalLM", **_DEC, **_QK),
     "qwen3_moe": Case("Qwen3MoeConfig", _GQA | dict(moe_intermediate_size=16, num_experts=4, num_experts_per_tok=2),
@@ -123,6 +127,36 @@ CASES: dict[str, Case] = {
     "granite": Case("GraniteConfig", _GQA | dict(attention_multiplier=0.3), "GraniteForCausalLM", **_DEC),
     "smollm3": Case("SmolLM3Config", _GQA | dict(num_hidden_layers=4, pad_token_id=0, bos_token_id=1,
                                                  eos_token_id=2), "SmolLM3ForCausalLM", **_DEC),  # layer 3: no rotary
+    "olmoe": Case("OlmoeConfig", _GQA | _IDS | dict(num_experts=4, num_experts_per_tok=2), "OlmoeForCausalLM",
+                  **_DEC, **_QK),
+    # layers 0-2 sliding, 3 full attention (Olmo3Config's default pattern), each kind with its own rotary
+    "olmo3": Case("Olmo3Config", _GQA | _IDS | dict(num_hidden_layers=4, sliding_window=32, rope_parameters={
+        "sliding_attention": {"rope_type": "default", "rope_theta": 100.0},
+        "full_attention": {"rope_type": "linear", "factor": 4.0, "rope_theta": 1000.0}}), "Olmo3ForCausalLM",
+        **_NO_LN, **_QK),
+    "glm": Case("GlmConfig", _GQA8, "GlmForCausalLM", **_DEC),  # interleaved rotary on half of each head
+    "glm4": Case("Glm4Config", _GQA8 | dict(partial_rotary_factor=0.75), "Glm4ForCausalLM", **_DEC),
+    # layers 0 and 2 sliding with rotary, layer 1 global without (NoPE)
+    "exaone4": Case("Exaone4Config", _GQA8 | dict(num_hidden_layers=3, sliding_window=32, sliding_window_pattern=2),
+                    "Exaone4ForCausalLM", **_NO_LN, **_QK),
+    # no sliding window (EXAONE 4.0 1.2B): every layer rotates, global or not
+    "exaone4-no_window": Case("Exaone4Config", _GQA8 | dict(sliding_window=None, layer_types=["full_attention"] * 2),
+                              "Exaone4ForCausalLM", **_NO_LN, **_QK),
+    "ernie4_5": Case("Ernie4_5Config", _GQA8, "Ernie4_5ForCausalLM", **_DEC),
+    "ernie4_5_moe": Case("Ernie4_5_MoeConfig", _GQA8 | dict(moe_intermediate_size=16, moe_num_experts=4, moe_k=2,
+                                                            moe_num_shared_experts=1),
+                         "Ernie4_5_MoeForCausalLM", **_DEC),
+    "seed_oss": Case("SeedOssConfig", _GQA8, "SeedOssForCausalLM", **_DEC),
+    # Llama 3 scaling with two of the four frequencies blended (wavelengths 20 and 63 between 64 / 4 and 64 / 1)
+    "apertus": Case("ApertusConfig", _GQA8 | dict(max_position_embeddings=256, rope_parameters={
+        "rope_type": "llama3", "rope_theta": 100.0, "factor": 8.0, "original_max_position_embeddings": 64,
+        "low_freq_factor": 1.0, "high_freq_factor": 4.0}), "ApertusForCausalLM", proj=_ATTN + "q_proj",
+        ln="layers.{l}.attention_layernorm", **_QK),
+    "helium": Case("HeliumConfig", _GQA8, "HeliumForCausalLM", **_DEC),
+    "arcee": Case("ArceeConfig", _GQA | _IDS, "ArceeForCausalLM", **_DEC),
+    "granitemoe": Case("GraniteMoeConfig", _GQA | _IDS | dict(attention_multiplier=0.3, num_local_experts=4,
+                                                            num_experts_per_tok=2), "GraniteMoeForCausalLM", **_DEC),
+    "nemotron": Case("NemotronConfig", _GQA8, "NemotronForCausalLM", **_DEC),  # rotary on half of each head
     "roberta": Case("RobertaConfig", _BERT | dict(pad_token_id=1), "RobertaModel", **_BERT_PROBE, rtol=1e-10),
     "xlm-roberta": Case("XLMRobertaConfig", _BERT | dict(pad_token_id=1), "XLMRobertaModel", **_BERT_PROBE,
                         rtol=1e-10),

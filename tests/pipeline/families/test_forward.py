@@ -114,3 +114,15 @@ def test_every_entry_of_the_table_is_proved():
         assert FAMILIES[name] == replace(FAMILIES[family].tower(tower), name=name, sub_config="")
     assert set(FAMILIES) == proved | first_eight | set(standalone)
     assert len(proved | first_eight) >= 30
+
+
+def test_a_config_that_clips_queries_and_keys_is_refused_with_its_reason():
+    """OLMoE's ``clip_qkv`` clamps every query and key value: where one is clipped the score is no bilinear form, so
+    such a checkpoint is refused, naming the key; without it (``null``, as OLMoE-1B-7B ships) it is profiled."""
+    from pipeline.families import ArchitectureError
+    from tests.tiny_models import transformers
+
+    config = getattr(transformers, CASES["olmoe"].config)(**CASES["olmoe"].kw).to_dict()
+    assert config["clip_qkv"] is None and layout_from_config(config).qk_norm == "rms over the projection"
+    with pytest.raises(ArchitectureError, match=r"olmoe with clip_qkv \(queries and keys clamped"):
+        layout_from_config(config | {"clip_qkv": 8.0})

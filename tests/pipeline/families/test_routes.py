@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from pipeline.families import layer_qk, layer_weights, layout_from_config, qk_tensor_names
+from pipeline.families import inverse_frequencies, layer_qk, layer_weights, layout_from_config, qk_tensor_names
 from pipeline.registry.checkpoints import open_checkpoint
 from tests.hub_server import LoopbackHub, serve_folder
 from tests.pipeline.families.cases import CASES
@@ -106,8 +106,12 @@ def test_a_hub_id_of_a_supported_family_needs_no_registry_entry(family_model, hu
 GGUF_ARCHS = {"qwen3": "qwen3", "qwen3_moe": "qwen3moe", "gemma": "gemma", "gemma2": "gemma2",
               "gemma3_text": "gemma3", "phi3": "phi3", "olmo2": "olmo2", "starcoder2": "starcoder2",
               "stablelm-qk_layernorm": "stablelm", "cohere-qk_norm": "command-r", "granite": "granite",
-              "smollm3": "smollm3"}
-PERMUTED = ("granite", "smollm3")  # rotated as interleaved pairs by llama.cpp: the converter permutes Q/K rows
+              "smollm3": "smollm3", "olmoe": "olmoe", "olmo3": "olmo2", "glm4": "glm4", "exaone4": "exaone4",
+              "ernie4_5": "ernie4_5", "ernie4_5_moe": "ernie4_5-moe", "seed_oss": "seed_oss", "apertus": "apertus",
+              "arcee": "arcee", "granitemoe": "granitemoe", "nemotron": "nemotron"}
+# rotated as interleaved pairs by llama.cpp where transformers rotates halves: the converter permutes Q/K rows
+PERMUTED = ("granite", "smollm3", "arcee", "granitemoe")
+NORM_SHIFT = ("gemma", "gemma2", "gemma3", "nemotron")  # the converter stores these norm gains as 1 + weight
 
 
 def permute(w: np.ndarray, heads: int) -> np.ndarray:
@@ -127,20 +131,24 @@ def _metadata(w, arch: str, cfg, per_layer_pattern: bool = False) -> None:
     w.add_head_count_kv(cfg.num_key_value_heads)
     w.add_key_length(head_dim)
     rope = cfg.rope_parameters
-    if arch == "gemma3":
+    if "full_attention" in rope:  # Gemma 3, OLMo 3 (its converter: olmo2 with the sliding layers listed)
         full, local = rope["full_attention"], rope["sliding_attention"]
         w.add_rope_freq_base(full["rope_theta"])
         w.add_rope_freq_base_swa(local["rope_theta"])
         w.add_rope_scaling_type(gguf.RopeScalingType.LINEAR)
         w.add_rope_scaling_factor(full["factor"])
-        w.add_sliding_window_pattern([t == "sliding_attention" for t in cfg.layer_types] if per_layer_pattern
-                                     else int(cfg.sliding_window_pattern))
+        w.add_sliding_window(cfg.sliding_window)
+        w.add_sliding_window_pattern([t == "sliding_attention" for t in cfg.layer_types]
+                                     if per_layer_pattern or arch != "gemma3" else int(cfg.sliding_window_pattern))
     else:
         w.add_rope_freq_base(rope["rope_theta"])
         w.add_rope_dimension_count(int(head_dim * rope.get("partial_rotary_factor", 1.0)))
+    if arch == "exaone4":  # the converter lists the sliding layers where the config has a window
+        w.add_sliding_window(cfg.sliding_window)
+        w.add_sliding_window_pattern([t == "sliding_attention" for t in cfg.layer_types])
     if arch == "gemma2":
         w.add_attn_logit_softcapping(cfg.attn_logit_softcapping)
-    if arch == "granite":
+    if arch in ("granite", "granitemoe"):
         w.add_attention_scale(cfg.attention_multiplier)
 
 
@@ -159,7 +167,7 @@ def write_gguf(case_name: str, folder: str, path: Path, per_layer_pattern: bool 
     w = gguf.GGUFWriter(str(path), arch)
     w.add_name(f"tiny {arch}")
     _metadata(w, arch, cfg, per_layer_pattern)
-    shift = 1.0 if arch.startswith("gemma") else 0.0
+    shift = 1.0 if arch in NORM_SHIFT else 0.0
     roles = {"q_proj": "attn_q", "k_proj": "attn_k", "qkv_proj": "attn_qkv", "q_norm": "attn_q_norm",
              "k_norm": "attn_k_norm"}
     for layer in range(cfg.num_hidden_layers):
@@ -174,8 +182,15 @@ def write_gguf(case_name: str, folder: str, path: Path, per_layer_pattern: bool 
             parts = [tensors.get(f"{at}self_attn.{side}_layernorm.norms.{h}.weight") for h in range(heads)]
             if parts[0] is not None:
                 w.add_tensor(f"blk.{layer}.attn_{side}_norm.weight", np.stack(parts).astype(np.float32))
-        if (g := tensors.get(f"{at}input_layernorm.weight")) is not None:
+        g = tensors.get(f"{at}input_layernorm.weight", tensors.get(f"{at}attention_layernorm.weight"))  # Apertus
+        if g is not None:
             w.add_tensor(f"blk.{layer}.attn_norm.weight", (g + shift).astype(np.float32))
+    if (rope := cfg.rope_parameters).get("rope_type") == "llama3":  # the converter's per-frequency divisors
+        from tests.pipeline.test_gguf import converter_rope_factors
+
+        w.add_tensor("rope_freqs.weight", converter_rope_factors(
+            cfg.head_dim, rope["rope_theta"], rope["factor"], rope["low_freq_factor"], rope["high_freq_factor"],
+            rope["original_max_position_embeddings"]).astype(np.float32))
     w.write_header_to_file()
     w.write_kv_data_to_file()
     w.write_tensors_to_file()
@@ -199,9 +214,14 @@ def test_gguf_of_each_architecture_reads_back_the_hf_weights(family_model, tmp_p
     path = write_gguf(name, folder, tmp_path / f"{name}.gguf")
     local, ggml = open_checkpoint(folder), open_gguf(path)
     want, got = layout_from_config(local.config), layout_from_config(ggml.config)
-    assert got.shape == want.shape
-    assert (got.layers, got.qk_norm, got.rope_scaling) == (want.layers, want.qk_norm, want.rope_scaling)
+    assert got.shape == want.shape and got.qk_norm == want.qk_norm
     assert ggml.config["model_type"] == want.family and ggml.provenance.format == "gguf"
+    if want.rope_scaling and dict(want.rope_scaling)["rope_type"] == "llama3":
+        # the file holds Llama 3's divisors, not its parameters: the reader's parameters give the same frequencies
+        assert dict(got.rope_scaling)["rope_type"] == "llama3" and not got.layers and not want.layers
+        np.testing.assert_allclose(inverse_frequencies(got), inverse_frequencies(want), rtol=1e-6)
+    else:
+        assert (got.layers, got.rope_scaling) == (want.layers, want.rope_scaling)
     for layer in range(want.n_layers):
         for fold in (False, True):
             (gq, gk), (wq, wk) = layer_weights(ggml, got, layer, fold), layer_weights(local, want, layer, fold)
