@@ -57,6 +57,13 @@ class Layout(ModelShape):
             return self.layers[layer]
         return Positional(self.positional, self.rotary_dim, self.rope_theta, self.rotary_style, self.rope_scaling)
 
+    def score_scale(self, layer: int) -> float:
+        """The positive constant the scores of ``layer`` carry beside its form: ``scale``, times YaRN's attention
+        factor squared on a YaRN layer (it multiplies cos and sin, so the query and the key). No profile changes."""
+        p = self.positional_of(layer)
+        factor = dict(p.scaling).get("attention_factor", 1.0) if p.kind == "rope" else 1.0
+        return float(self.scale) * float(factor) ** 2
+
     def conventions(self) -> Conventions:
         """What the store records beside the shape (``pipeline.schema.Conventions``): the tower, the QK-norm, the
         scale and its rule, the soft-cap, and every layer's positional kind, rotary base and scaling."""

@@ -4,8 +4,8 @@ Rotary parameters come from transformers 5's ``rope_parameters`` (flat, or keyed
 and ModernBERT write them) or from the older flat keys (``rope_theta``, ``rotary_emb_base``, ``rope_scaling``,
 ``partial_rotary_factor``, ``rotary_pct``; per type the entry's ``type_theta`` keys such as Gemma 3's
 ``rope_local_base_freq``). Scaled RoPE of the types in ``pipeline.families.rotary.SCALED_ROPE_TYPES`` is kept as
-(key, value) pairs; other types change the rotation with the sequence length or rescale the scores, and are
-refused.
+(key, value) pairs (YaRN's with its attention factor); other types change the rotation with the sequence length,
+and are refused.
 """
 
 from __future__ import annotations
@@ -24,8 +24,8 @@ def _first(config: dict, keys, default):
     return next((config[k] for k in keys if config.get(k) is not None), default)
 
 
-def _scaling(kind: str, given: dict, config: dict) -> tuple:
-    """The (key, value) pairs of a scaled RoPE of ``kind`` (``()`` for default)."""
+def _scaling(kind: str, given: dict, config: dict, truncate: bool = True) -> tuple:
+    """The (key, value) pairs of a scaled RoPE of ``kind`` (``()`` for default); ``truncate``: YaRN's."""
     from pipeline.families.rotary import SCALED_ROPE_TYPES
 
     if kind not in SCALED_ROPE_TYPES:
@@ -35,11 +35,32 @@ def _scaling(kind: str, given: dict, config: dict) -> tuple:
         return ()
     if "original_max_position_embeddings" not in given and config.get("max_position_embeddings"):
         given = given | {"original_max_position_embeddings": config["max_position_embeddings"]}
+    if kind == "yarn":
+        return _yarn(given, config, truncate)
     need = _SCALING_KEYS[:1] if kind == "linear" else _SCALING_KEYS
     missing = [k for k in need if given.get(k) is None]
     if missing:
         raise _error(f"rope type {kind!r} needs {', '.join(missing)} in rope_scaling; config.json is incomplete")
     return (("rope_type", kind),) + tuple((k, float(given[k])) for k in need)
+
+
+def _yarn(given: dict, config: dict, truncate: bool) -> tuple:
+    """YaRN's pairs, as transformers reads them: ``factor`` (null: max_position_embeddings over the original),
+    ``beta_fast`` 32 and ``beta_slow`` 1 unless given, ``truncate`` and the ``attention_factor`` on cos and sin
+    (``pipeline.families.rotary.yarn_attention_factor``)."""
+    from pipeline.families.rotary import yarn_attention_factor
+
+    context = given.get("original_max_position_embeddings")
+    if context is None or ("factor" not in given and not config.get("max_position_embeddings")):
+        raise _error("rope type 'yarn' needs factor and original_max_position_embeddings in rope_scaling; "
+                     "config.json is incomplete")
+    factor = given.get("factor")
+    factor = float(factor) if factor is not None else float(config["max_position_embeddings"]) / float(context)
+    attention = yarn_attention_factor(factor, given.get("attention_factor"), given.get("mscale"),
+                                      given.get("mscale_all_dim"))
+    return (("rope_type", "yarn"), ("factor", factor), ("original_max_position_embeddings", float(context)),
+            ("beta_fast", float(given.get("beta_fast") or 32)), ("beta_slow", float(given.get("beta_slow") or 1)),
+            ("truncate", bool(truncate)), ("attention_factor", attention))
 
 
 def _rope_of(entry: Family, config: dict, n: int, layer_type: str | None):
@@ -59,7 +80,9 @@ def _rope_of(entry: Family, config: dict, n: int, layer_type: str | None):
     else:
         theta = params.get("rope_theta", _first(config, ("rope_theta", "rotary_emb_base"), 10000.0))
     kind = params.get("rope_type") or scaling.get("rope_type") or scaling.get("type") or "default"
-    pairs = _scaling(kind, params | scaling, config)
+    # transformers reads YaRN's truncate from the top of rope_parameters, never from one layer type's entry
+    top = (config.get("rope_parameters") or {}) | (config.get("rope_scaling") or {})
+    pairs = _scaling(kind, params | scaling, config, top.get("truncate", True))
     if entry.rotary_dim_key:
         rotary = int(config.get(entry.rotary_dim_key) or n)
     else:

@@ -15,8 +15,12 @@ Scaled RoPE
 -----------
 Some checkpoints change the frequencies themselves (``rope_scaling`` / ``rope_parameters`` in config.json);
 :func:`scaled_inverse_frequencies` applies the types that transformers applies to the frequencies alone and
-independent of the sequence length: ``linear`` (all divided by ``factor``) and ``llama3`` (Llama 3.1 / 3.2:
-long wavelengths divided by ``factor``, short ones kept, a smooth blend between).
+independent of the sequence length: ``linear`` (all divided by ``factor``), ``llama3`` (Llama 3.1 / 3.2:
+long wavelengths divided by ``factor``, short ones kept, a smooth blend between) and ``yarn`` (OLMo 3, gpt-oss,
+Qwen3's long context: NTK-by-parts, the frequencies between the dimensions ``beta_fast`` and ``beta_slow``
+rotations of the original context blended linearly between kept and divided by ``factor``). YaRN also multiplies
+cos and sin by its ``attention_factor``, so q and k both: the scores of its layers carry the positive constant
+``attention_factor ** 2`` (:func:`yarn_attention_factor`), beside the softmax scale, and no profile changes.
 """
 
 from __future__ import annotations
@@ -35,7 +39,40 @@ def inverse_frequencies(rotary_dim: int, base: float) -> np.ndarray:
     return 1.0 / (float(base) ** (np.arange(0, rotary_dim, 2, dtype=np.float64) / rotary_dim))
 
 
-SCALED_ROPE_TYPES = ("default", "linear", "llama3")
+SCALED_ROPE_TYPES = ("default", "linear", "llama3", "yarn")
+
+
+def yarn_attention_factor(factor: float, attention_factor=None, mscale=None, mscale_all_dim=None) -> float:
+    """YaRN's factor on cos and sin (transformers' ``_compute_yarn_parameters``): the config's ``attention_factor``,
+    else mscale(factor, mscale) / mscale(factor, mscale_all_dim) where both are given, else 0.1 ln(factor) + 1 (1 for
+    factor <= 1)."""
+    def get_mscale(scale: float, m: float = 1.0) -> float:
+        return 1.0 if scale <= 1 else 0.1 * m * math.log(scale) + 1.0
+
+    if attention_factor is not None:
+        return float(attention_factor)
+    if mscale and mscale_all_dim:
+        return get_mscale(factor, mscale) / get_mscale(factor, mscale_all_dim)
+    return get_mscale(factor)
+
+
+def _yarn(inv: np.ndarray, rotary_dim: int, base: float, scaling: dict) -> np.ndarray:
+    """YaRN's inverse frequencies (transformers' ``_compute_yarn_parameters``, in float64)."""
+    factor, context = float(scaling["factor"]), float(scaling["original_max_position_embeddings"])
+    fast, slow = float(scaling.get("beta_fast") or 32), float(scaling.get("beta_slow") or 1)
+
+    def dimension(rotations: float) -> float:  # the dimension that turns ``rotations`` times over the context
+        return rotary_dim * math.log(context / (rotations * 2 * math.pi)) / (2 * math.log(base))
+
+    low, high = dimension(fast), dimension(slow)
+    if scaling.get("truncate", True):
+        low, high = math.floor(low), math.ceil(high)
+    low, high = max(low, 0), min(high, rotary_dim - 1)
+    if low == high:
+        high += 0.001  # transformers' guard against a zero-width ramp
+    ramp = np.clip((np.arange(rotary_dim // 2, dtype=np.float64) - low) / (high - low), 0, 1)
+    kept = 1 - ramp  # 1: the original frequency (extrapolation), 0: divided by the factor (interpolation)
+    return inv / factor * (1 - kept) + inv * kept
 
 
 def scaled_inverse_frequencies(rotary_dim: int, base: float, scaling: dict | None = None) -> np.ndarray:
@@ -60,6 +97,8 @@ def scaled_inverse_frequencies(rotary_dim: int, base: float, scaling: dict | Non
         out = np.where(wavelen > context / low, inv / factor, inv)
         medium = (wavelen >= context / high) & (wavelen <= context / low)
         return np.where(medium, blended, out)
+    if kind == "yarn":
+        return _yarn(inv, rotary_dim, float(base), scaling)
     raise ValueError(f"rope type {kind!r} is not supported; supported: {', '.join(SCALED_ROPE_TYPES)}")
 
 

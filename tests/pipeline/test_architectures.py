@@ -273,9 +273,9 @@ def test_unsupported_and_broken_configs_say_what_to_do():
     with pytest.raises(ArchitectureError, match="rope type 'llama3' needs low_freq_factor"):
         layout_from_config({"model_type": "llama", "hidden_size": 8, "num_attention_heads": 2,
                             "num_hidden_layers": 1, "rope_scaling": {"rope_type": "llama3", "factor": 8.0}})
-    with pytest.raises(ArchitectureError, match="rope type 'yarn'.*supported: default, linear, llama3"):
+    with pytest.raises(ArchitectureError, match="rope type 'dynamic'.*supported: default, linear, llama3, yarn"):
         layout_from_config({"model_type": "mistral", "hidden_size": 8, "num_attention_heads": 2,
-                            "num_hidden_layers": 1, "rope_scaling": {"rope_type": "yarn", "factor": 4.0}})
+                            "num_hidden_layers": 1, "rope_scaling": {"rope_type": "dynamic", "factor": 4.0}})
 
 
 def test_suffix_matching_ignores_mask_buffers_and_prefixes():

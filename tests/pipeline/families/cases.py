@@ -134,6 +134,13 @@ CASES: dict[str, Case] = {
         "sliding_attention": {"rope_type": "default", "rope_theta": 100.0},
         "full_attention": {"rope_type": "linear", "factor": 4.0, "rope_theta": 1000.0}}), "Olmo3ForCausalLM",
         **_NO_LN, **_QK),
+    # YaRN on the full-attention layer (OLMo 3's long-context checkpoints), its attention factor on cos and sin
+    "olmo3-yarn": Case("Olmo3Config", _GQA | _IDS | dict(num_hidden_layers=4, sliding_window=32,
+                                                          max_position_embeddings=256, rope_parameters={
+        "sliding_attention": {"rope_type": "default", "rope_theta": 10000.0},
+        "full_attention": {"rope_type": "yarn", "rope_theta": 10000.0, "factor": 4.0, "attention_factor": 1.5,
+                           "original_max_position_embeddings": 64, "beta_fast": 32.0, "beta_slow": 1.0}}),
+        "Olmo3ForCausalLM", **_NO_LN, **_QK),
     "glm": Case("GlmConfig", _GQA8, "GlmForCausalLM", **_DEC),  # interleaved rotary on half of each head
     "glm4": Case("Glm4Config", _GQA8 | dict(partial_rotary_factor=0.75), "Glm4ForCausalLM", **_DEC),
     # layers 0 and 2 sliding with rotary, layer 1 global without (NoPE)

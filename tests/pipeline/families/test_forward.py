@@ -3,11 +3,12 @@
 For each case (``cases.py``: a tiny random model per family variant, biases zero), the pre-softmax scores
 captured from transformers' eager attention must satisfy
 
-    scores[h, i, j] * r_q(i, h) * r_k(j, h) = scale * x_j^T L_h(i - j) x_i,    L_h(d) = W_K[h]^T R(d) W_Q[h]
+    scores[h, i, j] * r_q(i, h) * r_k(j, h) = c * x_j^T L_h(i - j) x_i,    L_h(d) = W_K[h]^T R(d) W_Q[h]
 
 with W_Q, W_K from ``layer_weights`` (QK-norm gain and centring folded in), R(d) from ``rotations(layout,
 offsets, layer)`` (the identity for layers without rotary), x the hidden states entering the Q projection and
-r the divisors the QK-norms applied, computed from the norms' captured inputs (1 without a QK-norm). A tanh
+r the divisors the QK-norms applied, computed from the norms' captured inputs (1 without a QK-norm), and c the
+layer's ``score_scale`` (the softmax scale, times YaRN's attention factor squared on a YaRN layer). A tanh
 soft-cap is undone first (Gemma 2). Rotary and QK-norm families compare at 1e-5 relative (transformers computes
 rotation angles and these norms in float32), the rest at 1e-10.
 
@@ -26,7 +27,8 @@ from tests.pipeline.families.cases import CASES, divisors, normalised
 
 
 def form_scores(layout, layer: int, W_Q, W_K, xq, xk) -> np.ndarray:
-    """(H, T, T): scale * xk_j^T W_K^T R(i - j) W_Q xq_i."""
+    """(H, T, T): c * xk_j^T W_K^T R(i - j) W_Q xq_i, c the layer's score scale (the softmax scale, and YaRN's
+    attention factor squared)."""
     T = len(xq)
     R = rotations(layout, np.arange(-(T - 1), T), layer)
     Q = np.einsum("hnm,im->hin", W_Q, xq)
@@ -36,7 +38,7 @@ def form_scores(layout, layer: int, W_Q, W_K, xq, xk) -> np.ndarray:
         for j in range(T):
             q = Q[:, i] if R is None else Q[:, i] @ R[i - j + T - 1].T
             out[:, i, j] = np.einsum("hn,hn->h", K[:, j], q)
-    return layout.scale * out
+    return layout.score_scale(layer) * out
 
 
 def alibi_bias(case, layout, T: int) -> np.ndarray:
