@@ -256,9 +256,9 @@ def _play(movie: PageModels, speed: Spinner, hold_ms: int, back: Button, step: B
     """Play and pause (``speed``: ms per frame; ``hold_ms``: the last frame's hold), one frame back or
     forward, and a click on a metrics chart to jump to its epoch."""
     playing = movie.but(interval_spinner=speed, hold_ms=hold_ms)
-    movie.play_toggle.js_on_change("active", jscode.callback(dict(ctx=playing.args()), "orbits_play"))
-    back.js_on_click(jscode.callback(dict(ctx=movie.but(step_by=-1).args()), "orbits_step"))
-    step.js_on_click(jscode.callback(dict(ctx=movie.but(step_by=1).args()), "orbits_step"))
+    movie.play_toggle.js_on_change("active", jscode.callback(dict(ctx=playing.args()), "movie_play"))
+    back.js_on_click(jscode.callback(dict(ctx=movie.but(step_by=-1).args()), "movie_step"))
+    step.js_on_click(jscode.callback(dict(ctx=movie.but(step_by=1).args()), "movie_step"))
     tap = jscode.callback(dict(ctx=movie.args()), "orbits_tap")
     for chart in charts:
         chart.js_on_event("tap", tap)

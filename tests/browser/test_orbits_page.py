@@ -38,8 +38,8 @@ pytestmark = pytest.mark.browser
 INTERVAL_MS = 40
 HOLD_MS = 500
 
-# the movie is paused: no next frame is pending (orbits_play.js keeps its timer on window.__orbitsMovie)
-MOVIE_STOPPED = "() => Object.values(window.__orbitsMovie || {}).every(st => st.timer === null)"
+# the movie is paused: no next frame is pending (common/js/movie_play.js keeps its timer on window.__movies)
+MOVIE_STOPPED = "() => Object.values(window.__movies || {}).every(st => st.timer === null)"
 # record the delay of every setTimeout the page asks for in window.__delays, until UNRECORD_DELAYS
 RECORD_DELAYS = ("() => { window.__delays = []; const set = window.__setTimeout = window.setTimeout;"
                  " window.setTimeout = (f, ms, ...a) => { window.__delays.push(ms); return set(f, ms, ...a); }; }")
