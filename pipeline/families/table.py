@@ -134,6 +134,11 @@ ENTRIES = (
     _decoder("granitemoe", scale="attention_multiplier"),
     # Nemotron: LayerNorm1P (its gain 1 + weight), rotary on the first partial_rotary_factor of each head
     _decoder("nemotron", gain_offset=1.0),
+    # gpt-oss: attention sinks, one learned logit per head appended to every query's scores before the softmax and
+    # dropped after it. A sink only enlarges the softmax's denominator: it is no form of the two tokens, and the
+    # profile leaves it out (test_forward.py proves the scores without it equal the forward pass's). Its sliding and
+    # full-attention layers differ in their mask alone and share one rotary (YaRN in its checkpoints).
+    _decoder("gpt_oss"),
     # ---------------------------------------------------------------- encoders
     Family("bert", **_BERT),
     Family("roberta", **_BERT),

@@ -58,6 +58,7 @@ from pipeline.sources.gguf_families import (  # noqa: F401 - ARCHITECTURES, hf_n
     hf_row_order,
     hf_tensors,
     metadata,
+    yarn_scaling,
 )
 
 _FLOAT = ("F32", "F16", "BF16", "F64")
@@ -334,8 +335,10 @@ def _config(reader, path, arch: str) -> dict:
     kind = metadata(reader, f"{arch}.rope.scaling.type", "none")
     if kind == "linear":
         config["rope_scaling"] = {"rope_type": "linear", "factor": float(need("rope.scaling.factor"))}
+    elif kind == "yarn":
+        config["rope_scaling"] = yarn_scaling(reader, arch, need)
     elif kind != "none":
-        raise _fail(path, f"rope scaling type {kind!r} is not supported (supported: none, linear)")
+        raise _fail(path, f"rope scaling type {kind!r} is not supported (supported: none, linear, yarn)")
     freqs = next((t for t in reader.tensors if t.name == "rope_freqs.weight"), None)
     if freqs is not None:
         from gguf.quants import dequantize

@@ -5,11 +5,12 @@ llama.cpp's converter (``convert_hf_to_gguf.py``) permutes the Q/K rows of the f
 halves and llama.cpp rotates by pairs ("norm" RoPE: Llama, Granite, Granite MoE, SmolLM3, Arcee; GLM-4 and ERNIE 4.5 are
 rotated by pairs in both and kept), stores Gemma's and Nemotron's norm gains as 1 + weight, stacks StableLM's per-head
 QK-norm gains into one (heads, n) tensor, keeps Phi-3's fused ``qkv_proj`` as ``attn_qkv``, writes OLMo 3 as ``olmo2``
-with its sliding layers listed (``attention.sliding_window_pattern``; OLMo 2 has none) and EXAONE 4's sliding layers
-where its config has a window. It writes the fused QKV tensor of BLOOM, GPT-NeoX, Falcon, GPT-2 and GPT-BigCode
-(llama.cpp's ``starcoder``) as ``attn_qkv`` with the rows [Q (H n) | K (Hkv n) | V (Hkv n)]: BLOOM's and GPT-NeoX's
-per-head [q | k | v] and Falcon's per key/value group [q ... | k | v] rearranged so, GPT-2's Conv1D transposed; the
-reader gives the Hugging Face tensors back (``pipeline.sources.gguf``), reading a fused tensor's q and k rows alone.
+with its sliding layers listed (``attention.sliding_window_pattern``; OLMo 2 has none), EXAONE 4's sliding layers where
+its config has a window, and a YaRN scaling by its parameters without its ``truncate``. It writes the fused QKV tensor
+of BLOOM, GPT-NeoX, Falcon, GPT-2 and GPT-BigCode (llama.cpp's ``starcoder``) as ``attn_qkv`` with the rows [Q (H n) | K
+(Hkv n) | V (Hkv n)]: BLOOM's and GPT-NeoX's per-head [q | k | v] and Falcon's per key/value group [q ... | k | v]
+rearranged so, GPT-2's Conv1D transposed; the reader gives the Hugging Face tensors back (``pipeline.sources.gguf``),
+reading a fused tensor's q and k rows alone.
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ ARCHITECTURES = {
     "olmoe": ("olmoe", False), "glm4": ("glm4", False), "exaone4": ("exaone4", False), "ernie4_5": ("ernie4_5", False),
     "ernie4_5-moe": ("ernie4_5_moe", False), "seed_oss": ("seed_oss", False), "apertus": ("apertus", False),
     "arcee": ("arcee", True), "granitemoe": ("granitemoe", True), "nemotron": ("nemotron", False),
+    "gpt-oss": ("gpt_oss", False),
 }
 # Architectures whose Q/K are one fused ``attn_qkv`` of rows [Q | K | V]: the Hugging Face names of that tensor and of
 # the attention norm's gain (Falcon's with two norms per layer, ``attn_norm_2`` in the file: ``ln_attn``).
@@ -110,6 +112,19 @@ def hf_tensors(reader, arch: str) -> tuple[dict[str, tuple], dict[str, str]]:
     return tensors, gguf_names
 
 
+def yarn_scaling(reader, arch: str, need) -> dict:
+    """A YaRN ``rope_scaling`` from the converter's keys (``need(key)``: a key the file must hold): factor, original
+    context, and the betas and attention factor where written. YaRN's ``truncate`` is not written (llama.cpp always
+    truncates): transformers' default (true) unless the architecture's own says otherwise (``family_config``)."""
+    out = {"rope_type": "yarn", "factor": float(need("rope.scaling.factor")),
+           "original_max_position_embeddings": int(need("rope.scaling.original_context_length"))}
+    for key, name in (("beta_fast", "yarn_beta_fast"), ("beta_slow", "yarn_beta_slow"),
+                      ("attention_factor", "yarn_attn_factor")):
+        if (value := metadata(reader, f"{arch}.rope.scaling.{name}")) is not None:
+            out[key] = float(value)
+    return out
+
+
 def family_config(reader, arch: str, config: dict) -> dict:
     """The keys a family's entry reads beyond the shape, from llama.cpp's metadata and its fixed conventions."""
     names = {t.name for t in reader.tensors}
@@ -133,6 +148,8 @@ def family_config(reader, arch: str, config: dict) -> dict:
         if window is None:
             return {"sliding_window": None}
         return {"sliding_window": int(window), "layer_types": _layer_types(reader, arch, config, 4)}
+    if arch == "gpt-oss" and "rope_scaling" in config:  # gpt-oss's YaRN is not truncated (GptOssConfig, its files)
+        return {"rope_scaling": config["rope_scaling"] | {"truncate": False}}
     if arch in ("granite", "granitemoe"):
         return {"attention_multiplier": float(metadata(reader, f"{arch}.attention.scale", 1.0))}
     if arch == "stablelm":

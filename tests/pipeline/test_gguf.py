@@ -268,9 +268,9 @@ def test_rope_scaling_and_partial_rotary_metadata(llama):
     layout = layout_from_config(open_gguf(path).config)
     assert dict(layout.rope_scaling) == {"rope_type": "linear", "factor": 4.0}
     assert layout.rope_theta == 5000.0 and layout.rotary_dim == N // H
-    path = write_gguf(model, folder / "yarn.gguf", extra={"add_rope_scaling_type": gguf.RopeScalingType.YARN,
-                                                          "add_rope_scaling_factor": 4.0})
-    with pytest.raises(CheckpointError, match="rope scaling type 'yarn' is not supported"):
+    path = write_gguf(model, folder / "longrope.gguf", extra={
+        "add_rope_scaling_type": gguf.RopeScalingType.LONGROPE, "add_rope_scaling_factor": 4.0})
+    with pytest.raises(CheckpointError, match="rope scaling type 'longrope' is not supported"):
         open_gguf(path)
 
 

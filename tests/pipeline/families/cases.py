@@ -45,6 +45,7 @@ class Case:
     rtol: float = 1e-5
     save: dict = field(default_factory=dict)  # dtype / max_shard_size of save_pretrained
     alibi: str = ""  # the modelling module whose build_alibi_tensor gives the ALiBi bias (Falcon: over sqrt(n))
+    sinks: str = ""  # regex of the attention modules (group 1 = layer) whose ``sinks`` join the softmax (gpt-oss)
 
 
 _GQA = dict(hidden_size=32, num_attention_heads=4, num_key_value_heads=2, num_hidden_layers=2, intermediate_size=48,
@@ -164,6 +165,13 @@ CASES: dict[str, Case] = {
     "granitemoe": Case("GraniteMoeConfig", _GQA | _IDS | dict(attention_multiplier=0.3, num_local_experts=4,
                                                             num_experts_per_tok=2), "GraniteMoeForCausalLM", **_DEC),
     "nemotron": Case("NemotronConfig", _GQA8, "NemotronForCausalLM", **_DEC),  # rotary on half of each head
+    # attention sinks; sliding and full-attention layers alternate; YaRN without truncation, as gpt-oss ships
+    "gpt_oss": Case("GptOssConfig", _GQA8 | dict(num_local_experts=4, num_experts_per_tok=2, sliding_window=32,
+                                                 max_position_embeddings=256, rope_parameters={
+                                                     "rope_type": "yarn", "rope_theta": 10000.0, "factor": 4.0,
+                                                     "beta_fast": 32.0, "beta_slow": 1.0, "truncate": False,
+                                                     "original_max_position_embeddings": 64}),
+                    "GptOssForCausalLM", **_DEC, sinks=r"layers\.(\d+)\.self_attn"),
     "roberta": Case("RobertaConfig", _BERT | dict(pad_token_id=1), "RobertaModel", **_BERT_PROBE, rtol=1e-10),
     "xlm-roberta": Case("XLMRobertaConfig", _BERT | dict(pad_token_id=1), "XLMRobertaModel", **_BERT_PROBE,
                         rtol=1e-10),
@@ -268,8 +276,9 @@ def _kind(m) -> str:
 
 
 def probe(model, case: Case) -> dict[int, dict]:
-    """Per layer: ``x`` (T, N) entering the Q projection, ``scores`` (H, T, T) handed to softmax, the QK-norms'
-    inputs (``q``, ``k``: (array, eps, kind)) and the fold-ln norm's input and output (``ln_in``, ``ln_out``)."""
+    """Per layer: ``x`` (T, N) entering the Q projection, ``scores`` (H, T, T) handed to softmax ((H, T, T + 1) with
+    attention sinks, and their ``sinks`` (H,)), the QK-norms' inputs (``q``, ``k``: (array, eps, kind)) and the
+    fold-ln norm's input and output (``ln_in``, ``ln_out``)."""
     layers: dict[int, dict] = defaultdict(dict)
     state = {"layer": None}
     module, inputs = _inputs(case, model)
@@ -279,6 +288,10 @@ def probe(model, case: Case) -> dict[int, dict]:
         template = case.ln_first if layer == 0 and case.ln_first is not None else case.ln
         if template:
             ln_of[template.format(l=layer, p=layer - 1)] = layer
+
+    for name, m in module.named_modules():  # attention sinks: the per-head logit each query's softmax also takes
+        if case.sinks and (hit := re.search(case.sinks + "$", name)):
+            layers[int(hit.group(1))]["sinks"] = m.sinks.detach().numpy().copy()
 
     def take_x(layer):
         def hook(_m, args):

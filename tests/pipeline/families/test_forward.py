@@ -9,7 +9,9 @@ with W_Q, W_K from ``layer_weights`` (QK-norm gain and centring folded in), R(d)
 offsets, layer)`` (the identity for layers without rotary), x the hidden states entering the Q projection and
 r the divisors the QK-norms applied, computed from the norms' captured inputs (1 without a QK-norm), and c the
 layer's ``score_scale`` (the softmax scale, times YaRN's attention factor squared on a YaRN layer). A tanh
-soft-cap is undone first (Gemma 2). Rotary and QK-norm families compare at 1e-5 relative (transformers computes
+soft-cap is undone first (Gemma 2); gpt-oss's softmax takes each query's scores with the head's sink appended,
+shifted by their maximum: the sink column is dropped and the shift (known from it) added back, so what is compared
+is the scores without the sink. Rotary and QK-norm families compare at 1e-5 relative (transformers computes
 rotation angles and these norms in float32), the rest at 1e-10.
 
 With ``fold_ln``, the same scores equal the form of the folded weights on the normalised residual: the norm
@@ -76,6 +78,9 @@ def test_scores_equal_the_forward_pass(family_model, name):
         T = len(p["x"])  # text: cases.T tokens; vision: patches and the class token
         allowed = np.tril(np.ones((T, T), bool)) if case.causal else np.ones((T, T), bool)
         got = p["scores"].copy()
+        if "sinks" in p:  # softmax([scores | sink] - m) per query: the sink column and the shift m taken off
+            assert got.shape == (H, T, T + 1) and (p["sinks"] != 0).all()
+            got = got[..., :-1] + (p["sinks"][:, None, None] - got[..., -1:])
         assert got.shape == (H, T, T)
         if case.causal:  # the captured scores really are the masked pre-softmax scores
             assert (got[:, ~allowed] < -1e30).all()

@@ -108,7 +108,8 @@ GGUF_ARCHS = {"qwen3": "qwen3", "qwen3_moe": "qwen3moe", "gemma": "gemma", "gemm
               "stablelm-qk_layernorm": "stablelm", "cohere-qk_norm": "command-r", "granite": "granite",
               "smollm3": "smollm3", "olmoe": "olmoe", "olmo3": "olmo2", "glm4": "glm4", "exaone4": "exaone4",
               "ernie4_5": "ernie4_5", "ernie4_5_moe": "ernie4_5-moe", "seed_oss": "seed_oss", "apertus": "apertus",
-              "arcee": "arcee", "granitemoe": "granitemoe", "nemotron": "nemotron"}
+              "arcee": "arcee", "granitemoe": "granitemoe", "nemotron": "nemotron", "olmo3-yarn": "olmo2",
+              "gpt_oss": "gpt-oss"}
 # rotated as interleaved pairs by llama.cpp where transformers rotates halves: the converter permutes Q/K rows
 PERMUTED = ("granite", "smollm3", "arcee", "granitemoe")
 NORM_SHIFT = ("gemma", "gemma2", "gemma3", "nemotron")  # the converter stores these norm gains as 1 + weight
@@ -119,9 +120,26 @@ def permute(w: np.ndarray, heads: int) -> np.ndarray:
     return w.reshape(heads, 2, w.shape[0] // heads // 2, *w.shape[1:]).swapaxes(1, 2).reshape(w.shape)
 
 
+def _rope_scaling(w, rope: dict) -> None:
+    """The converter's scaling keys (``TextModel.set_gguf_parameters``): linear's factor; YaRN's factor, original
+    context, betas and (where the config gives one) attention factor, its truncate left out."""
+    import gguf
+
+    if rope.get("rope_type") == "linear":
+        w.add_rope_scaling_type(gguf.RopeScalingType.LINEAR)
+        w.add_rope_scaling_factor(rope["factor"])
+    elif rope.get("rope_type") == "yarn":
+        w.add_rope_scaling_type(gguf.RopeScalingType.YARN)
+        w.add_rope_scaling_factor(rope["factor"])
+        w.add_rope_scaling_orig_ctx_len(rope["original_max_position_embeddings"])
+        if rope.get("attention_factor") is not None:
+            w.add_rope_scaling_yarn_attn_factor(rope["attention_factor"])
+        w.add_rope_scaling_yarn_beta_fast(rope["beta_fast"])
+        w.add_rope_scaling_yarn_beta_slow(rope["beta_slow"])
+
+
 def _metadata(w, arch: str, cfg, per_layer_pattern: bool = False) -> None:
     """The shape and rotary keys the converter writes, and each architecture's own."""
-    import gguf
 
     heads, head_dim = cfg.num_attention_heads, getattr(cfg, "head_dim", None) or cfg.hidden_size // \
         cfg.num_attention_heads
@@ -135,14 +153,14 @@ def _metadata(w, arch: str, cfg, per_layer_pattern: bool = False) -> None:
         full, local = rope["full_attention"], rope["sliding_attention"]
         w.add_rope_freq_base(full["rope_theta"])
         w.add_rope_freq_base_swa(local["rope_theta"])
-        w.add_rope_scaling_type(gguf.RopeScalingType.LINEAR)
-        w.add_rope_scaling_factor(full["factor"])
+        _rope_scaling(w, full)
         w.add_sliding_window(cfg.sliding_window)
         w.add_sliding_window_pattern([t == "sliding_attention" for t in cfg.layer_types]
                                      if per_layer_pattern or arch != "gemma3" else int(cfg.sliding_window_pattern))
     else:
         w.add_rope_freq_base(rope["rope_theta"])
         w.add_rope_dimension_count(int(head_dim * rope.get("partial_rotary_factor", 1.0)))
+        _rope_scaling(w, rope)
     if arch == "exaone4":  # the converter lists the sliding layers where the config has a window
         w.add_sliding_window(cfg.sliding_window)
         w.add_sliding_window_pattern([t == "sliding_attention" for t in cfg.layer_types])
