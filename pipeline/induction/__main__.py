@@ -32,7 +32,7 @@ repeated half to the token after its earlier occurrence, the previous-token scor
 token just before (pipeline/induction/scores.py defines both).
 
 The same settings and seed give the same bytes on the same torch build (and CPU kind) at the same --threads.
-The default run keeps about 95 checkpoints (about 15 MB) and takes about 1.5 minutes of one core.
+The default run keeps 94 checkpoints (16 MB) and takes about 90 s of one core's time (one thread).
 
 Examples:
   python -m pipeline.induction train runs/induction-s0

@@ -96,6 +96,13 @@ def test_training_refuses_a_folder_with_files(short_run):
         train(SHORT, out, log=lambda line: None)
 
 
+def test_help_loads_neither_torch_nor_transformers():
+    code = ("import sys\nfrom pipeline.induction.__main__ import main\ntry:\n    main(['train', '--help'])\n"
+            "except SystemExit:\n    pass\nprint('heavy:', sorted({'torch', 'transformers'} & set(sys.modules)))")
+    proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert "--loss-step" in proc.stdout and proc.stdout.endswith("heavy: []\n")
+
+
 def test_settings_refuse_what_cannot_train():
     with pytest.raises(ValueError, match="multiple of --heads"):
         Settings(hidden=30, heads=4)
