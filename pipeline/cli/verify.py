@@ -21,6 +21,10 @@ than them) is not damaged; verify lists its model as "statistics not computed" o
 not computed" with the command that adds them (the model's own command: it recomputes the layers that
 lack them).
 
+The frames of every run of revisions (runs/NAME, written by `profiles MODEL --revisions SPEC`) are checked
+the same way: a damaged layer is cleared, and verify prints the command that recomputes those revisions.
+Name a run as runs/NAME (or NAME, where no model has that name).
+
 Exit status: 0 when the store is sound, 1 when damage was found, 2 on bad input (no store, not a Zarr v3
 store, an unknown model, a store of another schema version without --upgrade).
 
@@ -41,7 +45,8 @@ examples:
 def register(sub) -> None:
     p = sub.add_parser("verify", help="check the store's layers against their checksums; repair or upgrade it",
                        description=HELP, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("models", nargs="*", metavar="MODEL", help="models to check (default: every model and group)")
+    p.add_argument("models", nargs="*", metavar="MODEL",
+                   help="models (and runs, as runs/NAME) to check (default: every model, run and group)")
     p.add_argument("--store", default=None,
                    help=f"Zarr store (path or fsspec URL; default: {DEFAULT_HELP})")
     p.add_argument("--upgrade", action="store_true",

@@ -198,5 +198,5 @@ def run_revisions(opts: RunOptions, log=print, client=None) -> list[str]:
     if failed:
         raise RevisionsFailed(f"{len(failed)} of {len(plan.frames)} revisions of {plan.source} failed, the others are "
                               "written; rerun the same command to retry them. "
-                              + "; ".join(f"{name}: {why}" for name, why in failed.items()))
+                              + "; ".join(f"{name}: {why.rstrip('.')}" for name, why in failed.items()) + ".")
     return done

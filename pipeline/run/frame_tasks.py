@@ -42,10 +42,20 @@ def qk_digest(qk) -> str:
         if x is None:
             h.update(b"none;")
             continue
-        x = np.ascontiguousarray(x)
+        x = np.asarray(x)
         h.update(f"{x.dtype.str}{x.shape};".encode())
-        h.update(x.tobytes())
+        _feed(h, x)
     return h.hexdigest()
+
+
+def _feed(h, x: np.ndarray) -> None:
+    """The bytes of ``x`` in C order into ``h``, read in place (no copy of the layer: a C-contiguous array whole, else
+    its parts along the first axis, each in place where it is contiguous)."""
+    if x.flags.c_contiguous:
+        h.update(memoryview(x).cast("B"))
+        return
+    for part in x:
+        _feed(h, part)
 
 
 def qk_bytes(qk) -> int:

@@ -38,7 +38,7 @@ from pipeline.run.options import RevisionsFailed, RunOptions, UsageError, check_
 from pipeline.run.plan import checkpoint_layout, validate_checkpoint
 from pipeline.schema import SHAPE_FIELDS, bytes_per_head
 from pipeline.schema.runs import run_group, run_name_problems
-from pipeline.sources.hub_errors import HubError
+from pipeline.sources.base import CheckpointError
 from pipeline.store import StoreError
 
 OPEN_AT_ONCE = 8  # revisions opened at once while planning (Hub revisions: a few small requests each)
@@ -123,7 +123,8 @@ def run_command(source: str, spec: str, name: str, default: str, fold_ln: bool) 
 
 def _open(revision: Revision, fold_ln: bool) -> tuple[object | None, object | None, str]:
     """(checkpoint, layout, "") of one revision, shapes checked from the headers; (None, None, why) for a Hub
-    revision that cannot be read. Anything else a user can fix is raised."""
+    revision that cannot be read (its files missing, the Hub failing or stalling). Anything else, a local checkpoint
+    that cannot be read and a checkpoint of a family or shape that does not fit, is raised: the user can fix it."""
     try:
         ckpt = open_checkpoint(revision.ref)
         if isinstance(ckpt.config, dict) and towers_of(ckpt.config):
@@ -133,7 +134,9 @@ def _open(revision: Revision, fold_ln: bool) -> tuple[object | None, object | No
         layout = checkpoint_layout(ckpt, None)
         validate_checkpoint(ckpt, layout, fold_ln)
         return ckpt, layout, ""
-    except HubError as exc:
+    except CheckpointError as exc:  # HubError among them
+        if Path(revision.ref).is_dir():
+            raise
         return None, None, " ".join(str(exc).split())
 
 
