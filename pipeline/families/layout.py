@@ -27,9 +27,10 @@ class Layout(ModelShape):
     scaled RoPE) are those of the model's first rotary layer; ``layers`` holds every layer's
     :class:`Positional` where they differ (SmolLM3's layers without rotary, Gemma 3's and ModernBERT's sliding
     and global layers), and is empty where all layers are alike. ``qk_norm`` names the norm on queries and keys
-    ("" none, else "rms per head", "rms over the projection" or "layernorm per head"). ``tower`` names the tower
-    of a multi-tower model ("" for others). ``spec`` is the family's table entry with the config's variants
-    applied: what the tensor readers read.
+    ("" none, else "rms per head", "rms over the projection" or "layernorm per head", Llama 4's qualified as
+    weightless, after the rotation and on the rotary layers, and followed by its query temperature). ``tower``
+    names the tower of a multi-tower model ("" for others). ``spec`` is the family's table entry with the config's
+    variants applied: what the tensor readers read.
     """
 
     rope_theta: float = 0.0
@@ -154,8 +155,7 @@ def layout_from_config(config: dict, tower: str | None = None) -> Layout:
     layers = layer_positionals(entry, cfg, n, L)
     first = next((p for p in layers if p.kind == "rope"), layers[0])
     uniform = all(p == layers[0] for p in layers)
-    qk = "" if entry.qk_norm is None else f"{entry.qk_norm.kind} per head" if entry.qk_norm.over == "head" else \
-        f"{entry.qk_norm.kind} over the projection"
+    qk = "; ".join(t for t in ("" if entry.qk_norm is None else entry.qk_norm.text(), entry.query_temperature) if t)
     return Layout(family=entry.name, n_layers=L, n_heads=H, n_kv_heads=kv, d_model=N, d_head=n,
                   positional=first.kind, rotary_dim=first.rotary_dim, rope_theta=first.rope_theta,
                   rotary_style=first.style, rope_scaling=first.scaling, scale=_scale(entry, cfg, n, what),

@@ -52,27 +52,45 @@ class Positional:
 
 @dataclass(frozen=True)
 class QKNorm:
-    """A norm on the queries and keys, applied before the rotation.
+    """A norm on the queries and keys, applied before the rotation (or after it, where it has no gain: see below).
 
     ``kind``: ``rms`` (x / sqrt(mean x^2 + eps)) or ``layernorm`` (centred first, C = I - 11^T / n).
     ``over``: ``head`` (each head's n values) or ``projection`` (all H n values at once; RMS only).
     ``gain``: how the gain is stored: ``shared`` (n,) for every head, ``per_head`` (heads, n) in one tensor,
-    ``each_head`` one (n,) tensor per head (``{h}`` in the template), ``projection`` (heads n,).
+    ``each_head`` one (n,) tensor per head (``{h}`` in the template), ``projection`` (heads n,), or ``none``
+    (a weightless norm, no tensors: Llama 4's). ``rotary_only``: the norm runs on the rotary layers alone.
+    ``after_rotation``: it runs on the rotated q and k; only a weightless RMS norm over each head may: a rotation
+    keeps a head's RMS, so its divisor is that of the unrotated vector and the form is unchanged.
     """
 
     kind: str
     over: str
     gain: str
-    q: str
-    k: str
+    q: str = ""
+    k: str = ""
+    rotary_only: bool = False
+    after_rotation: bool = False
 
     def __post_init__(self):
         if self.kind not in ("rms", "layernorm") or self.over not in ("head", "projection"):
             raise ValueError(f"QKNorm kind {self.kind!r} over {self.over!r} is not one the readers know")
-        if self.gain not in ("shared", "per_head", "each_head", "projection"):
+        if self.gain not in ("shared", "per_head", "each_head", "projection", "none"):
             raise ValueError(f"QKNorm gain layout {self.gain!r} is not one the readers know")
         if self.over == "projection" and self.kind != "rms":
             raise ValueError("a LayerNorm over the whole projection does not factor per head")
+        if self.after_rotation and (self.kind, self.over, self.gain) != ("rms", "head", "none"):
+            raise ValueError("a norm after the rotation is a form only when it is a weightless RMS norm per head")
+        if (self.gain == "none") == bool(self.q or self.k):
+            raise ValueError("name the gain tensors of q and k, unless the norm is weightless")
+
+    def text(self) -> str:
+        """What the store records (``Conventions.qk_norm``): 'rms per head', 'layernorm per head', 'rms over the
+        projection', with Llama 4's qualifiers."""
+        out = f"{self.kind} per head" if self.over == "head" else f"{self.kind} over the projection"
+        extra = [word for word, on in (("weightless", self.gain == "none"),
+                                       ("after the rotation", self.after_rotation),
+                                       ("on the rotary layers", self.rotary_only)) if on]
+        return out + (f" ({', '.join(extra)})" if extra else "")
 
 
 class _Set:
@@ -136,6 +154,9 @@ class Family:
     type_period: tuple = ()
     type_theta: tuple[tuple[str, tuple[str, ...], float], ...] = ()
     qk_norm: QKNorm | None = None
+    # a positive per-query factor the layers without rotary put on the queries (Llama 4's attention temperature), for
+    # the record: treated as the QK-norm divisors are, it changes no form
+    query_temperature: str = ""
     gain_offset: float = 0.0  # every norm's gain is gain_offset + weight (Gemma: 1 + weight)
     # --fold-ln: the gain of the norm whose output enters layer l's attention ({p} = l - 1); ``ln_first`` for
     # layer 0 when it differs ("" = none); ``ln`` "" = no such norm (OLMo 2: attention reads the residual)

@@ -49,6 +49,16 @@ _GEMMA3_TYPES = dict(layer_rule="layer_types", type_period=("sliding_window_patt
                                  ("full_attention", ("rope_theta",), 1e6)))
 _GEMMA3_TEXT = _decoder("gemma3_text", **_GEMMA, **_GEMMA3_TYPES, qk_norm=_rms_head(),
                         scale="1/sqrt(query_pre_attn_scalar)", softcap_key="attn_logit_softcapping")
+# Llama 4: interleaved rotary (complex pairs) on three layers of four, none on the fourth (no_rope_layers 0); on the
+# rotary layers a weightless RMS norm of each head after the rotation (use_qk_norm; a rotation keeps the head's RMS,
+# so it divides the score as a QK-norm before it would); on the others the queries times a position's temperature
+# 1 + attn_scale log(1 + floor((i + 1) / floor_scale)) (attn_temperature_tuning): a positive per-query factor,
+# treated as the QK-norm divisors are (the profile is that of the form; test_forward.py divides it out)
+_LLAMA4_TEXT = _decoder("llama4_text", rotary_style="interleaved", layer_rule="no_rope_layers",
+                        qk_norm=QKNorm("rms", "head", "none", rotary_only=True, after_rotation=True),
+                        query_temperature="queries of the layers without rotary times a positional temperature",
+                        variants=(when("use_qk_norm", False, default=True, qk_norm=None),
+                                  when("attn_temperature_tuning", False, default=True, query_temperature="")))
 _CLIP_TEXT = Family(name="clip", kind="text", q="text_model.encoder.layers.{l}.self_attn.q_proj.weight",
                     k="text_model.encoder.layers.{l}.self_attn.k_proj.weight", positional=_ABS,
                     ln="text_model.encoder.layers.{l}.layer_norm1.weight")
@@ -134,6 +144,7 @@ ENTRIES = (
     _decoder("granitemoe", scale="attention_multiplier"),
     # Nemotron: LayerNorm1P (its gain 1 + weight), rotary on the first partial_rotary_factor of each head
     _decoder("nemotron", gain_offset=1.0),
+    _LLAMA4_TEXT,
     # gpt-oss: attention sinks, one learned logit per head appended to every query's scores before the softmax and
     # dropped after it. A sink only enlarges the softmax's denominator: it is no form of the two tokens, and the
     # profile leaves it out (test_forward.py proves the scores without it equal the forward pass's). Its sliding and
@@ -165,6 +176,10 @@ ENTRIES = (
     # Gemma 3's image-text model: its text tower, the language model's tensors (``language_model.model.layers`` as
     # saved, ``model.language_model.layers`` by transformers 4.5x); the SigLIP vision tower is not in the table
     Family("gemma3", "text", towers=(("text", replace(_GEMMA3_TEXT, sub_config="text_config",
+                                                       within=("language_model.",))),)),
+    # Llama 4's image-text model (Scout, Maverick): its text tower (``language_model.model.layers``; the vision
+    # tower's ``vision_model.model.layers`` end alike)
+    Family("llama4", "text", towers=(("text", replace(_LLAMA4_TEXT, sub_config="text_config",
                                                        within=("language_model.",))),)),
 )
 

@@ -33,7 +33,7 @@ def ln_gain_suffix(layout, layer: int) -> str | None:
 
 def _norm_roles(layout, layer: int) -> dict[str, str]:
     norm = layout.spec.qk_norm
-    if norm is None:
+    if norm is None or norm.gain == "none":  # none, or weightless (Llama 4): no tensors
         return {}
     if norm.gain != "each_head":
         return {"q_norm": norm.q.format(l=layer), "k_norm": norm.k.format(l=layer)}
@@ -204,7 +204,7 @@ def layer_qk(checkpoint, layout, layer: int, fold_ln: bool = False) -> LayerQK:
     else:
         W_Q = _read_compact(checkpoint, names["q"]).reshape(H, n, N)
         W_K = _read_compact(checkpoint, names["k"]).reshape(kv, n, N)
-    if (norm := layout.spec.qk_norm) is not None:
+    if (norm := layout.spec.qk_norm) is not None and norm.gain != "none":
         centre = norm.kind == "layernorm"
         W_Q = fold_qk_norm(W_Q, _norm_gains(checkpoint, layout, names, "q"), centre)
         W_K = fold_qk_norm(W_K, _norm_gains(checkpoint, layout, names, "k"), centre)

@@ -46,6 +46,7 @@ class Case:
     save: dict = field(default_factory=dict)  # dtype / max_shard_size of save_pretrained
     alibi: str = ""  # the modelling module whose build_alibi_tensor gives the ALiBi bias (Falcon: over sqrt(n))
     sinks: str = ""  # regex of the attention modules (group 1 = layer) whose ``sinks`` join the softmax (gpt-oss)
+    temperature: bool = False  # the queries of the layers without rotary carry Llama 4's attention temperature
 
 
 _GQA = dict(hidden_size=32, num_attention_heads=4, num_key_value_heads=2, num_hidden_layers=2, intermediate_size=48,
@@ -67,12 +68,17 @@ _CLIP = dict(text_config=dict(hidden_size=32, num_attention_heads=4, num_hidden_
              vision_config=dict(hidden_size=24, num_attention_heads=2, num_hidden_layers=3, intermediate_size=32,
                                 image_size=12, patch_size=4), projection_dim=8)
 
+_IDS = dict(pad_token_id=0, bos_token_id=1, eos_token_id=2)  # special tokens inside the tiny vocabulary
+# Llama 4: layer 3 without rotary (no_rope_layers), the rest with the weightless QK norm; floor_scale 4 so that the
+# temperature of the layer without rotary varies over the 9 positions (1 up to position 2, then 1 + 0.5 log 2, ...)
+_LLAMA4_TEXT = _GQA | _IDS | dict(head_dim=8, num_hidden_layers=4, intermediate_size_mlp=48, num_local_experts=2,
+                                  num_experts_per_tok=1, floor_scale=4, attn_scale=0.5)
+_LLAMA4_PROBE = dict(**_DEC, q_norm=_ATTN + "qk_norm", k_norm=_ATTN + "qk_norm", temperature=True)
 _GEMMA3_TEXT = _GQA | dict(head_dim=8, num_hidden_layers=3, query_pre_attn_scalar=16, sliding_window=32,
                            sliding_window_pattern=2, rope_parameters={
                                "sliding_attention": {"rope_type": "default", "rope_theta": 100.0},
                                "full_attention": {"rope_type": "linear", "factor": 4.0, "rope_theta": 1000.0}})
 
-_IDS = dict(pad_token_id=0, bos_token_id=1, eos_token_id=2)  # special tokens inside the tiny vocabulary
 _GQA8 = _GQA | _IDS | dict(head_dim=8)
 _NO_LN = dict(proj=_ATTN + "q_proj")  # post-norm decoders: no norm's output enters the attention
 
@@ -165,6 +171,7 @@ CASES: dict[str, Case] = {
     "granitemoe": Case("GraniteMoeConfig", _GQA | _IDS | dict(attention_multiplier=0.3, num_local_experts=4,
                                                             num_experts_per_tok=2), "GraniteMoeForCausalLM", **_DEC),
     "nemotron": Case("NemotronConfig", _GQA8, "NemotronForCausalLM", **_DEC),  # rotary on half of each head
+    "llama4_text": Case("Llama4TextConfig", _LLAMA4_TEXT, "Llama4ForCausalLM", **_LLAMA4_PROBE),
     # attention sinks; sliding and full-attention layers alternate; YaRN without truncation, as gpt-oss ships
     "gpt_oss": Case("GptOssConfig", _GQA8 | dict(num_local_experts=4, num_experts_per_tok=2, sliding_window=32,
                                                  max_position_embeddings=256, rope_parameters={
@@ -199,6 +206,10 @@ CASES: dict[str, Case] = {
     "gemma3/text": Case("Gemma3Config", dict(text_config=_GEMMA3_TEXT, mm_tokens_per_image=4, vision_config=dict(
         hidden_size=16, num_attention_heads=2, num_hidden_layers=1, intermediate_size=24, image_size=16, patch_size=4)),
         "Gemma3ForConditionalGeneration", tower="text", submodel="model.language_model", **_DEC, **_QK),
+    "llama4/text": Case("Llama4Config", dict(text_config=_LLAMA4_TEXT, vision_config=dict(
+        hidden_size=16, num_attention_heads=2, num_hidden_layers=1, intermediate_size=24, image_size=16, patch_size=4,
+        vision_output_dim=16, projector_input_dim=16, projector_output_dim=16)), "Llama4ForConditionalGeneration",
+        tower="text", submodel="language_model.model", **_LLAMA4_PROBE),
     "whisper/encoder": Case("WhisperConfig", _WHISPER, "WhisperModel", tower="encoder", submodel="encoder",
                             inputs="features", proj=r"layers\.(\d+)\.self_attn\.q_proj",
                             ln="layers.{l}.self_attn_layer_norm", causal=False, rtol=1e-10),
@@ -301,7 +312,10 @@ def probe(model, case: Case) -> dict[int, dict]:
 
     def keep(layer, key, m):
         def hook(_m, args, output):
-            layers[layer].setdefault(key, (args[0][0].detach().numpy().copy(), _eps(m), _kind(m)))
+            slot = key  # one module for both (Llama 4's qk_norm): its first call is the queries', then the keys'
+            if key == "qk":
+                slot = "q" if "q" not in layers[layer] else "k"
+            layers[layer].setdefault(slot, (args[0][0].detach().numpy().copy(), _eps(m), _kind(m)))
             if key == "ln_in":
                 layers[layer].setdefault("ln_out", output[0].detach().numpy().copy())
         return hook
@@ -312,7 +326,8 @@ def probe(model, case: Case) -> dict[int, dict]:
             handles.append(m.register_forward_pre_hook(take_x(int(hit.group(1)))))
         elif case.other and re.search(case.other + "$", name):
             handles.append(m.register_forward_pre_hook(lambda *_: state.update(layer=None)))
-        for key, pattern in (("q", case.q_norm), ("k", case.k_norm)):
+        shared = case.q_norm == case.k_norm
+        for key, pattern in (("qk", case.q_norm),) if shared else (("q", case.q_norm), ("k", case.k_norm)):
             if pattern and (hit := re.search(pattern + "$", name)):
                 handles.append(m.register_forward_hook(keep(int(hit.group(1)), key, m)))
         suffix = next((s for s in ln_of if name == s or name.endswith("." + s)), None)

@@ -9,10 +9,12 @@ with W_Q, W_K from ``layer_weights`` (QK-norm gain and centring folded in), R(d)
 offsets, layer)`` (the identity for layers without rotary), x the hidden states entering the Q projection and
 r the divisors the QK-norms applied, computed from the norms' captured inputs (1 without a QK-norm), and c the
 layer's ``score_scale`` (the softmax scale, times YaRN's attention factor squared on a YaRN layer). A tanh
-soft-cap is undone first (Gemma 2); gpt-oss's softmax takes each query's scores with the head's sink appended,
-shifted by their maximum: the sink column is dropped and the shift (known from it) added back, so what is compared
-is the scores without the sink. Rotary and QK-norm families compare at 1e-5 relative (transformers computes
-rotation angles and these norms in float32), the rest at 1e-10.
+soft-cap is undone first (Gemma 2), and Llama 4's attention temperature on the queries of its layers without
+rotary divided out, as a QK-norm's divisors are multiplied in (its weightless QK norm runs on the rotary layers
+alone, after the rotation, which keeps a head's RMS); gpt-oss's softmax takes each query's scores with the head's
+sink appended, shifted by their maximum: the sink column is dropped and the shift (known from it) added back, so
+what is compared is the scores without the sink. Rotary and QK-norm families compare at 1e-5 relative
+(transformers computes rotation angles and these norms in float32), the rest at 1e-10.
 
 With ``fold_ln``, the same scores equal the form of the folded weights on the normalised residual: the norm
 declared by the case is checked to be the one whose output is x, and n = its input normalised (no gain).
@@ -56,6 +58,14 @@ def alibi_bias(case, layout, T: int) -> np.ndarray:
     return bias.numpy().reshape(layout.n_heads, 1, T) / math.sqrt(layout.d_head)
 
 
+def llama4_temperature(model, T: int) -> np.ndarray:
+    """(T,): Llama 4's factor on the queries of its layers without rotary, from its modelling file:
+    1 + attn_scale * log(1 + floor((i + 1) / floor_scale)) at position i."""
+    config = getattr(model.config, "text_config", model.config)
+    assert config.attn_temperature_tuning
+    return 1.0 + config.attn_scale * np.log1p(np.floor((np.arange(T) + 1.0) / config.floor_scale))
+
+
 def checked(name: str, family_model):
     case = CASES[name]
     model, folder, probed = family_model(name)
@@ -86,9 +96,14 @@ def test_scores_equal_the_forward_pass(family_model, name):
             assert (got[:, ~allowed] < -1e30).all()
         if layout.softcap:
             got[:, allowed] = layout.softcap * np.arctanh(got[:, allowed] / layout.softcap)
-        if case.q_norm:  # scores times the divisors (masked entries left as they are)
+        norm = layout.spec.qk_norm
+        normed = bool(case.q_norm) and not (norm.rotary_only and layout.positional_of(layer).kind != "rope")
+        assert ("q" in p) == ("k" in p) == normed, "the QK-norm ran on this layer's queries and keys, or on neither"
+        if normed:  # scores times the divisors (masked entries left as they are)
             r = divisors(p["q"], H).T[:, :, None] * divisors(p["k"], kv)[:, np.arange(H) // (H // kv)].T[:, None, :]
             got = np.where(allowed, got * np.where(allowed, r, 1.0), got)
+        if case.temperature and layout.positional_of(layer).kind == "none":  # Llama 4: query i times t(i) > 0
+            got = np.where(allowed, got / llama4_temperature(family_model(name)[0], T)[None, :, None], got)
         W_Q, W_K = layer_weights(ckpt, layout, layer)
         if case.alibi:  # the position bias, as the model's own code builds it (Falcon: over sqrt(n))
             got = got - alibi_bias(case, layout, T)

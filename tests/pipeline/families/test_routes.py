@@ -109,7 +109,7 @@ GGUF_ARCHS = {"qwen3": "qwen3", "qwen3_moe": "qwen3moe", "gemma": "gemma", "gemm
               "smollm3": "smollm3", "olmoe": "olmoe", "olmo3": "olmo2", "glm4": "glm4", "exaone4": "exaone4",
               "ernie4_5": "ernie4_5", "ernie4_5_moe": "ernie4_5-moe", "seed_oss": "seed_oss", "apertus": "apertus",
               "arcee": "arcee", "granitemoe": "granitemoe", "nemotron": "nemotron", "olmo3-yarn": "olmo2",
-              "gpt_oss": "gpt-oss"}
+              "gpt_oss": "gpt-oss", "llama4_text": "llama4"}
 # rotated as interleaved pairs by llama.cpp where transformers rotates halves: the converter permutes Q/K rows
 PERMUTED = ("granite", "smollm3", "arcee", "granitemoe")
 NORM_SHIFT = ("gemma", "gemma2", "gemma3", "nemotron")  # the converter stores these norm gains as 1 + weight
@@ -168,6 +168,8 @@ def _metadata(w, arch: str, cfg, per_layer_pattern: bool = False) -> None:
         w.add_attn_logit_softcapping(cfg.attn_logit_softcapping)
     if arch in ("granite", "granitemoe"):
         w.add_attention_scale(cfg.attention_multiplier)
+    if arch == "llama4":  # the converter's expert count (llama.cpp: 128 experts, Maverick, has no QK norm)
+        w.add_expert_count(cfg.num_local_experts)
 
 
 def write_gguf(case_name: str, folder: str, path: Path, per_layer_pattern: bool = False) -> Path:
