@@ -133,7 +133,7 @@ def profiles_command(args) -> int:
 
     opts = RunOptions(**{f.name: getattr(args, f.name) for f in fields(RunOptions)})
     try:
-        if opts.register_only:
+        if opts.register_only and opts.revisions is None:  # with --revisions: refused by the run's own checks
             models = list(opts.models) + (list(SEED_MODELS) if opts.seed_models else [])
             if not models:
                 raise UsageError("--register-only needs registry names or --seed-models")

@@ -334,6 +334,7 @@ def test_bad_folders_and_options_are_one_line_and_write_nothing(run_folder, tmp_
     refused([empty, "--revisions", "all"], store, capsys, r"no checkpoints in .*empty")
     refused([root, root, "--revisions", "all"], store, capsys, r"exactly one MODEL_OR_PATH")
     refused([root, "--revisions", "all", "--revision", "main"], store, capsys, r"give one of them")
+    refused([root, "--revisions", "all", "--register-only"], store, capsys, r"does not go with --revisions")
     refused([root, "--revisions", "all", "--name", "a/b"], store, capsys, r"cannot name a run: it holds a slash")
     assert not store.exists()
 
