@@ -3,7 +3,8 @@
 :class:`HeadData` holds, for each real head (layer-major order), its profile (a, b, c, d) at d = 0, its statistics
 (``pipeline.schema.STATISTICS``), the eigenvalues of S (``spectrum``) and, where known, the three spectra of
 :mod:`pipeline.analyses.spectra`, each (heads, k) with k = min(N, 2n). :func:`from_dataset` reads them from an
-opened ``profiles`` group (``pipeline.store.Store.dataset("profiles")``); a variable the store does not hold is None.
+opened ``profiles`` group (``pipeline.store.Store.dataset("profiles")``), :func:`from_run` one frame of a run group
+(``Store.run(NAME)``) by the same reads; a variable the store does not hold is None.
 """
 
 from __future__ import annotations
@@ -60,8 +61,38 @@ def from_dataset(ds, name: str) -> HeadData:
     if name not in names:
         raise KeyError(f"model {name!r} is not in the store; it holds {', '.join(names)}")
     row = ds.isel(model=names.index(name))
-    L, H = int(row["n_layers"]), int(row["n_heads"])
-    N, n = int(row["d_model"]), int(row["d_head"])
+    command = str(row["command"].values) if "command" in row else ""
+    return _from_row(row, name, int(row["n_layers"]), int(row["n_heads"]), int(row["d_model"]), int(row["d_head"]),
+                     command)
+
+
+def from_run(ds, step: int, name: str | None = None) -> HeadData:
+    """The values of the frame of training step ``step`` from an opened run group (``Store.run(NAME)``, or any
+    subset of its variables), read as :func:`from_dataset` reads a model: the run's per-layer variables are the
+    profiles group's with ``step`` in place of ``model``, its shape the group's attributes. ``name``: default
+    "RUN step S (REVISION)"; ``command``: the run's.
+
+    KeyError naming the nearest steps when the run has no frame of ``step``."""
+    steps = [int(s) for s in ds["step"].values]
+    run = str(ds.attrs.get("run_name", "the run"))
+    if step not in steps:
+        below = [s for s in steps if s < step]
+        above = [s for s in steps if s > step]
+        near = ", ".join(str(s) for s in (max(below) if below else None, min(above) if above else None)
+                         if s is not None)
+        raise KeyError(f"step {step} is not a frame of the run {run!r}; the nearest: {near or 'none'} "
+                       f"({len(steps)} frames; `python -m pipeline list` shows them)")
+    row = ds.isel(step=steps.index(step))
+    if name is None:
+        revision = f" ({row['revision'].values})" if "revision" in row else ""
+        name = f"{run} step {step}{revision}"
+    a = ds.attrs
+    return _from_row(row, name, int(a["n_layers"]), int(a["n_heads"]), int(a["d_model"]), int(a["d_head"]),
+                     str(a.get("command", "")))
+
+
+def _from_row(row, name: str, L: int, H: int, N: int, n: int, command: str) -> HeadData:
+    """HeadData from one model's (or one frame's) variables, each with ``layer`` and ``head`` leading."""
     k = _width(N, n)
     sel = {"layer": slice(0, L), "head": slice(0, H)}
     layer, head = (x.ravel() for x in np.meshgrid(np.arange(L), np.arange(H), indexing="ij"))
@@ -73,7 +104,6 @@ def from_dataset(ds, name: str) -> HeadData:
     if "spectrum" in row:
         out["spectrum"] = row["spectrum"].isel(sel | {"eigen": slice(0, k)}).values.reshape(L * H, -1)
     spectra = {s: row[s].isel(sel | {"eigen": slice(0, k)}).values.reshape(L * H, -1) for s in SPECTRA if s in row}
-    command = str(row["command"].values) if "command" in row else ""
     return HeadData(name, N, n, layer, head, profile, out["statistics"], out["spectrum"], spectra, command)
 
 

@@ -15,7 +15,8 @@ gathers, each from its own module:
 - ``baseline``: trained against baseline medians of ``symmetric_energy``, ``pairing`` and ``rho``, and where the
   trained heads fall among the baseline's (:func:`percentiles`).
 
-A part whose inputs the data lacks is None, and ``missing`` says what is missing and how to add it.
+A part whose inputs the data lacks is None, and ``missing`` says what is missing and how to add it; ``notes`` (when
+present: a caller's) say what the reader must know to read the rest, as a run's step 0 being its own baseline.
 :func:`format_text` writes the dict as the text the CLI prints.
 """
 
@@ -46,20 +47,23 @@ def percentiles(values: np.ndarray, reference: np.ndarray) -> np.ndarray:
     return np.where(np.isfinite(v), 100.0 * (below + 0.5 * (upto - below)) / len(ref), np.nan)
 
 
-def _median(v: np.ndarray) -> float | None:
+def median(v: np.ndarray) -> float | None:
+    """The median of the finite values (None when there are none)."""
+    v = np.asarray(v, dtype=float)
     v = v[np.isfinite(v)]
     return float(np.median(v)) if len(v) else None
 
 
-def baseline_comparison(trained: HeadData, baseline: HeadData) -> dict:
+def baseline_comparison(trained: HeadData, baseline: HeadData, note: str = "") -> dict:
     """For each of BASELINE_STATISTICS: the two medians, the quantiles of the trained heads' percentiles among the
-    baseline's heads, and the shares of trained heads below every baseline head and above every one."""
-    out = {"name": baseline.name, "heads": baseline.heads}
+    baseline's heads, and the shares of trained heads below every baseline head and above every one. ``note``: what
+    the baseline is, when its name does not say it (a run's first frame)."""
+    out = {"name": baseline.name, "heads": baseline.heads} | ({"note": note} if note else {})
     for name in BASELINE_STATISTICS:
         t, b = trained.stat(name), baseline.stat(name)
         p = percentiles(t, b)
         ok = np.isfinite(p)
-        out[name] = {"trained_median": _median(t), "baseline_median": _median(b),
+        out[name] = {"trained_median": median(t), "baseline_median": median(b),
                      "percentile": pairing_law.quantiles(p),
                      "below_all": float(np.mean(p[ok] == 0)) if ok.any() else None,
                      "above_all": float(np.mean(p[ok] == 100)) if ok.any() else None}
@@ -71,8 +75,10 @@ def _missing_spectra(data: HeadData) -> str:
     return f"the singular values of T and the eigenvalues of L are not stored for {data.name}{how}"
 
 
-def report(data: HeadData, baseline: HeadData | None = None, *, seed: int = clusters_module.SEED) -> dict:
-    """The summaries of the module docstring for one model (and its baseline). ``seed``: the clusters' seed."""
+def report(data: HeadData, baseline: HeadData | None = None, *, seed: int = clusters_module.SEED,
+           baseline_note: str = "") -> dict:
+    """The summaries of the module docstring for one model (and its baseline). ``seed``: the clusters' seed;
+    ``baseline_note``: what the baseline is, when its name does not say it."""
     out = {"model": data.name, "heads": data.heads, "missing": []}
     if data.statistics is None or data.spectrum is None or not np.isfinite(data.statistics).any():
         how = f": add them with `{data.command}`" if data.command else ""
@@ -97,7 +103,7 @@ def report(data: HeadData, baseline: HeadData | None = None, *, seed: int = clus
         out["missing"].append(_missing_spectra(data))
     else:
         out["spectral_geometry"] = spectral_geometry.spectral_geometry(data.spectrum, antisym)
-    out["baseline"] = None if baseline is None else baseline_comparison(data, baseline)
+    out["baseline"] = None if baseline is None else baseline_comparison(data, baseline, baseline_note)
     return out
 
 
@@ -180,11 +186,13 @@ def format_text(rep: dict) -> str:
                   f"  correlation of sigma(T) with |lambda(S)|: {_q(g['sigma_lambda_correlation'])}"]
     if rep.get("baseline"):
         b = rep["baseline"]
-        lines.append(f"Trained vs baseline {b['name']} ({b['heads']} heads)")
+        note = f": {b['note']}" if b.get("note") else ""
+        lines.append(f"Trained vs baseline {b['name']} ({b['heads']} heads){note}")
         for name in BASELINE_STATISTICS:
             r = b[name]
             lines.append(f"  {name}: median {_f(r['trained_median'], '.4f')} vs {_f(r['baseline_median'], '.4f')}; "
                          f"trained heads' percentile among the baseline's {_q(r['percentile'], '.1f')}")
+    lines += [f"Note: {m}" for m in rep.get("notes", [])]
     lines += [f"Missing: {m}" for m in rep["missing"]]
     return "\n".join(lines)
 
