@@ -51,15 +51,25 @@ from pipeline.schema.conventions import (
     Conventions,
     columns_of,
 )
+from pipeline.schema.core import COORDINATES, N_OFFSETS, PROFILE_DATA, SCHEMA_VERSION  # noqa: F401 - re-exported
+from pipeline.schema.runs import (  # noqa: F401 - re-exported: one group per run of a model's checkpoints, runs/NAME
+    FRAME_DATA,
+    LAYER_DATA,
+    RUN_COMMAND,
+    RUNS,
+    STEP_DATA,
+    RunSummary,
+    is_run_group,
+    run_group,
+    run_name_problems,
+    run_problems,
+)
 
-SCHEMA_VERSION = 2
 PROFILES = "profiles"
 ORBITS = "orbits"
 ORBITS_SWEEP = "orbits_sweep"
 ORBITS_SEARCH = "orbits_search"
 
-N_OFFSETS = 129
-COORDINATES = ("a", "b", "c", "d")
 POSITIONAL_KINDS = ("learned absolute", "alibi", "rope", "none")
 
 # The command that (re)writes each group, for error messages.
@@ -68,6 +78,7 @@ WRITE_COMMANDS = {
     ORBITS: "python -m pipeline orbits",
     ORBITS_SWEEP: "python -m pipeline.orbits.sweep summarize",
     ORBITS_SEARCH: "python -m pipeline orbits search --seeds 0-255",
+    RUNS: RUN_COMMAND,
 }
 
 # ----------------------------------------------------------------------------------------- profiles
@@ -128,13 +139,6 @@ PROVENANCE_FIELDS = tuple(f.name for f in fields(Provenance))
 # but rotary_dim (0 for a model without rotary embeddings).
 COUNT_FIELDS = tuple(f.name for f in fields(ModelShape) if f.type == "int" and f.name != "rotary_dim")
 
-# Data variables of the profiles group: name -> (dims, dtype, fill value).
-PROFILE_DATA = {
-    "profile": (("model", "layer", "head", "d", "coordinate"), "float64", np.nan),
-    "norm": (("model", "layer", "head", "d"), "float64", np.nan),
-    "layer_done": (("model", "layer"), "bool", False),
-    "layer_checksum": (("model", "layer"), "str", ""),
-}
 PROFILE_COORDS = ("model", "layer", "head", "d", "coordinate")
 
 # The profiles group's coordinates: name -> (dtype, fill value, chunk length). ``model`` holds the names (chunked
@@ -500,21 +504,3 @@ def orbits_search_problems(ds: xr.Dataset | None, check_version: bool = True) ->
 
 
 VALIDATORS[ORBITS_SEARCH] = orbits_search_problems
-
-
-# ------------------------------------------------------------------------------------------------ runs
-# (one group per run of a model's checkpoints, runs/NAME: pipeline/schema/runs.py, which takes the names above)
-from pipeline.schema.runs import (  # noqa: E402, F401 - re-exported
-    FRAME_DATA,
-    LAYER_DATA,
-    RUN_COMMAND,
-    RUNS,
-    STEP_DATA,
-    RunSummary,
-    is_run_group,
-    run_group,
-    run_name_problems,
-    run_problems,
-)
-
-WRITE_COMMANDS[RUNS] = RUN_COMMAND

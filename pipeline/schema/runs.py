@@ -36,10 +36,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-# pipeline/schema/__init__.py imports this module at its end, after the names taken here
-from pipeline.schema import COORDINATES, N_OFFSETS, PROFILE_DATA, SCHEMA_VERSION
 from pipeline.schema.analyses import SPECTRA_DATA, STATISTICS_DATA
 from pipeline.schema.conventions import CONVENTIONS_DATA
+from pipeline.schema.core import COORDINATES, N_OFFSETS, PROFILE_DATA, SCHEMA_VERSION
 
 RUNS = "runs"
 RUN_COMMAND = "python -m pipeline profiles MODEL --revisions SPEC"
