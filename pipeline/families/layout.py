@@ -118,10 +118,19 @@ def _entry(config: dict, tower: str | None) -> tuple[Family, dict]:
         entry = entry.tower(tower)
         if entry.sub_config:
             sub = config.get(entry.sub_config)
+            if not isinstance(sub, dict) and any(k in config for k in entry.hidden):
+                sub = config  # a flat config (Qwen2-VL's on the Hub): its text tower's keys at the top
             if not isinstance(sub, dict):
                 raise ArchitectureError(f"config.json of this {family} checkpoint has no {entry.sub_config!r} "
                                         f"dict for its {tower} tower; is it a complete Hugging Face config?")
             config = sub
+        if entry.by_model_type:
+            inner = FAMILIES.get(config.get("model_type"))
+            if inner is None or inner.towers or inner.by_model_type:
+                raise ArchitectureError(f"the {tower} tower of this {family} checkpoint is a "
+                                        f"{config.get('model_type')!r} model, which is not supported; supported "
+                                        f"families: {supported(False)}")
+            entry = replace(inner, within=entry.within)
     elif tower:
         raise ArchitectureError(f"{family} has no towers; it is profiled whole (asked for tower {tower!r})")
     entry = entry.resolved(config)

@@ -134,6 +134,8 @@ class Family:
     layers: tuple[str, ...] = ("num_hidden_layers",)
     head_dim: tuple[str, ...] = ()  # keys that may give the head size (else hidden / heads)
     sub_config: str = ""
+    # a tower that is a model of its own family: the entry of its sub-config's model_type (Mistral 3's text_config)
+    by_model_type: bool = False
     # a tower whose tensor names end like another tower's: only names holding one of these are its own
     within: tuple[str, ...] = ()
     # key/value grouping: "multi-head", "grouped" (kv_keys, else H) or "multi-query" (one key head)
@@ -178,7 +180,7 @@ class Family:
             raise ValueError(f"{self.name}: layer rule {self.layer_rule!r} not among {tuple(LAYER_RULES)}")
         if self.scale not in SCALES:
             raise ValueError(f"{self.name}: scale rule {self.scale!r} not among {SCALES}")
-        if not self.towers and (not self.q or (self.split == "separate") != bool(self.k)):
+        if not self.towers and not self.by_model_type and (not self.q or (self.split == "separate") != bool(self.k)):
             raise ValueError(f"{self.name}: name q and k for separate tensors, q alone for a fused one")
         if "{p}" in self.ln and self.ln_first is None:
             raise ValueError(f"{self.name}: a gain of the layer before ({self.ln!r}) needs ln_first for layer 0")

@@ -59,6 +59,8 @@ _LLAMA4_TEXT = _decoder("llama4_text", rotary_style="interleaved", layer_rule="n
                         query_temperature="queries of the layers without rotary times a positional temperature",
                         variants=(when("use_qk_norm", False, default=True, qk_norm=None),
                                   when("attn_temperature_tuning", False, default=True, query_temperature="")))
+_QWEN2_VL_TEXT = _decoder("qwen2_vl_text", head_dim=())  # the head size hidden / heads, whatever head_dim says
+_QWEN2_5_VL_TEXT = _decoder("qwen2_5_vl_text", head_dim=())
 _CLIP_TEXT = Family(name="clip", kind="text", q="text_model.encoder.layers.{l}.self_attn.q_proj.weight",
                     k="text_model.encoder.layers.{l}.self_attn.k_proj.weight", positional=_ABS,
                     ln="text_model.encoder.layers.{l}.layer_norm1.weight")
@@ -177,6 +179,15 @@ ENTRIES = (
     # saved, ``model.language_model.layers`` by transformers 4.5x); the SigLIP vision tower is not in the table
     Family("gemma3", "text", towers=(("text", replace(_GEMMA3_TEXT, sub_config="text_config",
                                                        within=("language_model.",))),)),
+    # Qwen2-VL and Qwen2.5-VL: their text towers, Qwen2's attention with the head size hidden / heads and multimodal
+    # rotary, which on text tokens (three equal position ids) is the ordinary rotary of the text positions
+    Family("qwen2_vl", "text", towers=(("text", replace(_QWEN2_VL_TEXT, sub_config="text_config")),)),
+    Family("qwen2_5_vl", "text", towers=(("text", replace(_QWEN2_5_VL_TEXT, sub_config="text_config")),)),
+    _QWEN2_VL_TEXT,  # the text models alone (llama.cpp's qwen2vl files hold them)
+    _QWEN2_5_VL_TEXT,
+    # Mistral 3 (Mistral Small 3.1 / 3.2): its text tower, a model of its text_config's own family (mistral)
+    Family("mistral3", "text", towers=(("text", Family("mistral3", "text", sub_config="text_config",
+                                                       by_model_type=True, within=("language_model.",))),)),
     # Llama 4's image-text model (Scout, Maverick): its text tower (``language_model.model.layers``; the vision
     # tower's ``vision_model.model.layers`` end alike)
     Family("llama4", "text", towers=(("text", replace(_LLAMA4_TEXT, sub_config="text_config",

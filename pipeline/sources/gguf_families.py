@@ -38,7 +38,8 @@ ARCHITECTURES = {
     "olmoe": ("olmoe", False), "glm4": ("glm4", False), "exaone4": ("exaone4", False), "ernie4_5": ("ernie4_5", False),
     "ernie4_5-moe": ("ernie4_5_moe", False), "seed_oss": ("seed_oss", False), "apertus": ("apertus", False),
     "arcee": ("arcee", True), "granitemoe": ("granitemoe", True), "nemotron": ("nemotron", False),
-    "gpt-oss": ("gpt_oss", False), "llama4": ("llama4_text", False),
+    "gpt-oss": ("gpt_oss", False), "llama4": ("llama4_text", False), "qwen2vl": ("qwen2_vl_text", False),
+    "mistral3": ("mistral", True),
 }
 # Architectures whose Q/K are one fused ``attn_qkv`` of rows [Q | K | V]: the Hugging Face names of that tensor and of
 # the attention norm's gain (Falcon's with two norms per layer, ``attn_norm_2`` in the file: ``ln_attn``).
@@ -155,6 +156,8 @@ def family_config(reader, arch: str, config: dict) -> dict:
         every = metadata(reader, "llama4.attention.sliding_window") == 0
         return {"no_rope_layers": [1 if every or (i + 1) % 4 else 0 for i in range(n)],
                 "use_qk_norm": metadata(reader, "llama4.expert_count", 0) != 128}
+    if arch == "mistral3" and metadata(reader, "mistral3.attention.temperature_scale") is not None:
+        return {"model_type": "ministral3"}  # Ministral 3's text model (its query temperature): not in the table
     if arch == "gpt-oss" and "rope_scaling" in config:  # gpt-oss's YaRN is not truncated (GptOssConfig, its files)
         return {"rope_scaling": config["rope_scaling"] | {"truncate": False}}
     if arch in ("granite", "granitemoe"):

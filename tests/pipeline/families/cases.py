@@ -74,6 +74,9 @@ _IDS = dict(pad_token_id=0, bos_token_id=1, eos_token_id=2)  # special tokens in
 _LLAMA4_TEXT = _GQA | _IDS | dict(head_dim=8, num_hidden_layers=4, intermediate_size_mlp=48, num_local_experts=2,
                                   num_experts_per_tok=1, floor_scale=4, attn_scale=0.5)
 _LLAMA4_PROBE = dict(**_DEC, q_norm=_ATTN + "qk_norm", k_norm=_ATTN + "qk_norm", temperature=True)
+# multimodal rotary: the head's 4 frequencies in sections of 1, 1 and 2 for time, height and width
+_QWEN2_VL_TEXT = _GQA | _IDS | dict(rope_parameters={"rope_type": "default", "rope_theta": 1000.0,
+                                                     "mrope_section": [1, 1, 2]})
 _GEMMA3_TEXT = _GQA | dict(head_dim=8, num_hidden_layers=3, query_pre_attn_scalar=16, sliding_window=32,
                            sliding_window_pattern=2, rope_parameters={
                                "sliding_attention": {"rope_type": "default", "rope_theta": 100.0},
@@ -210,6 +213,21 @@ CASES: dict[str, Case] = {
         hidden_size=16, num_attention_heads=2, num_hidden_layers=1, intermediate_size=24, image_size=16, patch_size=4,
         vision_output_dim=16, projector_input_dim=16, projector_output_dim=16)), "Llama4ForConditionalGeneration",
         tower="text", submodel="language_model.model", **_LLAMA4_PROBE),
+    # the text towers of Qwen2-VL and Qwen2.5-VL, run on text tokens alone (their three rotary position ids equal)
+    "qwen2_vl/text": Case("Qwen2VLConfig", dict(text_config=_QWEN2_VL_TEXT, vision_config=dict(
+        depth=1, embed_dim=16, hidden_size=32, num_heads=2, patch_size=4, spatial_merge_size=1, temporal_patch_size=1)),
+        "Qwen2VLForConditionalGeneration", tower="text", submodel="model.language_model", **_DEC),
+    "qwen2_5_vl/text": Case("Qwen2_5_VLConfig", dict(text_config=_QWEN2_VL_TEXT, vision_config=dict(
+        depth=1, hidden_size=16, intermediate_size=24, num_heads=2, out_hidden_size=32, patch_size=4,
+        spatial_merge_size=1, temporal_patch_size=1, fullatt_block_indexes=[0], window_size=8)),
+        "Qwen2_5_VLForConditionalGeneration", tower="text", submodel="model.language_model", **_DEC),
+    # Mistral 3's text tower: a Mistral model of its own (text_config's model_type)
+    "mistral3/text": Case("Mistral3Config", dict(text_config=_GQA | _IDS | dict(model_type="mistral", head_dim=8),
+                                                 vision_config=dict(model_type="pixtral", hidden_size=16,
+                                                                    intermediate_size=24, num_hidden_layers=1,
+                                                                    num_attention_heads=2, head_dim=8, image_size=16,
+                                                                    patch_size=4)),
+                          "Mistral3ForConditionalGeneration", tower="text", submodel="model.language_model", **_DEC),
     "whisper/encoder": Case("WhisperConfig", _WHISPER, "WhisperModel", tower="encoder", submodel="encoder",
                             inputs="features", proj=r"layers\.(\d+)\.self_attn\.q_proj",
                             ln="layers.{l}.self_attn_layer_norm", causal=False, rtol=1e-10),

@@ -122,8 +122,8 @@ def test_scores_equal_the_forward_pass(family_model, name):
 
 
 def test_every_entry_of_the_table_is_proved():
-    """Every family of the table has a case here, or in test_architectures.py (the first eight); the standalone CLIP
-    towers are the CLIP entry's towers under their own model_type."""
+    """Every family of the table has a case here, or in test_architectures.py (the first eight); the standalone CLIP,
+    Qwen2-VL and Qwen2.5-VL towers are those entries' towers under their own model_type."""
     from dataclasses import replace
 
     from pipeline.families import FAMILIES
@@ -131,7 +131,8 @@ def test_every_entry_of_the_table_is_proved():
 
     proved = {getattr(transformers, case.config).model_type for case in CASES.values()}
     first_eight = {"gpt2", "opt", "bloom", "gpt_neox", "mistral", "llama", "qwen2", "bert"}
-    standalone = {"clip_text_model": ("clip", "text"), "clip_vision_model": ("clip", "vision")}
+    standalone = {"clip_text_model": ("clip", "text"), "clip_vision_model": ("clip", "vision"),
+                  "qwen2_vl_text": ("qwen2_vl", "text"), "qwen2_5_vl_text": ("qwen2_5_vl", "text")}
     for name, (family, tower) in standalone.items():
         assert FAMILIES[name] == replace(FAMILIES[family].tower(tower), name=name, sub_config="")
     assert set(FAMILIES) == proved | first_eight | set(standalone)
@@ -148,3 +149,26 @@ def test_a_config_that_clips_queries_and_keys_is_refused_with_its_reason():
     assert config["clip_qkv"] is None and layout_from_config(config).qk_norm == "rms over the projection"
     with pytest.raises(ArchitectureError, match=r"olmoe with clip_qkv \(queries and keys clamped"):
         layout_from_config(config | {"clip_qkv": 8.0})
+
+
+def test_hub_configs_of_the_image_text_towers():
+    """Qwen2-VL's Hub configs are flat (the text keys at the top, ``rope_scaling`` of type ``mrope``): the same text
+    tower as the nested config transformers writes. Mistral 3's text tower is the family of its text_config's
+    model_type: one the table lacks is refused, naming it."""
+    from pipeline.families import ArchitectureError
+    from tests.tiny_models import transformers
+
+    case = CASES["qwen2_vl/text"]
+    nested = getattr(transformers, case.config)(**case.kw).to_dict()
+    text = {k: v for k, v in nested["text_config"].items() if k not in ("rope_parameters", "model_type")}
+    rope = nested["text_config"]["rope_parameters"]
+    flat = text | {"model_type": "qwen2_vl", "vision_config": nested["vision_config"], "rope_theta": rope["rope_theta"],
+                   "rope_scaling": {"type": "mrope", "mrope_section": rope["mrope_section"]}}
+    want = layout_from_config(nested, "text")
+    assert layout_from_config(flat, "text") == want and want.positional == "rope" and not want.rope_scaling
+    mistral3 = getattr(transformers, CASES["mistral3/text"].config)(**CASES["mistral3/text"].kw).to_dict()
+    assert layout_from_config(mistral3, "text").family == "mistral"
+    mistral3["text_config"]["model_type"] = "jamba"
+    with pytest.raises(ArchitectureError, match="text tower of this mistral3 checkpoint is a 'jamba' model, which is "
+                                                "not supported"):
+        layout_from_config(mistral3, "text")

@@ -5,6 +5,7 @@ model per tower for CLIP), and GGUF files of llama.cpp's architectures read back
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import numpy as np
@@ -109,9 +110,9 @@ GGUF_ARCHS = {"qwen3": "qwen3", "qwen3_moe": "qwen3moe", "gemma": "gemma", "gemm
               "smollm3": "smollm3", "olmoe": "olmoe", "olmo3": "olmo2", "glm4": "glm4", "exaone4": "exaone4",
               "ernie4_5": "ernie4_5", "ernie4_5_moe": "ernie4_5-moe", "seed_oss": "seed_oss", "apertus": "apertus",
               "arcee": "arcee", "granitemoe": "granitemoe", "nemotron": "nemotron", "olmo3-yarn": "olmo2",
-              "gpt_oss": "gpt-oss", "llama4_text": "llama4"}
+              "gpt_oss": "gpt-oss", "llama4_text": "llama4", "qwen2_vl/text": "qwen2vl", "mistral3/text": "mistral3"}
 # rotated as interleaved pairs by llama.cpp where transformers rotates halves: the converter permutes Q/K rows
-PERMUTED = ("granite", "smollm3", "arcee", "granitemoe")
+PERMUTED = ("granite", "smollm3", "arcee", "granitemoe", "mistral3")
 NORM_SHIFT = ("gemma", "gemma2", "gemma3", "nemotron")  # the converter stores these norm gains as 1 + weight
 
 
@@ -161,6 +162,8 @@ def _metadata(w, arch: str, cfg, per_layer_pattern: bool = False) -> None:
         w.add_rope_freq_base(rope["rope_theta"])
         w.add_rope_dimension_count(int(head_dim * rope.get("partial_rotary_factor", 1.0)))
         _rope_scaling(w, rope)
+        if "mrope_section" in rope:  # Qwen2-VL: the sections, padded to four
+            w.add_rope_dimension_sections(list(rope["mrope_section"]) + [0] * (4 - len(rope["mrope_section"])))
     if arch == "exaone4":  # the converter lists the sliding layers where the config has a window
         w.add_sliding_window(cfg.sliding_window)
         w.add_sliding_window_pattern([t == "sliding_attention" for t in cfg.layer_types])
@@ -184,6 +187,10 @@ def write_gguf(case_name: str, folder: str, path: Path, per_layer_pattern: bool 
     for f in sorted(Path(folder).glob("*.safetensors")):
         tensors |= load_file(str(f))
     cfg = getattr(transformers_module(), CASES[case_name].config).from_pretrained(folder)
+    cfg = getattr(cfg, "text_config", cfg)  # an image-text model: the converter writes its text model
+    at_layers = next(k for k in tensors if re.search(r"layers\.0\.self_attn\.q(kv)?_proj\.weight$", k)
+                     and "vision" not in k)
+    at_layers = at_layers[:at_layers.index("layers.0.") + len("layers.")]  # model.layers., language_model.model...
     w = gguf.GGUFWriter(str(path), arch)
     w.add_name(f"tiny {arch}")
     _metadata(w, arch, cfg, per_layer_pattern)
@@ -191,7 +198,7 @@ def write_gguf(case_name: str, folder: str, path: Path, per_layer_pattern: bool 
     roles = {"q_proj": "attn_q", "k_proj": "attn_k", "qkv_proj": "attn_qkv", "q_norm": "attn_q_norm",
              "k_norm": "attn_k_norm"}
     for layer in range(cfg.num_hidden_layers):
-        at = f"model.layers.{layer}."
+        at = f"{at_layers}{layer}."
         for hf, role in roles.items():
             if (t := tensors.get(f"{at}self_attn.{hf}.weight")) is not None:
                 heads = cfg.num_attention_heads if hf == "q_proj" else cfg.num_key_value_heads
@@ -231,9 +238,9 @@ def test_gguf_of_each_architecture_reads_back_the_hf_weights(family_model, tmp_p
     from pipeline.sources.gguf import open_gguf
 
     _, folder, _ = family_model(name)
-    path = write_gguf(name, folder, tmp_path / f"{name}.gguf")
+    path = write_gguf(name, folder, tmp_path / f"{name.replace('/', '-')}.gguf")
     local, ggml = open_checkpoint(folder), open_gguf(path)
-    want, got = layout_from_config(local.config), layout_from_config(ggml.config)
+    want, got = layout_from_config(local.config, CASES[name].tower), layout_from_config(ggml.config)
     assert got.shape == want.shape and got.qk_norm == want.qk_norm
     assert ggml.config["model_type"] == want.family and ggml.provenance.format == "gguf"
     if want.rope_scaling and dict(want.rope_scaling)["rope_type"] == "llama3":
