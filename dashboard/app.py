@@ -13,11 +13,12 @@ parameter can choose it. The page names the store and why at its foot, and the d
 (``dashboard.store_note``). Bind to localhost (``python -m dashboard`` does; with ``panel serve`` pass
 ``--address 127.0.0.1``).
 
-Deep links: ``?model=NAME&tab=profiles&d=17&color=type&heads=3.5,3.7``, and for the Compare tab
-``?tab=compare&models=A,B&quantity=rho``. The server reads ``model`` and ``tab`` from the session's request
-(``url_args``); the pages' own JavaScript applies the rest once the document is ready and writes the state
-back into the URL as it changes (``dashboard/profiles/js/url_state.js``, ``dashboard/compare/js/compare_url.js``),
-as in the exported pages.
+Deep links: ``?model=NAME&tab=profiles&d=17&color=type&heads=3.5,3.7``, for a run's Training tab
+``?model=NAME&tab=training&step=S&head=L.H``, and for the Compare tab ``?tab=compare&models=A,B&quantity=rho``.
+The server reads ``model`` and ``tab`` from the session's request (``url_args``); the pages' own JavaScript applies
+the rest once the document is ready and writes the state back into the URL as it changes
+(``dashboard/profiles/js/url_state.js``, ``dashboard/training/js/training_url.js``,
+``dashboard/compare/js/compare_url.js``), as in the exported pages.
 What a link asks for and the page cannot show is left at its default and named in a note at the top of the
 page. Without a ``model`` the first load shows the first computed model with rotary positions (a d slider),
 else the first computed model.
@@ -49,6 +50,7 @@ from dashboard.profiles.page_analyses import PAGE_TABS
 from dashboard.profiles.page_texts import selector_groups, todo_html
 from dashboard.rendered import replace_in_place, same_structure
 from dashboard.store_note import demo_note_html, store_line_html
+from dashboard.training import runs
 from dashboard.versions import check_versions
 
 TITLE = "Attention-head geometry"
@@ -208,10 +210,10 @@ def when_ready(pages: rendered.Pages, key: tuple, pane: PagePane, title: str, wh
     future.add_done_callback(lambda _: doc.add_next_tick_callback(arrived))
 
 
-def shown_model(rows: list[data.ModelRow], asked: str | None) -> str | None:
-    """The model the profiles tab shows: ``asked`` (the link's) if it is drawable, else ``first_model``; None when
-    no model is drawable."""
-    names = [n for v in selector_groups(rows).values() for n in v]
+def shown_model(rows: list[data.ModelRow], asked: str | None, runs: list[str] = ()) -> str | None:
+    """The model the profiles tab shows: ``asked`` (the link's) if it is drawable (a model, or one of the training
+    ``runs``), else ``first_model``; None when nothing is drawable."""
+    names = [n for v in selector_groups(rows, runs).values() for n in v]
     if not names:
         return None
     return asked if asked in names else first_model(rows, names)
@@ -226,10 +228,11 @@ def profiles_panel(store, state: AppState, args: dict[str, str] | None = None,
     args = args or {}
     notes = list(notes or [])
     try:
-        rows = data.rows(store)
+        rows = rendered.drawable_rows(store)
+        trained = runs.run_names(store)
     except data.StoreError as exc:
         return pn.pane.Bokeh(_error_view("Profiles of attention heads", str(exc)))
-    groups = selector_groups(rows)
+    groups = selector_groups(rows, trained)
     todo = pn.pane.HTML(todo_html(rows), name="todo", stylesheets=[page_css("text")], width=1100,
                         visible=bool(todo_html(rows)))
     if not groups:
@@ -237,12 +240,12 @@ def profiles_panel(store, state: AppState, args: dict[str, str] | None = None,
         return pn.Column(pn.pane.Bokeh(column(header("Profiles of attention heads"),
                                               message(body, name="no_models"))), todo)
     asked = args.get("model")
-    if asked is not None and shown_model(rows, asked) != asked:
+    if asked is not None and shown_model(rows, asked, trained) != asked:
         notes.insert(0, f"model = <code>{html.escape(asked[:80])}</code> is not a computed model of this store; "
-                        f"showing {html.escape(shown_model(rows, None))}")
+                        f"showing {html.escape(shown_model(rows, None, trained))}")
     elif asked is not None:
         state.model = asked
-    state.model = shown_model(rows, state.model or None)
+    state.model = shown_model(rows, state.model or None, trained)
     select = pn.widgets.Select(label="Model", groups=groups, value=state.model, width=340)
     select.link(state, value="model")
     pane = PagePane(sizing_mode="fixed")
@@ -386,7 +389,7 @@ def session_keys(store, args: dict[str, str]) -> list[tuple]:
     """The pages a session of the link ``args`` shows at once: the profiles page of its model and the page of its
     tab (``rendered.*_key``); none when the store cannot be read (the page says why)."""
     try:
-        model = shown_model(data.rows(store), args.get("model"))
+        model = shown_model(rendered.drawable_rows(store), args.get("model"), runs.run_names(store))
     except data.StoreError:
         return []
     keys = [rendered.profiles_key(store, model)] if model is not None else []

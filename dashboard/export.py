@@ -1,10 +1,13 @@
 """python -m dashboard.export OUT/ : the dashboard as static HTML pages that need no server.
 
 Writes ``OUT/index.html`` (every model of the store: a link to its page, or the command that computes
-or repairs it), one ``OUT/profiles-<slug>-<hash>.html`` per drawable model, ``OUT/compare.html`` and
-``OUT/orbits.html``. The
+or repairs it; every training run), one ``OUT/profiles-<slug>-<hash>.html`` per drawable model and per training run
+no drawable model names (its last frame, ``dashboard.training.model``; a run's frames are its page's Training tab),
+``OUT/compare.html`` and ``OUT/orbits.html``. The
 pages are the layouts the served app shows; every interaction runs client-side, so they work opened
 with file://. By default they load BokehJS from the CDN; ``--self-contained`` inlines it for offline use.
+A run's page holds every frame at every offset; ``--run-d0-only`` ships its frames at d = 0 alone (for large runs),
+and the exporter and the page say what that left out.
 
 File names are unique per model (a slug of at most 60 characters plus 8 hex digits of the name's
 sha256). A page is written to a temporary file and renamed over its name, so an existing symbolic link
@@ -35,10 +38,10 @@ from dashboard.common.page_widgets import header, message, restore_on_ready
 from dashboard.common.render import use_bokeh
 from dashboard.compare.page import compare_content
 from dashboard.orbits.page import orbits_content
-from dashboard.profiles.analyses_data import baseline_of
-from dashboard.profiles.page import profiles_view
 from dashboard.profiles.page_texts import ORBIT_GROUP, is_orbit_experiment, todo_html
+from dashboard.rendered import drawable_rows, profiles_layout
 from dashboard.store_note import demo_note_html
+from dashboard.training import runs
 from pipeline.schema import trained_and_baselines
 from pipeline.store.location import DEFAULT_HELP
 
@@ -107,9 +110,31 @@ def write_page(path: Path, text: str) -> None:
         raise
 
 
-def index_html(store: Path, rows: list[data.ModelRow], problem: str | None) -> str:
+def runs_html(store: Path, pages: dict[str, str]) -> str:
+    """The index's training runs: each with its frames, its steps and a link to its page (``pages``: {name: page}),
+    or why it has none."""
+    lines = []
+    for r in runs.summaries(store):
+        done = [f for f in r.frames if f.complete]
+        steps = f"{done[0].step} to {done[-1].step}" if done else "none"
+        link = (f'<a href="{html.escape(pages[r.name])}?tab=training">{html.escape(r.name)}</a>' if r.name in pages
+                else html.escape(r.name))
+        state = f"{len(r.missing)} not complete: <code>{html.escape(r.command)}</code> writes them" if r.missing else ""
+        lines.append(f"<tr><td>{link}</td><td class='num'>{len(done)}</td><td>{steps}</td><td class='num'>"
+                     f"{r.n_layers}</td><td class='num'>{r.n_heads}</td><td class='meta'>{state}</td></tr>")
+    if not lines:
+        return ""
+    return ("<h2>Training runs</h2><p class='meta'>A run's frames are its page's Training tab (the page of the model "
+            "of its name, or the run's own page, drawn as its last frame).</p><table class='models'><thead><tr>"
+            "<th>run</th><th>frames</th><th>steps</th><th>layers</th><th>heads/layer</th><th>status</th></tr></thead>"
+            f"<tbody>{''.join(lines)}</tbody></table>")
+
+
+def index_html(store: Path, rows: list[data.ModelRow], problem: str | None, pages: dict[str, str] | None = None
+               ) -> str:
     """The index: the demo's note when ``store`` is the demo (as on the served page), the models (layers, heads,
-    N, n, positional) with links, then the ones to compute or repair."""
+    N, n, positional) with links, then the ones to compute or repair, then the training runs (``pages``: the page of
+    each name, runs included)."""
     lines = []
     for r in rows:
         if not r.computed or r.damaged:
@@ -131,7 +156,7 @@ def index_html(store: Path, rows: list[data.ModelRow], problem: str | None) -> s
                   "the two tokens; those pages carry a slider over d = 0..128. For the other models the form does "
                   "not depend on position.</p>")
     body = f'<div class="error">{html.escape(problem)}</div>' if problem else ""
-    body += f"<h2>Profiles</h2>{table}{todo_html(rows)}"
+    body += f"<h2>Profiles</h2>{table}{todo_html(rows)}{runs_html(store, pages or {})}"
     body += ('<h2>Compare</h2><ul><li><a href="compare.html">Every computed model side by side: per-layer '
              "medians against relative depth, two models' histograms overlaid</a></li></ul>")
     body += ('<h2>Orbits</h2><ul><li><a href="orbits.html">The orbit experiment: the heads of one layer under '
@@ -156,8 +181,9 @@ def _check_out(out: Path) -> None:
                           "dashboard.export OUT/`")
 
 
-def export(out, store=None, self_contained: bool = False) -> list[Path]:
-    """Write the index, one page per drawable model and the orbits page into ``out``; returns the paths."""
+def export(out, store=None, self_contained: bool = False, run_d0_only: bool = False) -> list[Path]:
+    """Write the index, one page per drawable model and per training run of no drawable model's name, and the
+    compare and orbits pages into ``out``; returns the paths. ``run_d0_only``: the runs' frames at d = 0 alone."""
     use_bokeh()  # the views' options are Bokeh options
     out = Path(out)
     _check_out(out)
@@ -166,23 +192,23 @@ def export(out, store=None, self_contained: bool = False) -> list[Path]:
     rows: list[data.ModelRow] = []
     problem = None
     try:
-        rows = data.rows(store)
+        rows = drawable_rows(store)
     except data.StoreError as exc:
         problem = str(exc).replace(str(store), store.name)
     rows = trained_and_baselines(rows)[0]  # a random baseline is drawn on its model's Analyses tab
     drawable = [r for r in rows if r.computed and not r.damaged]
     damaged = [r for r in rows if r.computed and r.damaged]
-    nav = {r.name: profile_page_name(r.name) for r in drawable}
+    trained = runs.run_names(store) if problem is None else []
+    names = [r.name for r in drawable] + [n for n in trained if n not in {r.name for r in drawable}]
+    nav = {n: profile_page_name(n) for n in names}
     links = [("← index", "index.html"), ("compare", "compare.html"), ("orbits", "orbits.html")]
     written: list[Path] = []
     try:
-        for r in drawable:
-            ds = data.profiles(store)
-            layout = profiles_view(data.model_data(store, r.name), ds.sel(model=r.name),
-                                   nav=nav, current_url=nav[r.name], baseline=baseline_of(ds, r.name),
-                                   tabs={"profiles": "", "compare": "compare.html", "orbits": "orbits.html"})
-            path = out / nav[r.name]
-            write_page(path, page_html(layout, f"Profiles of attention heads · {r.name}", resources, _nav(links)))
+        for name in names:
+            layout = profiles_layout(store, name, run_d0_only=run_d0_only, nav=nav, current_url=nav[name],
+                                     tabs={"profiles": "", "compare": "compare.html", "orbits": "orbits.html"})
+            path = out / nav[name]
+            write_page(path, page_html(layout, f"Profiles of attention heads · {name}", resources, _nav(links)))
             written.append(path)
         for r in damaged:  # its page says so, and a page of an earlier export there no longer shows old values
             path = out / profile_page_name(r.name)
@@ -199,7 +225,7 @@ def export(out, store=None, self_contained: bool = False) -> list[Path]:
                                    _nav([("← index", "index.html")] + [(r.name, nav[r.name]) for r in drawable[:1]])))
         written.append(path)
         path = out / "index.html"
-        write_page(path, index_html(store, rows, problem))
+        write_page(path, index_html(store, rows, problem, nav))
         written.append(path)
     except OSError as exc:
         raise ExportError(f"cannot write into {out}: {exc.strerror or exc}") from None
@@ -213,6 +239,9 @@ def main(argv: list[str] | None = None) -> int:
                         "place of a user or current-folder store with no computed model)")
     parser.add_argument("--self-contained", action="store_true",
                         help="inline all JS and CSS (offline pages, ~+2 MB each) instead of loading them from the CDN")
+    parser.add_argument("--run-d0-only", action="store_true",
+                        help="a training run's page ships its frames at d = 0 alone (for large runs: the frames at d "
+                             "= 1..128 are left out, and the page and this command say so)")
     args = parser.parse_args(argv)
     from dashboard.versions import VersionError, check_versions
 
@@ -224,21 +253,37 @@ def main(argv: list[str] | None = None) -> int:
     collect_less_often()  # every page is built in this process
     store = data.store_path(["--store", args.store] if args.store else [])
     try:
-        rows = data.rows(store)
-        paths = export(args.out, store, self_contained=args.self_contained)
+        rows = drawable_rows(store)
+        paths = export(args.out, store, self_contained=args.self_contained, run_d0_only=args.run_d0_only)
     except (data.StoreError, ExportError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     for p in paths:
         print(f"{p}  ({p.stat().st_size / 1e6:.2f} MB)")
+    if args.run_d0_only:
+        for line in left_out_lines(store):
+            print(line)
     for r in rows:
         if r.computed and r.damaged:
             print(f"warning: {r.name} is damaged: {r.damaged}", file=sys.stderr)
-    if not any(r.computed and not r.damaged for r in rows) and not _orbits_readable(store):
-        print("error: nothing could be exported: no model has undamaged profiles and the orbits group cannot be "
-              "read (index.html says why)", file=sys.stderr)
+    if not any(r.computed and not r.damaged for r in rows) and not runs.run_names(store) \
+            and not _orbits_readable(store):
+        print("error: nothing could be exported: no model has undamaged profiles, no run a complete frame and the "
+              "orbits group cannot be read (index.html says why)", file=sys.stderr)
         return 1
     return 0
+
+
+def left_out_lines(store) -> list[str]:
+    """What ``--run-d0-only`` left out of each run's page: the frames at every other offset of a rotary run."""
+    out = []
+    for r in runs.summaries(store):
+        done = sum(f.complete for f in r.frames)
+        if done and str(runs.run(store, r.name).attrs.get("positional", "")) == "rope":
+            out.append(f"{r.name}: exported at d = 0 alone (--run-d0-only); left out: the frames at d = 1 to 128 "
+                       f"({done} frames x {r.n_layers * r.n_heads} heads x 128 offsets); export without the flag "
+                       "for them")
+    return out
 
 
 def _orbits_readable(store) -> bool:

@@ -43,6 +43,7 @@ from dashboard import data, serialized
 from dashboard.clone import Copy, Plan, copy_layout, copy_plan
 from dashboard.common.render import models_by_name
 from dashboard.serialized import Encoded
+from dashboard.training import runs
 from pipeline.schema import ORBITS, ORBITS_SEARCH
 
 PAGES_KEPT = 12  # prepared pages a process keeps (the least recently asked for go first)
@@ -84,8 +85,9 @@ def prepare(layout: Model, preserialise: bool = True, **shown) -> Prepared:
 
 
 def profiles_key(store, name: str) -> tuple:
-    """The key of the profiles page of model ``name`` in the store's present state."""
-    return ("profiles", str(store), data.state_key(store), name)
+    """The key of the profiles page of model (or run) ``name`` in the store's present state: of its profiles group,
+    and of the run of that name (``dashboard.training.runs.state_key``)."""
+    return ("profiles", str(store), data.state_key(store), name, runs.state_key(store, name))
 
 
 def compare_key(store) -> tuple:
@@ -103,13 +105,7 @@ def render(key: tuple) -> tuple[Model, dict]:
     and the values the app's pane sets on its root."""
     kind, path = key[0], key[1]
     if kind == "profiles":
-        from dashboard.profiles.analyses_data import baseline_of
-        from dashboard.profiles.page import profiles_view
-
-        name, ds = key[3], data.profiles(path)
-        return (profiles_view(data.model_data(path, name), ds.sel(model=name),
-                              baseline=baseline_of(ds, name, data.rows(path))),
-                {"sizing_mode": "fixed"})
+        return profiles_layout(path, key[3]), {"sizing_mode": "fixed"}
     if kind == "compare":
         from dashboard.compare.page import compare_view
 
@@ -117,6 +113,40 @@ def render(key: tuple) -> tuple[Model, dict]:
     from dashboard.orbits.page import orbits_content
 
     return orbits_content(Path(path)), {}
+
+
+def drawable_rows(path) -> list[data.ModelRow]:
+    """The store's models (``data.rows``); none when the store holds runs but no profiles group (a run's frames
+    written into a new store: ``profiles MODEL --revisions SPEC``), whose pages are then the runs'."""
+    try:
+        return data.rows(path)
+    except data.StoreError:
+        if runs.run_names(path):
+            return []
+        raise
+
+
+def profiles_layout(path, name: str, run_d0_only: bool = False, **shown):
+    """The profiles page of ``name`` as ``profiles_view`` lays it out (``shown``: its navigation, as the exporter
+    gives it): a drawable model of the store, with the Training tab of the run of its name when there is one, or a
+    run no drawable model names, drawn as its last complete frame with the Training tab
+    (``dashboard.training.model``). ``run_d0_only``: the Training tab ships its frames at d = 0 alone (the
+    exporter's ``--run-d0-only``). KeyError when the store has neither."""
+    from dashboard.profiles.analyses_data import baseline_of
+    from dashboard.profiles.page import profiles_view
+    from dashboard.training.frames import run_frames
+    from dashboard.training.model import last_frame
+    from dashboard.training.page import training_tab
+
+    run = runs.run(path, name) if name in runs.run_names(path) else None
+    more = (training_tab(run_frames(run, name), d0_only=run_d0_only),) if run is not None else ()
+    rows = drawable_rows(path)
+    if any(r.name == name and r.computed and not r.damaged for r in rows) or run is None:
+        ds = data.profiles(path)
+        return profiles_view(data.model_data(path, name), ds.sel(model=name),
+                             baseline=baseline_of(ds, name, rows), more_tabs=more, **shown)
+    m, sel = last_frame(run, name)
+    return profiles_view(m, sel, more_tabs=more, **shown)
 
 
 class Pages:

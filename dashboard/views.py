@@ -1,6 +1,6 @@
 """The dashboard's views as HoloViews objects, over Datasets opened from the store with xarray: the one
 import place of the notebook API. Each view lives with its page (``dashboard/profiles/``,
-``dashboard/compare/``, ``dashboard/orbits/``); this module gathers them.
+``dashboard/compare/``, ``dashboard/orbits/``, ``dashboard/training/``); this module gathers them.
 
 Use them in a notebook on any subset of the data::
 
@@ -28,6 +28,12 @@ Use them in a notebook on any subset of the data::
     v.orbit_tetrahedron(orb, frame=-1)                         # each head's W_K^T W_Q profile, with trails
     search = xr.open_zarr("store.zarr", group="orbits_search")
     v.hypotheses_table(search)                                 # one row per searched recipe
+    run = xr.open_zarr("store.zarr", group="runs/NAME")        # a run's checkpoints, a frame per step
+    v.training_tetrahedron(run, step=None, d=0, trail=10, color_by="type")  # the heads at a step, with trails
+    v.type_counts_view(run, d=0) + v.quantiles_view(run, "rho")  # types and a statistic over the steps (log axis)
+    v.movers_table(run)                                        # the heads that moved most: path, displacement
+    v.head_path(run, 1, 2) + v.head_over_steps(run, 1, 2)      # one head's path, its profile and a statistic
+    v.run_metrics(run, layer=1, head=2)                        # the run's metrics.json, by step
 
 The views write Bokeh options, so HoloViews' backend must be Bokeh when they are called: importing this
 module does not switch it (a process-wide setting); ``use_bokeh()`` or ``hv.extension("bokeh")`` does.
@@ -37,6 +43,11 @@ A profiles selection is either the Dataset of one model (``ds.sel(model=name)``:
 models vary with the offset ``d``; pass ``d=`` to choose one (a selection without a ``d`` dimension is
 used as it is). The served app and the static pages render these same views with ``render`` and add
 their browser behaviour (each page's ``js/``).
+
+A run of a model's checkpoints (``runs/NAME``: ``xr.open_zarr(store, group="runs/NAME")`` or
+``Store.run(name)``) is drawn by the training views (``dashboard/training/views.py``) from its complete frames in
+step order; ``step=`` is one of its training steps (None: the last), the steps lie on a log axis with step 0
+placed, and ``run_frames`` reads a run once for several views (they take its result as well as the Dataset).
 
 The per-head statistics and spectra (``head_statistics``, ``spectrum``: d = 0) are read when the selection
 holds them; the views that need them show "statistics not computed" and the command that adds them
@@ -91,30 +102,57 @@ from dashboard.profiles.spectral import (
 )
 from dashboard.profiles.statistics import baseline_html, head_inspector, statistic_heatmap
 from dashboard.profiles.tetrahedron import kv_heads, tetrahedron
+from dashboard.training.frames import (
+    cluster_labels,
+    displacements,
+    path_lengths,
+    quantiles,
+    run_frames,
+    step_axis,
+    type_counts,
+)
+from dashboard.training.views import (
+    frames_of,
+    head_over_steps,
+    head_path,
+    movers,
+    movers_table,
+    quantiles_view,
+    run_metrics,
+    training_tetrahedron,
+    type_counts_view,
+)
 
 __all__ = [
     "PANEL_STEP",
     "PARITY_STEP",
     "analyses",
     "analyses_summary",
-    "baseline_of",
     "baseline_html",
+    "baseline_of",
+    "cluster_labels",
     "compare_depth",
     "compare_histograms",
     "computed_models",
     "depth_medians",
+    "displacements",
     "family_heads",
     "family_sizes",
+    "frames_of",
     "gap_to_12_4",
     "goodness_of_fit_table",
     "head_inspector",
+    "head_over_steps",
+    "head_path",
     "heads_table",
     "histograms",
     "hypotheses",
     "hypotheses_table",
     "kv_heads",
-    "layer_type_map",
     "layer_heatmaps",
+    "layer_type_map",
+    "movers",
+    "movers_table",
     "orbit_polygons",
     "orbit_profile_positions",
     "orbit_tetrahedron",
@@ -123,12 +161,17 @@ __all__ = [
     "parity_selection",
     "parity_spectra",
     "parity_spectra_figure",
+    "path_lengths",
     "profile_array",
+    "quantiles",
+    "quantiles_view",
     "recipe_label",
     "render",
     "reproduction",
     "reproduction_table",
     "rho_histogram",
+    "run_frames",
+    "run_metrics",
     "scales",
     "search_families",
     "sigma_geometric",
@@ -136,10 +179,14 @@ __all__ = [
     "statistic_heatmap",
     "statistics_note",
     "statistics_table",
+    "step_axis",
     "symmetric_face",
     "tetrahedron",
-    "training_metrics",
     "trained_vs_random",
+    "training_metrics",
+    "training_tetrahedron",
+    "type_counts",
+    "type_counts_view",
     "type_sensitivity_table",
     "use_bokeh",
 ]

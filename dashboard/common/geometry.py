@@ -120,6 +120,9 @@ def layer_counts(profile: np.ndarray, n_bins: int = N_BINS) -> np.ndarray:
 # codes index TYPE_NAMES and TYPE_COLORS. The browser recomputes it at every d with the same rule.
 TYPE_COLORS = ("#d62728", "#7f7f7f", "#1f77b4")  # red (c > d), grey, blue (d > c)
 TYPE_MARKERS = ("triangle", "circle", "inverted_triangle")
+# the k-means clusters of the heads' unit S spectra (pipeline.analyses.clusters, K = 3): clusters 0, 1, 2; the heads
+# left out in grey
+CLUSTER_COLORS = ("#e6550d", "#31a354", "#756bb1", "#bdbdbd")
 
 
 def type_counts(types: np.ndarray) -> np.ndarray:

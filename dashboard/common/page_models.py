@@ -146,6 +146,42 @@ class PageModels:
     tetra_positions: Source | None = None  # every frame's projected profiles: x, y, a, b, c, d per head
     tetra_dots: Source | None = None
     tetra_trails: Source | None = None
+    # the training view (dashboard/training/js/training_*.js; its movie: frame_slider, play_toggle, the step buttons'
+    # step_by, interval_spinner, hold_ms; type_names, type_colors, url_note)
+    training_frames: Source | None = None  # every head's profile at every frame and offset, packed (frames.frame_cube)
+    training_meta: Source | None = None  # the run's name and sizes: n_layers, n_heads, n_frames, n_offsets, head
+    training_steps: Source | None = None  # per frame: step, x (its place on the log-step axis), revision, metrics
+    training_heads: Source | None = None  # per head: label, layer colour, cluster colour
+    training_type_counts: Source | None = None  # each type's count at every offset and frame, flat
+    training_moved: Source | None = None  # each head's path length and displacement at every offset, flat
+    training_quantile_values: Source | None = None  # each statistic's quantiles at every frame, flat
+    training_statistic_values: Source | None = None  # every head's statistics at every frame, flat
+    training_head_metric_values: Source | None = None  # every per-head metric of every head at every frame, flat
+    training_vertex_xy: list[float] | None = None  # the four vertices where the fixed camera draws them, flat
+    training_d_slider: Slider | None = None
+    training_trail: Spinner | None = None  # the trails' frames (0: every frame from the first)
+    training_colour: RadioButtonGroup | None = None  # by layer, by type, by cluster
+    training_statistic: Select | None = None
+    training_info: Div | None = None  # the step shown, its checkpoint and metrics
+    training_legend: Div | None = None  # the colours' meaning, with the counts at the step
+    training_tetra_title: Title | None = None
+    training_dots: Source | None = None  # the heads at the step
+    training_trails: Source | None = None  # their trails
+    training_cursors: list[Span] | None = None  # the step on every chart over the steps
+    training_type_curves: list[Source] | None = None  # the type counts at the d slider's d: I₊, II, I₋
+    training_quantile_curves: list[Source] | None = None  # the statistic's 10-90 % band, 25-75 % band, median
+    training_quantile_title: Title | None = None
+    training_quantile_y: Range | None = None
+    training_movers_rows: Source | None = None  # the heads that moved most, longest path first
+    training_head_title: Div | None = None  # the inspector's heading: the head shown
+    training_path: Source | None = None  # the inspected head's path over the frames
+    training_path_start: Source | None = None
+    training_path_dot: Source | None = None  # its place at the step
+    training_head_curves: list[Source] | None = None  # its a, b, c, d over the steps
+    training_head_statistic: Source | None = None  # its statistic over the steps
+    training_head_statistic_title: Title | None = None
+    training_head_statistic_y: Range | None = None
+    training_head_metric_curves: list[Source] | None = None  # its per-head metrics over the steps
 
     def args(self) -> dict[str, Any]:
         """The fields that are set, by name: the ``ctx`` argument of a CustomJS."""

@@ -181,8 +181,8 @@ def _d_controls(models: PageModels, m: ModelData, play_interval_ms: int, sheet) 
     dslider = Slider(start=0, end=max(m.profile.shape[2] - 1, 1), value=0, step=1, width=330, name="d_slider",
                      visible=rotary, title="d = query position − key position")
     dslider.js_on_change("value", jscode.callback(dict(ctx=models.args()), "payload_decode", "profiles_decode",
-                                                  "spectral_types", "project", "profiles_histograms", "page_views",
-                                                  "profiles_d_step"))
+                                                  "type_rule", "spectral_types", "project", "profiles_histograms",
+                                                  "page_views", "profiles_d_step"))
     play = Button(label="▶ Play", width=90, button_type="success", name="play", visible=rotary)
     play.js_on_event("button_click", jscode.callback(dict(slider=dslider, button=play, interval=int(play_interval_ms)),
                                                      "profiles_play"))
@@ -257,7 +257,7 @@ def _deep_link(models: PageModels, url_note: Div, tab_pages: dict[str, str] | No
 
 def profiles_view(m: ModelData, sel: xr.Dataset | None = None, *, nav: dict[str, str] | None = None,
                   current_url: str | None = None, play_interval_ms: int = 120, selector=None,
-                  tabs: dict[str, str] | None = None, baseline: xr.Dataset | None = None):
+                  tabs: dict[str, str] | None = None, baseline: xr.Dataset | None = None, more_tabs=()):
     """The profiles page of one model as a Bokeh layout.
 
     m : the model's row and (n_layers, n_heads, D, 4) profile (``dashboard.data.model_data``).
@@ -269,9 +269,13 @@ def profiles_view(m: ModelData, sel: xr.Dataset | None = None, *, nav: dict[str,
     tabs : for static pages, {tab name in a deep link: the page that shows it ('' for this one)}.
     baseline : the Dataset of one of the model's random baselines (``analyses_data.baseline_of``), overlaid on
         the Analyses tab; None for none.
+    more_tabs : tabs after Analyses, each with ``name`` (its deep link's), ``title``, ``child`` and ``restore`` (the
+        CustomJS that applies its part of the deep link, or None): a run's Training tab
+        (``dashboard.training.page.training_tab``).
 
-    The layout's ``tags`` hold one CustomJS, ``url_restore``: run when the document is ready
-    (``page_widgets.restore_on_ready``), it applies the deep link of the page's URL (``js/url_state.js``).
+    The layout's ``tags`` hold the CustomJS ``url_restore`` (and one of each tab of ``more_tabs``): run when the
+    document is ready (``page_widgets.restore_on_ready``), it applies the deep link of the page's URL
+    (``js/url_state.js``).
     """
     r = m.row
     sheet = style()  # one for every Div of the page
@@ -288,7 +292,7 @@ def profiles_view(m: ModelData, sel: xr.Dataset | None = None, *, nav: dict[str,
         row(position, models.azimuth_slider, models.elevation_slider, clear, models.selection_info, name="controls"),
         view_controls, row(f.tetra, column(f.heat, f.hist)), more,
         Div(text=DEFINITIONS, stylesheets=[sheet], width=1300, name="definitions"))
-    tabs_shown = page_tabs(profiles_part, analyses_tab(shown, baseline, sheet))
+    tabs_shown = page_tabs(profiles_part, analyses_tab(shown, baseline, sheet), *more_tabs)
     url_note = Div(text="", stylesheets=[sheet], width=1100, name="url_note", visible=False)
     restore = _deep_link(models.but(d_slider=dslider, colour_mode=color, model_nav=choose,
                                     statistic_select=statistic_select, page_tabs=tabs_shown), url_note, tabs)
@@ -297,4 +301,4 @@ def profiles_view(m: ModelData, sel: xr.Dataset | None = None, *, nav: dict[str,
         row(*top), url_note, Div(text=model_line(r), stylesheets=[sheet], width=1300, name="model_line"),
         Div(text=f'<div class="{"error" if (m.error or r.damaged) else "warn"}">{status}</div>',
             stylesheets=[sheet], width=1100, name="model_status", visible=bool(status)),
-        tabs_shown, name="profiles_page", tags=[restore])
+        tabs_shown, name="profiles_page", tags=[restore, *(t.restore for t in more_tabs if t.restore is not None)])

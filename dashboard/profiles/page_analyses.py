@@ -7,8 +7,8 @@ computed" shows with the command that adds them). Every model that carries the m
 ranges, texts) is named: the served app switches models by giving the named models the new model's values
 (``dashboard.rendered.replace_in_place``).
 
-:func:`page_tabs` puts the page's Profiles part and this tab in one ``Tabs``; a deep link's ``tab=analyses``
-opens it (``js/url_state.js``).
+:func:`page_tabs` puts the page's Profiles part, this tab and a run's Training tab (``dashboard.training``) in one
+``Tabs``; a deep link's ``tab=analyses`` (``tab=training``) opens it (``js/url_state.js``).
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from dashboard.profiles import analyses as views
 from dashboard.profiles.analyses_data import analyses
 from pipeline.schema import STATISTICS
 
-PAGE_TABS = ("profiles", "analyses")  # the tabs' names in a deep link, in order
+PAGE_TABS = ("profiles", "analyses", "training")  # the tabs' names in a deep link, in order (training: a run's)
 INTRO = ("<h2>Analyses</h2><p class='note'>The paper's evidence on this model's heads at d = 0: the law of the "
          "pairing score P and its bound through ρ, the balance and effective-rank counts, which law fits the "
          "spectra, how the type counts move with the rule's thresholds, and σ(T) against √(λ₊λ₋). Where the store "
@@ -95,8 +95,8 @@ def analyses_tab(shown: xr.Dataset, baseline: xr.Dataset | None, sheet) -> Layou
     return column(intro, note, content, name="analyses")
 
 
-def page_tabs(profiles: LayoutDOM, analyses_part: LayoutDOM) -> Tabs:
-    """The page's two tabs, Profiles first. Left unnamed: the served app's in-place model switch leaves the tab
-    that is open as it is."""
-    return Tabs(tabs=[TabPanel(child=profiles, title="Profiles"), TabPanel(child=analyses_part, title="Analyses")],
-                active=0)
+def page_tabs(profiles: LayoutDOM, analyses_part: LayoutDOM, *more) -> Tabs:
+    """The page's tabs, Profiles first, then Analyses and ``more`` (each with its ``title`` and ``child``: a run's
+    Training tab). Left unnamed: the served app's in-place model switch leaves the tab that is open as it is."""
+    return Tabs(tabs=[TabPanel(child=profiles, title="Profiles"), TabPanel(child=analyses_part, title="Analyses"),
+                      *(TabPanel(child=t.child, title=t.title) for t in more)], active=0)

@@ -12,6 +12,7 @@ from pipeline.schema import PROVENANCE_FIELDS
 ORBIT_FAMILY = "orbits"
 ORBIT_GROUP = "trained in this project: orbit experiment"
 PUBLIC_GROUP = "public models"
+RUNS_GROUP = "training runs (the last frame; every frame on the Training tab)"
 
 DEFINITIONS = """
 <p><b>Profile.</b> A head with query and key weights W<sub>Q</sub>, W<sub>K</sub> scores tokens with the
@@ -35,12 +36,16 @@ def is_orbit_experiment(r: ModelRow) -> bool:
     return r.family == ORBIT_FAMILY
 
 
-def selector_groups(rows: list[ModelRow]) -> dict[str, list[str]]:
-    """The drawable models for a selector, in two groups: public models, and the orbit experiment's heads."""
-    out = {PUBLIC_GROUP: [], ORBIT_GROUP: []}
+def selector_groups(rows: list[ModelRow], runs: list[str] = ()) -> dict[str, list[str]]:
+    """The drawable models for a selector, in groups: public models, the orbit experiment's heads, and the training
+    runs (``runs``, those with a complete frame) that no drawable model names (a run of a model's name is that
+    model's Training tab: ``dashboard.training.model``)."""
+    out = {PUBLIC_GROUP: [], ORBIT_GROUP: [], RUNS_GROUP: []}
     for r in rows:
         if r.computed and not r.damaged and not r.baseline_of:  # a baseline shows on its model's Analyses tab
             out[ORBIT_GROUP if is_orbit_experiment(r) else PUBLIC_GROUP].append(r.name)
+    drawn = {n for v in out.values() for n in v}
+    out[RUNS_GROUP] = [n for n in runs if n not in drawn]
     return {k: v for k, v in out.items() if v}
 
 

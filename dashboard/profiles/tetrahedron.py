@@ -35,7 +35,7 @@ from pipeline.schema import COORDINATES
 COLOR_MODES = ("layer", "type", "cluster")
 MAIN_STATISTICS = ("symmetric_energy", "rho", "pairing", "stable_rank")
 CLUSTER_K = clusters.K  # the clusters drawn: the report's chosen k
-CLUSTER_COLORS = ("#e6550d", "#31a354", "#756bb1", "#bdbdbd")  # clusters 0, 1, 2; the heads left out in grey
+CLUSTER_COLORS = g.CLUSTER_COLORS
 CLOUD_COLOR = "#9e9e9e"
 
 

@@ -53,13 +53,25 @@ def static_page():
 
 
 @pytest.fixture(scope="session")
-def pages(synthetic, static_page):
+def training_store(tmp_path_factory) -> Path:
+    """The training view's store (``training_store.write_training_store``: the synthetic models and two runs), written
+    once per test run; the tests that take it only read it."""
+    from tests.dashboard.training_store import write_training_store
+
+    return built_once(tmp_path_factory, "dashboard-training",
+                      lambda folder: write_training_store(folder / "store.zarr")) / "store.zarr"
+
+
+@pytest.fixture(scope="session")
+def pages(synthetic, static_page, training_store):
     """The profiles pages of a rotary and an absolute-position model (static, with their tabs and navigation),
-    a profiles page without navigation and statistics, and the served compare and orbits pages (copies of this
-    process's ``rendered.PAGES``, which the served-page tests read too), over the browser tests' synthetic store."""
+    a profiles page without navigation and statistics, the served compare and orbits pages (copies of this
+    process's ``rendered.PAGES``, which the served-page tests read too), over the browser tests' synthetic store, and
+    a run's page with its Training tab (``training_store``)."""
     from dashboard import data, rendered
     from dashboard.profiles.page import profiles_view
     from tests.browser.conftest import ABSOLUTE_MODEL, ROPE_MODEL
+    from tests.dashboard.training_store import RUN
 
     store = synthetic
     nav = {ROPE_MODEL: "a.html", ABSOLUTE_MODEL: "b.html"}
@@ -68,6 +80,7 @@ def pages(synthetic, static_page):
     out.append(static_page(store, ROPE_MODEL, statistics=False))
     out.append(rendered.compare(store).root)
     out.append(rendered.orbits(store).root)
+    out.append(rendered.profiles_layout(training_store, RUN))
     return out
 
 

@@ -180,7 +180,7 @@ def test_spectral_types_match_numpy_and_the_rule():
     n = len(p)
     heads = {"c": p[:, 2].tolist(), "d": p[:, 3].tolist(), "type": [9] * n, "type_name": [""] * n}
     names = list(g.TYPE_NAMES)
-    script = (jscode.code("spectral_types") + f"""
+    script = (jscode.code("type_rule", "spectral_types") + f"""
 const h = {json.dumps(heads).replace("NaN", "null")};
 h.c[60] = NaN; h.d[60] = NaN;
 const items = [0, 1, 2].map(() => ({{label: null}}));

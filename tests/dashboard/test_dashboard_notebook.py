@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.browser.conftest import write_synthetic_store
+from tests.dashboard.training_store import write_training_store
 
 NOTEBOOK = Path(__file__).resolve().parents[2] / "docs" / "views.ipynb"
 
@@ -15,7 +15,7 @@ NOTEBOOK = Path(__file__).resolve().parents[2] / "docs" / "views.ipynb"
 def test_the_example_notebook_runs_and_draws_each_view(tmp_path, monkeypatch):
     nbformat = pytest.importorskip("nbformat", reason="the notebook test needs the test extra (nbformat)")
     nbclient = pytest.importorskip("nbclient", reason="the notebook test needs the test extra (nbclient)")
-    store = write_synthetic_store(tmp_path / "store.zarr")
+    store = write_training_store(tmp_path / "store.zarr", with_orbits=True)  # the synthetic models, orbits and runs
     monkeypatch.setenv("HEADGEOMETRY_STORE", str(store))
     nb = nbformat.read(NOTEBOOK, as_version=4)
     nbclient.NotebookClient(nb, timeout=300, kernel_name="python3", resources={"metadata": {"path": str(tmp_path)}}

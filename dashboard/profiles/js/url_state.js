@@ -2,7 +2,8 @@
 // uses: url_escape_html, url_note
 // Deep links: the page's state in the URL's query string,
 //   ?model=NAME&tab=profiles&d=17&color=type&stat=rho&heads=3.5,3.7 (color: layer, type or cluster)
-// (tab: profiles or analyses, the page's own tabs (ctx.page_tabs), or another page's tab; heads as layer.head;
+// (tab: profiles, analyses or training (a run's page), the page's own tabs (ctx.page_tabs), or another page's tab;
+// heads as layer.head;
 // stat: the statistic of the per-head heat map; the compare tab's models and
 // quantity, compare_url.js, are kept as they are). read_url_state parses and checks a query string
 // against the page (ctx.profile_meta: model, n_layers, n_heads, D); anything it cannot use is left at its default
@@ -10,8 +11,8 @@
 // redraw); write_url puts the page's current state back into the URL with history.replaceState,
 // debounced, so it works served and in a static page opened with file://.
 const URL_COLORS = ['layer', 'type', 'cluster'];
-const URL_OTHER_TABS = ['models', 'quantity'];
-const URL_PAGE_TABS = ['profiles', 'analyses'];  // ctx.page_tabs' tabs, in order (page_analyses.PAGE_TABS)
+const URL_OTHER_TABS = ['models', 'quantity', 'step', 'head'];  // other tabs' parameters (training: training_url.js)
+const URL_PAGE_TABS = ['profiles', 'analyses', 'training'];  // ctx.page_tabs' tabs, in order (page_analyses.PAGE_TABS)
 
 function url_meta(ctx) {
   const m = ctx.profile_meta.data;
@@ -93,8 +94,11 @@ function apply_url_state(ctx, search) {
       + url_escape_html(meta.model));
   }
   const own_tab = st.tab != null && ctx.page_tabs != null && URL_PAGE_TABS.includes(st.tab);
-  if (own_tab) {
+  if (own_tab && URL_PAGE_TABS.indexOf(st.tab) < ctx.page_tabs.tabs.length) {
     ctx.page_tabs.active = URL_PAGE_TABS.indexOf(st.tab);
+  } else if (own_tab) {  // a tab this model's page does not have (training: a model without a run)
+    st.notes.push('tab = <code>' + url_escape_html(st.tab) + '</code>: ' + url_escape_html(meta.model)
+      + ' has no training run in this store; showing the profiles');
   } else if (ctx.tab_pages != null && st.tab != null && !(st.tab in ctx.tab_pages)) {
     st.notes.push('tab = <code>' + url_escape_html(st.tab) + '</code> is not a tab (' + Object.keys(ctx.tab_pages).join(', ')
       + '); showing the profiles');
