@@ -9,8 +9,11 @@ dashboard/profiles/page_analyses.py), so a tab added there is checked here too.
 
 Each tab is opened in a fresh browser context at ``URL?tab=NAME``, the served app's deep link. It passes when:
 - every Bokeh root has finished drawing and no tab still says its page is being built (within LOAD_TIMEOUT_S: the
-  first load waits for the server's first build);
-- the page's link names the tab asked for (the app applied the deep link);
+  first load waits for the server's first build), and the page has written its state into its link;
+- the link names the tab asked for (the app applied the deep link). A tab the shown model's page does not have
+  (a run's Training tab) is one the app names in its note ("tab = <code>NAME</code>: ..."); then each other model
+  of the page's selector is tried with ``?model=MODEL&tab=NAME``, and the tab passes as "offered by no model of this
+  store" when the app says so for every one. A link that falls back with no such note fails;
 - at least one plot is shown, and every shown plot has a canvas with something painted on it (PAINTED_COLOURS);
 - no model of the page holds the app's error line ("could not be drawn", or the ``store_error`` message), and no
   text of the page says it;
@@ -24,8 +27,11 @@ import argparse
 import ast
 import sys
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
+from urllib.parse import parse_qs, quote, urlsplit
 
+from playwright.sync_api import TimeoutError as PlaywrightTimeout
 from playwright.sync_api import sync_playwright
 
 REPO = Path(__file__).resolve().parents[1]
@@ -33,6 +39,7 @@ CHROMIUM_ARGS = ["--no-sandbox", "--disable-dev-shm-usage", "--disable-backgroun
                  "--disable-component-update", "--disable-gpu"]
 VIEWPORT = {"width": 1400, "height": 1000}
 LOAD_TIMEOUT_S = 180  # the first load of a fresh server waits for its pages' first build (seconds on 2 cores)
+LINK_TIMEOUT_S = 30  # a drawn page writes its state into its link at once (debounced: well under a second)
 POLL_MS = 100
 ERROR_TEXT = "could not be drawn"  # dashboard/app.py, _failed_view
 ERROR_MODEL = "store_error"  # dashboard/app.py, _error_view
@@ -54,15 +61,25 @@ SETTLED_JS = """(building) => {
   return true;
 }"""
 
-# the page's plots as [name, shown, finished, canvas width, height, distinct colours (up to PAINTED_COLOURS)], and
-# the texts of its models that carry the error line
-SURVEY_JS = """([errorText, errorModel, enough]) => {
-  const plots = [], errors = [];
+# the page's plots as [name, shown, finished, canvas width, height, distinct colours (up to PAINTED_COLOURS)], the
+# texts of its models that carry the error line, the shown notes that name the tab asked for (as text), and the
+# models of the page's model selector
+SURVEY_JS = """([errorText, errorModel, enough, tabNote]) => {
+  const plots = [], errors = [], notes = [], models = [];
+  const values = (o) => o instanceof Map ? [...o.values()] : (Array.isArray(o) ? o : Object.values(o ?? {}));
   for (const d of Bokeh.documents) {
     for (const r of d.roots()) {
       for (const m of r.references()) {
         if (m.name === errorModel || (typeof m.text === 'string' && m.text.includes(errorText))) {
           errors.push(String(m.text ?? m.name).slice(0, 300));
+        }
+        if (typeof m.text === 'string' && m.text.includes(tabNote) && m.visible !== false) {
+          notes.push(m.text.replace(/<[^>]*>/g, '').slice(0, 300));
+        }
+        if (m.title === 'Model' && 'options' in m) {  // the app's model selector (Panel's; its options grouped)
+          for (const group of values(m.options)) {
+            for (const o of (Array.isArray(group) ? group : [group])) { models.push(Array.isArray(o) ? o[0] : o); }
+          }
         }
         if (m.type !== 'Figure' && m.type !== 'Plot') { continue; }
         const v = Bokeh.index.find_one(m);
@@ -80,7 +97,7 @@ SURVEY_JS = """([errorText, errorModel, enough]) => {
       }
     }
   }
-  return {plots, errors};
+  return {plots, errors, notes, models};
 }"""
 
 
@@ -101,25 +118,49 @@ def tabs() -> list[str]:
     return list(dict.fromkeys([*page_tabs, *app_tabs]))
 
 
-def check(browser, url: str, tab: str, shots: Path) -> list[str]:
-    """Open ``url?tab=TAB``; print its line and return what is wrong with it (empty when it passes)."""
+@dataclass
+class Checked:
+    """What one load of a tab found: its problems; the app's note when the shown model's page does not have the tab
+    (then ``problems`` do not count); the models of the page's selector."""
+
+    problems: list[str] = field(default_factory=list)
+    not_here: str = ""
+    models: list[str] = field(default_factory=list)
+
+
+def check(browser, url: str, tab: str, shots: Path, model: str | None = None) -> Checked:
+    """Open ``url?tab=TAB`` (``&model=MODEL`` first where given); print its line and return what it found."""
     context = browser.new_context(viewport=VIEWPORT)
     page = context.new_page()
     console: list[str] = []
     page.on("console", lambda m: console.append(m.text) if m.type == "error" else None)
     page.on("pageerror", lambda e: console.append(str(e)))
     start = time.monotonic()
-    problems: list[str] = []
+    found = Checked()
+    problems = found.problems
+    label = tab if model is None else f"{tab} (model {model})"
     try:
-        page.goto(f"{url}?tab={tab}")
+        page.goto(f"{url}?tab={tab}" if model is None else f"{url}?model={quote(model)}&tab={tab}")
         page.wait_for_function(SETTLED_JS, arg=BUILDING, timeout=LOAD_TIMEOUT_S * 1000, polling=POLL_MS)
+        # the page applies the link once its document is ready and writes its whole state back (model= among it)
+        try:
+            page.wait_for_function("() => new URLSearchParams(window.location.search).has('model')",
+                                   timeout=LINK_TIMEOUT_S * 1000, polling=POLL_MS)
+        except PlaywrightTimeout:
+            problems.append(f"the page did not write its state into its link within {LINK_TIMEOUT_S} s: {page.url}")
         # the paint after the last drawing: Bokeh paints its canvases in animation-frame callbacks
         page.evaluate("() => new Promise(r => requestAnimationFrame(() => setTimeout(r, 0)))")
         seconds = time.monotonic() - start
-        survey = page.evaluate(SURVEY_JS, [ERROR_TEXT, ERROR_MODEL, PAINTED_COLOURS])
+        survey = page.evaluate(SURVEY_JS, [ERROR_TEXT, ERROR_MODEL, PAINTED_COLOURS, f"tab = <code>{tab}</code>"])
+        link = parse_qs(urlsplit(page.url).query)
+        found.models = [m for m in survey["models"] if m not in link.get("model", [])]
         shown = [p for p in survey["plots"] if p[1]]
-        if f"tab={tab}" not in page.url:
-            problems.append(f"the page's link does not name the tab: {page.url}")
+        if link.get("tab") != [tab]:
+            if survey["notes"]:
+                found.not_here = " ".join(n[n.find(f"tab = {tab}"):] for n in survey["notes"])
+            else:
+                problems.append(f"the page's link names tab={link.get('tab')}, not {tab}, and no note says why: "
+                                f"{page.url}")
         if not shown:
             problems.append(f"no plot shown (plots in the document: {[p[0] for p in survey['plots']]})")
         for name, _, finished, width, height, colours in shown:
@@ -134,13 +175,31 @@ def check(browser, url: str, tab: str, shots: Path) -> list[str]:
         problems.append(f"{type(exc).__name__}: {str(exc).splitlines()[0]}")
         summary = f"not drawn after {time.monotonic() - start:.1f} s"
     problems += [f"console error: {text}" for text in console]
+    if found.not_here:
+        context.close()
+        print(f"{label}: not this model's tab, the page says: {found.not_here}", flush=True)
+        return found
     shot = shots / f"{tab}.png"
     page.screenshot(path=str(shot), full_page=True)
     context.close()
-    print(f"{tab}: {summary}; {'ok' if not problems else 'FAILED'}; screenshot {shot}", flush=True)
+    print(f"{label}: {summary}; {'ok' if not problems else 'FAILED'}; screenshot {shot}", flush=True)
     for problem in problems:
         print(f"    {problem}", flush=True)
-    return problems
+    return found
+
+
+def check_tab(browser, url: str, tab: str, shots: Path) -> bool:
+    """Check ``tab`` on the model the app shows first, or else on the first other model whose page has it; True when
+    it passes (or the app says for every model that its page does not have the tab)."""
+    found = check(browser, url, tab, shots)
+    others = iter(found.models)
+    while found.not_here:
+        model = next(others, None)
+        if model is None:
+            print(f"{tab}: offered by no model of this store, as the app says for each; nothing to draw", flush=True)
+            return True
+        found = check(browser, url, tab, shots, model)
+    return not found.problems
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -155,7 +214,7 @@ def main(argv: list[str] | None = None) -> int:
         browser = pw.chromium.launch(executable_path=args.chromium, headless=True, args=CHROMIUM_ARGS)
         try:
             for tab in tabs():
-                if check(browser, args.url, tab, args.screenshots):
+                if not check_tab(browser, args.url, tab, args.screenshots):
                     failed.append(tab)
         finally:
             browser.close()
