@@ -172,3 +172,15 @@ def test_hub_configs_of_the_image_text_towers():
     with pytest.raises(ArchitectureError, match="text tower of this mistral3 checkpoint is a 'jamba' model, which is "
                                                 "not supported"):
         layout_from_config(mistral3, "text")
+
+
+def test_exaone4_sliding_pattern_of_letters():
+    """An EXAONE 4 config without layer_types may give its pattern as letters repeated from layer 0 (L sliding and
+    rotary, G global without rotary): the layers of the list transformers would write."""
+    from tests.tiny_models import transformers
+
+    config = getattr(transformers, CASES["exaone4"].config)(**CASES["exaone4"].kw).to_dict()
+    assert config["layer_types"] == ["sliding_attention", "full_attention", "sliding_attention"]
+    letters = {k: v for k, v in config.items() if k != "layer_types"} | {"sliding_window_pattern": "LG"}
+    assert [p.kind for p in layout_from_config(letters).layers] == ["rope", "none", "rope"]
+    assert layout_from_config(letters) == layout_from_config(config)

@@ -110,7 +110,8 @@ GGUF_ARCHS = {"qwen3": "qwen3", "qwen3_moe": "qwen3moe", "gemma": "gemma", "gemm
               "smollm3": "smollm3", "olmoe": "olmoe", "olmo3": "olmo2", "glm4": "glm4", "exaone4": "exaone4",
               "ernie4_5": "ernie4_5", "ernie4_5_moe": "ernie4_5-moe", "seed_oss": "seed_oss", "apertus": "apertus",
               "arcee": "arcee", "granitemoe": "granitemoe", "nemotron": "nemotron", "olmo3-yarn": "olmo2",
-              "gpt_oss": "gpt-oss", "llama4_text": "llama4", "qwen2_vl/text": "qwen2vl", "mistral3/text": "mistral3"}
+              "gpt_oss": "gpt-oss", "llama4_text": "llama4", "qwen2_vl/text": "qwen2vl", "mistral3/text": "mistral3",
+              "exaone4-no_window": "exaone4"}
 # rotated as interleaved pairs by llama.cpp where transformers rotates halves: the converter permutes Q/K rows
 PERMUTED = ("granite", "smollm3", "arcee", "granitemoe", "mistral3")
 NORM_SHIFT = ("gemma", "gemma2", "gemma3", "nemotron")  # the converter stores these norm gains as 1 + weight
@@ -164,8 +165,8 @@ def _metadata(w, arch: str, cfg, per_layer_pattern: bool = False) -> None:
         _rope_scaling(w, rope)
         if "mrope_section" in rope:  # Qwen2-VL: the sections, padded to four
             w.add_rope_dimension_sections(list(rope["mrope_section"]) + [0] * (4 - len(rope["mrope_section"])))
-    if arch == "exaone4":  # the converter lists the sliding layers where the config has a window
-        w.add_sliding_window(cfg.sliding_window)
+    if arch == "exaone4" and cfg.sliding_window is not None:  # the converter lists the sliding layers where the
+        w.add_sliding_window(cfg.sliding_window)  # config has a window, and writes neither where it has none
         w.add_sliding_window_pattern([t == "sliding_attention" for t in cfg.layer_types])
     if arch == "gemma2":
         w.add_attn_logit_softcapping(cfg.attn_logit_softcapping)
@@ -175,10 +176,10 @@ def _metadata(w, arch: str, cfg, per_layer_pattern: bool = False) -> None:
         w.add_expert_count(cfg.num_local_experts)
 
 
-def write_gguf(case_name: str, folder: str, path: Path, per_layer_pattern: bool = False) -> Path:
+def write_gguf(case_name: str, folder: str, path: Path, per_layer_pattern: bool = False, extra=()) -> Path:
     """A GGUF file of the case's saved weights, with the converter's conventions for its architecture: Q/K rows
     permuted where llama.cpp rotates pairs, every Gemma norm gain stored as 1 + weight, StableLM's per-head QK norm
-    gains stacked, a fused QKV kept fused."""
+    gains stacked, a fused QKV kept fused; ``extra``: (GGUFWriter method, value) pairs written after the rest."""
     import gguf
     from safetensors.numpy import load_file
 
@@ -194,6 +195,8 @@ def write_gguf(case_name: str, folder: str, path: Path, per_layer_pattern: bool 
     w = gguf.GGUFWriter(str(path), arch)
     w.add_name(f"tiny {arch}")
     _metadata(w, arch, cfg, per_layer_pattern)
+    for method, value in extra:
+        getattr(w, method)(value)
     shift = 1.0 if arch in NORM_SHIFT else 0.0
     roles = {"q_proj": "attn_q", "k_proj": "attn_k", "qkv_proj": "attn_qkv", "q_norm": "attn_q_norm",
              "k_norm": "attn_k_norm"}
@@ -264,6 +267,24 @@ def test_gemma3_gguf_with_its_sliding_pattern_per_layer(family_model, tmp_path):
     per_layer = layout_from_config(open_gguf(write_gguf("gemma3_text", folder, tmp_path / "p.gguf", True)).config)
     assert per_layer.layers == layout_from_config(open_checkpoint(folder).config).layers
     assert [p.rope_theta for p in per_layer.layers] == [100.0, 1000.0, 100.0]
+
+
+def test_gguf_metadata_of_the_variants_each_architecture_reads(family_model, tmp_path):
+    """Llama 4 with a sliding window of 0 (MobileLLM) rotates every layer; a mistral3 file with a temperature scale is
+    Ministral 3's text model, which the table lacks: refused by its model_type."""
+    from pipeline.families import ArchitectureError
+    from pipeline.sources.gguf import open_gguf
+
+    _, folder, _ = family_model("llama4_text")
+    every = layout_from_config(open_gguf(write_gguf("llama4_text", folder, tmp_path / "l4.gguf",
+                                                    extra=[("add_sliding_window", 0)])).config)
+    assert every.layers == () and every.positional == "rope"  # every layer alike, rotary
+    assert [p.kind for p in layout_from_config(open_checkpoint(folder).config).layers] == ["rope"] * 3 + ["none"]
+    _, folder, _ = family_model("mistral3/text")
+    ministral = open_gguf(write_gguf("mistral3/text", folder, tmp_path / "m3.gguf",
+                                     extra=[("add_attn_temperature_scale", 0.1)]))
+    with pytest.raises(ArchitectureError, match="model_type 'ministral3' is not supported"):
+        layout_from_config(ministral.config)
 
 
 # ---------------------------------------------------------------------------- GGUF of fused Q/K/V layouts
