@@ -15,6 +15,12 @@ The first frame is the first complete one in step order. A run that starts at in
 random baseline there: the displacement is then the distance travelled from initialisation, and the summary says
 so (``first``). A frame whose layers are not all written has no numbers (``complete`` false), so that no step's
 numbers are over a part of its heads.
+
+The dict: ``run``, ``type_names``, ``statistics`` (the medians' names), ``first`` (``step``, ``initialisation``: whether
+it is step 0, ``note``: what it is, in words) and ``steps``: per frame ``step``, ``revision``, ``repeat_of`` (-1 or
+the step whose values it copies), ``complete`` and, when complete, ``heads``, ``types`` (I₊, II, I₋), ``medians``,
+``beta`` (``a``, ``b``) and ``displacement``. A number that cannot be computed (a beta law of fewer than 3 heads
+inside (0, 1)) is None.
 """
 
 from __future__ import annotations
