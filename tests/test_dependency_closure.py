@@ -324,36 +324,59 @@ def test_real_rebuilds_the_onnx_model(tmp_path):
 ERROR_LINES = ('class="error"', "could not be drawn")  # a page's error box (page_widgets.message) and its text
 
 
-def drawable_models() -> list[str]:
-    """The committed store's trained models with a profiles page (as ``dashboard.export`` chooses them)."""
+def drawable_models(store: Path = COMMITTED) -> list[str]:
+    """The store's trained models and training runs with a profiles page (as ``dashboard.export`` chooses them)."""
     from dashboard import data
+    from dashboard.training import runs
     from pipeline.schema import trained_and_baselines
 
-    return [r.name for r in trained_and_baselines(data.rows(COMMITTED))[0] if r.computed and not r.damaged]
+    models = [r.name for r in trained_and_baselines(data.rows(store))[0] if r.computed and not r.damaged]
+    return models + [n for n in runs.run_names(store) if n not in models]
 
 
-def test_export_writes_every_page_with_the_base_install(tmp_path):
+@pytest.fixture(scope="module")
+def dashboard_store(tmp_path_factory) -> Path:
+    """The committed store when it holds a training run, else a copy of it with a small one added (written through
+    the store's run writer): the pages drawn include a run's Training tab either way."""
+    from dashboard.training import runs
+    from pipeline.store import Store
+    from tests.dashboard.training_store import RUN, RUN_SHAPE, RUN_STEPS, write_run
+
+    if runs.run_names(COMMITTED):
+        return COMMITTED
+    store = Path(shutil.copytree(COMMITTED, tmp_path_factory.mktemp("with-run") / "store.zarr"))
+    write_run(Store.open(store), RUN, RUN_STEPS[::4], *RUN_SHAPE)
+    return store
+
+
+def test_export_writes_every_page_with_the_base_install(tmp_path, dashboard_store):
     """``headgeometry-dashboard export`` (= ``python -m dashboard export``) of the committed store: every profiles
-    page with its Analyses tab, compare and orbits, none with an error line."""
+    page with its Analyses tab (a training run's with its Training tab), compare and orbits, none with an error
+    line."""
     from dashboard.export import profile_page_name
+    from dashboard.training import runs
 
     out = tmp_path / "site"
     run = run_guarded(tmp_path, "headgeometry-dashboard export", ["-m", "dashboard", "export", out, "--store",
-                                                                   COMMITTED], BASE)
+                                                                   dashboard_store], BASE)
     assert_declared(run)
-    profiles = {profile_page_name(n) for n in drawable_models()}
+    profiles = {profile_page_name(n) for n in drawable_models(dashboard_store)}
+    trained = {profile_page_name(n) for n in runs.run_names(dashboard_store)}
+    assert trained and trained <= profiles
     assert {p.name for p in out.glob("*.html")} == profiles | {"index.html", "compare.html", "orbits.html"}
     for page in sorted(out.glob("*.html")):
         text = page.read_text().replace('\\"', '"')  # the layouts' JSON escapes the quotes of their HTML
         assert not [e for e in ERROR_LINES if e in text], f"{page.name} shows an error line"
         if page.name in profiles:
             assert '"analyses_content"' in text, f"{page.name} has no Analyses tab"
+        if page.name in trained:
+            assert '"training_frames"' in text, f"{page.name} has no Training tab"
 
 
 # the served app's tabs (a deep link's ``tab``) and models their pages hold: the profiles page's tetrahedron and its
-# Analyses tab, the compare page, the orbits page's panels
-SERVED_TABS = {"profiles": {"tetrahedron", "analyses_content"}, "compare": {"compare_page"},
-               "orbits": {"orbits_panels"}}
+# Analyses tab, a training run's Training tab (the link names the run), the compare page, the orbits page's panels
+SERVED_TABS = {"profiles": {"tetrahedron", "analyses_content"}, "training": {"training_tetrahedron", "training_frames"},
+               "compare": {"compare_page"}, "orbits": {"orbits_panels"}}
 
 
 def pull(url: str, arguments: dict, timeout: float):
@@ -378,15 +401,17 @@ def pull(url: str, arguments: dict, timeout: float):
     return got[0] if got else None
 
 
-def serve_guarded(tmp_path: Path, tabs) -> tuple[Guarded, dict]:
-    """(``headgeometry-dashboard serve`` of the committed store under the base install's guard, stopped once a
-    session of each of ``tabs`` has been pulled; {tab: its document}). The server's log is the run's output."""
+def serve_guarded(tmp_path: Path, tabs, store: Path = COMMITTED) -> tuple[Guarded, dict]:
+    """(``headgeometry-dashboard serve`` of ``store`` under the base install's guard, stopped once a session of each
+    of ``tabs`` has been pulled (the training tab's on the store's first run); {tab: its document}). The server's
+    log is the run's output."""
+    from dashboard.training import runs
     from tests.browser.conftest import free_port, stop
 
     entry, port = "headgeometry-dashboard serve", free_port()
     env, report = guarded_env(tmp_path, entry, BASE)
     url = f"http://127.0.0.1:{port}/app"
-    server = subprocess.Popen([sys.executable, "-m", "dashboard", "serve", "--store", str(COMMITTED), "--port",
+    server = subprocess.Popen([sys.executable, "-m", "dashboard", "serve", "--store", str(store), "--port",
                                str(port)], cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                               text=True)
     log: list[str] = []
@@ -405,7 +430,8 @@ def serve_guarded(tmp_path: Path, tabs) -> tuple[Guarded, dict]:
         if not running.wait(TIMEOUT_S) or server.poll() is not None:
             failed = f"did not serve {url} within {TIMEOUT_S} s (exit status {server.poll()})"
         for tab in tabs if not failed else ():
-            doc = pull(url, {"tab": tab}, TIMEOUT_S)
+            doc = pull(url, {"tab": tab} | ({"model": runs.run_names(store)[0]} if tab == "training" else {}),
+                       TIMEOUT_S)
             if doc is None or isinstance(doc, Exception):
                 failed = f"gave no document of the {tab} tab: {doc or f'none within {TIMEOUT_S} s'}"
                 break
@@ -415,14 +441,15 @@ def serve_guarded(tmp_path: Path, tabs) -> tuple[Guarded, dict]:
     return Guarded(entry, BASE, "", "".join(log), import_guard.refusals(report), failed), documents
 
 
-def test_the_served_app_draws_every_tab_with_the_base_install(tmp_path):
+def test_the_served_app_draws_every_tab_with_the_base_install(tmp_path, dashboard_store):
     """``headgeometry-dashboard serve`` (= ``python -m dashboard``, which runs ``panel serve`` in its place) of the
     committed store, a session opened on each of its tabs: the profiles page of the first load's model with its
-    Analyses tab, compare and orbits, each with its plots and none with an error line.
+    Analyses tab, a training run's page with its Training tab, compare and orbits, each with its plots and none with
+    an error line.
 
     Each tab's page is drawn once here: the pages of the other models come from the same page builder, and the
     export (above) draws every one of them."""
-    run, documents = serve_guarded(tmp_path, SERVED_TABS)
+    run, documents = serve_guarded(tmp_path, SERVED_TABS, dashboard_store)
     assert_declared(run)
     for tab, doc in documents.items():
         models = [m for root in doc.roots for m in root.references()]

@@ -24,6 +24,7 @@ from bokeh.models import (
     Div,
     GlyphRenderer,
     HoverTool,
+    Label,
     LassoSelectTool,
     Legend,
     LegendItem,
@@ -162,8 +163,8 @@ class PageModels:
     training_trail: Spinner | None = None  # the trails' frames (0: every frame from the first)
     training_colour: RadioButtonGroup | None = None  # by layer, by type, by cluster
     training_statistic: Select | None = None
-    training_info: Div | None = None  # the step shown, its checkpoint and metrics
-    training_legend: Div | None = None  # the colours' meaning, with the counts at the step
+    training_info: Label | None = None  # the step shown, its checkpoint and metrics (on a canvas: no page layout)
+    training_legends: list[Legend] | None = None  # by layer, by type (the counts at the step), by cluster
     training_tetra_title: Title | None = None
     training_dots: Source | None = None  # the heads at the step
     training_trails: Source | None = None  # their trails

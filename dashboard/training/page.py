@@ -15,10 +15,11 @@ Named models (tests, benchmarks, deep links): ``training_step`` (Slider: the fra
 ``training_play`` (Toggle), ``training_step_back``, ``training_step_next`` (Buttons), ``training_interval_ms``
 (Spinner: ms per frame while playing), ``training_trail`` (Spinner: the trails' frames, 0 = every frame from the
 first), ``training_d`` (Slider, shown for a rotary run), ``training_colour`` (RadioButtonGroup: layer, type, cluster),
-``training_statistic`` (Select), ``training_info``, ``training_legend``, ``training_head_title``,
-``training_url_note`` (Divs), the views' sources and figures (``views``), and the data sources ``training_frames``,
-``training_meta``, ``training_steps``, ``training_heads``, ``training_type_counts``, ``training_moved``,
-``training_quantile_values``, ``training_statistic_values``, ``training_head_metric_values``.
+``training_statistic`` (Select), ``training_info`` (a Label on the canvas ``training_info_line``),
+``training_legend_layer``, ``training_legend_type``, ``training_legend_cluster`` (the tetrahedron's legends),
+``training_head_title``, ``training_url_note`` (Divs), the views' sources and figures (``views``), and the data
+sources ``training_frames``, ``training_meta``, ``training_steps``, ``training_heads``, ``training_type_counts``,
+``training_moved``, ``training_quantile_values``, ``training_statistic_values``, ``training_head_metric_values``.
 """
 
 from __future__ import annotations
@@ -34,9 +35,13 @@ from bokeh.models import (
     ColumnDataSource,
     CustomJS,
     Div,
+    Label,
     LayoutDOM,
+    Legend,
+    LegendItem,
     Plot,
     RadioButtonGroup,
+    Range1d,
     Select,
     Slider,
     Spinner,
@@ -151,6 +156,44 @@ def _figures(frames: tf.RunFrames, step: int, head: tuple[int, int]) -> dict:
     )
 
 
+def _info_line() -> tuple[Plot, Label]:
+    """The line that names the step shown, its checkpoint and the run's metrics there: a label on a canvas of its own
+    (``training_info_line``), whose text a step change rewrites without laying out the page again, as a Div's would
+    (in Chromium that cost some 80 ms a step, most of a step change's time)."""
+    label = Label(x=4, y=6, x_units="screen", y_units="screen", text="", text_font_size="10pt", text_color="#222831",
+                  name="training_info")
+    line = Plot(width=1000, height=24, toolbar_location=None, outline_line_color=None, min_border=0,
+                x_range=Range1d(0, 1), y_range=Range1d(0, 1), name="training_info_line")
+    line.add_layout(label)
+    return line, label
+
+
+def _legends(fig, frames: tf.RunFrames, heads: ColumnDataSource) -> list[Legend]:
+    """The colours' legends in the tetrahedron, by layer (at most 8 of its layers, spread), by type and by cluster
+    (``training_legend_layer``, ``_type``, ``_cluster``), the first shown: items of empty renderers in each colour,
+    labels the browser rewrites (the type counts at the step: ``training_show.js``) on the canvas."""
+    F, L, H, D = frames.shape
+    shown = sorted({int(round(k * (L - 1) / 7)) for k in range(8)}) if L > 8 else list(range(L))
+    clusters = sorted(set(heads.data["cluster"]), key=lambda k: (k < 0, k))
+    groups = {"layer": [(f"layer {layer}", heads.data["layer_colour"][layer * H]) for layer in shown],
+              "type": [(name, colour) for name, colour in zip(g.TYPE_NAMES, g.TYPE_COLORS, strict=True)],
+              "cluster": [("not clustered" if k < 0 else f"cluster {k}",
+                           heads.data["cluster_colour"][list(heads.data["cluster"]).index(k)]) for k in clusters]}
+    out = []
+    for mode, items in groups.items():
+        # one point at NaN each: a legend draws its item's glyph from the renderer's first point; NaN draws nothing
+        renderers = [fig.scatter([np.nan], [np.nan], fill_color=colour, line_color="#222831", size=8)
+                     for _, colour in items]
+        legend = Legend(items=[LegendItem(label=label, renderers=[r]) for (label, _), r in zip(items, renderers,
+                                                                                          strict=True)],
+                        location="top_left", name=f"training_legend_{mode}", visible=mode == "layer",
+                        label_text_font_size="8pt", background_fill_alpha=0.7, padding=4, spacing=0,
+                        glyph_height=12, label_height=12)
+        fig.add_layout(legend)
+        out.append(legend)
+    return out
+
+
 def _cursors(named: Named, frames: tf.RunFrames) -> list:
     names = ["training_types_cursor", "training_q_cursor", "training_head_cursor", "training_head_stat_cursor"]
     if frames.metrics:
@@ -180,13 +223,13 @@ def training_tab(frames: tf.RunFrames, d0_only: bool = False, interval_ms: int =
     dots = named["training_dots"]
     url_note = Div(text="", stylesheets=[sheet], width=1100, name="training_url_note", visible=False)
     tetra = figs["tetra"]
+    info_line, info_label = _info_line()
     metric_curves = [named[f"training_head_metric_{m}"] for m in frames.head_metrics]
     models = PageModels(
         **controls, **sources, hold_ms=hold_ms,
         type_names=list(g.TYPE_NAMES), type_colors=list(g.TYPE_COLORS), url_note=url_note,
         training_vertex_xy=tv.vertex_xy().ravel().tolist(),
-        training_info=Div(text="", stylesheets=[sheet], width=1000, name="training_info"),
-        training_legend=Div(text="", stylesheets=[sheet], width=TETRA_PX, name="training_legend"),
+        training_info=info_label, training_legends=_legends(tetra, frames, sources["training_heads"]),
         training_tetra_title=tetra.title, training_dots=dots, training_trails=named["training_trails"],
         training_cursors=_cursors(named, frames),
         training_type_curves=[named[n] for n in tv.TYPE_CURVE_NAMES],
@@ -215,7 +258,7 @@ def training_tab(frames: tf.RunFrames, d0_only: bool = False, interval_ms: int =
     _unsynced(dots, models.training_trails, models.training_path, models.training_path_start,
               models.training_path_dot, *models.training_cursors, *models.training_type_curves,
               *models.training_quantile_curves, *models.training_head_curves, models.training_head_statistic,
-              *metric_curves, models.training_info, models.training_legend, models.training_head_title,
+              *metric_curves, models.training_info, *models.training_legends, models.training_head_title,
               models.training_tetra_title, models.training_quantile_title, models.training_head_statistic_title,
               models.training_quantile_y, models.training_head_statistic_y, models.training_movers_rows,
               *(named[f"training_metric_{m}"] for m in frames.metrics))
@@ -234,7 +277,7 @@ def training_tab(frames: tf.RunFrames, d0_only: bool = False, interval_ms: int =
     forward.js_on_click(jscode.callback(dict(ctx=models.but(step_by=1).args()), "movie_step"))
     for plot in [p for fig in figs.values() for p in fig.select({"type": Plot})]:
         lean(plot, [named["training_dot_glyphs"]] if plot is tetra else [])
-    layout = _layout(frames, figs, models, back, forward, url_note, full, sheet)
+    layout = _layout(frames, figs, models, back, forward, url_note, info_line, full, sheet)
     return TrainingTab("training", "Training", layout, follow)
 
 
@@ -255,7 +298,7 @@ def _title_html(frames: tf.RunFrames, full: int) -> str:
 
 
 def _layout(frames: tf.RunFrames, figs: dict, m: PageModels, back: Button, forward: Button, url_note: Div,
-            full: int, sheet) -> LayoutDOM:
+            info_line: Plot, full: int, sheet) -> LayoutDOM:
     movers_title = Div(text="<h3 class='tight'>The heads that moved most</h3><p class='note tight'>By path length "
                             "over the frames (at the d slider's d); displacement: from the first frame to the last. "
                             "Click a column to sort by it, a row to inspect its head.</p>", stylesheets=[sheet],
@@ -265,8 +308,8 @@ def _layout(frames: tf.RunFrames, figs: dict, m: PageModels, back: Button, forwa
         heading, url_note,
         row(m.play_toggle, back, forward, m.frame_slider, m.interval_spinner, m.training_trail, m.training_d_slider,
             name="training_controls"),
-        row(m.training_colour, m.training_statistic, name="training_view_controls"), m.training_info,
-        row(column(figs["tetra"], m.training_legend), column(figs["types"], figs["quantiles"]),
+        row(m.training_colour, m.training_statistic, name="training_view_controls"), info_line,
+        row(figs["tetra"], column(figs["types"], figs["quantiles"]),
             column(movers_title, figs["movers"]), name="training_main"),
         m.training_head_title,
         row(figs["path"], figs["head"], figs["metrics"], name="training_inspector"),

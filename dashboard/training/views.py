@@ -184,7 +184,7 @@ def quantiles_view(run, statistic: str = DEFAULT_STATISTIC, step: int | None = N
     names = {"QOuter": {"source": QUANTILE_NAMES[0]}, "QInner": {"source": QUANTILE_NAMES[1]},
              "QMedian": {"source": QUANTILE_NAMES[2]}, "QCursor": {"glyph": "training_q_cursor"}}
     return (outer * inner * median * _cursor(frames, frame_index(frames, step), "QCursor")).opts(
-        _step_opts(frames, f"{statistic} (d = 0): median over the heads, 25-75 %, 10-90 %", statistic, width, height,
+        _step_opts(frames, f"{statistic} (d = 0) over the heads: median, 25-75, 10-90 %", statistic, width, height,
                    [name_models(names, "training_quantiles")]))
 
 
@@ -215,6 +215,8 @@ def movers_table(run, d: int = 0, width: int = 420, height: int = 260) -> hv.Tab
     def heads(plot, element):  # each row's head, layer-major: what a row selects (not a column of the table)
         plot.handles["source"].data["index"] = cols["index"]
         plot.handles["table"].index_position = None
+        for column, width in zip(plot.handles["table"].columns, (40, 50, 95, 95, 110), strict=True):
+            column.width = width
 
     return hv.Table({k: cols[k] for k in MOVER_COLUMNS}, kdims=["rank"], vdims=list(MOVER_COLUMNS[1:])).opts(
         width=width, height=height,

@@ -48,7 +48,9 @@ def _ctx(p: np.ndarray, step: int, d: int, trail: int, colour: int) -> str:
         "frame_slider": {"value": step},
         "type_names": list(g.TYPE_NAMES), "type_colors": list(g.TYPE_COLORS),
         "training_dots": src({}), "training_trails": src({}), "training_path_dot": src({}),
-        "training_cursors": [{}, {}], "training_tetra_title": {}, "training_legend": {}, "training_info": {},
+        "training_cursors": [{}, {}], "training_tetra_title": {}, "training_info": {},
+        "training_legends": [{"visible": True, "items": []}, {"visible": False, "items": [{"label": None}] * 3},
+                             {"visible": False, "items": []}],
         "training_movers_rows": src({}), "training_type_curves": [src({}), src({}), src({})],
     }
     return json.dumps(ctx)
@@ -71,8 +73,9 @@ def test_a_step_shows_one_frames_dots_and_the_trails_as_views(d):
                " const dots = ctx.training_dots.data, t = ctx.training_trails.data;"
                " console.log(JSON.stringify([flat(dots.x), flat(dots.y), flat(dots.c), dots.color, dots.type_name,"
                " flat(t.xs), t.xs.map((a) => a.buffer === ctx.training_frames.__decoded.cols.x.buffer),"
-               " ctx.training_cursors[0].location, ctx.training_info.text, ctx.training_legend.text]));")
-    x, y, c, color, type_name, xs, views, cursor, info, legend = out
+               " ctx.training_cursors[0].location, ctx.training_info.text, ctx.training_legends.map((l) => l.visible),"
+               " ctx.training_legends[1].items.map((i) => i.label.value)]));")
+    x, y, c, color, type_name, xs, views, cursor, info, shown, labels = out
     codes = np.transpose(tf.frame_codes(p), (1, 2, 0, 3, 4))  # (L, H, F, D, 4)
     values = np.where(codes == tf.FRAME_NAN, np.nan, codes / tf.FRAME_SCALE).reshape(L * H, F, D, 4)[:, :, d]
     xy = values @ tv.vertex_xy()  # (heads, F, 2): the 12-bit profiles projected
@@ -84,8 +87,9 @@ def test_a_step_shows_one_frames_dots_and_the_trails_as_views(d):
     for h in range(L * H):  # each trail: the head's last `trail` frames and this one, a view into the decoded arrays
         np.testing.assert_allclose(np.array(xs[h], dtype=float), xy[h, f - trail:f + 1, 0], rtol=1e-12, atol=1e-15)
     assert all(views) and cursor == pytest.approx(tf.step_axis(np.arange(F) * 10).x[f])
-    assert f"step {f * 10}" in info and "loss <b>4.0000</b>" in info
-    assert all(f"{g.TYPE_NAMES[k]} (n={int((kinds == k).sum())})" in legend for k in range(3))
+    assert info == f"step {f * 10}  (frame {f + 1} of {F}, c-{f})  ·  loss 4.0000"
+    assert shown == [False, True, False]  # colour by type: its legend, with the counts at the step
+    assert labels == [f"{g.TYPE_NAMES[k]} (n={int((kinds == k).sum())})" for k in range(3)]
 
 
 @needs_node

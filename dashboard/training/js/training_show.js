@@ -3,7 +3,8 @@
 // Show the frame in the step slider (ctx.frame_slider): every head's dot at that frame and offset, its trail over
 // the last K frames (ctx.training_trail; 0: every frame from the first) as views into the decoded arrays (no copy),
 // the colours (by layer, by type at this frame, by cluster), the legend with the counts, the step's line on every
-// chart over the steps, the inspected head's place, the step's checkpoint and metrics. One frame's values are read.
+// chart over the steps, the inspected head's place, the step's checkpoint and metrics. One frame's values are read,
+// and only canvases change (a Div's new text would lay the page out again).
 
 function training_frame(ctx) {
   const F = ctx.training_meta.data.n_frames[0];
@@ -45,28 +46,17 @@ function training_show(ctx) {
   ctx.training_path_dot.data = {x: [c.x[i * F + f]], y: [c.y[i * F + f]]};
   const D = m.n_offsets[0], d = dec.d;
   ctx.training_tetra_title.text = m.name[0] + ' at step ' + st.step[f] + (D > 1 ? ', d = ' + d : '');
-  // the legend: what the colours mean, with the counts at this frame
-  const swatch = (colour, text) => '<span class="nowrap"><span style="color:' + colour + '">■</span> ' + text + '</span>';
-  let legend;
-  if (mode === 1) {
-    legend = [0, 1, 2].map((k) => swatch(ctx.type_colors[k], ctx.type_names[k] + ' (n=' + types[k] + ')'));
-  } else if (mode === 2) {
-    const n = {};
-    for (let h = 0; h < HH; h++) { n[heads.cluster[h]] = (n[heads.cluster[h]] || 0) + 1; }
-    legend = Object.keys(n).map(Number).sort((p, q) => (p < 0) - (q < 0) || p - q).map((k) => {
-      const h = Array.from(heads.cluster).indexOf(k);
-      return swatch(heads.cluster_colour[h], (k < 0 ? 'not clustered' : 'cluster ' + k) + ' (n=' + n[k] + ')');
-    });
-  } else {
-    legend = [];
-    for (let l = 0; l < L; l++) { legend.push(swatch(heads.layer_colour[l * m.n_heads[0]], 'layer ' + l)); }
-  }
-  ctx.training_legend.text = '<p class="small tight">' + legend.join(' &nbsp; ') + '</p>';
+  // the legends: the one of the colour mode shown, the type counts at this frame in its labels
+  ctx.training_legends.forEach((legend, k) => { if (legend.visible !== (k === mode)) { legend.visible = k === mode; } });
+  ctx.training_legends[1].items.forEach((item, k) => {
+    const label = ctx.type_names[k] + ' (n=' + types[k] + ')';
+    if (item.label == null || item.label.value !== label) { item.label = {value: label}; }
+  });
   // the step, its checkpoint and the run's metrics there
   const num = (v) => !Number.isFinite(v) ? '—' : (v !== 0 && Math.abs(v) < 1e-3 ? v.toExponential(2) : v.toFixed(4));
-  let info = '<b>step ' + st.step[f] + '</b> &nbsp;(frame ' + (f + 1) + ' of ' + F + ', <code>' + st.revision[f] + '</code>)';
+  let info = 'step ' + st.step[f] + '  (frame ' + (f + 1) + ' of ' + F + ', ' + st.revision[f] + ')';
   for (const key of Object.keys(st).sort()) {
-    if (key.startsWith('metric_')) { info += ' &nbsp;·&nbsp; ' + key.slice(7) + ' <b>' + num(st[key][f]) + '</b>'; }
+    if (key.startsWith('metric_')) { info += '  ·  ' + key.slice(7) + ' ' + num(st[key][f]); }
   }
   ctx.training_info.text = info;
 }
