@@ -36,16 +36,6 @@ def checkpoint_dir(tmp_path_factory):
     return folder
 
 
-@pytest.fixture
-def hub_env(monkeypatch, tmp_path):
-    """A fresh Hub cache, no token, online, no retries (so failures are fast)."""
-    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf-home"))
-    monkeypatch.delenv("HF_HUB_CACHE", raising=False)
-    monkeypatch.delenv("HF_TOKEN", raising=False)
-    monkeypatch.delenv("HUGGING_FACE_HUB_TOKEN", raising=False)
-    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
-    monkeypatch.setenv("HEADGEOMETRY_HUB_RETRIES", "0")
-    return monkeypatch
 
 
 @pytest.fixture

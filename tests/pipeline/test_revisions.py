@@ -124,14 +124,6 @@ def test_what_is_not_a_run_is_refused_in_one_line(tmp_path):
 
 
 # ------------------------------------------------------------------------------------------------ the Hub
-@pytest.fixture
-def hub_env(monkeypatch, tmp_path):
-    """A fresh Hub cache, no token, online, no retries."""
-    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf-home"))
-    for var in ("HF_HUB_CACHE", "HF_TOKEN", "HUGGING_FACE_HUB_TOKEN", "HF_HUB_OFFLINE", "HEADGEOMETRY_HUB_TIMEOUT"):
-        monkeypatch.delenv(var, raising=False)
-    monkeypatch.setenv("HEADGEOMETRY_HUB_RETRIES", "0")
-    return monkeypatch
 
 
 WEIGHTS = b"\0" * 4096  # stands for a weight file: the listing must never ask for it

@@ -31,14 +31,6 @@ REVISIONS = 20
 DISTINCT = 5  # the revisions' Q/K take 5 values, each in 4 revisions whose v rows and other weights differ
 
 
-@pytest.fixture
-def hub_env(monkeypatch, tmp_path):
-    """A fresh Hub cache, no token, online, no retries."""
-    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf-home"))
-    for var in ("HF_HUB_CACHE", "HF_TOKEN", "HUGGING_FACE_HUB_TOKEN", "HF_HUB_OFFLINE", "HEADGEOMETRY_HUB_TIMEOUT"):
-        monkeypatch.delenv(var, raising=False)
-    monkeypatch.setenv("HEADGEOMETRY_HUB_RETRIES", "0")
-    return monkeypatch
 
 
 def write_checkpoint(folder: Path, qk_seed: int, other_seed: int, width: int, heads: int,

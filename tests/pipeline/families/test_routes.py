@@ -19,14 +19,6 @@ from tests.pipeline.families.cases import CASES
 pytest.importorskip("huggingface_hub", reason="the Hub tests need huggingface_hub")
 
 
-@pytest.fixture
-def hub_env(monkeypatch, tmp_path):
-    """A fresh Hub cache, no token, online, no retries."""
-    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf-home"))
-    for var in ("HF_HUB_CACHE", "HF_TOKEN", "HUGGING_FACE_HUB_TOKEN", "HF_HUB_OFFLINE"):
-        monkeypatch.delenv(var, raising=False)
-    monkeypatch.setenv("HEADGEOMETRY_HUB_RETRIES", "0")
-    return monkeypatch
 
 
 def _header_bytes(path: Path) -> int:
