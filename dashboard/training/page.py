@@ -195,11 +195,16 @@ def _legends(fig, frames: tf.RunFrames, heads: ColumnDataSource) -> list[Legend]
 
 
 def _cursors(named: Named, frames: tf.RunFrames) -> list:
+    """The step's line on every chart over the steps, drawn on the figures' overlay layer: a step change moves them,
+    and Bokeh then repaints that layer alone, not the figures' lines beneath."""
     names = ["training_types_cursor", "training_q_cursor", "training_head_cursor", "training_head_stat_cursor"]
     if frames.metrics:
         names.append("training_metric_cursor")
     names += [f"training_head_metric_{m}_cursor" for m in frames.head_metrics]
-    return [named[n] for n in names]
+    out = [named[n] for n in names]
+    for line in out:
+        line.level = "overlay"
+    return out
 
 
 def training_tab(frames: tf.RunFrames, d0_only: bool = False, interval_ms: int = INTERVAL_MS,
