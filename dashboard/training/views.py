@@ -184,7 +184,7 @@ def quantiles_view(run, statistic: str = DEFAULT_STATISTIC, step: int | None = N
     names = {"QOuter": {"source": QUANTILE_NAMES[0]}, "QInner": {"source": QUANTILE_NAMES[1]},
              "QMedian": {"source": QUANTILE_NAMES[2]}, "QCursor": {"glyph": "training_q_cursor"}}
     return (outer * inner * median * _cursor(frames, frame_index(frames, step), "QCursor")).opts(
-        _step_opts(frames, f"{statistic} (d = 0) over the heads: median, 25-75, 10-90 %", statistic, width, height,
+        _step_opts(frames, f"{statistic} (d = 0): median, 25-75, 10-90 %", statistic, width, height,
                    [name_models(names, "training_quantiles")]))
 
 

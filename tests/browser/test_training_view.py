@@ -10,10 +10,12 @@ from urllib.parse import parse_qsl, urlsplit
 import numpy as np
 import pytest
 
+from dashboard.common import geometry as g
 from dashboard.export import profile_page_name
 from dashboard.training import frames as tf
 from dashboard.training import runs
 from dashboard.training import views as tv
+from pipeline.schema import STATISTICS
 from tests.browser.conftest import (
     console_errors,
     js,
@@ -130,6 +132,30 @@ def test_a_row_of_the_movers_table_inspects_its_head(run_page):
     label = f"{rows[2] // H}.{rows[2] % H}"
     wait_for_prop_text(page, "training_head_title", f"head {label}")
     wait_for_link(page, f"head={label}")
+    assert errors == []
+
+
+def test_the_statistic_and_the_colours_redraw_from_what_the_page_holds(run_page, store, shown):
+    page, errors = run_page
+    frames = tf.run_frames(runs.run(store, RUN), RUN)
+    set_prop(page, "training_statistic", "value", "rho")
+    k = STATISTICS.index("rho")
+    wait_for_column(page, "training_q_median", "symmetric_energy", tf.quantiles(frames.statistics)[k, :, 2],
+                    rtol=1e-6, atol=1e-7)  # the column keeps the first statistic's name; float32 values
+    head = js(page, "return find('training_meta').data.head[0];")
+    wait_for_column(page, "training_head_statistic", "symmetric_energy",
+                    frames.statistics[:, head // H, head % H, k], rtol=1e-6, atol=1e-7)
+    wait_for_prop_text(page, "training_quantile_title", "rho (d = 0)")
+    f = model_prop(page, "training_step", "value")
+    set_prop(page, "training_colour", "active", 1)
+    codes = tf.frame_codes(frames.profile)[f, :, :, 0].reshape(L * H, 4) / tf.FRAME_SCALE
+    kinds = g.spectral_types(codes)
+    wait_js(page, "return JSON.stringify(find('training_dots').data.color) === JSON.stringify(arg);",
+            [g.TYPE_COLORS[t] for t in kinds])
+    assert [model_prop(page, f"training_legend_{m}", "visible") for m in ("layer", "type", "cluster")] == [
+        False, True, False]
+    set_prop(page, "training_colour", "active", 0)
+    set_prop(page, "training_statistic", "value", "symmetric_energy")
     assert errors == []
 
 

@@ -20,5 +20,5 @@ function training_quantiles(ctx) {
   const column = Object.keys(median.data).find((k) => k !== 'step');
   median.data = Object.assign({}, median.data, {step: x, [column]: at(2)});
   training_y_range(ctx.training_quantile_y, [at(0), at(4)]);
-  ctx.training_quantile_title.text = ctx.training_statistic.value + ' (d = 0) over the heads: median, 25-75, 10-90 %';
+  ctx.training_quantile_title.text = ctx.training_statistic.value + ' (d = 0): median, 25-75, 10-90 %';
 }
