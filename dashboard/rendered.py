@@ -266,9 +266,13 @@ def orbits(store) -> Copy:
 def same_structure(a: Copy, b: Copy) -> bool:
     """Whether two copied pages hold the same named models (names and types): then ``replace_in_place`` can
     turn one into the other. Whether a model has statistics does not change the names (the views that need them
-    are hidden), so most pages of one store share one structure."""
+    are hidden), so most pages of one store share one structure. A page with a run's Training tab is of a structure
+    of its own: the tab holds models that are its run's and carry no name (its legends' items, its charts' log-step
+    axes and their ticks), which an in-place switch would keep from the page before."""
     def names(c: Copy):
         return sorted((n, type(m).__name__) for n, ms in c.named.items() for m in ms)
+    if "training" in a.named or "training" in b.named:
+        return False
     return names(a) == names(b)
 
 

@@ -278,3 +278,18 @@ def test_a_run_is_its_models_training_tab_or_an_entry_of_its_own(training_store)
     assert tabs(rendered.profiles_layout(training_store, ABSOLUTE_MODEL)) == ["Profiles", "Analyses"]
     with pytest.raises(KeyError):
         rendered.profiles_layout(training_store, "no-such-model")
+
+
+@pytest.mark.slow
+def test_the_served_app_swaps_a_page_with_a_training_tab_whole(training_store):
+    """Two pages with a Training tab hold the same named models, but their runs' unnamed ones (the legends' items,
+    the charts' log-step axes) differ: the served app replaces such a page instead of switching it in place."""
+    from dashboard import rendered
+    from tests.browser.conftest import ABSOLUTE_MODEL
+
+    run, model = rendered.profiles(training_store, RUN), rendered.profiles(training_store, ROPE_MODEL)
+    assert {"training", "training_legend_layer"} <= set(run.named) and "training" in model.named
+    assert not rendered.same_structure(run, model) and not rendered.same_structure(model, run)
+    assert not rendered.same_structure(run, rendered.profiles(training_store, ABSOLUTE_MODEL))
+    first, second = (Named(c.root)["training_legend_layer"].items for c in (run, model))
+    assert [i.label.value for i in first] == ["layer 0", "layer 1"] and len(second) == 4
