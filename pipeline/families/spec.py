@@ -156,8 +156,8 @@ class Family:
     type_period: tuple = ()
     type_theta: tuple[tuple[str, tuple[str, ...], float], ...] = ()
     qk_norm: QKNorm | None = None
-    # a positive per-query factor the layers without rotary put on the queries (Llama 4's attention temperature), for
-    # the record: treated as the QK-norm divisors are, it changes no form
+    # a positive per-query factor on the queries (Llama 4's attention temperature on its layers without rotary,
+    # Ministral 3's on every layer), for the record: treated as the QK-norm divisors are, it changes no form
     query_temperature: str = ""
     gain_offset: float = 0.0  # every norm's gain is gain_offset + weight (Gemma: 1 + weight)
     # --fold-ln: the gain of the norm whose output enters layer l's attention ({p} = l - 1); ``ln_first`` for

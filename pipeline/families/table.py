@@ -152,6 +152,10 @@ ENTRIES = (
     # profile leaves it out (test_forward.py proves the scores without it equal the forward pass's). Its sliding and
     # full-attention layers differ in their mask alone and share one rotary (YaRN in its checkpoints).
     _decoder("gpt_oss"),
+    # Ministral 3: Mistral's attention, YaRN, and on every layer the queries times a position's temperature
+    # 1 + llama_4_scaling_beta log(1 + floor(i / original_max_position_embeddings)) after the rotation: a positive
+    # per-query factor, treated as the QK-norm divisors are (Llama 4's, on every layer here)
+    _decoder("ministral3", query_temperature="queries times a positional temperature"),
     # ---------------------------------------------------------------- encoders
     Family("bert", **_BERT),
     Family("roberta", **_BERT),

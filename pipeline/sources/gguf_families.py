@@ -157,7 +157,7 @@ def family_config(reader, arch: str, config: dict) -> dict:
         return {"no_rope_layers": [1 if every or (i + 1) % 4 else 0 for i in range(n)],
                 "use_qk_norm": metadata(reader, "llama4.expert_count", 0) != 128}
     if arch == "mistral3" and metadata(reader, "mistral3.attention.temperature_scale") is not None:
-        return {"model_type": "ministral3"}  # Ministral 3's text model (its query temperature): not in the table
+        return {"model_type": "ministral3"}  # Ministral 3's text model (its query temperature)
     if arch == "gpt-oss" and "rope_scaling" in config:  # gpt-oss's YaRN is not truncated (GptOssConfig, its files)
         return {"rope_scaling": config["rope_scaling"] | {"truncate": False}}
     if arch in ("granite", "granitemoe"):

@@ -47,7 +47,8 @@ class Case:
     save: dict = field(default_factory=dict)  # dtype / max_shard_size of save_pretrained
     alibi: str = ""  # the modelling module whose build_alibi_tensor gives the ALiBi bias (Falcon: over sqrt(n))
     sinks: str = ""  # regex of the attention modules (group 1 = layer) whose ``sinks`` join the softmax (gpt-oss)
-    temperature: bool = False  # the queries of the layers without rotary carry Llama 4's attention temperature
+    # a positional temperature on the queries: "llama4" (on the layers without rotary), "ministral3" (on every layer)
+    temperature: str = ""
 
 
 _GQA = dict(hidden_size=32, num_attention_heads=4, num_key_value_heads=2, num_hidden_layers=2, intermediate_size=48,
@@ -74,7 +75,7 @@ _IDS = dict(pad_token_id=0, bos_token_id=1, eos_token_id=2)  # special tokens in
 # temperature of the layer without rotary varies over the 9 positions (1 up to position 2, then 1 + 0.5 log 2, ...)
 _LLAMA4_TEXT = _GQA | _IDS | dict(head_dim=8, num_hidden_layers=4, intermediate_size_mlp=48, num_local_experts=2,
                                   num_experts_per_tok=1, floor_scale=4, attn_scale=0.5)
-_LLAMA4_PROBE = dict(**_DEC, q_norm=_ATTN + "qk_norm", k_norm=_ATTN + "qk_norm", temperature=True)
+_LLAMA4_PROBE = dict(**_DEC, q_norm=_ATTN + "qk_norm", k_norm=_ATTN + "qk_norm", temperature="llama4")
 # multimodal rotary: the head's 4 frequencies in sections of 1, 1 and 2 for time, height and width
 _QWEN2_VL_TEXT = _GQA | _IDS | dict(rope_parameters={"rope_type": "default", "rope_theta": 1000.0,
                                                      "mrope_section": [1, 1, 2]})
@@ -183,6 +184,12 @@ CASES: dict[str, Case] = {
                                                      "beta_fast": 32.0, "beta_slow": 1.0, "truncate": False,
                                                      "original_max_position_embeddings": 64}),
                     "GptOssForCausalLM", **_DEC, sinks=r"layers\.(\d+)\.self_attn"),
+    # YaRN from an original context of 4 tokens, so that the query temperature 1 + 0.5 log(1 + floor(i / 4)) varies over
+    # the 9 positions (1, then 1 + 0.5 log 2 from position 4, 1 + 0.5 log 3 at position 8)
+    "ministral3": Case("Ministral3Config", _GQA8 | dict(rope_parameters={
+        "rope_type": "yarn", "rope_theta": 1000.0, "factor": 4.0, "original_max_position_embeddings": 4,
+        "beta_fast": 32.0, "beta_slow": 1.0, "llama_4_scaling_beta": 0.5}), "Ministral3ForCausalLM", **_DEC,
+        temperature="ministral3"),
     "roberta": Case("RobertaConfig", _BERT | dict(pad_token_id=1), "RobertaModel", **_BERT_PROBE, rtol=1e-10),
     "xlm-roberta": Case("XLMRobertaConfig", _BERT | dict(pad_token_id=1), "XLMRobertaModel", **_BERT_PROBE,
                         rtol=1e-10),
@@ -229,6 +236,15 @@ CASES: dict[str, Case] = {
                                                                     num_attention_heads=2, head_dim=8, image_size=16,
                                                                     patch_size=4)),
                           "Mistral3ForConditionalGeneration", tower="text", submodel="model.language_model", **_DEC),
+    # Ministral 3's released checkpoints: Mistral 3's image-text model around a ministral3 text model
+    "mistral3_ministral3/text": Case("Mistral3Config", dict(
+        text_config=_GQA8 | dict(model_type="ministral3", rope_parameters={
+            "rope_type": "yarn", "rope_theta": 1000.0, "factor": 4.0, "original_max_position_embeddings": 4,
+            "beta_fast": 32.0, "beta_slow": 1.0, "llama_4_scaling_beta": 0.5}),
+        vision_config=dict(model_type="pixtral", hidden_size=16, intermediate_size=24, num_hidden_layers=1,
+                           num_attention_heads=2, head_dim=8, image_size=16, patch_size=4)),
+        "Mistral3ForConditionalGeneration", tower="text", submodel="model.language_model", **_DEC,
+        temperature="ministral3"),
     "whisper/encoder": Case("WhisperConfig", _WHISPER, "WhisperModel", tower="encoder", submodel="encoder",
                             inputs="features", proj=r"layers\.(\d+)\.self_attn\.q_proj",
                             ln="layers.{l}.self_attn_layer_norm", causal=False, rtol=1e-10),

@@ -10,11 +10,11 @@ offsets, layer)`` (the identity for layers without rotary), x the hidden states 
 r the divisors the QK-norms applied, computed from the norms' captured inputs (1 without a QK-norm), and c the
 layer's ``score_scale`` (the softmax scale, times YaRN's attention factor squared on a YaRN layer). A tanh
 soft-cap is undone first (Gemma 2), and Llama 4's attention temperature on the queries of its layers without
-rotary divided out, as a QK-norm's divisors are multiplied in (its weightless QK norm runs on the rotary layers
-alone, after the rotation, which keeps a head's RMS); gpt-oss's softmax takes each query's scores with the head's
-sink appended, shifted by their maximum: the sink column is dropped and the shift (known from it) added back, so
-what is compared is the scores without the sink. Rotary and QK-norm families compare at 1e-5 relative
-(transformers computes rotation angles and these norms in float32), the rest at 1e-10.
+rotary (Ministral 3's on every layer) divided out, as a QK-norm's divisors are multiplied in (Llama 4's weightless
+QK norm runs on the rotary layers alone, after the rotation, which keeps a head's RMS); gpt-oss's softmax takes
+each query's scores with the head's sink appended, shifted by their maximum: the sink column is dropped and the
+shift (known from it) added back, so what is compared is the scores without the sink. Rotary and QK-norm families
+compare at 1e-5 relative (transformers computes rotation angles and these norms in float32), the rest at 1e-10.
 
 With ``fold_ln``, the same scores equal the form of the folded weights on the normalised residual: the norm
 declared by the case is checked to be the one whose output is x, and n = its input normalised (no gain).
@@ -66,6 +66,14 @@ def llama4_temperature(model, T: int) -> np.ndarray:
     return 1.0 + config.attn_scale * np.log1p(np.floor((np.arange(T) + 1.0) / config.floor_scale))
 
 
+def ministral3_temperature(model, T: int) -> np.ndarray:
+    """(T,): Ministral 3's factor on the queries of every layer, from its modelling file:
+    1 + llama_4_scaling_beta * log(1 + floor(i / original_max_position_embeddings)) at position i."""
+    rope = getattr(model.config, "text_config", model.config).rope_parameters
+    context = rope["original_max_position_embeddings"]
+    return 1.0 + rope["llama_4_scaling_beta"] * np.log1p(np.floor(np.arange(T) / context))
+
+
 def checked(name: str, family_model):
     case = CASES[name]
     model, folder, probed = family_model(name)
@@ -102,8 +110,12 @@ def test_scores_equal_the_forward_pass(family_model, name):
         if normed:  # scores times the divisors (masked entries left as they are)
             r = divisors(p["q"], H).T[:, :, None] * divisors(p["k"], kv)[:, np.arange(H) // (H // kv)].T[:, None, :]
             got = np.where(allowed, got * np.where(allowed, r, 1.0), got)
-        if case.temperature and layout.positional_of(layer).kind == "none":  # Llama 4: query i times t(i) > 0
+        if case.temperature == "llama4" and layout.positional_of(layer).kind == "none":  # query i times t(i) > 0
             got = np.where(allowed, got / llama4_temperature(family_model(name)[0], T)[None, :, None], got)
+        if case.temperature == "ministral3":  # every layer's query i times t(i) > 0
+            t = ministral3_temperature(family_model(name)[0], T)
+            assert t.min() == 1.0 and len(set(t)) == 3, "the case's temperature varies over the positions"
+            got = np.where(allowed, got / t[None, :, None], got)
         W_Q, W_K = layer_weights(ckpt, layout, layer)
         if case.alibi:  # the position bias, as the model's own code builds it (Falcon: over sqrt(n))
             got = got - alibi_bias(case, layout, T)

@@ -103,7 +103,7 @@ GGUF_ARCHS = {"qwen3": "qwen3", "qwen3_moe": "qwen3moe", "gemma": "gemma", "gemm
               "ernie4_5": "ernie4_5", "ernie4_5_moe": "ernie4_5-moe", "seed_oss": "seed_oss", "apertus": "apertus",
               "arcee": "arcee", "granitemoe": "granitemoe", "nemotron": "nemotron", "olmo3-yarn": "olmo2",
               "gpt_oss": "gpt-oss", "llama4_text": "llama4", "qwen2_vl/text": "qwen2vl", "mistral3/text": "mistral3",
-              "exaone4-no_window": "exaone4"}
+              "exaone4-no_window": "exaone4", "ministral3": "mistral3"}
 # rotated as interleaved pairs by llama.cpp where transformers rotates halves: the converter permutes Q/K rows
 PERMUTED = ("granite", "smollm3", "arcee", "granitemoe", "mistral3")
 NORM_SHIFT = ("gemma", "gemma2", "gemma3", "nemotron")  # the converter stores these norm gains as 1 + weight
@@ -164,6 +164,9 @@ def _metadata(w, arch: str, cfg, per_layer_pattern: bool = False) -> None:
         w.add_attn_logit_softcapping(cfg.attn_logit_softcapping)
     if arch in ("granite", "granitemoe"):
         w.add_attention_scale(cfg.attention_multiplier)
+    if arch == "mistral3" and "llama_4_scaling_beta" in rope:  # Ministral 3: its query temperature
+        w.add_attn_temperature_scale(rope["llama_4_scaling_beta"])
+        w.add_attn_temperature_length(rope["original_max_position_embeddings"])
     if arch == "llama4":  # the converter's expert count (llama.cpp: 128 experts, Maverick, has no QK norm)
         w.add_expert_count(cfg.num_local_experts)
 
@@ -263,8 +266,8 @@ def test_gemma3_gguf_with_its_sliding_pattern_per_layer(family_model, tmp_path):
 
 def test_gguf_metadata_of_the_variants_each_architecture_reads(family_model, tmp_path):
     """Llama 4 with a sliding window of 0 (MobileLLM) rotates every layer; a mistral3 file with a temperature scale is
-    Ministral 3's text model, which the table lacks: refused by its model_type."""
-    from pipeline.families import ArchitectureError
+    Ministral 3's text model (``test_gguf_of_each_architecture_reads_back_the_hf_weights`` reads one back), without
+    one Mistral's."""
     from pipeline.sources.gguf import open_gguf
 
     _, folder, _ = family_model("llama4_text")
@@ -273,10 +276,10 @@ def test_gguf_metadata_of_the_variants_each_architecture_reads(family_model, tmp
     assert every.layers == () and every.positional == "rope"  # every layer alike, rotary
     assert [p.kind for p in layout_from_config(open_checkpoint(folder).config).layers] == ["rope"] * 3 + ["none"]
     _, folder, _ = family_model("mistral3/text")
-    ministral = open_gguf(write_gguf("mistral3/text", folder, tmp_path / "m3.gguf",
+    plain = layout_from_config(open_gguf(write_gguf("mistral3/text", folder, tmp_path / "m3.gguf")).config)
+    ministral = open_gguf(write_gguf("mistral3/text", folder, tmp_path / "m3t.gguf",
                                      extra=[("add_attn_temperature_scale", 0.1)]))
-    with pytest.raises(ArchitectureError, match="model_type 'ministral3' is not supported"):
-        layout_from_config(ministral.config)
+    assert (plain.family, layout_from_config(ministral.config).family) == ("mistral", "ministral3")
 
 
 # ---------------------------------------------------------------------------- GGUF of fused Q/K/V layouts
