@@ -11,6 +11,7 @@ from dataclasses import dataclass, field, replace
 
 from pipeline.families.errors import ADDING_A_FAMILY, ArchitectureError
 from pipeline.families.positions import layer_positionals
+from pipeline.families.rotary import yarn_mscale
 from pipeline.families.spec import Family, Positional
 from pipeline.families.table import FAMILIES
 from pipeline.schema import Conventions, ModelShape
@@ -155,6 +156,9 @@ def layout_from_config(config: dict, tower: str | None = None) -> Layout:
     else:
         kv = 1 if entry.grouping == "multi-query" else H
     n = int(_get(cfg, entry.head_dim, what, default=0)) if entry.head_dim else 0
+    if entry.latent is not None:  # latent attention: a head of [rope | nope] dimensions, its sizes filled in
+        entry = replace(entry, latent=_latent_sizes(entry.latent, cfg, what))
+        n = entry.latent.size("qk_rope_head_dim") + entry.latent.size("qk_nope_head_dim")
     if not n:
         if N % H:
             raise ArchitectureError(f"hidden size {N} is not divisible by {H} heads; the config is inconsistent")
@@ -162,9 +166,12 @@ def layout_from_config(config: dict, tower: str | None = None) -> Layout:
     if entry.embedding_key and cfg.get(entry.embedding_key) not in (None, N):
         entry = replace(entry, ln_first="")  # embeddings projected after their norm: layer 0 reads no norm output
     layers = layer_positionals(entry, cfg, n, L)
+    if entry.latent is not None:
+        _refuse_latent_yarn_factor(layers, what)
     first = next((p for p in layers if p.kind == "rope"), layers[0])
     uniform = all(p == layers[0] for p in layers)
-    qk = "; ".join(t for t in ("" if entry.qk_norm is None else entry.qk_norm.text(), entry.query_temperature) if t)
+    norms = ("" if entry.qk_norm is None else entry.qk_norm.text(), "" if entry.latent is None else entry.latent.text())
+    qk = "; ".join(t for t in (*norms, entry.query_temperature) if t)
     return Layout(family=entry.name, n_layers=L, n_heads=H, n_kv_heads=kv, d_model=N, d_head=n,
                   positional=first.kind, rotary_dim=first.rotary_dim, rope_theta=first.rope_theta,
                   rotary_style=first.style, rope_scaling=first.scaling, scale=_scale(entry, cfg, n, what),
@@ -173,11 +180,36 @@ def layout_from_config(config: dict, tower: str | None = None) -> Layout:
                   tower=tower or "", spec=entry)
 
 
+def _latent_sizes(latent, cfg: dict, what: str):
+    """The latent's sizes from the config: q_lora_rank null (no query latent) is 0."""
+    if "q_lora_rank" not in cfg:
+        raise ArchitectureError(f"config.json of this {what} checkpoint has no q_lora_rank (null where the queries "
+                                "have no latent); is it a complete Hugging Face config?")
+    sizes = [int(cfg["q_lora_rank"] or 0)] + [int(_get(cfg, (key,), what)) for key in latent.keys[1:]]
+    return replace(latent, sizes=tuple(sizes))
+
+
+def _refuse_latent_yarn_factor(layers, what: str) -> None:
+    """YaRN's attention factor multiplies cos and sin: in latent attention the rotary part of the score alone, which
+    no constant beside the form gives. DeepSeek's configs set mscale = mscale_all_dim, a factor of 1; others are
+    refused."""
+    for p in layers:
+        factor = dict(p.scaling).get("attention_factor", 1.0) if p.kind == "rope" else 1.0
+        if abs(factor - 1.0) > 1e-12:
+            raise ArchitectureError(f"{what} with a YaRN attention factor {factor:g} (it scales the rotary part of a "
+                                    "latent attention's score alone, which no form states) is not supported")
+
+
 def _scale(entry: Family, cfg: dict, n: int, what: str) -> float:
     if entry.scale == "1":
         return 1.0
     if entry.scale == "1/sqrt(head_dim)":
         return 1.0 / math.sqrt(n)
+    if entry.scale == "1/sqrt(head_dim) yarn mscale_all_dim^2":  # transformers' yarn_apply_mscale (DeepSeek)
+        rope = cfg.get("rope_parameters") or cfg.get("rope_scaling") or {}
+        kind = rope.get("rope_type") or rope.get("type") or "default"
+        m = rope.get("mscale_all_dim") or 0
+        return (yarn_mscale(float(rope["factor"]), float(m)) ** 2 if kind != "default" and m else 1.0) / math.sqrt(n)
     if entry.scale == "1/sqrt(query_pre_attn_scalar)":
         return float(_get(cfg, ("query_pre_attn_scalar",), what)) ** -0.5
     return float(_get(cfg, ("attention_multiplier",), what))

@@ -42,18 +42,20 @@ def inverse_frequencies(rotary_dim: int, base: float) -> np.ndarray:
 SCALED_ROPE_TYPES = ("default", "linear", "llama3", "yarn")
 
 
+def yarn_mscale(scale: float, m: float = 1.0) -> float:
+    """YaRN's mscale (transformers' ``yarn_get_mscale``): 0.1 m ln(scale) + 1, 1 for scale <= 1."""
+    return 1.0 if scale <= 1 else 0.1 * m * math.log(scale) + 1.0
+
+
 def yarn_attention_factor(factor: float, attention_factor=None, mscale=None, mscale_all_dim=None) -> float:
     """YaRN's factor on cos and sin (transformers' ``_compute_yarn_parameters``): the config's ``attention_factor``,
     else mscale(factor, mscale) / mscale(factor, mscale_all_dim) where both are given, else 0.1 ln(factor) + 1 (1 for
     factor <= 1)."""
-    def get_mscale(scale: float, m: float = 1.0) -> float:
-        return 1.0 if scale <= 1 else 0.1 * m * math.log(scale) + 1.0
-
     if attention_factor is not None:
         return float(attention_factor)
     if mscale and mscale_all_dim:
-        return get_mscale(factor, mscale) / get_mscale(factor, mscale_all_dim)
-    return get_mscale(factor)
+        return yarn_mscale(factor, mscale) / yarn_mscale(factor, mscale_all_dim)
+    return yarn_mscale(factor)
 
 
 def _yarn(inv: np.ndarray, rotary_dim: int, base: float, scaling: dict) -> np.ndarray:

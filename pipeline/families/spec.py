@@ -23,6 +23,9 @@ SPLITS = {
     "groups": "one fused tensor, per key/value group the rows [q (H/Hkv heads) | k | v]; per head [q | k | v] "
               "when every head is its own group",
     "columns": "a Conv1D weight (N, 3 N), columns [q | k | v] (x @ W)",
+    "latent": "multi-head latent attention (DeepSeek V2 / V3): q from q_proj, or through a low-rank latent "
+              "(q_a_proj, its RMS norm, q_b_proj); k from one compressed projection [key latent | one rotary key "
+              "shared by every head] (kv_a_proj_with_mqa), the latent's RMS norm and kv_b_proj's key rows",
 }
 # How query heads share key heads: query head h reads key head h // (H / Hkv).
 GROUPINGS = ("multi-head", "grouped", "multi-query")
@@ -35,7 +38,8 @@ LAYER_RULES = {
                       "sliding window; every layer rotary where it has none (EXAONE 4)",
 }
 # Softmax scale rules: score = scale * k^T q.
-SCALES = ("1/sqrt(head_dim)", "1", "1/sqrt(query_pre_attn_scalar)", "attention_multiplier")
+SCALES = ("1/sqrt(head_dim)", "1", "1/sqrt(query_pre_attn_scalar)", "attention_multiplier",
+          "1/sqrt(head_dim) yarn mscale_all_dim^2")
 
 
 @dataclass(frozen=True)
@@ -91,6 +95,34 @@ class QKNorm:
                                        ("after the rotation", self.after_rotation),
                                        ("on the rotary layers", self.rotary_only)) if on]
         return out + (f" ({', '.join(extra)})" if extra else "")
+
+
+@dataclass(frozen=True)
+class Latent:
+    """Multi-head latent attention's tensors (templates) and sizes (config keys; ``sizes`` their values, filled in
+    from the config when a layout is read). Query head h is q_h = W_qb[h] G_qa W_qa x / r_qa(x), or W_q[h] x where
+    ``q_a`` is "" (no query latent: DeepSeek-V2-Lite); key head h is [k_nope_h | k_rope] with k_nope_h =
+    W_kvb_k[h] G_kva c(x) / r_kva(x), c(x) the first kv_lora_rank rows of W_kva x and k_rope its last
+    qk_rope_head_dim rows, shared by every head, rotated and not normalised. The effective head puts the rotary
+    dimensions first: [rope | nope] (``pipeline.families.latent``)."""
+
+    kv_a: str
+    kv_a_norm: str
+    kv_b: str
+    q: str = ""
+    q_a: str = ""
+    q_a_norm: str = ""
+    q_b: str = ""
+    keys: tuple[str, ...] = ("q_lora_rank", "kv_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim")
+    sizes: tuple[int, ...] = ()
+
+    def size(self, key: str) -> int:
+        return self.sizes[self.keys.index(key)]
+
+    def text(self) -> str:
+        """What the store records (``Conventions.qk_norm``)."""
+        which = "the query and key latents" if self.size("q_lora_rank") else "the key latent"
+        return f"rms of {which} (latent attention): the form at unit-RMS latents, the norms' gains folded in"
 
 
 class _Set:
@@ -156,6 +188,7 @@ class Family:
     type_period: tuple = ()
     type_theta: tuple[tuple[str, tuple[str, ...], float], ...] = ()
     qk_norm: QKNorm | None = None
+    latent: Latent | None = None  # split "latent": multi-head latent attention's tensors and sizes
     # a positive per-query factor on the queries (Llama 4's attention temperature on its layers without rotary,
     # Ministral 3's on every layer), for the record: treated as the QK-norm divisors are, it changes no form
     query_temperature: str = ""
@@ -180,7 +213,10 @@ class Family:
             raise ValueError(f"{self.name}: layer rule {self.layer_rule!r} not among {tuple(LAYER_RULES)}")
         if self.scale not in SCALES:
             raise ValueError(f"{self.name}: scale rule {self.scale!r} not among {SCALES}")
-        if not self.towers and not self.by_model_type and (not self.q or (self.split == "separate") != bool(self.k)):
+        if (self.split == "latent") != (self.latent is not None):
+            raise ValueError(f"{self.name}: a latent split names its tensors in ``latent``, and only it does")
+        if not self.towers and not self.by_model_type and self.split != "latent" and (
+                not self.q or (self.split == "separate") != bool(self.k)):
             raise ValueError(f"{self.name}: name q and k for separate tensors, q alone for a fused one")
         if "{p}" in self.ln and self.ln_first is None:
             raise ValueError(f"{self.name}: a gain of the layer before ({self.ln!r}) needs ln_first for layer 0")

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from pipeline.families.spec import SET, Family, QKNorm, when
+from pipeline.families.spec import SET, Family, Latent, QKNorm, when
 
 _ABS, _ALIBI = "learned absolute", "alibi"
 _ATTN = "layers.{l}.self_attn."
@@ -38,6 +38,12 @@ _OLMO3_TYPES = dict(layer_rule="layer_types", type_period=("", 4, 1),
                                 ("full_attention", ("rope_theta",), 500000.0)))
 
 
+_MLA = dict(head_dim=(), grouping="multi-head", q="", k="", split="latent", rotary_style="interleaved",
+            rotary_dim_key="qk_rope_head_dim", scale="1/sqrt(head_dim) yarn mscale_all_dim^2",
+            latent=Latent(q=_ATTN + "q_proj.weight", q_a=_ATTN + "q_a_proj.weight",
+                          q_a_norm=_ATTN + "q_a_layernorm.weight", q_b=_ATTN + "q_b_proj.weight",
+                          kv_a=_ATTN + "kv_a_proj_with_mqa.weight", kv_a_norm=_ATTN + "kv_a_layernorm.weight",
+                          kv_b=_ATTN + "kv_b_proj.weight"))
 _BERT = dict(kind="encoder", q="layer.{l}.attention.self.query.weight", k="layer.{l}.attention.self.key.weight",
              positional=_ABS, ln="layer.{p}.output.LayerNorm.weight", ln_first="embeddings.LayerNorm.weight",
              variants=tuple(when("position_embedding_type", kind, unsupported=f"position_embedding_type {kind!r} (its "
@@ -156,6 +162,11 @@ ENTRIES = (
     # 1 + llama_4_scaling_beta log(1 + floor(i / original_max_position_embeddings)) after the rotation: a positive
     # per-query factor, treated as the QK-norm divisors are (Llama 4's, on every layer here)
     _decoder("ministral3", query_temperature="queries times a positional temperature"),
+    # DeepSeek V2 / V3: multi-head latent attention (pipeline.families.latent), its form at unit-RMS latents; the rotary
+    # dimensions (qk_rope_head_dim) of each head rotated as interleaved pairs (V2's complex rotation; V3's with
+    # rope_interleave, as its checkpoints), YaRN's mscale_all_dim squared in the softmax scale
+    _decoder("deepseek_v2", **_MLA),
+    _decoder("deepseek_v3", **_MLA, variants=(when("rope_interleave", False, default=True, rotary_style="half"),)),
     # ---------------------------------------------------------------- encoders
     Family("bert", **_BERT),
     Family("roberta", **_BERT),

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from pipeline.families import latent as mla
 from pipeline.families.errors import ArchitectureError
 
 
@@ -61,8 +62,12 @@ def qk_tensor_names(layout, tensor_names, layer: int, fold_ln: bool = False) -> 
     spec = layout.spec
     names = [t for t in tensor_names if not spec.within or any(w in t for w in spec.within)]
     fill = {"l": layer, "p": layer - 1}
-    wanted = ({"qkv": spec.q.format(**fill)} if spec.split != "separate"
-              else {"q": spec.q.format(**fill), "k": spec.k.format(**fill)})
+    if spec.split == "latent":  # multi-head latent attention: its latent tensors (``pipeline.families.latent``)
+        wanted = mla.roles(spec.latent, layer)
+    elif spec.split != "separate":
+        wanted = {"qkv": spec.q.format(**fill)}
+    else:
+        wanted = {"q": spec.q.format(**fill), "k": spec.k.format(**fill)}
     wanted |= _norm_roles(layout, layer)
     if fold_ln and (g := ln_gain_suffix(layout, layer)) is not None:
         wanted["ln"] = g
@@ -85,6 +90,8 @@ def _expect(name: str, shape: tuple, want: tuple[int, ...]) -> None:
 
 def _wanted_shape(layout, role: str) -> tuple[int, ...]:
     H, kv, n, N = layout.n_heads, layout.n_kv_heads, layout.d_head, layout.d_model
+    if layout.spec.split == "latent" and role in mla.ROLES:
+        return mla.shape(layout, role)
     if role in ("q", "k"):
         return ((H if role == "q" else kv) * n, N)
     if role == "qkv":
@@ -129,6 +136,15 @@ def _read_compact(checkpoint, name: str) -> np.ndarray:
     """A tensor in its compact dtype (checkpoints with ``read_compact``), else as ``read`` gives it."""
     reader = getattr(checkpoint, "read_compact", None)
     return reader(name) if reader is not None else checkpoint.read(name)
+
+
+def _read_rows(checkpoint, name: str, ranges: list[tuple[int, int]]) -> np.ndarray:
+    """Rows of a 2-d tensor, stacked: by ``read_rows`` where the checkpoint has it, else of the whole tensor."""
+    reader = getattr(checkpoint, "read_rows", None)
+    if reader is not None:
+        return reader(name, ranges)
+    w = _read_compact(checkpoint, name)
+    return np.concatenate([w[a:b] for a, b in ranges])
 
 
 def fused_rows(layout) -> list[tuple[int, int]]:
@@ -199,7 +215,10 @@ def layer_qk(checkpoint, layout, layer: int, fold_ln: bool = False) -> LayerQK:
     """
     H, kv, n, N = layout.n_heads, layout.n_kv_heads, layout.d_head, layout.d_model
     names = check_layer(checkpoint, layout, layer, fold_ln)
-    if "qkv" in names:
+    if layout.spec.split == "latent":
+        W_Q, W_K = mla.latent_qk(layout, names, lambda name: _read_compact(checkpoint, name),
+                                 lambda name, ranges: _read_rows(checkpoint, name, ranges))
+    elif "qkv" in names:
         W_Q, W_K = _fused(checkpoint, layout, names["qkv"])
     else:
         W_Q = _read_compact(checkpoint, names["q"]).reshape(H, n, N)

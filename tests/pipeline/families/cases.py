@@ -85,6 +85,18 @@ _GEMMA3_TEXT = _GQA | dict(head_dim=8, num_hidden_layers=3, query_pre_attn_scala
                                "full_attention": {"rope_type": "linear", "factor": 4.0, "rope_theta": 1000.0}})
 
 _GQA8 = _GQA | _IDS | dict(head_dim=8)
+# DeepSeek V2 / V3: latent ranks 12 (queries) and 10 (keys), heads of 6 non-rotary and 4 rotary dimensions, values of
+# 5; YaRN with mscale = mscale_all_dim (its attention factor 1, as DeepSeek ships), so mscale^2 enters the scale; layer
+# 0 dense, layer 1 MoE
+_MLA = _IDS | dict(hidden_size=32, num_attention_heads=4, num_key_value_heads=4, num_hidden_layers=2,
+                   intermediate_size=48, moe_intermediate_size=16, n_routed_experts=4, num_experts_per_tok=2,
+                   n_shared_experts=1, first_k_dense_replace=1, n_group=1, topk_group=1, vocab_size=VOCAB,
+                   max_position_embeddings=256, q_lora_rank=12, kv_lora_rank=10, qk_nope_head_dim=6,
+                   qk_rope_head_dim=4, v_head_dim=5, rope_parameters={
+                       "rope_type": "yarn", "rope_theta": 1000.0, "factor": 4.0, "original_max_position_embeddings": 64,
+                       "beta_fast": 32.0, "beta_slow": 1.0, "mscale": 0.707, "mscale_all_dim": 0.707})
+_MLA_PROBE = dict(proj=r"layers\.(\d+)\.self_attn\.q_(?:a_)?proj", ln="layers.{l}.input_layernorm",
+                  q_norm=_ATTN + "q_a_layernorm", k_norm=_ATTN + "kv_a_layernorm")
 _NO_LN = dict(proj=_ATTN + "q_proj")  # post-norm decoders: no norm's output enters the attention
 
 CASES: dict[str, Case] = {
@@ -190,6 +202,13 @@ CASES: dict[str, Case] = {
         "rope_type": "yarn", "rope_theta": 1000.0, "factor": 4.0, "original_max_position_embeddings": 4,
         "beta_fast": 32.0, "beta_slow": 1.0, "llama_4_scaling_beta": 0.5}), "Ministral3ForCausalLM", **_DEC,
         temperature="ministral3"),
+    "deepseek_v2": Case("DeepseekV2Config", _MLA, "DeepseekV2ForCausalLM", **_MLA_PROBE),
+    # DeepSeek-V2-Lite's queries: q_proj, no latent (q_lora_rank null)
+    "deepseek_v2-no_q_lora": Case("DeepseekV2Config", _MLA | dict(q_lora_rank=None), "DeepseekV2ForCausalLM",
+                                  **_MLA_PROBE | dict(q_norm="")),
+    "deepseek_v3": Case("DeepseekV3Config", _MLA, "DeepseekV3ForCausalLM", **_MLA_PROBE),
+    "deepseek_v3-rotate_half": Case("DeepseekV3Config", _MLA | dict(rope_interleave=False), "DeepseekV3ForCausalLM",
+                                    **_MLA_PROBE),
     "roberta": Case("RobertaConfig", _BERT | dict(pad_token_id=1), "RobertaModel", **_BERT_PROBE, rtol=1e-10),
     "xlm-roberta": Case("XLMRobertaConfig", _BERT | dict(pad_token_id=1), "XLMRobertaModel", **_BERT_PROBE,
                         rtol=1e-10),

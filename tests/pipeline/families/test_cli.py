@@ -26,7 +26,8 @@ SINGLE = ["qwen3", "qwen3_moe", "mixtral", "gemma", "gemma2", "gemma3_text", "ph
           "gptj", "falcon-new_decoder_architecture", "stablelm-qk_layernorm", "olmo2", "starcoder2",
           "gpt_bigcode-multi_query", "cohere-qk_norm", "granite", "smollm3", "olmoe", "olmo3-yarn", "glm", "glm4",
           "exaone4", "ernie4_5", "ernie4_5_moe", "seed_oss", "apertus", "helium", "arcee", "granitemoe", "nemotron",
-          "gpt_oss", "llama4_text", "ministral3", "roberta", "xlm-roberta", "electra-projected", "distilbert",
+          "gpt_oss", "llama4_text", "ministral3", "deepseek_v2", "deepseek_v2-no_q_lora",
+          "deepseek_v3", "roberta", "xlm-roberta", "electra-projected", "distilbert",
           "modernbert", "vit"]
 # The checkpoints of several towers (cases named ``family/tower``): each goes through the command line whole.
 TOWERED = sorted({name.split("/")[0] for name, case in CASES.items() if case.tower})

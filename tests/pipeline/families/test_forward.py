@@ -45,6 +45,19 @@ def form_scores(layout, layer: int, W_Q, W_K, xq, xk) -> np.ndarray:
     return layout.score_scale(layer) * out
 
 
+def scores_of(layout, layer: int, W_Q, W_K, x, r_kv=None) -> np.ndarray:
+    """The form's scores on x (``form_scores``); for latent attention (``r_kv``: the key latent's divisor per token)
+    c (x_j^T A_h x_i / r_kv(j) + x_j^T B_h(i - j) x_i), A_h and B_h the form's non-rotary and rotary blocks: the
+    heads' [rope | nope] rows of W_Q, W_K split, R(d) rotating the rope rows alone. At r_kv = 1 it is the form's."""
+    if r_kv is None:
+        return form_scores(layout, layer, W_Q, W_K, x, x)
+    rope = np.arange(layout.d_head)[:, None] < layout.positional_of(layer).rotary_dim
+    rotary = form_scores(layout, layer, W_Q * rope, W_K * rope, x, x)
+    plain = form_scores(layout, layer, W_Q * ~rope, W_K * ~rope, x, x)
+    np.testing.assert_allclose(rotary + plain, form_scores(layout, layer, W_Q, W_K, x, x), rtol=1e-10, atol=1e-12)
+    return rotary + plain / r_kv[None, None, :]
+
+
 def alibi_bias(case, layout, T: int) -> np.ndarray:
     """(H, 1, T): the ALiBi bias the model adds to every query's scores, from its own build_alibi_tensor."""
     import importlib
@@ -104,9 +117,17 @@ def test_scores_equal_the_forward_pass(family_model, name):
             assert (got[:, ~allowed] < -1e30).all()
         if layout.softcap:
             got[:, allowed] = layout.softcap * np.arctanh(got[:, allowed] / layout.softcap)
-        norm = layout.spec.qk_norm
-        normed = bool(case.q_norm) and not (norm.rotary_only and layout.positional_of(layer).kind != "rope")
-        assert ("q" in p) == ("k" in p) == normed, "the QK-norm ran on this layer's queries and keys, or on neither"
+        norm, latent = layout.spec.qk_norm, layout.spec.latent
+        normed = bool(case.q_norm) and latent is None and not (
+            norm.rotary_only and layout.positional_of(layer).kind != "rope")
+        r_kv = None
+        if latent is not None:  # the query latent's divisor times the scores; the key latent's divides a part
+            assert "k" in p and ("q" in p) == bool(latent.size("q_lora_rank")), "the latents' norms ran"
+            if "q" in p:
+                got = np.where(allowed, got * np.where(allowed, divisors(p["q"], 1)[None, :, :1], 1.0), got)
+            r_kv = divisors(p["k"], 1)[:, 0]
+        else:
+            assert ("q" in p) == ("k" in p) == normed, "the QK-norm ran on this layer's queries and keys, or neither"
         if normed:  # scores times the divisors (masked entries left as they are)
             r = divisors(p["q"], H).T[:, :, None] * divisors(p["k"], kv)[:, np.arange(H) // (H // kv)].T[:, None, :]
             got = np.where(allowed, got * np.where(allowed, r, 1.0), got)
@@ -119,7 +140,7 @@ def test_scores_equal_the_forward_pass(family_model, name):
         W_Q, W_K = layer_weights(ckpt, layout, layer)
         if case.alibi:  # the position bias, as the model's own code builds it (Falcon: over sqrt(n))
             got = got - alibi_bias(case, layout, T)
-        want = form_scores(layout, layer, W_Q, W_K, p["x"], p["x"])
+        want = scores_of(layout, layer, W_Q, W_K, p["x"], r_kv)
         err = relative(got, want, allowed)
         assert err < case.rtol, f"{name} layer {layer}: relative error {err:.2e}"
         if "ln_in" in p:  # --fold-ln: the declared norm produces x, and folding its gain gives the same scores
@@ -127,7 +148,7 @@ def test_scores_equal_the_forward_pass(family_model, name):
             u, eps, kind = p["ln_in"]
             n = normalised(u, eps, kind)[0]
             fq, fk = layer_weights(ckpt, layout, layer, fold_ln=True)
-            err = relative(got, form_scores(layout, layer, fq, fk, n, n), allowed)
+            err = relative(got, scores_of(layout, layer, fq, fk, n, r_kv), allowed)
             assert err < max(case.rtol, 1e-9), f"{name} layer {layer} folded: relative error {err:.2e}"
         else:  # no norm's output enters this layer: nothing to fold
             assert "ln" not in qk_tensor_names(layout, ckpt.tensor_names(), layer, fold_ln=True)
@@ -196,3 +217,18 @@ def test_exaone4_sliding_pattern_of_letters():
     letters = {k: v for k, v in config.items() if k != "layer_types"} | {"sliding_window_pattern": "LG"}
     assert [p.kind for p in layout_from_config(letters).layers] == ["rope", "none", "rope"]
     assert layout_from_config(letters) == layout_from_config(config)
+
+
+def test_latent_attention_configs_the_form_does_not_state_are_refused():
+    """A YaRN attention factor other than 1 multiplies the rotary part of a latent attention's score alone (DeepSeek's
+    mscale = mscale_all_dim gives 1), which no constant beside the form gives: refused with its reason; a config
+    without q_lora_rank does not say whether the queries have a latent: refused, naming the key."""
+    from pipeline.families import ArchitectureError
+    from tests.tiny_models import transformers
+
+    config = transformers.DeepseekV3Config(**CASES["deepseek_v3"].kw).to_dict()
+    assert layout_from_config(config).qk_norm.startswith("rms of the query and key latents")
+    with pytest.raises(ArchitectureError, match=r"YaRN attention factor 1\.03699 \(it scales the rotary part"):
+        layout_from_config(config | {"rope_parameters": config["rope_parameters"] | {"mscale": 1.0}})
+    with pytest.raises(ArchitectureError, match="has no q_lora_rank"):
+        layout_from_config({k: v for k, v in config.items() if k != "q_lora_rank"})

@@ -68,6 +68,43 @@ def test_hub_reads_only_the_q_and_k_rows_of_a_fused_tensor(family_model, hub_env
     assert qk <= served <= 1.0001 * qk + other, (served, qk, other)
 
 
+@pytest.mark.parametrize("name", ["deepseek_v2", "deepseek_v2-no_q_lora"])
+def test_hub_reads_of_a_latent_attention_fetch_its_query_and_key_bytes_alone(family_model, hub_env, name):
+    """Multi-head latent attention over the loopback Hub: the query tensors, the key's compressed projection, both
+    latents' norm gains and, of kv_b_proj, each head's key rows (never its value rows) are what is fetched, within
+    1.0001 x their bytes beside the config and header; the weights equal the local folder's."""
+    from safetensors import safe_open
+
+    from pipeline.families.latent import key_rows
+    from pipeline.sources.hub import hub_checkpoint
+
+    _, folder, _ = family_model(name)
+    repo = f"test-org/{Path(folder).name}"
+    local = open_checkpoint(folder)
+    layout = layout_from_config(local.config)
+    with LoopbackHub(serve_folder(folder, repo)) as hub:
+        hub_env.setenv("HF_ENDPOINT", hub.endpoint)
+        remote = hub_checkpoint(repo)
+        qk = 0
+        with safe_open(str(Path(folder) / "model.safetensors"), framework="pt") as fh:
+            for layer in range(layout.n_layers):
+                got, want = layer_qk(remote, layout, layer), layer_qk(local, layout, layer)
+                np.testing.assert_array_equal(got.W_Q, want.W_Q)
+                np.testing.assert_array_equal(got.W_K, want.W_K)
+                for role, tensor in qk_tensor_names(layout, local.tensor_names(), layer).items():
+                    part = fh.get_slice(tensor)
+                    size = {"F32": 4, "BF16": 2, "F16": 2, "F64": 8}[part.get_dtype()]
+                    count = int(np.prod(part.get_shape()))
+                    if role == "kv_b":  # its key rows alone
+                        count = sum(b - a for a, b in key_rows(layout.spec.latent, layout.n_heads)) * \
+                            part.get_shape()[1]
+                    qk += count * size
+        served = hub.total_bytes(repo)
+    other = (Path(folder) / "config.json").stat().st_size + _header_bytes(Path(folder) / "model.safetensors")
+    assert set(qk_tensor_names(layout, local.tensor_names(), 0)) >= {"kv_a", "kv_a_norm", "kv_b"}
+    assert qk <= served <= 1.0001 * qk + other, (served, qk, other)
+
+
 @pytest.mark.parametrize("name", ["qwen3", "clip/text"])
 def test_a_hub_id_of_a_supported_family_needs_no_registry_entry(family_model, hub_env, tmp_path, name):
     """``profiles test-org/REPO`` for a family the registry has no entry for: stored under the id's last part (per
