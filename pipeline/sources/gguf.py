@@ -57,6 +57,7 @@ from pipeline.sources.gguf_families import (  # noqa: F401 - ARCHITECTURES, hf_n
     hf_name,
     hf_row_order,
     hf_tensors,
+    latent_kv_b,
     metadata,
     yarn_scaling,
 )
@@ -229,7 +230,7 @@ class GGUFFile:
 
     def __init__(self, path, tensors: dict[str, tuple], heads: dict[str, int], permuted: bool,
                  norm_shift: float = 0.0, fingerprint: bytes = b"", row_orders: dict | None = None,
-                 transposed: frozenset = frozenset()):
+                 transposed: frozenset = frozenset(), joined: dict | None = None):
         self.path = Path(path)
         self.tensors = tensors  # HF name -> (GGMLQuantizationType, HF shape, memory-mapped data)
         self.heads = heads  # HF name -> number of heads whose rows to un-permute (Q: heads, K: kv heads)
@@ -238,6 +239,7 @@ class GGUFFile:
         self._fingerprint = fingerprint
         self.row_orders = row_orders or {}  # HF name -> the file row of each HF row (fused QKV moved by rows)
         self.transposed = transposed  # HF names stored transposed (GPT-2's Conv1D as Linear rows)
+        self.joined = joined or {}  # HF name -> its two GGUF parts (DeepSeek's kv_b_proj: gguf_families.latent_kv_b)
 
     def keys(self) -> list[str]:
         return list(self.tensors)
@@ -257,6 +259,11 @@ class GGUFFile:
         from gguf.quants import dequantize
 
         qtype, shape, data = self.tensors[name]
+        if name in self.joined:  # per head [k_b[h]^T | v_b[h]]
+            (kq, (heads, rank, nope), kd), (vq, vshape, vd) = self.joined[name]
+            k = dequantize(np.asarray(kd), kq).reshape(heads, rank, nope).transpose(0, 2, 1)
+            v = dequantize(np.asarray(vd), vq).reshape(vshape)
+            return np.ascontiguousarray(np.concatenate([k, v], axis=1).reshape(shape), dtype=np.float32)
         if name in self.row_orders:
             return self.read_rows(name, [(0, shape[0])])
         if name in self.transposed:  # GPT-2's Conv1D (N, 3N), stored as its (3N, N) transpose
@@ -286,7 +293,7 @@ class GGUFFile:
         from gguf.quants import dequantize
 
         qtype, shape, data = self.tensors[name]
-        if self.permuted and name in self.heads:  # rows to un-permute: the whole tensor, then its rows
+        if (self.permuted and name in self.heads) or name in self.joined:  # the whole tensor, then its rows
             whole = self.read_compact(name)
             return np.concatenate([whole[a:b] for a, b in ranges])
         data = np.asarray(data)
@@ -415,6 +422,7 @@ def open_gguf(path, header=read_header) -> Checkpoint:
     config = _config(reader, path, arch)
     sha = sha256_of(path)
     tensors, gguf_names = hf_tensors(reader, arch)
+    joined = latent_kv_b(tensors, gguf_names)
     name = metadata(reader, "general.name") or path.stem
     del reader  # the views in ``tensors`` keep the memory map; the rest of the header goes
     heads = {}
@@ -438,7 +446,7 @@ def open_gguf(path, header=read_header) -> Checkpoint:
     orders = {hf: order for hf in weights if order is not None and gguf_names[hf].endswith("attn_qkv.weight")}
     transposed = frozenset(hf for hf in weights if arch in TRANSPOSED)
     src = GGUFFile(path, tensors, heads, permuted=ARCHITECTURES[arch][1], norm_shift=NORM_SHIFTS.get(arch, 0.0),
-                   fingerprint=bytes.fromhex(sha), row_orders=orders, transposed=transposed)
+                   fingerprint=bytes.fromhex(sha), row_orders=orders, transposed=transposed, joined=joined)
     quant = "+".join(q for q in qtypes if q not in _FLOAT)  # "" for float weights (F32, F16, BF16)
     provenance = Provenance(format="gguf", quantization=quant, file=path.name, sha256=sha,
                             package=owning_package(path))

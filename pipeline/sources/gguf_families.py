@@ -10,7 +10,8 @@ its config has a window, and a YaRN scaling by its parameters without its ``trun
 of BLOOM, GPT-NeoX, Falcon, GPT-2 and GPT-BigCode (llama.cpp's ``starcoder``) as ``attn_qkv`` with the rows [Q (H n) | K
 (Hkv n) | V (Hkv n)]: BLOOM's and GPT-NeoX's per-head [q | k | v] and Falcon's per key/value group [q ... | k | v]
 rearranged so, GPT-2's Conv1D transposed; the reader gives the Hugging Face tensors back (``pipeline.sources.gguf``),
-reading a fused tensor's q and k rows alone.
+reading a fused tensor's q and k rows alone. DeepSeek V2 / V3 (``deepseek2``) keep their latent tensors, newer files
+with ``kv_b_proj`` split into ``attn_k_b`` (each head's key rows transposed) and ``attn_v_b``, joined back.
 """
 
 from __future__ import annotations
@@ -39,7 +40,7 @@ ARCHITECTURES = {
     "ernie4_5-moe": ("ernie4_5_moe", False), "seed_oss": ("seed_oss", False), "apertus": ("apertus", False),
     "arcee": ("arcee", True), "granitemoe": ("granitemoe", True), "nemotron": ("nemotron", False),
     "gpt-oss": ("gpt_oss", False), "llama4": ("llama4_text", False), "qwen2vl": ("qwen2_vl_text", False),
-    "mistral3": ("mistral", True),
+    "mistral3": ("mistral", True), "deepseek2": ("deepseek_v2", False),
 }
 # Architectures whose Q/K are one fused ``attn_qkv`` of rows [Q | K | V]: the Hugging Face names of that tensor and of
 # the attention norm's gain (Falcon's with two norms per layer, ``attn_norm_2`` in the file: ``ln_attn``).
@@ -50,7 +51,8 @@ FUSED = {
     "gpt2": ("h.{l}.attn.c_attn.weight", "h.{l}.ln_1.weight"),
     "starcoder": ("h.{l}.attn.c_attn.weight", "h.{l}.ln_1.weight"),
 }
-QK_ROLES = ("attn_q.weight", "attn_k.weight", "attn_qkv.weight")  # the GGUF tensors that hold W_Q and W_K
+QK_ROLES = ("attn_q.weight", "attn_k.weight", "attn_qkv.weight",  # the GGUF tensors that hold W_Q and W_K
+            "attn_q_a.weight", "attn_q_b.weight", "attn_kv_a_mqa.weight", "attn_kv_b.weight", "attn_k_b.weight")
 TRANSPOSED = ("gpt2",)  # architectures whose ``attn_qkv`` the converter transposed (GPT-2's Conv1D)
 # The converter stores Gemma's norm gains as 1 + weight (what GemmaRMSNorm multiplies by): the reader gives the
 # weight back, in float64 (exact), so that the family's own convention (``gain_offset``) applies to every format.
@@ -59,7 +61,14 @@ NORM_SHIFTS = {"gemma": 1.0, "gemma2": 1.0, "gemma3": 1.0, "nemotron": 1.0}  # N
 ATTN_NORMS = {"apertus": "attention_layernorm.weight"}
 _ROLES = {"attn_q.weight": "self_attn.q_proj.weight", "attn_k.weight": "self_attn.k_proj.weight",
           "attn_qkv.weight": "self_attn.qkv_proj.weight", "attn_norm.weight": "input_layernorm.weight",
-          "attn_q_norm.weight": "self_attn.q_norm.weight", "attn_k_norm.weight": "self_attn.k_norm.weight"}
+          "attn_q_norm.weight": "self_attn.q_norm.weight", "attn_k_norm.weight": "self_attn.k_norm.weight",
+          # DeepSeek's latent attention (deepseek2); attn_k_b / attn_v_b, the converter's split of kv_b_proj, are
+          # joined back into it (``latent_kv_b``)
+          "attn_q_a.weight": "self_attn.q_a_proj.weight", "attn_q_a_norm.weight": "self_attn.q_a_layernorm.weight",
+          "attn_q_b.weight": "self_attn.q_b_proj.weight",
+          "attn_kv_a_mqa.weight": "self_attn.kv_a_proj_with_mqa.weight",
+          "attn_kv_a_norm.weight": "self_attn.kv_a_layernorm.weight", "attn_kv_b.weight": "self_attn.kv_b_proj.weight",
+          "attn_k_b.weight": "self_attn.k_b_proj.weight", "attn_v_b.weight": "self_attn.v_b_proj.weight"}
 
 
 def hf_name(gguf_name: str, arch: str = "", two_norms: bool = False) -> str | None:
@@ -113,6 +122,25 @@ def hf_tensors(reader, arch: str) -> tuple[dict[str, tuple], dict[str, str]]:
     return tensors, gguf_names
 
 
+def latent_kv_b(tensors: dict, gguf_names: dict) -> dict[str, tuple]:
+    """DeepSeek's ``kv_b_proj`` from the converter's split of it (newer llama.cpp, for its absorbed attention):
+    ``attn_k_b`` holds each head's key rows transposed, (H, kv_lora_rank, qk_nope_head_dim), ``attn_v_b`` its value
+    rows, (H, v_head_dim, kv_lora_rank). Takes both out of ``tensors`` and puts ``kv_b_proj`` in, of its Hugging Face
+    shape (H (nope + v), kv_lora_rank), and returns kv_b_proj's name -> (k_b entry, v_b entry) for the reader to
+    join (``GGUFFile``): per head [k_b[h]^T | v_b[h]]."""
+    joined = {}
+    for k_name in [n for n in tensors if n.endswith("self_attn.k_b_proj.weight")]:
+        v_name = k_name.replace("k_b_proj", "v_b_proj")
+        kv_name = k_name.replace("k_b_proj", "kv_b_proj")
+        k, v = tensors.pop(k_name), tensors.pop(v_name)
+        (heads, rank, nope), value = k[1], v[1][1]
+        tensors[kv_name] = (k[0], (heads * (nope + value), rank), k[2])
+        gguf_names[kv_name] = gguf_names.pop(k_name)
+        gguf_names.pop(v_name)
+        joined[kv_name] = (k, v)
+    return joined
+
+
 def yarn_scaling(reader, arch: str, need) -> dict:
     """A YaRN ``rope_scaling`` from the converter's keys (``need(key)``: a key the file must hold): factor, original
     context, and the betas and attention factor where written. YaRN's ``truncate`` is not written (llama.cpp always
@@ -158,6 +186,8 @@ def family_config(reader, arch: str, config: dict) -> dict:
                 "use_qk_norm": metadata(reader, "llama4.expert_count", 0) != 128}
     if arch == "mistral3" and metadata(reader, "mistral3.attention.temperature_scale") is not None:
         return {"model_type": "ministral3"}  # Ministral 3's text model (its query temperature)
+    if arch == "deepseek2":
+        return _latent_config(reader, config)
     if arch == "gpt-oss" and "rope_scaling" in config:  # gpt-oss's YaRN is not truncated (GptOssConfig, its files)
         return {"rope_scaling": config["rope_scaling"] | {"truncate": False}}
     if arch in ("granite", "granitemoe"):
@@ -169,6 +199,28 @@ def family_config(reader, arch: str, config: dict) -> dict:
     if arch == "smollm3":  # llama.cpp leaves out the rotary of every fourth layer (n_no_rope_layer_step = 4)
         return {"no_rope_layer_interval": 4}
     return _fused_config(arch, config, names)
+
+
+def _latent_config(reader, config: dict) -> dict:
+    """DeepSeek V2 / V3 (llama.cpp's deepseek2; V3 by its sigmoid expert gating): the latent sizes (a null
+    q_lora_rank where the file has none: V2-Lite's queries), the head's key and value sizes (``key_length_mla`` in
+    newer files, where ``key_length`` is the compressed latent's), and YaRN's mscale: the converter writes 0.1
+    mscale_all_dim as ``yarn_log_multiplier`` and llama.cpp's rotation takes mscale = mscale_all_dim (the attention
+    factor 1 of DeepSeek's configs)."""
+    def key(name, default=None):
+        return metadata(reader, f"deepseek2.{name}", default)
+
+    rope = key("rope.dimension_count")
+    head = key("attention.key_length_mla", key("attention.key_length"))
+    value = key("attention.value_length_mla", key("attention.value_length"))
+    out = {"model_type": "deepseek_v3" if key("expert_gating_func") == 2 else "deepseek_v2",
+           "q_lora_rank": key("attention.q_lora_rank") or None, "kv_lora_rank": key("attention.kv_lora_rank"),
+           "qk_rope_head_dim": rope, "qk_nope_head_dim": None if None in (head, rope) else int(head) - int(rope),
+           "v_head_dim": value}
+    if "rope_scaling" in config and (log_mul := key("rope.scaling.yarn_log_multiplier")):
+        mscale = float(log_mul) / 0.1
+        out["rope_scaling"] = config["rope_scaling"] | {"mscale": mscale, "mscale_all_dim": mscale}
+    return out
 
 
 def _layer_types(reader, arch: str, config: dict, period: int) -> list[str]:

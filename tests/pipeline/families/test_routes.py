@@ -319,6 +319,93 @@ def test_gguf_metadata_of_the_variants_each_architecture_reads(family_model, tmp
     assert (plain.family, layout_from_config(ministral.config).family) == ("mistral", "ministral3")
 
 
+# ---------------------------------------------------------------------------- GGUF of latent attention
+
+
+def write_deepseek2_gguf(case_name: str, folder: str, path: Path, split_kv_b: bool) -> Path:
+    """A GGUF file of a DeepSeek case as llama.cpp's converter writes it (``deepseek2``; V3 told by its sigmoid
+    expert gating): the latent sizes, the head's key and value sizes (newer files: ``key_length`` the compressed
+    latent's, ``key_length_mla`` the head's), YaRN with ``yarn_log_multiplier`` 0.1 mscale_all_dim, the query latent's
+    tensors or ``attn_q``, ``attn_kv_a_mqa`` and its norm, and ``kv_b_proj`` whole (``attn_kv_b``, older files) or
+    split into ``attn_k_b`` (each head's key rows transposed) and ``attn_v_b`` (``split_kv_b``, newer files)."""
+    import gguf
+    from safetensors.numpy import load_file
+
+    tensors = load_file(str(Path(folder) / "model.safetensors"))
+    cfg = getattr(transformers_module(), CASES[case_name].config).from_pretrained(folder)
+    H, rope, nope, v, kvr = (cfg.num_attention_heads, cfg.qk_rope_head_dim, cfg.qk_nope_head_dim, cfg.v_head_dim,
+                             cfg.kv_lora_rank)
+    w = gguf.GGUFWriter(str(path), "deepseek2")
+    w.add_name(f"tiny {case_name}")
+    w.add_block_count(cfg.num_hidden_layers)
+    w.add_embedding_length(cfg.hidden_size)
+    w.add_head_count(H)
+    w.add_head_count_kv(H)
+    if cfg.q_lora_rank is not None:
+        w.add_q_lora_rank(cfg.q_lora_rank)
+    w.add_kv_lora_rank(kvr)
+    if split_kv_b:
+        w.add_key_length(kvr + rope)
+        w.add_value_length(kvr)
+        w.add_key_length_mla(nope + rope)
+        w.add_value_length_mla(v)
+    else:
+        w.add_key_length(nope + rope)
+        w.add_value_length(v)
+    w.add_rope_dimension_count(rope)
+    params = cfg.rope_parameters
+    w.add_rope_freq_base(params["rope_theta"])
+    w.add_rope_scaling_type(gguf.RopeScalingType.YARN)
+    w.add_rope_scaling_factor(params["factor"])
+    w.add_rope_scaling_orig_ctx_len(params["original_max_position_embeddings"])
+    w.add_rope_scaling_yarn_log_mul(0.1 * params["mscale_all_dim"])
+    w.add_expert_gating_func(gguf.ExpertGatingFuncType.SIGMOID if cfg.model_type == "deepseek_v3"
+                             else gguf.ExpertGatingFuncType.SOFTMAX)
+    roles = {"q_proj": "attn_q", "q_a_proj": "attn_q_a", "q_a_layernorm": "attn_q_a_norm", "q_b_proj": "attn_q_b",
+             "kv_a_proj_with_mqa": "attn_kv_a_mqa", "kv_a_layernorm": "attn_kv_a_norm"}
+    for layer in range(cfg.num_hidden_layers):
+        at = f"model.layers.{layer}."
+        for hf, role in roles.items():
+            if (t := tensors.get(f"{at}self_attn.{hf}.weight")) is not None:
+                w.add_tensor(f"blk.{layer}.{role}.weight", t.astype(np.float32))
+        kv_b = tensors[f"{at}self_attn.kv_b_proj.weight"].astype(np.float32)
+        if split_kv_b:  # the converter's view (H, nope + v, rank), split, k_b transposed
+            per = kv_b.reshape(H, nope + v, kvr)
+            w.add_tensor(f"blk.{layer}.attn_k_b.weight", np.ascontiguousarray(per[:, :nope].transpose(0, 2, 1)))
+            w.add_tensor(f"blk.{layer}.attn_v_b.weight", np.ascontiguousarray(per[:, nope:]))
+        else:
+            w.add_tensor(f"blk.{layer}.attn_kv_b.weight", kv_b)
+        w.add_tensor(f"blk.{layer}.attn_norm.weight", tensors[f"{at}input_layernorm.weight"].astype(np.float32))
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    return path
+
+
+@pytest.mark.parametrize("name, split_kv_b", [("deepseek_v2", True), ("deepseek_v2-no_q_lora", False),
+                                              ("deepseek_v3", True)])
+def test_gguf_of_a_latent_attention_reads_back_the_hf_weights(family_model, tmp_path, name, split_kv_b):
+    """DeepSeek V2 / V3 as llama.cpp writes them (``deepseek2``): the layout (latent sizes, the scale with YaRN's
+    mscale, the rotary part) and every layer's effective W_Q, W_K, fold-ln gain included, equal the Hugging Face
+    checkpoint's, from a kv_b_proj whole or split into attn_k_b and attn_v_b."""
+    from pipeline.sources.gguf import open_gguf
+
+    _, folder, _ = family_model(name)
+    ggml = open_gguf(write_deepseek2_gguf(name, folder, tmp_path / f"{name}.gguf", split_kv_b))
+    local = open_checkpoint(folder)
+    want, got = layout_from_config(local.config), layout_from_config(ggml.config)
+    assert ggml.config["model_type"] == want.family and got.spec.latent == want.spec.latent
+    assert (got.shape, got.qk_norm, got.layers, got.rope_scaling) == (want.shape, want.qk_norm, want.layers,
+                                                                      want.rope_scaling)
+    assert got.scale == pytest.approx(want.scale, rel=1e-7) and want.scale != want.d_head ** -0.5
+    for layer in range(want.n_layers):
+        for fold in (False, True):
+            (gq, gk), (wq, wk) = layer_weights(ggml, got, layer, fold), layer_weights(local, want, layer, fold)
+            np.testing.assert_allclose(gq, wq, rtol=1e-6, atol=1e-7)
+            np.testing.assert_allclose(gk, wk, rtol=1e-6, atol=1e-7)
+
+
 # ---------------------------------------------------------------------------- GGUF of fused Q/K/V layouts
 
 # llama.cpp architecture -> the model it is written from: a case of cases.py, or a kind of tests/tiny_models.py's
