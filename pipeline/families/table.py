@@ -75,6 +75,31 @@ _CLIP_VISION = Family(name="clip", kind="vision", q="vision_model.encoder.layers
                       ln="vision_model.encoder.layers.{l}.layer_norm1.weight")
 
 
+_SIGLIP_TEXT, _SIGLIP_VISION = replace(_CLIP_TEXT, name="siglip"), replace(_CLIP_VISION, name="siglip")
+# DINOv2 (and with registers): ViT's attention, the pre-attention norm norm1
+_DINOV2 = dict(q="encoder.layer.{l}.attention.attention.query.weight",
+               k="encoder.layer.{l}.attention.attention.key.weight", positional=_ABS,
+               ln="encoder.layer.{l}.norm1.weight")
+# wav2vec2, HuBERT: a convolutional position embedding added to the encoder's input (no term of the score); post-norm
+# layers (the attention reads the layer before's final_layer_norm, layer 0 the encoder's layer_norm), or pre-norm
+# ones with do_stable_layer_norm (the layer's own layer_norm)
+_WAV2VEC2 = dict(q="encoder.layers.{l}.attention.q_proj.weight", k="encoder.layers.{l}.attention.k_proj.weight",
+                 positional=_ABS, ln="encoder.layers.{p}.final_layer_norm.weight", ln_first="encoder.layer_norm.weight",
+                 variants=(when("do_stable_layer_norm", True, ln="encoder.layers.{l}.layer_norm.weight",
+                                ln_first=None),))
+
+
+def _bart(name: str, tower: str, pre_norm: bool) -> Family:
+    """BART's (post-norm: the attention reads the layer before's final_layer_norm, layer 0 the embeddings'
+    layernorm_embedding) and mBART's (pre-norm: self_attn_layer_norm) encoder or decoder self-attention."""
+    ln = (f"{tower}.layers.{{l}}.self_attn_layer_norm.weight" if pre_norm
+          else f"{tower}.layers.{{p}}.final_layer_norm.weight")
+    return Family(name=name, kind="text", hidden=("d_model",), heads=(f"{tower}_attention_heads",),
+                  layers=(f"{tower}_layers",), q=f"{tower}.layers.{{l}}.self_attn.q_proj.weight",
+                  k=f"{tower}.layers.{{l}}.self_attn.k_proj.weight", positional=_ABS, ln=ln,
+                  ln_first=None if pre_norm else f"{tower}.layernorm_embedding.weight")
+
+
 def _whisper(tower: str) -> Family:
     return Family(name="whisper", kind="audio", hidden=("d_model",), heads=(f"{tower}_attention_heads",),
                   layers=(f"{tower}_layers",), q=f"{tower}.layers.{{l}}.self_attn.q_proj.weight",
@@ -182,6 +207,10 @@ ENTRIES = (
                        ("full_attention", ("global_rope_theta",), 160000.0)),
            ln="layers.{l}.attn_norm.weight", ln_first="embeddings.norm.weight"),
     # ---------------------------------------------------------------- other modalities
+    Family("dinov2", "vision", **_DINOV2),
+    Family("dinov2_with_registers", "vision", **_DINOV2),
+    Family("wav2vec2", "audio", **_WAV2VEC2),
+    Family("hubert", "audio", **_WAV2VEC2),
     Family("vit", "vision", q="encoder.layer.{l}.attention.attention.query.weight",
            k="encoder.layer.{l}.attention.attention.key.weight", positional=_ABS,
            ln="encoder.layer.{l}.layernorm_before.weight"),
@@ -190,6 +219,16 @@ ENTRIES = (
     replace(_CLIP_TEXT, name="clip_text_model"),
     replace(_CLIP_VISION, name="clip_vision_model"),
     Family("whisper", "audio", towers=(("encoder", _whisper("encoder")), ("decoder", _whisper("decoder")))),
+    # SigLIP: CLIP's towers (its text tower not causal: a mask changes no form)
+    Family("siglip", "text + vision", towers=(("text", replace(_SIGLIP_TEXT, sub_config="text_config")),
+                                              ("vision", replace(_SIGLIP_VISION, sub_config="vision_config")))),
+    replace(_SIGLIP_TEXT, name="siglip_text_model"),
+    replace(_SIGLIP_VISION, name="siglip_vision_model"),
+    # BART and mBART: the encoder's and the decoder's self-attention (the cross-attention left out, as Whisper's)
+    Family("bart", "text", towers=(("encoder", _bart("bart", "encoder", False)),
+                                   ("decoder", _bart("bart", "decoder", False)))),
+    Family("mbart", "text", towers=(("encoder", _bart("mbart", "encoder", True)),
+                                    ("decoder", _bart("mbart", "decoder", True)))),
     # Gemma 3's image-text model: its text tower, the language model's tensors (``language_model.model.layers`` as
     # saved, ``model.language_model.layers`` by transformers 4.5x); the SigLIP vision tower is not in the table
     Family("gemma3", "text", towers=(("text", replace(_GEMMA3_TEXT, sub_config="text_config",

@@ -40,7 +40,7 @@ class Case:
     k_norm: str = ""
     tower: str | None = None
     submodel: str = ""  # the attribute (dotted path) of the tower's own module, run alone
-    inputs: str = "ids"  # ids, pixels, features, decoder
+    inputs: str = "ids"  # ids, pixels, features (mel), waveform, decoder
     causal: bool = True
     other: str = ""  # regex of other attention projections whose softmax is not this tower's (cross-attention)
     rtol: float = 1e-5
@@ -71,6 +71,31 @@ _CLIP = dict(text_config=dict(hidden_size=32, num_attention_heads=4, num_hidden_
                                 image_size=12, patch_size=4), projection_dim=8)
 
 _IDS = dict(pad_token_id=0, bos_token_id=1, eos_token_id=2)  # special tokens inside the tiny vocabulary
+_SIGLIP = dict(text_config=dict(hidden_size=32, num_attention_heads=4, num_hidden_layers=2, intermediate_size=48,
+                                vocab_size=VOCAB, max_position_embeddings=T, projection_size=32) | _IDS,
+               vision_config=dict(hidden_size=24, num_attention_heads=2, num_hidden_layers=3, intermediate_size=32,
+                                  image_size=12, patch_size=4))
+_DINOV2 = dict(hidden_size=32, num_attention_heads=4, num_hidden_layers=2, intermediate_size=48, image_size=12,
+               patch_size=4)
+_DINOV2_PROBE = dict(inputs="pixels", proj=r"layer\.(\d+)\.attention\.q_proj", ln="encoder.layer.{l}.norm1",
+                     causal=False, rtol=1e-10)
+# two convolutions (kernels 4, 2; strides 4, 2) make 9 frames of 72 samples
+_AUDIO = dict(hidden_size=32, num_attention_heads=4, num_hidden_layers=2, intermediate_size=48, conv_dim=(16, 16),
+              conv_stride=(4, 2), conv_kernel=(4, 2), num_conv_pos_embeddings=4, num_conv_pos_embedding_groups=2,
+              vocab_size=VOCAB)
+_AUDIO_PROBE = dict(inputs="waveform", proj=r"layers\.(\d+)\.attention\.q_proj", causal=False, rtol=1e-10)
+_POST_NORM_AUDIO = dict(ln="encoder.layers.{p}.final_layer_norm", ln_first="encoder.layer_norm")
+_BART = dict(d_model=32, encoder_attention_heads=4, decoder_attention_heads=4, encoder_layers=2, decoder_layers=3,
+             encoder_ffn_dim=48, decoder_ffn_dim=48, vocab_size=VOCAB, max_position_embeddings=32,
+             decoder_start_token_id=3) | _IDS
+
+
+def _bart_probe(tower: str, pre_norm: bool) -> dict:
+    ln = (dict(ln="layers.{l}.self_attn_layer_norm") if pre_norm
+          else dict(ln="layers.{p}.final_layer_norm", ln_first="layernorm_embedding"))
+    return dict(tower=tower, submodel=tower, inputs="ids" if tower == "encoder" else "decoder",
+                proj=r"layers\.(\d+)\.self_attn\.q_proj", causal=tower == "decoder",
+                other=r"encoder_attn\.q_proj" if tower == "decoder" else "", rtol=1e-10, **ln)
 # Llama 4: layer 3 without rotary (no_rope_layers), the rest with the weightless QK norm; floor_scale 4 so that the
 # temperature of the layer without rotary varies over the 9 positions (1 up to position 2, then 1 + 0.5 log 2, ...)
 _LLAMA4_TEXT = _GQA | _IDS | dict(head_dim=8, num_hidden_layers=4, intermediate_size_mlp=48, num_local_experts=2,
@@ -264,6 +289,22 @@ CASES: dict[str, Case] = {
                            num_attention_heads=2, head_dim=8, image_size=16, patch_size=4)),
         "Mistral3ForConditionalGeneration", tower="text", submodel="model.language_model", **_DEC,
         temperature="ministral3"),
+    "dinov2": Case("Dinov2Config", _DINOV2, "Dinov2Model", **_DINOV2_PROBE),
+    "dinov2_with_registers": Case("Dinov2WithRegistersConfig", _DINOV2 | dict(num_register_tokens=2),
+                                  "Dinov2WithRegistersModel", **_DINOV2_PROBE),
+    "wav2vec2": Case("Wav2Vec2Config", _AUDIO, "Wav2Vec2Model", **_AUDIO_PROBE, **_POST_NORM_AUDIO),
+    "wav2vec2-stable_layer_norm": Case("Wav2Vec2Config", _AUDIO | dict(do_stable_layer_norm=True), "Wav2Vec2Model",
+                                       **_AUDIO_PROBE, ln="encoder.layers.{l}.layer_norm"),
+    "hubert": Case("HubertConfig", _AUDIO, "HubertModel", **_AUDIO_PROBE, **_POST_NORM_AUDIO),
+    "siglip/text": Case("SiglipConfig", _SIGLIP, "SiglipModel", tower="text", submodel="text_model", causal=False,
+                        proj=r"layers\.(\d+)\.self_attn\.q_proj", ln="encoder.layers.{l}.layer_norm1", rtol=1e-10),
+    "siglip/vision": Case("SiglipConfig", _SIGLIP, "SiglipModel", tower="vision", submodel="vision_model",
+                          inputs="pixels", proj=r"layers\.(\d+)\.self_attn\.q_proj",
+                          ln="encoder.layers.{l}.layer_norm1", causal=False, rtol=1e-10),
+    "bart/encoder": Case("BartConfig", _BART, "BartModel", **_bart_probe("encoder", False)),
+    "bart/decoder": Case("BartConfig", _BART, "BartModel", **_bart_probe("decoder", False)),
+    "mbart/encoder": Case("MBartConfig", _BART, "MBartModel", **_bart_probe("encoder", True)),
+    "mbart/decoder": Case("MBartConfig", _BART, "MBartModel", **_bart_probe("decoder", True)),
     "whisper/encoder": Case("WhisperConfig", _WHISPER, "WhisperModel", tower="encoder", submodel="encoder",
                             inputs="features", proj=r"layers\.(\d+)\.self_attn\.q_proj",
                             ln="layers.{l}.self_attn_layer_norm", causal=False, rtol=1e-10),
@@ -319,6 +360,8 @@ def _inputs(case: Case, model) -> tuple[object, dict]:
     if case.inputs == "pixels":
         size = model.config.vision_config.image_size if case.tower else model.config.image_size
         return module, {"pixel_values": torch.randn(1, 3, size, size, generator=g, dtype=torch.float64)}
+    if case.inputs == "waveform":  # wav2vec2's convolutions (_AUDIO): 72 samples -> 18 -> 9 frames
+        return module, {"input_values": torch.randn(1, 72, generator=g, dtype=torch.float64)}
     if case.inputs == "features":
         return module, {"input_features": torch.randn(1, model.config.num_mel_bins, 2 * T, generator=g,
                                                       dtype=torch.float64)}

@@ -165,7 +165,8 @@ def test_every_entry_of_the_table_is_proved():
     proved = {getattr(transformers, case.config).model_type for case in CASES.values()}
     first_eight = {"gpt2", "opt", "bloom", "gpt_neox", "mistral", "llama", "qwen2", "bert"}
     standalone = {"clip_text_model": ("clip", "text"), "clip_vision_model": ("clip", "vision"),
-                  "qwen2_vl_text": ("qwen2_vl", "text"), "qwen2_5_vl_text": ("qwen2_5_vl", "text")}
+                  "qwen2_vl_text": ("qwen2_vl", "text"), "qwen2_5_vl_text": ("qwen2_5_vl", "text"),
+                  "siglip_text_model": ("siglip", "text"), "siglip_vision_model": ("siglip", "vision")}
     for name, (family, tower) in standalone.items():
         assert FAMILIES[name] == replace(FAMILIES[family].tower(tower), name=name, sub_config="")
     assert set(FAMILIES) == proved | first_eight | set(standalone)
