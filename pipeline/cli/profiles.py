@@ -59,6 +59,8 @@ examples:
   python -m pipeline profiles ./my-checkpoint --name my-model --store out.zarr
   python -m pipeline profiles all-MiniLM-L6-v2 --fold-ln --name all-MiniLM-L6-v2-folded
   python -m pipeline profiles --seed-models --register-only   # list the seed models as not yet computed
+  python -m pipeline profiles --registry llama                 # every registered model of the llama family
+  python -m pipeline profiles --all-registered --register-only  # the whole registry, as not yet computed
   python -m pipeline profiles opt-1.3b --workers 2             # a pool of 2 local worker processes
   python -m pipeline profiles ./trainer-out --revisions all      # every checkpoint-N of a run, as runs/trainer-out
   python -m pipeline profiles EleutherAI/pythia-70m --revisions log:10 --workers 2
@@ -74,6 +76,11 @@ def register(subparsers) -> None:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     add_dataclass_arguments(p, RunOptions)
+    p.add_argument("--registry", action="append", default=None, metavar="FAMILY",
+                   help="add the registry's models of FAMILY (a family column of `python -m pipeline list`, e.g. "
+                        "llama or gpt2); may be given several times")
+    p.add_argument("--all-registered", action="store_true",
+                   help="add every model of the registry (`python -m pipeline list`)")
     p.set_defaults(func=profiles_command)
 
     q = subparsers.add_parser(
@@ -127,16 +134,35 @@ def _is_user_os_error(exc: OSError) -> bool:
     return exc.errno in USER_OS_ERRORS
 
 
+def registry_selection(families: list[str] | None, all_registered: bool) -> list[str]:
+    """The registry names that ``--registry FAMILY`` (each of ``families``) and ``--all-registered`` add, in registry
+    order without repeats; UsageError naming the registry's families for a family it has no model of."""
+    from pipeline.registry.models import registered
+
+    if all_registered:
+        return list(registered())
+    out: list[str] = []
+    for family in families or ():
+        try:
+            out += [n for n in registered(family) if n not in out]
+        except ValueError as exc:
+            raise UsageError(f"--registry: {exc}") from None
+    return out
+
+
 def profiles_command(args) -> int:
     from pipeline.registry.models import SEED_MODELS
     from pipeline.run.entry import register_only, run
 
     opts = RunOptions(**{f.name: getattr(args, f.name) for f in fields(RunOptions)})
     try:
+        selected = registry_selection(getattr(args, "registry", None), getattr(args, "all_registered", False))
+        opts.models = list(dict.fromkeys([*opts.models, *selected]))
         if opts.register_only and opts.revisions is None:  # with --revisions: refused by the run's own checks
             models = list(opts.models) + (list(SEED_MODELS) if opts.seed_models else [])
             if not models:
-                raise UsageError("--register-only needs registry names or --seed-models")
+                raise UsageError("--register-only needs registry names, --seed-models, --registry FAMILY or "
+                                 "--all-registered")
             register_only(models, opts.store)
         else:
             run(opts)

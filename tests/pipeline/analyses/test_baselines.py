@@ -9,7 +9,7 @@ import pytest
 
 from pipeline.analyses import baselines
 from pipeline.analyses.spectra import head_spectra
-from pipeline.families import layout_from_config
+from pipeline.families import FAMILIES, layout_from_config
 from pipeline.profile import head_profiles
 from pipeline.registry.models import MODELS
 from pipeline.schema import STATISTICS, ModelShape
@@ -51,11 +51,18 @@ def test_iid_symmetric_energy_has_the_closed_form_mean():
     assert np.mean(energy) == pytest.approx(65 / 128, abs=4 * np.std(energy) / np.sqrt(len(energy)))
 
 
-@pytest.mark.parametrize("name", list(MODELS))
+@pytest.mark.parametrize("name", [n for n, s in MODELS.items() if not FAMILIES[s.family].towers])
 def test_configs_of_registered_shapes(name):
     spec = MODELS[name]
     config = baselines.config_for_shape(spec, spec.rope_theta)
     assert spec.mismatches(layout_from_config(config)) == {}
+
+
+@pytest.mark.parametrize("name", [n for n, s in MODELS.items() if FAMILIES[s.family].towers])
+def test_a_registered_model_of_several_towers_needs_its_config(name):
+    """A shape does not say how a multi-tower config nests its towers (SigLIP's text_config and vision_config)."""
+    with pytest.raises(ValueError, match="can be written from a shape; give the model's config.json"):
+        baselines.config_for_shape(MODELS[name], MODELS[name].rope_theta)
 
 
 def test_config_of_an_unknown_family_and_an_unknown_kind():
