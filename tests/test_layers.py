@@ -17,7 +17,8 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("pipeline.sources", "pipeline.store", "pipeline.profile"),          # weights in, the store, the maths
     ("pipeline.registry",),                                              # named models -> checkpoints
     ("pipeline.run",),                                                   # the one run path
-    ("pipeline.analyses", "pipeline.orbits", "pipeline.induction"),      # what is computed over runs and stores
+    ("pipeline.analyses", "pipeline.orbits", "pipeline.induction",       # what is computed over runs and stores,
+     "pipeline.check"),                                                  # and a checkpoint against its forward pass
     ("pipeline.cli", "dashboard"),                                       # the commands; the views
     ("pipeline.__main__",),                                              # python -m pipeline
 )
