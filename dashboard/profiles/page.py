@@ -187,6 +187,8 @@ def _d_controls(models: PageModels, m: ModelData, play_interval_ms: int, sheet) 
     play.js_on_event("button_click", jscode.callback(dict(slider=dslider, button=play, interval=int(play_interval_ms)),
                                                      "profiles_play"))
     kind = ("this model has no positional encoding" if r.positional == "none"
+            else "its learned bias per relative position is added to each score, not a form of the two tokens, and "
+                 "left out" if r.positional == "relative bias"
             else f"with {html.escape(r.positional)} positions")
     note = Div(text=f'<p class="note">The form does not depend on position ({kind}): one profile per head, no d '
                "slider.</p>", stylesheets=[sheet], width=330, name="position_note", visible=not rotary)

@@ -80,6 +80,9 @@ def _rope_of(entry: Family, config: dict, n: int, layer_type: str | None):
     else:
         theta = params.get("rope_theta", _first(config, ("rope_theta", "rotary_emb_base"), 10000.0))
     kind = params.get("rope_type") or scaling.get("rope_type") or scaling.get("type") or "default"
+    alpha = (params | scaling).get("alpha")
+    if entry.ntk_alpha and kind == "dynamic" and alpha:  # a fixed base: transformers' ntk_alpha (Hunyuan)
+        theta, kind = float(theta) * float(alpha) ** (n / (n - 2)), "default"
     if kind == "mrope":  # Qwen2-VL's multimodal rotary: on text tokens its three position ids are equal, so it is the
         kind = "default"  # ordinary rotary of the text positions, and transformers reads it as default
     # transformers reads YaRN's truncate from the top of rope_parameters, never from one layer type's entry

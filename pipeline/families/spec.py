@@ -63,8 +63,11 @@ class QKNorm:
     ``gain``: how the gain is stored: ``shared`` (n,) for every head, ``per_head`` (heads, n) in one tensor,
     ``each_head`` one (n,) tensor per head (``{h}`` in the template), ``projection`` (heads n,), or ``none``
     (a weightless norm, no tensors: Llama 4's). ``rotary_only``: the norm runs on the rotary layers alone.
-    ``after_rotation``: it runs on the rotated q and k; only a weightless RMS norm over each head may: a rotation
-    keeps a head's RMS, so its divisor is that of the unrotated vector and the form is unchanged.
+    ``after_rotation``: it runs on the rotated q and k, an RMS norm over each head: a rotation keeps a head's RMS,
+    so its divisor is that of the unrotated vector. Weightless (Llama 4's), the form is unchanged. With gains G_q, G_k
+    (Hunyuan's, shared by every head) the score is x_j^T W_K^T R(j)^T G_k G_q R(i) W_Q x_i / (r_q r_k), no function of
+    i - j alone (the gains do not commute with R): the form read is the one with the key at position 0 and the query
+    at position d, L(d) = W_K^T G_k G_q R(d) W_Q, both gains folded into W_K.
     """
 
     kind: str
@@ -82,8 +85,9 @@ class QKNorm:
             raise ValueError(f"QKNorm gain layout {self.gain!r} is not one the readers know")
         if self.over == "projection" and self.kind != "rms":
             raise ValueError("a LayerNorm over the whole projection does not factor per head")
-        if self.after_rotation and (self.kind, self.over, self.gain) != ("rms", "head", "none"):
-            raise ValueError("a norm after the rotation is a form only when it is a weightless RMS norm per head")
+        if self.after_rotation and ((self.kind, self.over) != ("rms", "head") or self.gain not in ("none", "shared")):
+            raise ValueError("a norm after the rotation is read only as an RMS norm per head, weightless or with one "
+                             "gain shared by every head")
         if (self.gain == "none") == bool(self.q or self.k):
             raise ValueError("name the gain tensors of q and k, unless the norm is weightless")
 
@@ -93,6 +97,8 @@ class QKNorm:
         out = f"{self.kind} per head" if self.over == "head" else f"{self.kind} over the projection"
         extra = [word for word, on in (("weightless", self.gain == "none"),
                                        ("after the rotation", self.after_rotation),
+                                       ("with gains: the form of the key at position 0 and the query at d",
+                                        self.after_rotation and self.gain != "none"),
                                        ("on the rotary layers", self.rotary_only)) if on]
         return out + (f" ({', '.join(extra)})" if extra else "")
 
@@ -193,6 +199,8 @@ class Family:
     # Ministral 3's on every layer), for the record: treated as the QK-norm divisors are, it changes no form
     query_temperature: str = ""
     gain_offset: float = 0.0  # every norm's gain is gain_offset + weight (Gemma: 1 + weight)
+    # a rope type "dynamic" with an ``alpha`` is NTK-alpha scaling, a fixed base theta alpha^(n / (n - 2)) (Hunyuan's)
+    ntk_alpha: bool = False
     # --fold-ln: the gain of the norm whose output enters layer l's attention ({p} = l - 1); ``ln_first`` for
     # layer 0 when it differs ("" = none); ``ln`` "" = no such norm (OLMo 2: attention reads the residual)
     ln: str = ""

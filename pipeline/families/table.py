@@ -11,7 +11,7 @@ from dataclasses import replace
 
 from pipeline.families.spec import SET, Family, Latent, QKNorm, when
 
-_ABS, _ALIBI = "learned absolute", "alibi"
+_ABS, _ALIBI, _BIAS = "learned absolute", "alibi", "relative bias"
 _ATTN = "layers.{l}.self_attn."
 
 
@@ -98,6 +98,18 @@ def _bart(name: str, tower: str, pre_norm: bool) -> Family:
                   layers=(f"{tower}_layers",), q=f"{tower}.layers.{{l}}.self_attn.q_proj.weight",
                   k=f"{tower}.layers.{{l}}.self_attn.k_proj.weight", positional=_ABS, ln=ln,
                   ln_first=None if pre_norm else f"{tower}.layernorm_embedding.weight")
+
+
+def _t5(name: str, tower: str) -> Family:
+    """T5's, mT5's and UMT5's encoder or decoder self-attention: RMS pre-norm (layer.0.layer_norm), heads of d_kv,
+    no softmax scale, and a learned bias per relative-position bucket added to each score (one table in block 0 for
+    T5 and mT5, one per layer for UMT5): a number per head and offset, no form of the two tokens, left out of the
+    profile (``test_forward.py`` takes the model's own bias off the scores)."""
+    layers = ("num_layers",) if tower == "encoder" else ("num_decoder_layers", "num_layers")
+    attn = f"{tower}.block.{{l}}.layer.0."
+    return Family(name=name, kind="text", hidden=("d_model",), heads=("num_heads",), layers=layers, head_dim=("d_kv",),
+                  q=attn + "SelfAttention.q.weight", k=attn + "SelfAttention.k.weight", positional=_BIAS,
+                  ln=attn + "layer_norm.weight", scale="1")
 
 
 def _whisper(tower: str) -> Family:
@@ -192,6 +204,12 @@ ENTRIES = (
     # rope_interleave, as its checkpoints), YaRN's mscale_all_dim squared in the softmax scale
     _decoder("deepseek_v2", **_MLA),
     _decoder("deepseek_v3", **_MLA, variants=(when("rope_interleave", False, default=True, rotary_style="half"),)),
+    # Hunyuan (dense): q and k normalised per head after the rotation, with gains (no form of i - j alone: the form
+    # read is that of the key at position 0, spec.QKNorm); its checkpoints' rope type "dynamic" with an alpha is a
+    # fixed NTK-alpha base
+    _decoder("hunyuan_v1_dense", ntk_alpha=True, qk_norm=QKNorm(
+        "rms", "head", "shared", _ATTN + "query_layernorm.weight", _ATTN + "key_layernorm.weight",
+        after_rotation=True)),
     # ---------------------------------------------------------------- encoders
     Family("bert", **_BERT),
     Family("roberta", **_BERT),
@@ -224,6 +242,10 @@ ENTRIES = (
                                               ("vision", replace(_SIGLIP_VISION, sub_config="vision_config")))),
     replace(_SIGLIP_TEXT, name="siglip_text_model"),
     replace(_SIGLIP_VISION, name="siglip_vision_model"),
+    # T5, mT5, UMT5: the encoder's and the decoder's self-attention, their relative position bias left out
+    Family("t5", "text", towers=(("encoder", _t5("t5", "encoder")), ("decoder", _t5("t5", "decoder")))),
+    Family("mt5", "text", towers=(("encoder", _t5("mt5", "encoder")), ("decoder", _t5("mt5", "decoder")))),
+    Family("umt5", "text", towers=(("encoder", _t5("umt5", "encoder")), ("decoder", _t5("umt5", "decoder")))),
     # BART and mBART: the encoder's and the decoder's self-attention (the cross-attention left out, as Whisper's)
     Family("bart", "text", towers=(("encoder", _bart("bart", "encoder", False)),
                                    ("decoder", _bart("bart", "decoder", False)))),

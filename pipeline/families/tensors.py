@@ -223,7 +223,12 @@ def layer_qk(checkpoint, layout, layer: int, fold_ln: bool = False) -> LayerQK:
     else:
         W_Q = _read_compact(checkpoint, names["q"]).reshape(H, n, N)
         W_K = _read_compact(checkpoint, names["k"]).reshape(kv, n, N)
-    if (norm := layout.spec.qk_norm) is not None and norm.gain != "none":
+    if (norm := layout.spec.qk_norm) is not None and norm.gain != "none" and norm.after_rotation:
+        # gains after the rotation (one shared by every head): both on the key side, the form of the key at
+        # position 0 (``spec.QKNorm``)
+        W_K = fold_qk_norm(W_K, _norm_gains(checkpoint, layout, names, "q")[:kv] *
+                           _norm_gains(checkpoint, layout, names, "k"), centre=False)
+    elif norm is not None and norm.gain != "none":
         centre = norm.kind == "layernorm"
         W_Q = fold_qk_norm(W_Q, _norm_gains(checkpoint, layout, names, "q"), centre)
         W_K = fold_qk_norm(W_K, _norm_gains(checkpoint, layout, names, "k"), centre)

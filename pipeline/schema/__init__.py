@@ -70,7 +70,8 @@ ORBITS = "orbits"
 ORBITS_SWEEP = "orbits_sweep"
 ORBITS_SEARCH = "orbits_search"
 
-POSITIONAL_KINDS = ("learned absolute", "alibi", "rope", "none")
+# "relative bias": a learned bias per relative position added to each score (T5), no form of the two tokens
+POSITIONAL_KINDS = ("learned absolute", "alibi", "rope", "none", "relative bias")
 
 # The command that (re)writes each group, for error messages.
 WRITE_COMMANDS = {

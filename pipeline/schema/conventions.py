@@ -76,10 +76,11 @@ CONVENTION_ATTRS = {
     "1/sqrt(head_dim), 1/sqrt(query_pre_attn_scalar), attention_multiplier, 1) and softcap (tanh soft-cap of the "
     "scores, 0 = none): scale and softcap change no profile. '' in scale_rule = not recorded (a model stored before "
     "these variables; scale and softcap then NaN)",
-    "layer_positional": "per (model, layer): the layer's positional kind (learned absolute, alibi, rope, none); a "
-    "layer moves with d exactly when it is 'rope'. '' = not recorded: the model's positional. layer_rope_theta: the "
-    "layer's rotary base (0 = no rotary, NaN = not recorded); layer_rope_scaling: its frequency scaling ('' = none, "
-    "e.g. 'linear factor=8')",
+    "layer_positional": "per (model, layer): the layer's positional kind (learned absolute, alibi, rope, none, "
+    "relative bias: T5's learned bias per relative position, added to each score and not a form of the two tokens, "
+    "left out of the profile); a layer moves with d exactly when it is 'rope'. '' = not recorded: the model's "
+    "positional. layer_rope_theta: the layer's rotary base (0 = no rotary, NaN = not recorded); layer_rope_scaling: "
+    "its frequency scaling ('' = none, e.g. 'linear factor=8')",
 }
 
 

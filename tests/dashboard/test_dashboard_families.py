@@ -191,3 +191,21 @@ def test_an_unusual_scale_and_a_soft_cap_are_named_and_a_model_stored_before_its
     assert "rope · scale 1/sqrt(query_pre_attn_scalar) = 0.25 · soft-cap 50 · raw weights" in model_line(gemma2)
     older = ModelRow("old", 4, 4, 32, 8, "rope", family="smollm3", qk_norm="")
     assert not older.conventions_recorded and conventions_parts(older) == []
+
+
+def test_a_t5_page_says_its_relative_position_bias_is_left_out(tmp_path):
+    """T5's learned bias per relative position is added to each score and is no form of the two tokens: its page has
+    no d slider, and the note beside it says the bias is left out, for each tower."""
+    from tests.pipeline.families.cases import save
+    from tests.pipeline.test_cli_profiles import cli
+
+    case = CASES["t5/encoder"]
+    folder = save(build(case), case, tmp_path / "tiny-t5")
+    store = tmp_path / "s.zarr"
+    assert cli("profiles", folder, "--store", store, "--quiet") == 0
+    for tower in ("encoder", "decoder"):
+        page = models_by_name(profiles_view(data.model_data(store, f"tiny-t5/{tower}"), None))
+        (note,) = page["position_note"]
+        assert note.visible and not page["d_slider"][0].visible
+        assert "its learned bias per relative position is added to each score, not a form of the two tokens, and " \
+               "left out" in note.text

@@ -49,6 +49,8 @@ class Case:
     sinks: str = ""  # regex of the attention modules (group 1 = layer) whose ``sinks`` join the softmax (gpt-oss)
     # a positional temperature on the queries: "llama4" (on the layers without rotary), "ministral3" (on every layer)
     temperature: str = ""
+    relative_bias: bool = False  # T5's learned bias per relative position is added to the scores
+    key_at_zero: bool = False  # the form is the scores' with the key at position 0 alone (Hunyuan's gains after R)
 
 
 _GQA = dict(hidden_size=32, num_attention_heads=4, num_key_value_heads=2, num_hidden_layers=2, intermediate_size=48,
@@ -88,6 +90,16 @@ _POST_NORM_AUDIO = dict(ln="encoder.layers.{p}.final_layer_norm", ln_first="enco
 _BART = dict(d_model=32, encoder_attention_heads=4, decoder_attention_heads=4, encoder_layers=2, decoder_layers=3,
              encoder_ffn_dim=48, decoder_ffn_dim=48, vocab_size=VOCAB, max_position_embeddings=32,
              decoder_start_token_id=3) | _IDS
+
+_T5 = dict(d_model=32, num_heads=4, d_kv=6, num_layers=2, num_decoder_layers=3, d_ff=48, vocab_size=VOCAB,
+           relative_attention_num_buckets=8, relative_attention_max_distance=16, decoder_start_token_id=3) | _IDS
+
+
+def _t5_probe(tower: str) -> dict:
+    return dict(tower=tower, submodel=tower, inputs="ids" if tower == "encoder" else "decoder",
+                proj=r"block\.(\d+)\.layer\.0\.SelfAttention\.q", ln="block.{l}.layer.0.layer_norm",
+                causal=tower == "decoder", other=r"EncDecAttention\.q" if tower == "decoder" else "",
+                relative_bias=True, rtol=1e-6)  # T5's norm takes its variance in float32: the folded check
 
 
 def _bart_probe(tower: str, pre_norm: bool) -> dict:
@@ -234,6 +246,10 @@ CASES: dict[str, Case] = {
     "deepseek_v3": Case("DeepseekV3Config", _MLA, "DeepseekV3ForCausalLM", **_MLA_PROBE),
     "deepseek_v3-rotate_half": Case("DeepseekV3Config", _MLA | dict(rope_interleave=False), "DeepseekV3ForCausalLM",
                                     **_MLA_PROBE),
+    # NTK-alpha rotary (rope type dynamic with an alpha, a fixed base), gains after the rotation
+    "hunyuan_v1_dense": Case("HunYuanDenseV1Config", _GQA8 | dict(rope_parameters={
+        "rope_type": "dynamic", "rope_theta": 1000.0, "alpha": 10.0, "factor": 1.0}), "HunYuanDenseV1ForCausalLM",
+        **_DEC, q_norm=_ATTN + "query_layernorm", k_norm=_ATTN + "key_layernorm", key_at_zero=True),
     "roberta": Case("RobertaConfig", _BERT | dict(pad_token_id=1), "RobertaModel", **_BERT_PROBE, rtol=1e-10),
     "xlm-roberta": Case("XLMRobertaConfig", _BERT | dict(pad_token_id=1), "XLMRobertaModel", **_BERT_PROBE,
                         rtol=1e-10),
@@ -301,6 +317,12 @@ CASES: dict[str, Case] = {
     "siglip/vision": Case("SiglipConfig", _SIGLIP, "SiglipModel", tower="vision", submodel="vision_model",
                           inputs="pixels", proj=r"layers\.(\d+)\.self_attn\.q_proj",
                           ln="encoder.layers.{l}.layer_norm1", causal=False, rtol=1e-10),
+    "t5/encoder": Case("T5Config", _T5, "T5Model", **_t5_probe("encoder")),
+    "t5/decoder": Case("T5Config", _T5, "T5Model", **_t5_probe("decoder")),
+    "mt5/encoder": Case("MT5Config", _T5, "MT5Model", **_t5_probe("encoder")),
+    "mt5/decoder": Case("MT5Config", _T5, "MT5Model", **_t5_probe("decoder")),
+    "umt5/encoder": Case("UMT5Config", _T5, "UMT5Model", **_t5_probe("encoder")),
+    "umt5/decoder": Case("UMT5Config", _T5, "UMT5Model", **_t5_probe("decoder")),
     "bart/encoder": Case("BartConfig", _BART, "BartModel", **_bart_probe("encoder", False)),
     "bart/decoder": Case("BartConfig", _BART, "BartModel", **_bart_probe("decoder", False)),
     "mbart/encoder": Case("MBartConfig", _BART, "MBartModel", **_bart_probe("encoder", True)),
@@ -382,7 +404,7 @@ def _eps(m) -> float:
 
 def _kind(m) -> str:
     name = type(m).__name__ if not hasattr(m, "norms") else type(m.norms[0]).__name__
-    return "rms" if "RMS" in name else "layernorm"
+    return "rms" if "RMS" in name or name.endswith("T5LayerNorm") else "layernorm"  # T5's norms are RMS norms
 
 
 def probe(model, case: Case) -> dict[int, dict]:

@@ -71,6 +71,21 @@ def alibi_bias(case, layout, T: int) -> np.ndarray:
     return bias.numpy().reshape(layout.n_heads, 1, T) / math.sqrt(layout.d_head)
 
 
+def relative_bias(model, case, layer: int, T: int) -> np.ndarray:
+    """(H, T, T): the relative position bias T5 adds to the scores of ``layer`` (its own table in UMT5, block 0's in
+    T5 and mT5), from the tower's own ``compute_bias``."""
+    import functools
+
+    from tests.tiny_models import torch
+
+    stack = functools.reduce(getattr, case.submodel.split("."), model)
+    attn = stack.block[layer].layer[0].SelfAttention
+    source = attn if attn.has_relative_attention_bias else stack.block[0].layer[0].SelfAttention
+    assert source.has_relative_attention_bias
+    with torch.no_grad():
+        return source.compute_bias(T, T)[0].numpy()
+
+
 def llama4_temperature(model, T: int) -> np.ndarray:
     """(T,): Llama 4's factor on the queries of its layers without rotary, from its modelling file:
     1 + attn_scale * log(1 + floor((i + 1) / floor_scale)) at position i."""
@@ -140,7 +155,15 @@ def test_scores_equal_the_forward_pass(family_model, name):
         W_Q, W_K = layer_weights(ckpt, layout, layer)
         if case.alibi:  # the position bias, as the model's own code builds it (Falcon: over sqrt(n))
             got = got - alibi_bias(case, layout, T)
+        if case.relative_bias:  # T5's bias per relative position, from the model's own compute_bias
+            bias = relative_bias(family_model(name)[0], case, layer, T)
+            assert np.abs(bias).max() > 0.1, "the case's bias changes the scores"
+            got = got - bias
         want = scores_of(layout, layer, W_Q, W_K, p["x"], r_kv)
+        if case.key_at_zero:  # gains after the rotation: the form is the scores' with the key at position 0 ...
+            later = allowed & (np.arange(T) > 0)[None, :]
+            assert relative(got, want, later) > 1e-3, "... and the scores of later keys are no function of i - j"
+            allowed = allowed & (np.arange(T) == 0)[None, :]
         err = relative(got, want, allowed)
         assert err < case.rtol, f"{name} layer {layer}: relative error {err:.2e}"
         if "ln_in" in p:  # --fold-ln: the declared norm produces x, and folding its gain gives the same scores
