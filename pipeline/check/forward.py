@@ -147,7 +147,8 @@ class LayerRunner:
         torch, _ = _torch()
         self.ckpt, self.layout, self.seed = ckpt, layout, seed
         self.model = meta_model(ckpt.config).eval()
-        self._params = dict(self.model.named_parameters())
+        # every name of a parameter, tied ones included (T5's and BART's embeddings): each module's own is replaced
+        self._params = dict(self.model.named_parameters(remove_duplicate=False))
         self._zero = torch.zeros((), dtype=torch.float64)
         for name, p in self._params.items():  # every weight a zero of its shape until a layer needs it
             self._set(name, self._zero.expand(p.shape))
@@ -163,7 +164,8 @@ class LayerRunner:
     def paths(self, layer: int) -> _Paths:
         """Where layer ``layer``'s attention, its layer and the tower that runs it are in the model: the parameters
         that load the checkpoint's Q/K tensors of the layer (as the family table names them), their common parent
-        module, the element of a ``ModuleList`` that holds it, and for a multi-tower model the tower's module."""
+        module, the element ``layer`` of the outermost ``ModuleList`` that holds it (T5's blocks, not their sublayers),
+        and for a multi-tower model the tower's module."""
         torch, _ = _torch()
         stored = qk_tensor_names(self.layout, self.ckpt.tensor_names(), layer)
         stored = {role: n for role, n in stored.items() if role in _READS_X + _READS_LATENT}
@@ -179,8 +181,9 @@ class LayerRunner:
                 break
             common.append(level[0])
         attention = ".".join(common)
-        layer_path = next((".".join(common[:k]) for k in range(len(common), 0, -1)
-                           if isinstance(self.model.get_submodule(".".join(common[:k - 1])), torch.nn.ModuleList)),
+        layer_path = next((".".join(common[:k]) for k in range(1, len(common) + 1)  # the outermost list's element
+                           if common[k - 1] == str(layer)
+                           and isinstance(self.model.get_submodule(".".join(common[:k - 1])), torch.nn.ModuleList)),
                           None)
         if layer_path is None:
             raise CheckError(f"layer {layer}'s attention ({attention}) is in no list of layers of "
@@ -226,6 +229,11 @@ class LayerRunner:
         g = torch.Generator().manual_seed(self.seed)
         config = tower.config
         accepted = inspect.signature(tower.forward).parameters
+        if "input_values" in accepted and getattr(config, "conv_kernel", None):  # raw audio (wav2vec2, HuBERT)
+            samples = tokens
+            for kernel, stride in reversed(list(zip(config.conv_kernel, config.conv_stride, strict=True))):
+                samples = (samples - 1) * int(stride) + int(kernel)  # the feature encoder's convolutions, inverted
+            return {"input_values": torch.randn(1, samples, generator=g, dtype=torch.float64)}
         if "input_features" in accepted:
             frames = 2 * int(config.max_source_positions)
             return {"input_features": torch.randn(1, config.num_mel_bins, frames, generator=g, dtype=torch.float64)}
@@ -283,8 +291,9 @@ class LayerRunner:
             return h if isinstance(h, torch.Tensor) and h.ndim == 3 and h.shape[-1] == width else None
 
         class StandIn(torch.nn.Module):
-            """A layer that passes a zero hidden state on, with the real layer's attributes (ModernBERT's model
-            reads each layer's attention_type)."""
+            """A layer that passes on what the first layer gave on zero weights (its output's structure: a tensor, or
+            T5's tuple with its position biases), with the real layer's attributes (ModernBERT's model reads each
+            layer's attention_type)."""
 
             def __init__(self, real):
                 super().__init__()
@@ -297,10 +306,7 @@ class LayerRunner:
                     return getattr(self.__dict__["_real"], name)
 
             def forward(self, *args, **kwargs):
-                h = hidden(args, kwargs)
-                if h is not None and state["shape"] is None:
-                    state["shape"] = tuple(h.shape)
-                return torch.zeros(state["shape"], dtype=torch.float64)
+                return state["passed_on"]
 
         def layer_input(_m, args, kwargs):
             h = hidden(args, kwargs)
@@ -349,19 +355,27 @@ class LayerRunner:
                     for p in paths.projections]
         handles += [attention.get_submodule(n).register_forward_hook(norm_output(n)) for n in top_norms]
         originals = {i: layer_list[i] for i in range(len(layer_list)) if i != layer}
-        for i in originals:
-            layer_list[i] = StandIn(originals[i])
         torch.nn.functional.softmax = recording_softmax
         try:
             lengths = self.lengths(tower)
             for n, tokens in enumerate(lengths):
                 state["shape"] = None
+                inputs = self._inputs(tower, tokens)
                 try:
                     with torch.no_grad():
-                        tower(**self._inputs(tower, tokens))
+                        state["passed_on"] = _first_output(tower, layer_list, inputs) if layer else None
+                        for i in originals:
+                            layer_list[i] = StandIn(originals[i])
+                        try:
+                            tower(**inputs)
+                        finally:
+                            for i, m in originals.items():
+                                layer_list[i] = m
                 except _Stop:
                     break
-                except (IndexError, RuntimeError) as exc:
+                except CheckError:
+                    raise
+                except (IndexError, RuntimeError, ValueError, TypeError) as exc:
                     if n + 1 == len(lengths):
                         raise CheckError(f"transformers' forward pass of layer {layer} failed on {tokens} tokens: "
                                          f"{type(exc).__name__}: {exc}") from None
@@ -369,14 +383,33 @@ class LayerRunner:
             torch.nn.functional.softmax = real_softmax
             for h in handles:
                 h.remove()
-            for i, m in originals.items():
-                layer_list[i] = m
         if "scores" not in got:
             raise CheckError(f"layer {layer}'s attention ({type(attention).__name__}) ran no softmax of 4-dimensional "
                              "scores: the check reads transformers' eager attention, which this model does not use")
         sinks = getattr(attention, "sinks", None)
         return Capture(x=state["x"][0].numpy(), scores=got["scores"], norms=_sides(got["calls"]),
                        sinks=None if sinks is None else sinks.detach().numpy().copy())
+
+
+def _first_output(tower, layer_list, inputs):
+    """What the first layer of ``layer_list`` returns when ``tower`` runs on ``inputs`` (its weights zero), the
+    forward pass stopped right after it."""
+    out = {}
+
+    def hook(_m, _args, output):
+        out["value"] = output
+        raise _Stop
+
+    handle = layer_list[0].register_forward_hook(hook)
+    try:
+        tower(**inputs)
+    except _Stop:
+        pass
+    finally:
+        handle.remove()
+    if "value" not in out:
+        raise CheckError(f"the first layer of {type(tower).__name__} did not run")
+    return out["value"]
 
 
 def _sides(calls: list[tuple[str, np.ndarray, float]]) -> dict[str, tuple[np.ndarray, float]]:

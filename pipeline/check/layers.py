@@ -18,7 +18,8 @@ from pipeline.families import ArchitectureError, layer_weights
 
 OFFSETS = (0, 1, 7, 64)
 DEFAULT_TOLERANCE = 1e-5  # transformers computes rotation angles and QK-norms in float32 (errors ~1e-7 here)
-ADDITIVE_POSITIONS = ("alibi",)  # positional kinds that add a bias to the scores, taken off before comparing
+# positional kinds that add a bias to the scores (ALiBi, T5's bias per relative position), taken off before comparing
+ADDITIVE_POSITIONS = ("alibi", "relative bias")
 
 
 @dataclass(frozen=True)
@@ -34,6 +35,7 @@ class LayerResult:
     tokens: int = 0
     problem: str = ""
     why: str = ""  # where a layer over the tolerance differs (:func:`diagnosis`)
+    key_at_zero: bool = False  # compared with the key at position 0 alone (QK-norm gains after the rotation)
 
     @property
     def holds(self) -> bool:
@@ -43,6 +45,10 @@ class LayerResult:
         if self.problem:
             return f"layer {self.layer:>3}  FAILS  {self.problem}"
         verdict = "holds" if self.holds else f"OVER the tolerance {self.tolerance:.0e}"
+        if self.key_at_zero:
+            return (f"layer {self.layer:>3}  max relative error {self.error:.1e} at the key at position 0, the "
+                    f"queries at d = 0..{self.tokens - 1} (QK-norm gains after the rotation: the form of the key at "
+                    f"0)  {verdict}")
         if not self.offsets:
             return (f"layer {self.layer:>3}  max relative error {self.error:.1e} at every pair of {self.tokens} "
                     f"tokens (no rotary: one form for every d)  {verdict}")
@@ -109,14 +115,18 @@ def check_layer(runner, layer: int, tolerance: float = DEFAULT_TOLERANCE) -> Lay
                                    bias=bias)
         W_Q, W_K = layer_weights(ckpt, layout, layer)
         rotary = layout.positional_of(layer).kind == "rope"
-        want = form_scores(layout, layer, W_Q, W_K, capture.x, capture.x, OFFSETS if rotary else None, r_kv)
+        key_at_zero = normed and norm.after_rotation and norm.gain != "none"  # Hunyuan: the form of the key at 0
+        want = form_scores(layout, layer, W_Q, W_K, capture.x, capture.x,
+                           OFFSETS if rotary and not key_at_zero else None, r_kv)
+        if key_at_zero:
+            allowed = allowed & (np.arange(T) == 0)[None, :]
     except (CheckError, ArchitectureError, ValueError) as exc:
         return LayerResult(layer, tolerance=tolerance, problem=" ".join(str(exc).split()))
     present = tuple(d for d in OFFSETS if d < T and np.diagonal(allowed, -d).any()) if rotary else ()
     error = relative(got, want, allowed)
     why = diagnosis(layout, layer, runner.tower_config(layer), got, want, allowed, tolerance) if error > tolerance \
         else ""
-    return LayerResult(layer, error, tolerance, present, T, why=why)
+    return LayerResult(layer, error, tolerance, () if key_at_zero else present, T, why=why, key_at_zero=key_at_zero)
 
 
 def _hints(layout, layer: int, config) -> str:

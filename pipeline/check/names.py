@@ -21,7 +21,7 @@ def parameter_sources(model, tensor_names) -> tuple[dict[str, str], set[str]]:
     transforms = get_model_conversion_mapping(model)
     renamings = [t for t in transforms if isinstance(t, WeightRenaming)]
     converters = [t for t in transforms if isinstance(t, WeightConverter)]
-    params = dict(model.named_parameters())
+    params = dict(model.named_parameters(remove_duplicate=False))
     out, converted = {}, set()
     for name in tensor_names:
         target, pattern = rename_source_key(name, renamings, converters, model.base_model_prefix, params)
@@ -34,7 +34,7 @@ def parameter_sources(model, tensor_names) -> tuple[dict[str, str], set[str]]:
 
 def _by_prefix(model, tensor_names) -> dict[str, str]:
     prefix = f"{model.base_model_prefix}." if model.base_model_prefix else ""
-    params = dict(model.named_parameters())
+    params = dict(model.named_parameters(remove_duplicate=False))
     out = {}
     for name in tensor_names:
         for target in (name, name[len(prefix):] if prefix and name.startswith(prefix) else None, prefix + name):

@@ -22,17 +22,20 @@ transformers' own code and compare the scores with those of the forms L(d) the p
 
 For each layer, transformers builds the model of the checkpoint's config (eager attention, float64) with only
 that layer's attention loaded from the checkpoint, so memory holds about one layer. The attention runs on
-random vectors x of full rank (72 tokens, fewer where a learned position table is shorter) and its
-pre-softmax scores are captured. They are compared with
+random vectors x of full rank (72 tokens, fewer where a learned position table is shorter; a vision tower's
+patches, Whisper's audio frames) and its pre-softmax scores are captured. They are compared with
 
     c x_j^T L(i - j) x_i,   L(d) = W_K^T R(d) W_Q,
 
 at the offsets d = i - j = 0, 1, 7 and 64, where W_Q, W_K are the weights the profiles read (QK-norm gain
 folded in; no --fold-ln), R(d) the layer's rotation (the identity without rotary) and c the softmax scale.
 What is no form is taken off the scores first: the QK-norm's divisors, a query temperature (Llama 4,
-Ministral 3), a tanh soft-cap (Gemma 2), attention sinks (gpt-oss) and an ALiBi bias. Biases of the
-projections are set to zero: they add terms linear in x, which the form leaves out. Each layer's line gives
-the largest error relative to the largest score, and whether it is within --tolerance.
+Ministral 3), a tanh soft-cap (Gemma 2), attention sinks (gpt-oss), and an ALiBi or T5 relative position
+bias (the layer's scores with its Q/K weights zero). Biases of the projections are set to zero: they add
+terms linear in x, which the form leaves out. A layer without rotary is compared at every pair; Hunyuan's
+(QK-norm gains after the rotation) with the key at position 0, the form its profile states; latent attention
+(DeepSeek) at its key latent's divisors. Each layer's line gives the largest error relative to the largest
+score, and whether it is within --tolerance; a failing layer's next line says where it differs.
 
 Then the store's row for the model (its name as `profiles` gives it, or --name) is compared with a fresh
 computation of the checked layers: a row written from another revision or shape, or a layer whose values

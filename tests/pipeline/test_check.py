@@ -247,3 +247,18 @@ def test_the_captured_x_has_full_rank(folders):
     layout = layout_from_config(ckpt.config)
     x = LayerRunner(ckpt, layout).run(0).x
     assert x.shape == (72, layout.d_model) and np.linalg.matrix_rank(x) == layout.d_model
+
+
+@pytest.mark.parametrize("name, layer", [("case:t5/encoder", 0), ("case:umt5/decoder", 2), ("case:falcon-alibi", 1)])
+def test_an_additive_position_bias_is_taken_off(folders, monkeypatch, name, layer):
+    """T5's bias per relative position (block 0's; UMT5's every layer's) and ALiBi are in the captured scores: the
+    layer holds with the bias taken off (the scores with Q/K zero) and is far off without."""
+    from pipeline.check import layers
+    from pipeline.check.forward import LayerRunner
+
+    case = CASES[name.split(":", 1)[1]]
+    ckpt = open_checkpoint(folders(name))
+    runner = LayerRunner(ckpt, layout_from_config(ckpt.config, case.tower))
+    assert layers.check_layer(runner, layer).error < 1e-12
+    monkeypatch.setattr(layers, "ADDITIVE_POSITIONS", ())
+    assert layers.check_layer(runner, layer).error > 1e-2
