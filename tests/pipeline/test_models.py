@@ -101,6 +101,8 @@ LEADING_CONFIGS = {
         intermediate_size=3072, vocab_size=32000), vision_config=dict(
         model_type="siglip_vision_model", hidden_size=768, num_attention_heads=12, num_hidden_layers=12,
         image_size=224, patch_size=16)),
+    "t5-base": dict(model_type="t5", d_model=768, num_layers=12, num_heads=12, d_kv=64, d_ff=3072,
+                    relative_attention_num_buckets=32, vocab_size=32128, feed_forward_proj="relu"),
 }
 
 
