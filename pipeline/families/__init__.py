@@ -29,10 +29,15 @@ Conventions every entry follows (docs/architecture.md, "Families", has the table
 - **Scale** (``Layout.scale``): 1/sqrt(head_dim), or what the family's config says (``query_pre_attn_scalar``,
   ``attention_multiplier``, GPT-2's ``scale_attn_weights``); a positive factor, it changes no profile.
 
+- **Forms by convention** (docs/architecture.md): DeepSeek's latent attention is read as the form at unit-RMS
+  latents (``latent``); Hunyuan's QK-norm gains after the rotation as the form of the key at position 0; T5's
+  relative position bias and gpt-oss's sinks, added to the scores, are left out.
+
 The modules: ``spec`` (the entry type and a layer's ``Positional``), ``table`` (one entry per family), ``layout``
 (a config -> :class:`~pipeline.families.layout.Layout`), ``positions`` (the positional kind of each layer),
-``tensors`` (one layer's W_Q, W_K, QK-norm folded in), ``rotary`` (R(d) and scaled inverse frequencies),
-``rotations`` (a layout's R(d) per layer), ``errors``. This package's names are their public face.
+``tensors`` (one layer's W_Q, W_K, QK-norm folded in), ``latent`` (multi-head latent attention's W_Q, W_K),
+``rotary`` (R(d) and scaled inverse frequencies), ``rotations`` (a layout's R(d) per layer), ``errors``. This
+package's names are their public face.
 """
 
 from pipeline.families.errors import ADDING_A_FAMILY, ArchitectureError

@@ -10,8 +10,9 @@ its config has a window, and a YaRN scaling by its parameters without its ``trun
 of BLOOM, GPT-NeoX, Falcon, GPT-2 and GPT-BigCode (llama.cpp's ``starcoder``) as ``attn_qkv`` with the rows [Q (H n) | K
 (Hkv n) | V (Hkv n)]: BLOOM's and GPT-NeoX's per-head [q | k | v] and Falcon's per key/value group [q ... | k | v]
 rearranged so, GPT-2's Conv1D transposed; the reader gives the Hugging Face tensors back (``pipeline.sources.gguf``),
-reading a fused tensor's q and k rows alone. DeepSeek V2 / V3 (``deepseek2``) keep their latent tensors, newer files
-with ``kv_b_proj`` split into ``attn_k_b`` (each head's key rows transposed) and ``attn_v_b``, joined back.
+reading a fused tensor's q and k rows alone. Hunyuan's (``hunyuan-dense``) NTK-alpha rotary is written as its scaled
+base, its QK-norm gains as ``attn_{q,k}_norm``. DeepSeek V2 / V3 (``deepseek2``) keep their latent tensors, newer
+files with ``kv_b_proj`` split into ``attn_k_b`` (each head's key rows transposed) and ``attn_v_b``, joined back.
 """
 
 from __future__ import annotations
@@ -40,7 +41,7 @@ ARCHITECTURES = {
     "ernie4_5-moe": ("ernie4_5_moe", False), "seed_oss": ("seed_oss", False), "apertus": ("apertus", False),
     "arcee": ("arcee", True), "granitemoe": ("granitemoe", True), "nemotron": ("nemotron", False),
     "gpt-oss": ("gpt_oss", False), "llama4": ("llama4_text", False), "qwen2vl": ("qwen2_vl_text", False),
-    "mistral3": ("mistral", True), "deepseek2": ("deepseek_v2", False),
+    "mistral3": ("mistral", True), "deepseek2": ("deepseek_v2", False), "hunyuan-dense": ("hunyuan_v1_dense", False),
 }
 # Architectures whose Q/K are one fused ``attn_qkv`` of rows [Q | K | V]: the Hugging Face names of that tensor and of
 # the attention norm's gain (Falcon's with two norms per layer, ``attn_norm_2`` in the file: ``ln_attn``).
@@ -59,6 +60,9 @@ TRANSPOSED = ("gpt2",)  # architectures whose ``attn_qkv`` the converter transpo
 NORM_SHIFTS = {"gemma": 1.0, "gemma2": 1.0, "gemma3": 1.0, "nemotron": 1.0}  # Nemotron's LayerNorm1P: 1 + weight too
 # The Hugging Face name of the attention norm where it is not ``input_layernorm`` (under ``model.layers.N.``)
 ATTN_NORMS = {"apertus": "attention_layernorm.weight"}
+# The Hugging Face names of the QK-norm gains where they are not ``self_attn.{q,k}_norm`` (Hunyuan's)
+QK_NORMS = {"hunyuan-dense": {"attn_q_norm.weight": "self_attn.query_layernorm.weight",
+                              "attn_k_norm.weight": "self_attn.key_layernorm.weight"}}
 _ROLES = {"attn_q.weight": "self_attn.q_proj.weight", "attn_k.weight": "self_attn.k_proj.weight",
           "attn_qkv.weight": "self_attn.qkv_proj.weight", "attn_norm.weight": "input_layernorm.weight",
           "attn_q_norm.weight": "self_attn.q_norm.weight", "attn_k_norm.weight": "self_attn.k_norm.weight",
@@ -84,6 +88,7 @@ def hf_name(gguf_name: str, arch: str = "", two_norms: bool = False) -> str | No
             template = "h.{l}.ln_attn.weight"
         return template.format(l=m.group(1)) if template is not None else None
     role = ATTN_NORMS.get(arch, _ROLES[m.group(2)]) if m.group(2) == "attn_norm.weight" else _ROLES[m.group(2)]
+    role = QK_NORMS.get(arch, {}).get(m.group(2), role)
     return f"model.layers.{m.group(1)}.{role}"
 
 

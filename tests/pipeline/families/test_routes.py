@@ -140,7 +140,7 @@ GGUF_ARCHS = {"qwen3": "qwen3", "qwen3_moe": "qwen3moe", "gemma": "gemma", "gemm
               "ernie4_5": "ernie4_5", "ernie4_5_moe": "ernie4_5-moe", "seed_oss": "seed_oss", "apertus": "apertus",
               "arcee": "arcee", "granitemoe": "granitemoe", "nemotron": "nemotron", "olmo3-yarn": "olmo2",
               "gpt_oss": "gpt-oss", "llama4_text": "llama4", "qwen2_vl/text": "qwen2vl", "mistral3/text": "mistral3",
-              "exaone4-no_window": "exaone4", "ministral3": "mistral3"}
+              "exaone4-no_window": "exaone4", "ministral3": "mistral3", "hunyuan_v1_dense": "hunyuan-dense"}
 # rotated as interleaved pairs by llama.cpp where transformers rotates halves: the converter permutes Q/K rows
 PERMUTED = ("granite", "smollm3", "arcee", "granitemoe", "mistral3")
 NORM_SHIFT = ("gemma", "gemma2", "gemma3", "nemotron")  # the converter stores these norm gains as 1 + weight
@@ -171,6 +171,7 @@ def _rope_scaling(w, rope: dict) -> None:
 
 def _metadata(w, arch: str, cfg, per_layer_pattern: bool = False) -> None:
     """The shape and rotary keys the converter writes, and each architecture's own."""
+    import gguf
 
     heads, head_dim = cfg.num_attention_heads, getattr(cfg, "head_dim", None) or cfg.hidden_size // \
         cfg.num_attention_heads
@@ -188,6 +189,9 @@ def _metadata(w, arch: str, cfg, per_layer_pattern: bool = False) -> None:
         w.add_sliding_window(cfg.sliding_window)
         w.add_sliding_window_pattern([t == "sliding_attention" for t in cfg.layer_types]
                                      if per_layer_pattern or arch != "gemma3" else int(cfg.sliding_window_pattern))
+    elif rope.get("rope_type") == "dynamic" and rope.get("alpha"):  # Hunyuan: its NTK-alpha base, unscaled
+        w.add_rope_freq_base(rope["rope_theta"] * rope["alpha"] ** (head_dim / (head_dim - 2)))
+        w.add_rope_scaling_type(gguf.RopeScalingType.NONE)
     else:
         w.add_rope_freq_base(rope["rope_theta"])
         w.add_rope_dimension_count(int(head_dim * rope.get("partial_rotary_factor", 1.0)))
@@ -231,7 +235,7 @@ def write_gguf(case_name: str, folder: str, path: Path, per_layer_pattern: bool 
         getattr(w, method)(value)
     shift = 1.0 if arch in NORM_SHIFT else 0.0
     roles = {"q_proj": "attn_q", "k_proj": "attn_k", "qkv_proj": "attn_qkv", "q_norm": "attn_q_norm",
-             "k_norm": "attn_k_norm"}
+             "k_norm": "attn_k_norm", "query_layernorm": "attn_q_norm", "key_layernorm": "attn_k_norm"}
     for layer in range(cfg.num_hidden_layers):
         at = f"{at_layers}{layer}."
         for hf, role in roles.items():
@@ -284,6 +288,8 @@ def test_gguf_of_each_architecture_reads_back_the_hf_weights(family_model, tmp_p
         np.testing.assert_allclose(inverse_frequencies(got), inverse_frequencies(want), rtol=1e-6)
     else:
         assert (got.layers, got.rope_scaling) == (want.layers, want.rope_scaling)
+        if want.positional == "rope" and not want.layers:  # the base too (Hunyuan's: its NTK-alpha base)
+            np.testing.assert_allclose(inverse_frequencies(got), inverse_frequencies(want), rtol=1e-6)
     for layer in range(want.n_layers):
         for fold in (False, True):
             (gq, gk), (wq, wk) = layer_weights(ggml, got, layer, fold), layer_weights(local, want, layer, fold)
