@@ -11,8 +11,10 @@ of BLOOM, GPT-NeoX, Falcon, GPT-2 and GPT-BigCode (llama.cpp's ``starcoder``) as
 (Hkv n) | V (Hkv n)]: BLOOM's and GPT-NeoX's per-head [q | k | v] and Falcon's per key/value group [q ... | k | v]
 rearranged so, GPT-2's Conv1D transposed; the reader gives the Hugging Face tensors back (``pipeline.sources.gguf``),
 reading a fused tensor's q and k rows alone. Hunyuan's (``hunyuan-dense``) NTK-alpha rotary is written as its scaled
-base, its QK-norm gains as ``attn_{q,k}_norm``. DeepSeek V2 / V3 (``deepseek2``) keep their latent tensors, newer
-files with ``kv_b_proj`` split into ``attn_k_b`` (each head's key rows transposed) and ``attn_v_b``, joined back.
+base, its QK-norm gains as ``attn_{q,k}_norm``. T5's (``t5``, mT5's and UMT5's too) encoder and decoder
+self-attention are ``enc.blk.N.attn_{q,k}`` and ``dec.blk.N.attn_{q,k}``. DeepSeek V2 / V3 (``deepseek2``) keep
+their latent tensors, newer files with ``kv_b_proj`` split into ``attn_k_b`` (each head's key rows transposed) and
+``attn_v_b``, joined back.
 """
 
 from __future__ import annotations
@@ -42,6 +44,7 @@ ARCHITECTURES = {
     "arcee": ("arcee", True), "granitemoe": ("granitemoe", True), "nemotron": ("nemotron", False),
     "gpt-oss": ("gpt_oss", False), "llama4": ("llama4_text", False), "qwen2vl": ("qwen2_vl_text", False),
     "mistral3": ("mistral", True), "deepseek2": ("deepseek_v2", False), "hunyuan-dense": ("hunyuan_v1_dense", False),
+    "t5": ("t5", False),
 }
 # Architectures whose Q/K are one fused ``attn_qkv`` of rows [Q | K | V]: the Hugging Face names of that tensor and of
 # the attention norm's gain (Falcon's with two norms per layer, ``attn_norm_2`` in the file: ``ln_attn``).
@@ -75,9 +78,17 @@ _ROLES = {"attn_q.weight": "self_attn.q_proj.weight", "attn_k.weight": "self_att
           "attn_k_b.weight": "self_attn.k_b_proj.weight", "attn_v_b.weight": "self_attn.v_b_proj.weight"}
 
 
+_T5_ROLES = {"attn_q": "SelfAttention.q.weight", "attn_k": "SelfAttention.k.weight", "attn_norm": "layer_norm.weight"}
+
+
 def hf_name(gguf_name: str, arch: str = "", two_norms: bool = False) -> str | None:
     """The Hugging Face name of a GGUF tensor this reader exposes (Q, K, fused QKV, attention and QK norms), else
-    None. ``two_norms``: a Falcon file with two norms per layer (its attention reads ``ln_attn``)."""
+    None. ``two_norms``: a Falcon file with two norms per layer (its attention reads ``ln_attn``). T5's self-attention
+    tensors are ``enc.blk.N.`` and ``dec.blk.N.``'s, under ``encoder.block.N.layer.0.`` and ``decoder...``."""
+    if arch == "t5":
+        m = re.fullmatch(r"(enc|dec)\.blk\.(\d+)\.(attn_q|attn_k|attn_norm)\.weight", gguf_name)
+        tower = {"enc": "encoder", "dec": "decoder"}
+        return f"{tower[m.group(1)]}.block.{m.group(2)}.layer.0.{_T5_ROLES[m.group(3)]}" if m else None
     m = re.fullmatch(r"blk\.(\d+)\.(.+)", gguf_name)
     if m is None or m.group(2) not in _ROLES:
         return None
@@ -193,6 +204,12 @@ def family_config(reader, arch: str, config: dict) -> dict:
         return {"model_type": "ministral3"}  # Ministral 3's text model (its query temperature)
     if arch == "deepseek2":
         return _latent_config(reader, config)
+    if arch == "t5":  # T5 and mT5 alike (the same attention); UMT5 by a relative bias table in every block
+        layers = config["num_hidden_layers"]
+        return {"model_type": "umt5" if "enc.blk.1.attn_rel_b.weight" in names else "t5",
+                "d_model": config["hidden_size"], "num_heads": config["num_attention_heads"],
+                "d_kv": config["head_dim"], "num_layers": layers,
+                "num_decoder_layers": int(metadata(reader, "t5.decoder_block_count", layers))}
     if arch == "gpt-oss" and "rope_scaling" in config:  # gpt-oss's YaRN is not truncated (GptOssConfig, its files)
         return {"rope_scaling": config["rope_scaling"] | {"truncate": False}}
     if arch in ("granite", "granitemoe"):

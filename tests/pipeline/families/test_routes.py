@@ -412,6 +412,52 @@ def test_gguf_of_a_latent_attention_reads_back_the_hf_weights(family_model, tmp_
             np.testing.assert_allclose(gk, wk, rtol=1e-6, atol=1e-7)
 
 
+@pytest.mark.parametrize("name", ["t5", "umt5"])
+def test_gguf_of_t5_reads_back_each_towers_hf_weights(family_model, tmp_path, name):
+    """T5 and UMT5 as llama.cpp writes them (``t5``: the encoder's blocks ``enc.blk.N``, the decoder's ``dec.blk.N``
+    and their count, heads of ``key_length``, the relative bias tables, block 0's or UMT5's every block's): each
+    tower's layout and weights, fold-ln gain included, equal the Hugging Face checkpoint's."""
+    import gguf
+    from safetensors.numpy import load_file
+
+    from pipeline.sources.gguf import open_gguf
+
+    _, folder, _ = family_model(f"{name}/encoder")
+    tensors = load_file(str(Path(folder) / "model.safetensors"))
+    cfg = getattr(transformers_module(), CASES[f"{name}/encoder"].config).from_pretrained(folder)
+    path = tmp_path / f"{name}.gguf"
+    w = gguf.GGUFWriter(str(path), "t5")
+    w.add_name(f"tiny {name}")
+    w.add_block_count(cfg.num_layers)
+    w.add_decoder_block_count(cfg.num_decoder_layers)
+    w.add_embedding_length(cfg.d_model)
+    w.add_head_count(cfg.num_heads)
+    w.add_key_length(cfg.d_kv)
+    w.add_value_length(cfg.d_kv)
+    w.add_relative_attn_buckets_count(cfg.relative_attention_num_buckets)
+    for short, tower, count in (("enc", "encoder", cfg.num_layers), ("dec", "decoder", cfg.num_decoder_layers)):
+        for layer in range(count):
+            at = f"{tower}.block.{layer}.layer.0."
+            for hf, role in (("SelfAttention.q", "attn_q"), ("SelfAttention.k", "attn_k"), ("layer_norm", "attn_norm"),
+                             ("SelfAttention.relative_attention_bias", "attn_rel_b")):
+                if (t := tensors.get(f"{at}{hf}.weight")) is not None:
+                    w.add_tensor(f"{short}.blk.{layer}.{role}.weight", t.astype(np.float32))
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    local, ggml = open_checkpoint(folder), open_gguf(path)
+    assert ggml.config["model_type"] == name
+    for tower in ("encoder", "decoder"):
+        want, got = layout_from_config(local.config, tower), layout_from_config(ggml.config, tower)
+        assert (got.shape, got.scale, got.positional) == (want.shape, want.scale, want.positional)
+        for layer in range(want.n_layers):
+            for fold in (False, True):
+                (gq, gk), (wq, wk) = layer_weights(ggml, got, layer, fold), layer_weights(local, want, layer, fold)
+                np.testing.assert_allclose(gq, wq, rtol=1e-6, atol=1e-7)
+                np.testing.assert_allclose(gk, wk, rtol=1e-6, atol=1e-7)
+
+
 # ---------------------------------------------------------------------------- GGUF of fused Q/K/V layouts
 
 # llama.cpp architecture -> the model it is written from: a case of cases.py, or a kind of tests/tiny_models.py's
