@@ -207,7 +207,17 @@ def when_ready(pages: rendered.Pages, key: tuple, pane: PagePane, title: str, wh
         doc.remove_periodic_callback(ticks)
         swap()
 
-    future.add_done_callback(lambda _: doc.add_next_tick_callback(arrived))
+    def queue_arrived() -> None:  # on the event loop: a session closed meanwhile has a destroyed document
+        if doc.session_context is None:
+            logging.getLogger("dashboard").info("%s arrived after its session closed", what)
+        else:
+            doc.add_next_tick_callback(arrived)
+
+    # The page's future completes on the pages' thread, and the session may have closed by then (Bokeh destroys its
+    # document on the event loop): the callback is handed to the event loop, which alone destroys documents, so the
+    # check and the queueing cannot be split by a destruction.
+    loop = asyncio.get_running_loop()
+    future.add_done_callback(lambda _: loop.call_soon_threadsafe(queue_arrived))
 
 
 def shown_model(rows: list[data.ModelRow], asked: str | None, runs: list[str] = ()) -> str | None:

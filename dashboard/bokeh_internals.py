@@ -6,6 +6,9 @@ per-session walk (``PagePane``); the exporter keeps Panel's bundles out of stati
 of those reaches names that Bokeh and Panel may change in any minor release, so they all live here, and
 ``tests/dashboard/test_dashboard_layers.py`` fails on a private Bokeh/Panel name anywhere else in the dashboard.
 
+``validation_per_thread`` makes Bokeh's switch of property validation, a class attribute every thread reads, hold in
+the thread that flips it only (``dashboard.rendered`` renders its pages on a thread of its own).
+
 Importing this module first checks that the installed Bokeh and Panel are the tested releases
 (``dashboard.versions``): outside that range it raises ``VersionError`` naming the range, before any
 private name is touched.
@@ -13,13 +16,17 @@ private name is touched.
 
 from __future__ import annotations
 
+import threading
+
 from dashboard.versions import check_versions
 
 check_versions()
 
 import panel as pn  # noqa: E402 - after the version check, on purpose
 from bokeh.core.has_props import HasProps  # noqa: E402
+from bokeh.core.property import bases as property_bases  # noqa: E402
 from bokeh.core.property.descriptors import PropertyDescriptor  # noqa: E402
+from bokeh.core.property.validation import validate  # noqa: E402
 from bokeh.core.property.wrappers import PropertyValueContainer  # noqa: E402
 from bokeh.core.serialization import Serializer  # noqa: E402
 from bokeh.document.callbacks import invoke_with_curdoc  # noqa: E402
@@ -86,6 +93,42 @@ def run_as_curdoc(doc, f) -> None:
 def is_deferred(serializer: Serializer) -> bool:
     """Whether ``serializer`` sends arrays as binary buffers (as a served document is sent)."""
     return serializer._deferred
+
+
+# Whether Bokeh validates property values in this thread (``validation_per_thread``); unset: it does.
+_VALIDATING = threading.local()
+
+
+def validation_per_thread() -> None:
+    """Make Bokeh's switch of property validation (``bokeh.core.properties.validate``) hold in the thread that flips
+    it only, for as long as the process lasts (calling it again changes nothing).
+
+    Bokeh keeps the switch in a class attribute (``Property._should_validate``) that every thread reads, and
+    HoloViews switches it off around each data source it fills. Without this, while the pages' thread renders
+    (``dashboard.rendered``), the event loop runs with validation off whenever it takes over inside such a window,
+    and Bokeh's serializer, which tells a data spec's constant from a field by validating it, sends a session's glyph
+    with its field as a constant: BokehJS throws ("Error rendering Bokeh items: TypeError: n is not iterable") and
+    the page never draws. With this, ``validate(value)`` sets a switch of the thread's own, and Bokeh's check
+    (``validation_on``) reads it and the class attribute, which stays the process-wide setting (Panel's
+    ``config.disable_validation`` sets it)."""
+    if property_bases.validation_on is _validation_on:
+        return
+    validate.__init__ = _switch_validation
+    validate.__exit__ = _restore_validation
+    property_bases.validation_on = _validation_on
+
+
+def _validation_on() -> bool:
+    return property_bases.Property._should_validate and getattr(_VALIDATING, "on", True)
+
+
+def _switch_validation(self: validate, value: bool) -> None:
+    self.old = getattr(_VALIDATING, "on", True)
+    _VALIDATING.on = bool(value)
+
+
+def _restore_validation(self: validate, typ, value, traceback) -> None:
+    _VALIDATING.on = self.old
 
 
 class PagePane(pn.pane.Bokeh):

@@ -8,7 +8,11 @@ hands each session a ``clone.Copy`` of it: the HoloViews views are rendered the 
 the store's path and the modification state of its groups, so a model recomputed while the server runs is
 rendered anew. Pages are rendered one at a time on a thread of their own, the pages a session waits for first,
 then those ``Pages.warm`` asks for ahead of any session; a session awaits a page's future, so the server's event
-loop keeps serving other sessions while a page is rendered (``dashboard.app``).
+loop keeps serving other sessions while a page is rendered (``dashboard.app``). What a rendering changes in Bokeh's
+process-wide state stays on that thread: each plot is attached to a document of its own, never to the session
+whose callback runs on the event loop meanwhile (``common.render``), and Bokeh's switch of property validation,
+which HoloViews turns off while it fills each data source, holds per thread (``bokeh_internals.validation_per_thread``,
+set before the thread starts). tests/browser/test_served_loads.py loads pages while the thread renders.
 
 A rendered page is checked once with Bokeh's document validation (its warnings go to the log), so the
 served app switches off the same check on every session's document (``app.serve_settings``): a copy has the models
@@ -40,6 +44,7 @@ from bokeh.model import Model
 from bokeh.models import AllIndices, CDSView, ColumnDataSource, Plot, UnionRenderers
 
 from dashboard import data, serialized
+from dashboard.bokeh_internals import validation_per_thread
 from dashboard.clone import Copy, Plan, copy_layout, copy_plan
 from dashboard.common.render import models_by_name
 from dashboard.serialized import Encoded
@@ -182,6 +187,7 @@ class Pages:
         after it; the caller holds the lock."""
         self._queue.insert(0 if first else len(self._queue), (key, work))
         if self._thread is None:
+            validation_per_thread()  # HoloViews switches validation off while it renders: only for this thread
             self._thread = threading.Thread(target=self._run, name="pages", daemon=True)
             self._thread.start()
         self._lock.notify()

@@ -52,8 +52,18 @@ def render(obj):
 @functools.cache
 def _canvas_renderer():
     """HoloViews' Bokeh renderer without WebGL, made once per process (``hv.render(obj, backend="bokeh",
-    webgl=False)`` would make one per call)."""
-    return hv.renderer("bokeh").instance(webgl=False)
+    webgl=False)`` would make one per call), that attaches each plot to a new document.
+
+    Outside a notebook HoloViews attaches a plot to ``bokeh.io.curdoc()``, sets its theme on that document and hooks
+    the plot into the end of its session. In the served app ``curdoc()`` is, process-wide, the document of the session
+    whose callback runs on the event loop at that moment, so a page rendered on the pages' thread
+    (``dashboard.rendered``) would change that session's document from the wrong thread: HoloViews' theme on its
+    titles (and the session's page serialised anew on the event loop) and a callback that holds the plot; elsewhere
+    the process's own document would hold every plot rendered. As in a notebook (``notebook_context``), each plot gets
+    a ``Document()`` of its own, which no page ever shows."""
+    renderer = hv.renderer("bokeh").instance(webgl=False)
+    renderer.notebook_context = True
+    return renderer
 
 
 def models_by_name(*models: Model) -> dict[str, list[Model]]:

@@ -257,15 +257,15 @@ def free_port() -> int:
 
 
 def serve_app(store_path, port: int | None = None, timeout: float = 90.0, script: Path | None = None,
-              args: tuple[str, ...] = ()):
+              args: tuple[str, ...] = (), server_args: tuple[str, ...] = ()):
     """Start ``panel serve dashboard/app.py`` (or another app ``script``) on 127.0.0.1 in a subprocess, ``args``
-    after the store's; returns (process, url) once the server says it is running. Its output goes to the file
-    ``process.log_path``."""
+    after the store's, ``server_args`` as ``panel serve``'s own options (after its defaults here, so they win);
+    returns (process, url) once the server says it is running. Its output goes to the file ``process.log_path``."""
     port = port or free_port()
     script = Path(script or REPO / "dashboard" / "app.py")
     cmd = [sys.executable, "-m", "panel", "serve", str(script), "--port", str(port),
            "--address", "127.0.0.1", "--allow-websocket-origin", f"127.0.0.1:{port}", "--log-level", "info",
-           "--args", "--store", str(store_path), *args]
+           *server_args, "--args", "--store", str(store_path), *args]
     log = tempfile.NamedTemporaryFile(prefix="panel-serve-", suffix=".log", delete=False)
     proc = subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     proc.log_path = log.name
