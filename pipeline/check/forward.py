@@ -6,7 +6,9 @@ frequencies are computed as the class computes them). For one layer:
 
 - the parameters of that layer's attention module (the parent of its Q/K projections, QK-norms and gpt-oss's
   sinks included) get the checkpoint's values in float64; every bias in it is zero (a bias adds terms linear in x,
-  which are no part of the form the profile describes); every other parameter of the model is a zero of its shape
+  which are no part of the form the profile describes), and so is a parameter the checkpoint lacks (a GGUF or ONNX
+  file read for its Q/K alone has no V and O; ``LayerRunner.missing`` names them: a missing tensor that enters the
+  scores makes the layer fail); every other parameter of the model is a zero of its shape
   that holds no memory (``torch.zeros(()).expand``), so peak memory is about one layer's attention;
 - the other layers of the model's layer list are stand-ins that pass a zero hidden state on; the layer's own
   input is a zero (1, T, N) tensor, and the input of its Q/K projections is replaced by x, T random vectors
@@ -154,6 +156,7 @@ class LayerRunner:
             self._set(name, self._zero.expand(p.shape))
         self._sources, self._converted = parameter_sources(self.model, ckpt.tensor_names())
         self._param_of = {stored: name for name, stored in self._sources.items()}
+        self.missing: set[str] = set()  # attention parameters the checkpoint lacks (set to zero), by relative name
 
     def _set(self, name: str, value) -> None:
         torch, _ = _torch()
@@ -207,9 +210,10 @@ class LayerRunner:
                 self._set(name, torch.zeros(p.shape, dtype=torch.float64))
                 continue
             stored = self._sources.get(name)
-            if stored is None:
-                raise CheckError(f"the checkpoint has no tensor for {name}, a parameter of transformers' attention of "
-                                 f"layer {layer}; is it a complete {self.layout.family} checkpoint?")
+            if stored is None:  # a file that holds Q/K alone (GGUF, ONNX as read here): V and O enter no score
+                self.missing.add(name[len(paths.attention) + 1:])
+                self._set(name, torch.zeros(p.shape, dtype=torch.float64))
+                continue
             if name in self._converted:
                 raise CheckError(f"transformers builds {name} from several checkpoint tensors as it loads them "
                                  f"({stored}, ...); the check reads tensors as stored")

