@@ -60,17 +60,16 @@ def latent_qk(layout, names: dict[str, str], read, read_rows) -> tuple[np.ndarra
     def f64(name):
         return np.asarray(read(name), dtype=np.float64)
 
+    order = np.r_[nope:nope + rope, 0:nope]  # a head's [nope | rope] rows as [rope | nope]
     if "q" in names:
-        Q = f64(names["q"]).reshape(H, nope + rope, N)
-    else:
+        W_Q = np.ascontiguousarray(f64(names["q"]).reshape(H, nope + rope, N)[:, order])
+    else:  # the product written once, in its final row order (one (H, n, N) float64 array at the peak)
         down = (offset + f64(names["q_a_norm"]))[:, None] * f64(names["q_a"])  # G_qa W_qa
-        Q = f64(names["q_b"]).reshape(H, nope + rope, -1) @ down
+        W_Q = np.matmul(f64(names["q_b"]).reshape(H, nope + rope, -1)[:, order], down)
     kv_a = f64(names["kv_a"])
     latent = (offset + f64(names["kv_a_norm"]))[:, None] * kv_a[:kvr]  # G_kva W_kva's latent rows
     up = np.asarray(read_rows(names["kv_b"], key_rows(lat, H)), dtype=np.float64).reshape(H, nope, kvr)
-    W_Q = np.empty((H, rope + nope, N))
-    W_Q[:, :rope], W_Q[:, rope:] = Q[:, nope:], Q[:, :nope]
     W_K = np.empty((H, rope + nope, N))
     W_K[:, :rope] = kv_a[kvr:]  # the rotary key, shared by every head
-    W_K[:, rope:] = up @ latent
+    np.matmul(up, latent, out=W_K[:, rope:])
     return W_Q, W_K
