@@ -52,9 +52,11 @@ class LayerResult:
         if not self.offsets:
             return (f"layer {self.layer:>3}  max relative error {self.error:.1e} at every pair of {self.tokens} "
                     f"tokens (no rotary: one form for every d)  {verdict}")
-        missing = [d for d in OFFSETS if d not in self.offsets]
-        note = f" (d = {', '.join(map(str, missing))} not checked: no unmasked pair at that offset in " \
-               f"{self.tokens} tokens)" if missing else ""
+        beyond = [d for d in OFFSETS if d not in self.offsets and d >= self.tokens]
+        masked = [d for d in OFFSETS if d not in self.offsets and d < self.tokens]
+        note = "".join([f" (d = {', '.join(map(str, beyond))} not checked: beyond {self.tokens} tokens)" if beyond
+                        else "", f" (d = {', '.join(map(str, masked))} not checked: the model masks every pair at "
+                                 "that offset, a sliding window)" if masked else ""])
         return (f"layer {self.layer:>3}  max relative error {self.error:.1e} at d = "
                 f"{', '.join(map(str, self.offsets))}  {verdict}{note}")
 

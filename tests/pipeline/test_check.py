@@ -82,6 +82,10 @@ def test_every_layer_of_each_model_is_checked(capsys, tmp_path, folders):
     assert rc == 0 and sorted(_layers(out)) == [0, 1, 3]
     assert any(line.startswith("layer   3") and "(no rotary: one form for every d)" in line
                for line in out.splitlines())  # Llama 4's layer without rotary: every pair compared
+    rc, out, _ = cli(capsys, folders("case:gpt_oss"), "--store", str(tmp_path / "none.zarr"))
+    assert rc == 0 and "layer   0  max relative error" in out  # a sliding window of 32 tokens on layer 0
+    assert "at d = 0, 1, 7  holds (d = 64 not checked: the model masks every pair at that offset, a sliding " \
+           "window)" in out and re.search(r"layer   1  max relative error \S+ at d = 0, 1, 7, 64  holds$", out, re.M)
 
 
 def _llama(folder, rope_parameters):
