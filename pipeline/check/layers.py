@@ -36,12 +36,16 @@ class LayerResult:
     problem: str = ""
     why: str = ""  # where a layer over the tolerance differs (:func:`diagnosis`)
     key_at_zero: bool = False  # compared with the key at position 0 alone (QK-norm gains after the rotation)
+    no_form: str = ""  # a hybrid model's layer that is not softmax attention: what it is (nothing to compare)
 
     @property
     def holds(self) -> bool:
-        return not self.problem and self.error <= self.tolerance
+        return bool(self.no_form) or (not self.problem and self.error <= self.tolerance)
 
     def line(self) -> str:
+        if self.no_form:
+            return (f"layer {self.layer:>3}  no form: {self.no_form}, not softmax attention (stored as a layer "
+                    "without a form); nothing to compare")
         if self.problem:
             return f"layer {self.layer:>3}  FAILS  {self.problem}"
         verdict = "holds" if self.holds else f"OVER the tolerance {self.tolerance:.0e}"
@@ -90,6 +94,8 @@ def check_layer(runner, layer: int, tolerance: float = DEFAULT_TOLERANCE) -> Lay
     from pipeline.check.forward import CheckError
 
     layout, ckpt = runner.layout, runner.ckpt
+    if layout.positional_of(layer).kind == "no form":  # a hybrid's convolution, Mamba or linear-attention layer
+        return LayerResult(layer, tolerance=tolerance, no_form=layout.spec.hybrid.other)
     try:
         capture = runner.run(layer)
         T, H = len(capture.x), layout.n_heads
