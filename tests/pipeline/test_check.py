@@ -343,3 +343,10 @@ def test_the_console_script_checks_alike(capsys, tmp_path, folders):
     done = subprocess.run([str(script), "check", *argv], capture_output=True, text=True, timeout=600)
     rc, out, _ = cli(capsys, *argv)
     assert done.returncode == rc == 0 and done.stdout == out and "layer   1  max relative error" in out
+
+
+def test_a_model_of_several_towers_is_checked_tower_by_tower(capsys, tmp_path, folders):
+    rc, out, _ = cli(capsys, folders("case:clip/vision"), "--layers", "0", "--store", str(tmp_path / "none.zarr"))
+    heads = [line.split(":")[0] for line in out.splitlines() if ": clip, " in line]
+    assert rc == 0 and heads == ["tiny-clip-vision/text", "tiny-clip-vision/vision"], out
+    assert out.count("layer   0  max relative error") == 2
