@@ -47,7 +47,13 @@ from dashboard.data import ModelData
 from dashboard.profiles.layers import PANEL_STEP, histograms, layer_heatmaps
 from dashboard.profiles.page_analyses import analyses_tab, page_tabs
 from dashboard.profiles.page_details import more_views
-from dashboard.profiles.page_texts import DEFINITIONS, model_line, static_layers_html, status_html
+from dashboard.profiles.page_texts import (
+    DEFINITIONS,
+    formless_layers_html,
+    model_line,
+    static_layers_html,
+    status_html,
+)
 from dashboard.profiles.payload import pack_profiles
 from dashboard.profiles.tetrahedron import by_cluster, by_type, tetrahedron
 from pipeline.schema import COORDINATES
@@ -190,9 +196,10 @@ def _d_controls(models: PageModels, m: ModelData, play_interval_ms: int, sheet) 
             else "its learned bias per relative position is added to each score, not a form of the two tokens, and "
                  "left out" if r.positional == "relative bias"
             else f"with {html.escape(r.positional)} positions")
+    formless = formless_layers_html(r)  # a hybrid's layers without a form, named beside either note
     note = Div(text=f'<p class="note">The form does not depend on position ({kind}): one profile per head, no d '
-               "slider.</p>", stylesheets=[sheet], width=330, name="position_note", visible=not rotary)
-    static = static_layers_html(r)
+               "slider.</p>" + formless, stylesheets=[sheet], width=330, name="position_note", visible=not rotary)
+    static = static_layers_html(r) + formless
     static_note = Div(text=static, stylesheets=[sheet], width=330, name="static_layers_note",
                       visible=rotary and bool(static))
     return dslider, row(column(dslider, static_note), play, note, name="position_controls")

@@ -86,6 +86,8 @@ def conventions_parts(r: ModelRow) -> list[str]:
         out.append(f"soft-cap {r.softcap:g}")
     if r.rotary and r.static_layers:
         out.append(f"no rotary in {layer_list(r.static_layers)}")
+    if r.formless_layers:
+        out.append(f"no form in {layer_list(r.formless_layers)} (not softmax attention)")
     thetas = {t for t, kind in zip(r.layer_rope_theta, r.layer_kinds, strict=False) if kind == "rope"}
     if len(thetas) > 1:
         out.append("rotary bases " + ", ".join(f"{t:g}" for t in sorted(thetas)) + " by layer")
@@ -111,6 +113,19 @@ def static_layers_html(r: ModelRow) -> str:
     verb = "does" if len(static) == 1 else "do"
     return (f'<p class="note"><b>{layer_list(static)}</b> {verb} not move with d: {without}, one form at every '
             "offset.</p>")
+
+
+def formless_layers_html(r: ModelRow) -> str:
+    """Beside the d slider, or the note shown instead of it: a hybrid model's layers without a form
+    (``ModelRow.formless_layers``: Mamba, convolutions, linear attention), which no view draws; '' for other
+    models."""
+    formless = r.formless_layers
+    if not formless:
+        return ""
+    verb = "is" if len(formless) == 1 else "are"
+    return (f'<p class="note"><b>{layer_list(formless)}</b> {verb} not softmax attention (a hybrid model\'s Mamba, '
+            "convolution or linear-attention layers): no form, no heads in the views; the profiles are of the "
+            f"{r.n_layers - len(formless)} softmax layers.</p>")
 
 
 def status_html(m: ModelData) -> str:

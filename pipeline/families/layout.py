@@ -168,7 +168,8 @@ def layout_from_config(config: dict, tower: str | None = None) -> Layout:
     layers = layer_positionals(entry, cfg, n, L)
     if entry.latent is not None:
         _refuse_latent_yarn_factor(layers, what)
-    first = next((p for p in layers if p.kind == "rope"), layers[0])
+    # the model's kind: its first rotary layer's, else its first layer with a form (a hybrid's softmax layer)
+    first = next((p for p in layers if p.kind == "rope"), next(p for p in layers if p.kind != "no form"))
     uniform = all(p == layers[0] for p in layers)
     norms = ("" if entry.qk_norm is None else entry.qk_norm.text(), "" if entry.latent is None else entry.latent.text())
     qk = "; ".join(t for t in (*norms, entry.query_temperature) if t)

@@ -125,8 +125,38 @@ def _uses_rope(config: dict, n_layers: int) -> list[bool]:
     return [bool(f) for f in flags]
 
 
+def softmax_layers(entry: Family, config: dict, n_layers: int) -> list[bool]:
+    """Whether each layer of a hybrid model is softmax attention (``spec.Hybrid``); every layer of another model."""
+    h = entry.hybrid
+    if h is None:
+        return [True] * n_layers
+    listed = config.get(h.types_key) if h.types_key else None
+    listed = listed if listed is not None else config.get(h.flags_key) if h.flags_key else None
+    if listed is not None:
+        if len(listed) != n_layers:
+            raise _error(f"{h.types_key if config.get(h.types_key) is not None else h.flags_key} lists {len(listed)} "
+                         f"layers for {n_layers}; config.json is inconsistent")
+        return [t in h.softmax if isinstance(t, str) else bool(t) for t in listed]
+    if h.index_key:
+        index = config.get(h.index_key)
+        return [True] * n_layers if index is None else [i in set(index) for i in range(n_layers)]
+    period_key, period, offset_key, offset = h.period
+    period = int(config.get(period_key) or period) if period_key else period
+    offset = int(config.get(offset_key) if config.get(offset_key) is not None else offset) if offset_key else offset
+    return [i % period == offset for i in range(n_layers)]
+
+
 def layer_positionals(entry: Family, config: dict, n: int, n_layers: int) -> list:
-    """The :class:`~pipeline.families.spec.Positional` of each layer."""
+    """The :class:`~pipeline.families.spec.Positional` of each layer: "no form" for a hybrid model's layers that are
+    not softmax attention (:func:`softmax_layers`)."""
+    kinds = _layer_positionals(entry, config, n, n_layers)
+    softmax = softmax_layers(entry, config, n_layers)
+    if not any(softmax):
+        raise _error(f"this {entry.name} config has no layer of softmax attention: nothing has a form to profile")
+    return [p if s else Positional("no form") for p, s in zip(kinds, softmax, strict=True)]
+
+
+def _layer_positionals(entry: Family, config: dict, n: int, n_layers: int) -> list:
     def rope(layer_type: str | None) -> Positional:
         theta, rotary, pairs = _rope_of(entry, config, n, layer_type)
         return Positional("rope", rotary, theta, entry.rotary_style, pairs)

@@ -131,6 +131,23 @@ class Latent:
         return f"rms of {which} (latent attention): the form at unit-RMS latents, the norms' gains folded in"
 
 
+@dataclass(frozen=True)
+class Hybrid:
+    """A hybrid model's layers of softmax attention, the only ones with a form; the others (``other``: Mamba, short
+    convolutions, linear attention) hold no query-key product to profile and are stored as layers without a form
+    (positional kind "no form", their profiles NaN). The softmax layers, from the first of these a config has:
+    ``types_key`` (a list of each layer's type; the types in ``softmax``), ``flags_key`` (1 = softmax, MiniMax's
+    attn_type_list), ``index_key`` (the softmax layers' indices; absent: every layer), else ``period`` (period key,
+    default, offset key, default): layer i is softmax where i % period == offset."""
+
+    other: str
+    softmax: tuple[str, ...] = ("full_attention",)
+    types_key: str = "layer_types"
+    flags_key: str = ""
+    index_key: str = ""
+    period: tuple = ()
+
+
 class _Set:
     def __repr__(self) -> str:
         return "SET"
@@ -195,6 +212,7 @@ class Family:
     type_theta: tuple[tuple[str, tuple[str, ...], float], ...] = ()
     qk_norm: QKNorm | None = None
     latent: Latent | None = None  # split "latent": multi-head latent attention's tensors and sizes
+    hybrid: Hybrid | None = None  # a hybrid model: which layers are softmax attention (the others have no form)
     # a positive per-query factor on the queries (Llama 4's attention temperature on its layers without rotary,
     # Ministral 3's on every layer), for the record: treated as the QK-norm divisors are, it changes no form
     query_temperature: str = ""

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from pipeline.families.spec import SET, Family, Latent, QKNorm, when
+from pipeline.families.spec import SET, Family, Hybrid, Latent, QKNorm, when
 
 _ABS, _ALIBI, _BIAS = "learned absolute", "alibi", "relative bias"
 _ATTN = "layers.{l}.self_attn."
@@ -210,6 +210,13 @@ ENTRIES = (
     _decoder("hunyuan_v1_dense", ntk_alpha=True, qk_norm=QKNorm(
         "rms", "head", "shared", _ATTN + "query_layernorm.weight", _ATTN + "key_layernorm.weight",
         after_rotation=True)),
+    # ---------------------------------------------------------------- hybrids: their softmax layers profiled, the
+    # others stored as layers without a form (spec.Hybrid)
+    # LFM2: gated short convolutions, and attention layers (full_attn_idxs) with QK-norm per head, the pre-norm
+    # operator_norm
+    _decoder("lfm2", head_dim=(), ln="layers.{l}.operator_norm.weight",
+             qk_norm=QKNorm("rms", "head", "shared", _ATTN + "q_layernorm.weight", _ATTN + "k_layernorm.weight"),
+             hybrid=Hybrid("short convolution", index_key="full_attn_idxs")),
     # ---------------------------------------------------------------- encoders
     Family("bert", **_BERT),
     Family("roberta", **_BERT),

@@ -55,10 +55,13 @@ def qk_tensor_names(layout, tensor_names, layer: int, fold_ln: bool = False) -> 
 
     ``{'qkv': name}`` for fused families, ``{'q': name, 'k': name}`` otherwise; with a QK-norm its gains
     (``q_norm``, ``k_norm``, or ``q_norm.h`` / ``k_norm.h`` for one tensor per head); with ``fold_ln`` the
-    layer-norm gain as ``ln``. Raises ArchitectureError naming the missing tensor.
+    layer-norm gain as ``ln``; {} for a hybrid model's layer without a form (no softmax attention, nothing to read).
+    Raises ArchitectureError naming the missing tensor.
     """
     if not 0 <= layer < layout.n_layers:
         raise _error(f"layer {layer} out of range: the model has {layout.n_layers} layers")
+    if layout.positional_of(layer).kind == "no form":
+        return {}
     spec = layout.spec
     names = [t for t in tensor_names if not spec.within or any(w in t for w in spec.within)]
     fill = {"l": layer, "p": layer - 1}

@@ -13,11 +13,14 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from functools import lru_cache
 
+import numpy as np
+
 from pipeline.families import layer_qk, layout_from_config
 from pipeline.families import rotations as rotations_of
 from pipeline.profile import head_profiles
 from pipeline.registry.checkpoints import open_checkpoint
 from pipeline.run.destination import open_store
+from pipeline.schema import SPECTRA, STATISTICS
 from pipeline.sources.base import CheckpointError
 from pipeline.sources.baseline import is_baseline, open_baseline
 
@@ -31,7 +34,10 @@ def open_source(source: str, revision: str | None = None):
 
 def read_layer(ckpt, layout, layer: int, fold_ln: bool):
     """One layer's Q/K (``pipeline.families.LayerQK``): read from a checkpoint's tensors through the family
-    table, or made by a source that makes its heads (a random baseline's ``make_layer``)."""
+    table, or made by a source that makes its heads (a random baseline's ``make_layer``); None for a hybrid model's
+    layer without a form (no softmax attention: nothing to read)."""
+    if layout.positional_of(layer).kind == "no form":
+        return None
     make = getattr(ckpt, "make_layer", None)
     return make(layer) if make is not None else layer_qk(ckpt, layout, layer, fold_ln)
 
@@ -43,13 +49,26 @@ def compute_layer(ckpt, layout, layer: int, fold_ln: bool, rotations=None, qk=No
 
     The layer's Q/K are read compact (an exact compact dtype, grouped key heads once; :func:`read_layer`), or
     given as ``qk`` (``pipeline.families.LayerQK``, read already: :func:`read_ahead`), and each head is
-    converted to float64 only while it is profiled (``pipeline.profile.head_profiles``)."""
+    converted to float64 only while it is profiled (``pipeline.profile.head_profiles``).
+
+    A hybrid model's layer without a form (Mamba, a convolution, linear attention: no query-key product) gets every
+    value NaN, its spectra of no eigenvalue: written as any layer, so that the model completes and its checksums
+    hold, and read as a layer with no heads to draw."""
+    if layout.positional_of(layer).kind == "no form":
+        return formless_values(layout.n_heads)
     if qk is None:
         qk = read_layer(ckpt, layout, layer, fold_ln)
     if rotations is None:
         rotations = rotations_of(layout, layer=layer)  # per layer: some models' layers differ (SmolLM3, Gemma 3)
     return head_profiles(qk.W_Q, qk.W_K, rotations, kv_of_head=qk.kv_of_head, gain=qk.gain,
                          at_zero=True).layer_values()
+
+
+def formless_values(heads: int) -> tuple:
+    """The values of a layer without a form, in ``compute_layer``'s order: NaN profile (heads, 4), norm, statistics,
+    and spectra of length 0 (padded with NaN when written)."""
+    return (np.full((heads, 4), np.nan), np.full(heads, np.nan), np.full((heads, len(STATISTICS)), np.nan),
+            np.empty((heads, 0)), np.empty((len(SPECTRA), heads, 0)))
 
 
 @contextlib.contextmanager
@@ -80,7 +99,7 @@ def reading_ahead(read: Callable[[int], object], count: int):
             nonlocal ahead
             index, future = ahead or (None, None)
             qk = future.result() if index == i else read(i)
-            small = qk.W_Q.nbytes + qk.W_K.nbytes <= READ_AHEAD_BYTES
+            small = qk is None or qk.W_Q.nbytes + qk.W_K.nbytes <= READ_AHEAD_BYTES  # None: a layer without a form
             ahead = (i + 1, pool.submit(read, i + 1)) if i + 1 < count and small else None
             return qk
 

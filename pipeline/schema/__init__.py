@@ -71,7 +71,9 @@ ORBITS_SWEEP = "orbits_sweep"
 ORBITS_SEARCH = "orbits_search"
 
 # "relative bias": a learned bias per relative position added to each score (T5), no form of the two tokens
-POSITIONAL_KINDS = ("learned absolute", "alibi", "rope", "none", "relative bias")
+# "no form": a hybrid model's layer that is not softmax attention (Mamba, a convolution, linear attention), no query-key
+# product to profile: its profiles are NaN (a layer kind only, never a model's ``positional``)
+POSITIONAL_KINDS = ("learned absolute", "alibi", "rope", "none", "relative bias", "no form")
 
 # The command that (re)writes each group, for error messages.
 WRITE_COMMANDS = {

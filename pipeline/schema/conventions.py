@@ -15,7 +15,9 @@ What a profile does not show but a reader needs beside it, written when a model 
   rotary base ``layer_rope_theta`` (0 for a layer without rotary) and its frequency scaling ``layer_rope_scaling``
   ("" = none, else e.g. ``linear factor=8``). A layer moves with d exactly when its kind is ``rope``: the layers of
   another kind in a rotary model (SmolLM3's layers without rotary) have one form at every d, and Gemma 3's and
-  ModernBERT's sliding and global layers rotate with their own bases.
+  ModernBERT's sliding and global layers rotate with their own bases. A hybrid model's layers that are not softmax
+  attention (Jamba's Mamba layers, LFM2's convolutions, Qwen3-Next's and MiniMax's linear attention) are of kind
+  ``no form``: no query-key product, their profiles and statistics NaN (written, so the model completes).
 
 Optional within the schema version: a store written before these variables opens, and ``python -m pipeline verify
 --upgrade`` or the next registration adds them, empty. A model stored before them reads as not recorded: ``tower``,
@@ -78,9 +80,10 @@ CONVENTION_ATTRS = {
     "these variables; scale and softcap then NaN)",
     "layer_positional": "per (model, layer): the layer's positional kind (learned absolute, alibi, rope, none, "
     "relative bias: T5's learned bias per relative position, added to each score and not a form of the two tokens, "
-    "left out of the profile); a layer moves with d exactly when it is 'rope'. '' = not recorded: the model's "
-    "positional. layer_rope_theta: the layer's rotary base (0 = no rotary, NaN = not recorded); layer_rope_scaling: "
-    "its frequency scaling ('' = none, e.g. 'linear factor=8')",
+    "left out of the profile; no form: a hybrid model's layer that is not softmax attention, Mamba, a convolution or "
+    "linear attention, its profiles NaN); a layer moves with d exactly when it is 'rope'. '' = not recorded: the "
+    "model's positional. layer_rope_theta: the layer's rotary base (0 = no rotary, NaN = not recorded); "
+    "layer_rope_scaling: its frequency scaling ('' = none, e.g. 'linear factor=8')",
 }
 
 
@@ -153,6 +156,13 @@ class ConventionMethods:
 
     @property
     def static_layers(self) -> tuple[int, ...]:
-        """The layers whose form is the same at every offset d (any kind but rope). In a rotary model these are the
-        layers a d slider does not move (SmolLM3's layers without rotary); in a model without rotary, all of them."""
-        return tuple(layer for layer, kind in enumerate(self.layer_kinds) if kind != "rope")
+        """The layers whose form is the same at every offset d (any kind but rope, and a form). In a rotary model
+        these are the layers a d slider does not move (SmolLM3's layers without rotary); in a model without rotary,
+        all of them but those without a form."""
+        return tuple(layer for layer, kind in enumerate(self.layer_kinds) if kind not in ("rope", "no form"))
+
+    @property
+    def formless_layers(self) -> tuple[int, ...]:
+        """A hybrid model's layers without a form (kind "no form": Mamba, a convolution, linear attention), their
+        profiles NaN."""
+        return tuple(layer for layer, kind in enumerate(self.layer_kinds) if kind == "no form")

@@ -209,3 +209,30 @@ def test_a_t5_page_says_its_relative_position_bias_is_left_out(tmp_path):
         assert note.visible and not page["d_slider"][0].visible
         assert "its learned bias per relative position is added to each score, not a form of the two tokens, and " \
                "left out" in note.text
+
+
+def test_a_hybrid_page_names_its_layers_without_a_form_and_draws_no_heads_for_them(tmp_path):
+    """LFM2's config makes layers 0 and 2 short convolutions (no softmax attention, no form): the note beside the d
+    slider and the info line name them, the page draws no point for their heads, and the softmax layers' points are
+    their stored profiles."""
+    from tests.pipeline.families.cases import save
+    from tests.pipeline.test_cli_profiles import cli
+
+    case = CASES["lfm2"]
+    model = build(case)
+    formless = [layer for layer, kind in enumerate(model.config.layer_types) if kind == "conv"]
+    assert formless == [0, 2]
+    folder = save(model, case, tmp_path / "tiny-lfm2")
+    store = tmp_path / "s.zarr"
+    assert cli("profiles", folder, "--store", store, "--quiet") == 0
+    page = models_by_name(profiles_view(data.model_data(store, "tiny-lfm2"), None))
+    (note,) = page["static_layers_note"]
+    assert note.visible and page["d_slider"][0].visible
+    assert "<b>layers 0 and 2</b> are not softmax attention" in note.text and "the 2 softmax layers" in note.text
+    assert "no form in layers 0 and 2 (not softmax attention)" in page["model_line"][0].text
+    want = stored(store, "tiny-lfm2")
+    L, H = want.shape[:2]
+    (heads,) = page["heads"]
+    points = np.stack([heads.data[c] for c in "abcd"], 1).reshape(L, H, 4)
+    assert np.isnan(points[formless]).all()
+    np.testing.assert_allclose(points[[1, 3]], want[[1, 3], :, 0], atol=0.5 / 65534)

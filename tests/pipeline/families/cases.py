@@ -246,6 +246,11 @@ CASES: dict[str, Case] = {
     "deepseek_v3": Case("DeepseekV3Config", _MLA, "DeepseekV3ForCausalLM", **_MLA_PROBE),
     "deepseek_v3-rotate_half": Case("DeepseekV3Config", _MLA | dict(rope_interleave=False), "DeepseekV3ForCausalLM",
                                     **_MLA_PROBE),
+    # hybrids: the layers of softmax attention alone run a softmax, and alone have a form
+    # LFM2: layers 1 and 3 attention with QK-norm, 0 and 2 short convolutions
+    "lfm2": Case("Lfm2Config", _GQA | _IDS | dict(num_hidden_layers=4, full_attn_idxs=[1, 3]), "Lfm2ForCausalLM",
+                 proj=_ATTN + "q_proj", ln="layers.{l}.operator_norm", q_norm=_ATTN + "q_layernorm",
+                 k_norm=_ATTN + "k_layernorm"),
     # NTK-alpha rotary (rope type dynamic with an alpha, a fixed base), gains after the rotation
     "hunyuan_v1_dense": Case("HunYuanDenseV1Config", _GQA8 | dict(rope_parameters={
         "rope_type": "dynamic", "rope_theta": 1000.0, "alpha": 10.0, "factor": 1.0}), "HunYuanDenseV1ForCausalLM",
@@ -414,9 +419,10 @@ def probe(model, case: Case) -> dict[int, dict]:
     layers: dict[int, dict] = defaultdict(dict)
     state = {"layer": None}
     module, inputs = _inputs(case, model)
-    n_layers = len([n for n, _ in module.named_modules() if re.search(case.proj + "$", n)])
+    # the layers with an attention (a hybrid's softmax layers alone), by their index in the model
+    attended = sorted({int(hit.group(1)) for n, _ in module.named_modules() if (hit := re.search(case.proj + "$", n))})
     ln_of = {}
-    for layer in range(n_layers):
+    for layer in attended:
         template = case.ln_first if layer == 0 and case.ln_first is not None else case.ln
         if template:
             ln_of[template.format(l=layer, p=layer - 1)] = layer

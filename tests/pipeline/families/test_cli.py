@@ -28,16 +28,20 @@ SINGLE = ["qwen3", "qwen3_moe", "mixtral", "gemma", "gemma2", "gemma3_text", "ph
           "exaone4", "ernie4_5", "ernie4_5_moe", "seed_oss", "apertus", "helium", "arcee", "granitemoe", "nemotron",
           "gpt_oss", "llama4_text", "ministral3", "deepseek_v2", "deepseek_v2-no_q_lora",
           "deepseek_v3", "hunyuan_v1_dense", "roberta", "xlm-roberta", "electra-projected", "distilbert",
-          "modernbert", "vit", "dinov2", "dinov2_with_registers", "wav2vec2", "hubert"]
+          "modernbert", "vit", "dinov2", "dinov2_with_registers", "wav2vec2", "hubert", "lfm2"]
 # The checkpoints of several towers (cases named ``family/tower``): each goes through the command line whole.
 TOWERED = sorted({name.split("/")[0] for name, case in CASES.items() if case.tower})
 
 
 def expected(ckpt, layout) -> tuple[np.ndarray, np.ndarray]:
-    """(layers, H, D, 4) profiles and (layers, H, D) norms from the dense forms."""
+    """(layers, H, D, 4) profiles and (layers, H, D) norms from the dense forms; NaN on a hybrid's layers without a
+    form."""
     L, H = layout.n_layers, layout.n_heads
     profs, norms = np.zeros((L, H, D, 4)), np.zeros((L, H, D))
     for layer in range(L):
+        if layout.positional_of(layer).kind == "no form":
+            profs[layer], norms[layer] = np.nan, np.nan
+            continue
         W_Q, W_K = layer_weights(ckpt, layout, layer)
         R = rotations(layout, np.arange(D), layer)
         for h in range(H):
@@ -86,7 +90,16 @@ def test_stored_profiles_equal_the_dense_forms(family_model, tmp_path, name):
     layout = layout_from_config(ckpt.config)
     moving = check_stored(open_store(store).sel(model=stored), ckpt, layout, name)
     row = Store.open(str(store), "r").row(stored)  # what the dashboard reads: the layers a d slider does not move
-    assert row.static_layers == tuple(layer for layer, moves in enumerate(moving) if not moves)
+    formless = tuple(layer for layer in range(layout.n_layers) if layout.positional_of(layer).kind == "no form")
+    assert row.static_layers == tuple(layer for layer, moves in enumerate(moving)
+                                      if not moves and layer not in formless)
+    assert row.formless_layers == formless and row.complete  # a hybrid's layers without a form, NaN and written
+    if formless:  # every stored value of such a layer NaN, its statistics too; the others' finite
+        m = open_store(store).sel(model=stored)
+        H = int(m.n_heads)
+        stats = m.head_statistics.values[:, :H]
+        assert np.isnan(stats[list(formless)]).all() and np.isnan(m.profile.values[list(formless), :H]).all()
+        assert np.isfinite(np.delete(stats, formless, axis=0)).all()
     assert row.conventions == layout.conventions() and row.layer_kinds == row.conventions.layer_positional
 
 
