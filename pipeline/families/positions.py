@@ -79,7 +79,9 @@ def _rope_of(entry: Family, config: dict, n: int, layer_type: str | None):
             scaling = {}
     else:
         theta = params.get("rope_theta", _first(config, ("rope_theta", "rotary_emb_base"), 10000.0))
-    kind = params.get("rope_type") or scaling.get("rope_type") or scaling.get("type") or "default"
+    # the type under its key or the legacy key ``type``, which transformers reads in either dict
+    kind = (params.get("rope_type") or params.get("type") or scaling.get("rope_type") or scaling.get("type")
+            or "default")
     alpha = (params | scaling).get("alpha")
     if entry.ntk_alpha and kind == "dynamic" and alpha:  # a fixed base: transformers' ntk_alpha (Hunyuan)
         theta, kind = float(theta) * float(alpha) ** (n / (n - 2)), "default"

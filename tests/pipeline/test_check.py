@@ -100,21 +100,32 @@ def _llama(folder, rope_parameters):
     return str(folder)
 
 
-def test_a_rotary_scaling_type_the_entry_ignores_fails_with_a_clear_line(capsys, tmp_path):
-    """rope_parameters that name their type under the legacy key ``type``: transformers reads linear scaling, the
-    family table's reading sees no type (default). The scores agree at d = 0 and not beyond, and the line says so."""
-    folder = _llama(tmp_path / "tiny-llama-type", {"type": "linear", "factor": 4.0, "rope_theta": 10000.0})
-    rc, out, _ = cli(capsys, folder, "--store", str(tmp_path / "none.zarr"))
+def test_a_rotary_base_the_model_ignores_fails_with_a_clear_line(capsys, tmp_path):
+    """A GPT-J config.json that carries a ``rope_theta``: transformers' GPT-J rotates with the base 10000 whatever the
+    config says, while the family table reads the config's base. The scores agree at d = 0 and not beyond, and the
+    line says so."""
+    config = transformers.GPTJConfig(n_embd=32, n_head=4, n_layer=2, rotary_dim=4, vocab_size=64, n_positions=128)
+    folder = tmp_path / "tiny-gptj-theta"
+    transformers.GPTJForCausalLM(config).save_pretrained(str(folder))
+    path = folder / "config.json"
+    path.write_text(json.dumps(json.loads(path.read_text()) | {"rope_theta": 500.0}))
+    rc, out, _ = cli(capsys, str(folder), "--store", str(tmp_path / "none.zarr"))
     assert rc == 1, out
-    assert all(e > 0.1 for e in _layers(out).values()) and "OVER the tolerance 1e-05" in out
-    assert ("d = 0 holds, d > 0 does not: the model rotates otherwise than R(d) of the table (rotary on 8 of 8 "
-            "dimensions, base 10000, half) (transformers reads the rope type 'linear' from config.json, the entry "
-            "'default')") in out
+    assert all(e > 1e-3 for e in _layers(out).values()) and "OVER the tolerance 1e-05" in out
+    assert ("d = 0 holds, d > 0 does not: the model rotates otherwise than R(d) of the table (rotary on 4 of 8 "
+            "dimensions, base 500, interleaved)") in out, out
     assert out.rstrip().endswith("2 of 2 layer(s) fail: 0, 1")
-    # the same checkpoint with the type under its key holds: the failure is the quirk's
-    folder = _llama(tmp_path / "tiny-llama-rope_type", {"rope_type": "linear", "factor": 4.0, "rope_theta": 10000.0})
-    rc, out, _ = cli(capsys, folder, "--store", str(tmp_path / "none.zarr"))
-    assert rc == 0, out
+
+
+def test_a_rope_type_under_the_legacy_key_holds(capsys, tmp_path):
+    """rope_parameters that name their type under the legacy key ``type``, which transformers reads (linear scaling
+    here): the table reads it too, and the checkpoint holds as with the type under ``rope_type``."""
+    for i, params in enumerate(({"type": "linear", "factor": 4.0, "rope_theta": 10000.0},
+                                {"rope_type": "linear", "factor": 4.0, "rope_theta": 10000.0})):
+        folder = _llama(tmp_path / f"tiny-llama-{i}", params)
+        rc, out, _ = cli(capsys, folder, "--store", str(tmp_path / "none.zarr"))
+        assert rc == 0, out
+        assert sorted(_layers(out)) == [0, 1] and all(e < 1e-5 for e in _layers(out).values()), out
 
 
 def test_a_head_dim_the_entry_does_not_take_fails_with_a_clear_line(capsys, tmp_path):
