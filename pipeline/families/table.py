@@ -217,6 +217,11 @@ ENTRIES = (
     _decoder("lfm2", head_dim=(), ln="layers.{l}.operator_norm.weight",
              qk_norm=QKNorm("rms", "head", "shared", _ATTN + "q_layernorm.weight", _ATTN + "k_layernorm.weight"),
              hybrid=Hybrid("short convolution", index_key="full_attn_idxs")),
+    # Jamba: Mamba layers, and an attention layer every attn_layer_period-th (from attn_layer_offset) without
+    # positional encoding
+    _decoder("jamba", head_dim=(), positional="none", hybrid=Hybrid(
+        "Mamba", softmax=("attention",), types_key="layers_block_type",
+        period=("attn_layer_period", 8, "attn_layer_offset", 4))),
     # ---------------------------------------------------------------- encoders
     Family("bert", **_BERT),
     Family("roberta", **_BERT),

@@ -251,6 +251,11 @@ CASES: dict[str, Case] = {
     "lfm2": Case("Lfm2Config", _GQA | _IDS | dict(num_hidden_layers=4, full_attn_idxs=[1, 3]), "Lfm2ForCausalLM",
                  proj=_ATTN + "q_proj", ln="layers.{l}.operator_norm", q_norm=_ATTN + "q_layernorm",
                  k_norm=_ATTN + "k_layernorm"),
+    # Jamba: attention in layers 1 and 4 (period 3, offset 1), Mamba in the others; no positional encoding
+    "jamba": Case("JambaConfig", _GQA | _IDS | dict(num_hidden_layers=5, attn_layer_period=3, attn_layer_offset=1,
+                                                    expert_layer_period=2, expert_layer_offset=1, num_experts=2,
+                                                    mamba_d_state=4, mamba_expand=2, use_mamba_kernels=False),
+                  "JambaForCausalLM", **_DEC),
     # NTK-alpha rotary (rope type dynamic with an alpha, a fixed base), gains after the rotation
     "hunyuan_v1_dense": Case("HunYuanDenseV1Config", _GQA8 | dict(rope_parameters={
         "rope_type": "dynamic", "rope_theta": 1000.0, "alpha": 10.0, "factor": 1.0}), "HunYuanDenseV1ForCausalLM",
