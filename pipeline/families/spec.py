@@ -213,6 +213,9 @@ class Family:
     qk_norm: QKNorm | None = None
     latent: Latent | None = None  # split "latent": multi-head latent attention's tensors and sizes
     hybrid: Hybrid | None = None  # a hybrid model: which layers are softmax attention (the others have no form)
+    # the query tensor holds per head [query (n rows) | output gate (n rows)] (Qwen3-Next's gated attention): its
+    # query rows alone are read; the gate, a sigmoid on the attention's output, is no part of the score
+    gated_query: bool = False
     # a positive per-query factor on the queries (Llama 4's attention temperature on its layers without rotary,
     # Ministral 3's on every layer), for the record: treated as the QK-norm divisors are, it changes no form
     query_temperature: str = ""

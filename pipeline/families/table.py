@@ -222,6 +222,11 @@ ENTRIES = (
     _decoder("jamba", head_dim=(), positional="none", hybrid=Hybrid(
         "Mamba", softmax=("attention",), types_key="layers_block_type",
         period=("attn_layer_period", 8, "attn_layer_offset", 4))),
+    # Qwen3-Next: gated DeltaNet layers (linear attention) and every full_attention_interval-th layer gated softmax
+    # attention: q_proj's rows per head [query | gate] (the gate on the output), QK-norm per head and every norm's gain
+    # 1 + weight, rotary on the first partial_rotary_factor of each head
+    _decoder("qwen3_next", gated_query=True, qk_norm=_rms_head(), gain_offset=1.0, hybrid=Hybrid(
+        "gated DeltaNet (linear attention)", period=("full_attention_interval", 4, "", 3))),
     # ---------------------------------------------------------------- encoders
     Family("bert", **_BERT),
     Family("roberta", **_BERT),

@@ -96,7 +96,7 @@ def _wanted_shape(layout, role: str) -> tuple[int, ...]:
     if layout.spec.split == "latent" and role in mla.ROLES:
         return mla.shape(layout, role)
     if role in ("q", "k"):
-        return ((H if role == "q" else kv) * n, N)
+        return ((H * (2 if layout.spec.gated_query else 1) if role == "q" else kv) * n, N)
     if role == "qkv":
         return (N, 3 * N) if layout.spec.split == "columns" else ((H + 2 * kv) * n, N)
     if role == "ln":
@@ -224,7 +224,10 @@ def layer_qk(checkpoint, layout, layer: int, fold_ln: bool = False) -> LayerQK:
     elif "qkv" in names:
         W_Q, W_K = _fused(checkpoint, layout, names["qkv"])
     else:
-        W_Q = _read_compact(checkpoint, names["q"]).reshape(H, n, N)
+        if layout.spec.gated_query:  # per head [query | gate]: the query rows alone
+            W_Q = _read_rows(checkpoint, names["q"], [(2 * h * n, (2 * h + 1) * n) for h in range(H)]).reshape(H, n, N)
+        else:
+            W_Q = _read_compact(checkpoint, names["q"]).reshape(H, n, N)
         W_K = _read_compact(checkpoint, names["k"]).reshape(kv, n, N)
     if (norm := layout.spec.qk_norm) is not None and norm.gain != "none" and norm.after_rotation:
         # gains after the rotation (one shared by every head): both on the key side, the form of the key at

@@ -256,6 +256,14 @@ CASES: dict[str, Case] = {
                                                     expert_layer_period=2, expert_layer_offset=1, num_experts=2,
                                                     mamba_d_state=4, mamba_expand=2, use_mamba_kernels=False),
                   "JambaForCausalLM", **_DEC),
+    # Qwen3-Next: layers 1 and 3 gated attention (full_attention_interval 2), 0 and 2 gated DeltaNet; a quarter of
+    # each head rotary; the MoE's experts every layer
+    "qwen3_next": Case("Qwen3NextConfig", _GQA8 | dict(num_hidden_layers=4, full_attention_interval=2,
+                                                       linear_conv_kernel_dim=2, linear_key_head_dim=4,
+                                                       linear_value_head_dim=4, linear_num_key_heads=2,
+                                                       linear_num_value_heads=4, moe_intermediate_size=16,
+                                                       shared_expert_intermediate_size=16, num_experts=4,
+                                                       num_experts_per_tok=2), "Qwen3NextForCausalLM", **_DEC, **_QK),
     # NTK-alpha rotary (rope type dynamic with an alpha, a fixed base), gains after the rotation
     "hunyuan_v1_dense": Case("HunYuanDenseV1Config", _GQA8 | dict(rope_parameters={
         "rope_type": "dynamic", "rope_theta": 1000.0, "alpha": 10.0, "factor": 1.0}), "HunYuanDenseV1ForCausalLM",
