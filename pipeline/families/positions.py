@@ -132,13 +132,11 @@ def softmax_layers(entry: Family, config: dict, n_layers: int) -> list[bool]:
     h = entry.hybrid
     if h is None:
         return [True] * n_layers
-    listed = config.get(h.types_key) if h.types_key else None
-    listed = listed if listed is not None else config.get(h.flags_key) if h.flags_key else None
+    listed = config.get(h.types_key)
     if listed is not None:
         if len(listed) != n_layers:
-            raise _error(f"{h.types_key if config.get(h.types_key) is not None else h.flags_key} lists {len(listed)} "
-                         f"layers for {n_layers}; config.json is inconsistent")
-        return [t in h.softmax if isinstance(t, str) else bool(t) for t in listed]
+            raise _error(f"{h.types_key} lists {len(listed)} layers for {n_layers}; config.json is inconsistent")
+        return [t in h.softmax for t in listed]
     if h.index_key:
         index = config.get(h.index_key)
         return [True] * n_layers if index is None else [i in set(index) for i in range(n_layers)]

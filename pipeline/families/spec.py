@@ -136,14 +136,13 @@ class Hybrid:
     """A hybrid model's layers of softmax attention, the only ones with a form; the others (``other``: Mamba, short
     convolutions, linear attention) hold no query-key product to profile and are stored as layers without a form
     (positional kind "no form", their profiles NaN). The softmax layers, from the first of these a config has:
-    ``types_key`` (a list of each layer's type; the types in ``softmax``), ``flags_key`` (1 = softmax, MiniMax's
-    attn_type_list), ``index_key`` (the softmax layers' indices; absent: every layer), else ``period`` (period key,
-    default, offset key, default): layer i is softmax where i % period == offset."""
+    ``types_key`` (a list of each layer's type; the types in ``softmax``), ``index_key`` (the softmax layers'
+    indices; absent: every layer), else ``period`` (period key, default, offset key, default): layer i is softmax
+    where i % period == offset. These are the rules of the family's transformers config class."""
 
     other: str
     softmax: tuple[str, ...] = ("full_attention",)
     types_key: str = "layer_types"
-    flags_key: str = ""
     index_key: str = ""
     period: tuple = ()
 

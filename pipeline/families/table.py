@@ -227,6 +227,10 @@ ENTRIES = (
     # 1 + weight, rotary on the first partial_rotary_factor of each head
     _decoder("qwen3_next", gated_query=True, qk_norm=_rms_head(), gain_offset=1.0, hybrid=Hybrid(
         "gated DeltaNet (linear attention)", period=("full_attention_interval", 4, "", 3))),
+    # MiniMax: lightning attention layers (linear) and softmax ones, alternating from layer 0 where the config lists
+    # no layer_types (MiniMaxConfig's rule); rotary on the whole head (transformers' MiniMax rotary takes head_dim)
+    _decoder("minimax", rotary_dim_key="head_dim",
+             hybrid=Hybrid("lightning attention (linear)", period=("", 2, "", 0))),
     # ---------------------------------------------------------------- encoders
     Family("bert", **_BERT),
     Family("roberta", **_BERT),

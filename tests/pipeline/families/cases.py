@@ -264,6 +264,9 @@ CASES: dict[str, Case] = {
                                                        linear_num_value_heads=4, moe_intermediate_size=16,
                                                        shared_expert_intermediate_size=16, num_experts=4,
                                                        num_experts_per_tok=2), "Qwen3NextForCausalLM", **_DEC, **_QK),
+    # MiniMax: layers 0 and 2 softmax attention, 1 and 3 lightning attention (MiniMaxConfig's alternation)
+    "minimax": Case("MiniMaxConfig", _GQA8 | dict(num_hidden_layers=4, num_local_experts=2, block_size=4),
+                    "MiniMaxForCausalLM", **_DEC),
     # NTK-alpha rotary (rope type dynamic with an alpha, a fixed base), gains after the rotation
     "hunyuan_v1_dense": Case("HunYuanDenseV1Config", _GQA8 | dict(rope_parameters={
         "rope_type": "dynamic", "rope_theta": 1000.0, "alpha": 10.0, "factor": 1.0}), "HunYuanDenseV1ForCausalLM",
