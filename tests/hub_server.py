@@ -36,6 +36,7 @@ import json
 import os
 import re
 import threading
+import time
 from collections import defaultdict
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -76,6 +77,7 @@ class LoopbackHub:
         self.stopping = threading.Event()
         self.bytes_served: dict[tuple[str, str], int] = defaultdict(int)
         self.requests: list[tuple[str, str, str | None]] = []  # (method, path, Range header)
+        self.request_times: list[float] = []  # time.perf_counter() as each request of ``requests`` came
         self._ranges_ok = 0
         self._lock = threading.Lock()
         self._answering = 0  # requests being answered (their handler running)
@@ -140,6 +142,7 @@ class LoopbackHub:
             self._epoch += 1
             self.bytes_served.clear()
             self.requests.clear()
+            self.request_times.clear()
             self._ranges_ok = 0
 
     # ------------------------------------------------------------------------------------- content
@@ -222,6 +225,7 @@ class _Handler(BaseHTTPRequestHandler):
         hub = self.hub
         with hub._lock:
             hub.requests.append((self.command, unquote(urlparse(self.path).path), self.headers.get("Range")))
+            hub.request_times.append(time.perf_counter())
             hub._answering += 1
             self.epoch = hub._epoch
         try:
