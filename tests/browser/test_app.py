@@ -294,13 +294,14 @@ def test_served_tap_fills_the_inspector_and_models_with_other_views_switch(brows
     np.testing.assert_allclose(model_data(page, "inspector_statistics", "value"), stats[1, 5], rtol=1e-6)
     select = page.locator("select").first
     select.select_option(label=ABSOLUTE_MODEL)  # no statistics: the same views, those that need them hidden
-    wait_js(page, "const m = find('statistics_missing'); return m != null && m.visible;", timeout=30_000)
+    # its page is built now, on the server's pages' thread: seconds, and tens of seconds on 2 loaded cores
+    wait_js(page, "const m = find('statistics_missing'); return m != null && m.visible;", timeout=120_000)
     assert "statistics not computed" in model_prop(page, "statistics_missing", "text")
     assert ABSOLUTE_MODEL in model_prop(page, "model_line", "text")
     assert model_prop(page, "statistics_area", "visible") is False
     assert model_prop(page, "inspector_curves", "visible") is False  # no positions: no curves over d
     select.select_option(label=ROPE_MODEL)
-    wait_js(page, "return find('statistics_area').visible;", timeout=30_000)
+    wait_js(page, "return find('statistics_area').visible;", timeout=120_000)
     assert ROPE_MODEL in model_prop(page, "model_line", "text")
     assert model_prop(page, "statistics_missing", "visible") is False
     js(page, "find('heads').selected.indices = [13];")  # the rope model's own numbers again
