@@ -211,6 +211,11 @@ def _scale(entry: Family, cfg: dict, n: int, what: str) -> float:
         kind = rope.get("rope_type") or rope.get("type") or "default"
         m = rope.get("mscale_all_dim") or 0
         return (yarn_mscale(float(rope["factor"]), float(m)) ** 2 if kind != "default" and m else 1.0) / math.sqrt(n)
+    if entry.scale == "key_multiplier/sqrt(head_dim)":  # Falcon-H1: the keys times key_multiplier
+        multiplier = float(cfg.get("key_multiplier") if cfg.get("key_multiplier") is not None else 1.0)
+        if multiplier <= 0:  # a negative factor would turn the form's sign, which no positive scale states
+            raise ArchitectureError(f"{what} with key_multiplier {multiplier:g} (not positive) is not supported")
+        return multiplier / math.sqrt(n)
     if entry.scale == "1/sqrt(query_pre_attn_scalar)":
         return float(_get(cfg, ("query_pre_attn_scalar",), what)) ** -0.5
     return float(_get(cfg, ("attention_multiplier",), what))

@@ -39,7 +39,7 @@ LAYER_RULES = {
 }
 # Softmax scale rules: score = scale * k^T q.
 SCALES = ("1/sqrt(head_dim)", "1", "1/sqrt(query_pre_attn_scalar)", "attention_multiplier",
-          "1/sqrt(head_dim) yarn mscale_all_dim^2")
+          "1/sqrt(head_dim) yarn mscale_all_dim^2", "key_multiplier/sqrt(head_dim)")
 
 
 @dataclass(frozen=True)

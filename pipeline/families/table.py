@@ -231,6 +231,10 @@ ENTRIES = (
     # no layer_types (MiniMaxConfig's rule); rotary on the whole head (transformers' MiniMax rotary takes head_dim)
     _decoder("minimax", rotary_dim_key="head_dim",
              hybrid=Hybrid("lightning attention (linear)", period=("", 2, "", 0))),
+    # Falcon-H1: attention and Mamba side by side in every layer (each layer's attention a softmax one: no layer
+    # without a form); the keys times key_multiplier (in the scale), and the attention's input the pre-norm's output
+    # times attention_in_multiplier, a positive constant that --fold-ln's form carries squared (no profile changes)
+    _decoder("falcon_h1", scale="key_multiplier/sqrt(head_dim)"),
     # ---------------------------------------------------------------- encoders
     Family("bert", **_BERT),
     Family("roberta", **_BERT),

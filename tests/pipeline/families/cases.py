@@ -267,6 +267,12 @@ CASES: dict[str, Case] = {
     # MiniMax: layers 0 and 2 softmax attention, 1 and 3 lightning attention (MiniMaxConfig's alternation)
     "minimax": Case("MiniMaxConfig", _GQA8 | dict(num_hidden_layers=4, num_local_experts=2, block_size=4),
                     "MiniMaxForCausalLM", **_DEC),
+    # Falcon-H1: attention beside Mamba in every layer, the keys times key_multiplier 0.3; attention_in_multiplier 1,
+    # so that the pre-norm's output is the attention's input (what --fold-ln's check compares)
+    "falcon_h1": Case("FalconH1Config", _GQA8 | dict(key_multiplier=0.3, attention_in_multiplier=1.0,
+                                                     mamba_d_ssm=16, mamba_n_heads=4, mamba_d_head=4, mamba_d_state=4,
+                                                     mamba_n_groups=1, mamba_d_conv=2, mamba_chunk_size=4),
+                      "FalconH1ForCausalLM", **_DEC),
     # NTK-alpha rotary (rope type dynamic with an alpha, a fixed base), gains after the rotation
     "hunyuan_v1_dense": Case("HunYuanDenseV1Config", _GQA8 | dict(rope_parameters={
         "rope_type": "dynamic", "rope_theta": 1000.0, "alpha": 10.0, "factor": 1.0}), "HunYuanDenseV1ForCausalLM",
