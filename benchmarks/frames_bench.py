@@ -32,8 +32,9 @@ scheduler in ``cluster`` mode) is printed apart. The Hugging Face cache is check
 Q/K bytes = layers x 2 x d_model^2 x 2, float16) projected onto dask clusters of 16 and 64 workers from two
 measured costs: the CPU per head of the profile at each size's (d_model, d_head), timed here on a few random heads
 (one BLAS thread, the statistics at d = 0 included), and the CPU per Q/K byte: what the hub section's ``inline``
-run spent per revision beyond its heads' profile (reading, hashing, the HTTP client, the store's writes, the
-per-task overheads), per Q/K byte. The projection assumes: one core per worker at this machine's speed; the 154 x
+run spent per revision (beyond the ratio section's one-revision run of the same Hub, so without the start-up)
+beyond its heads' profile (reading, hashing, the HTTP client, the store's writes, the per-task overheads), per Q/K
+byte. The projection assumes: one core per worker at this machine's speed; the 154 x
 layers (frame, layer) tasks spread evenly (a task is one layer, so 924 to 5,760 tasks for 16 or 64 workers); the
 Hub delivers the Q/K bytes as fast as the workers read them (the transfer time at 1 Gb/s is printed beside); no
 start-up or scheduler cost.
@@ -209,9 +210,9 @@ def hub_section(work: Path, checkpoint: Path, n: int, modes: list[str]) -> dict:
     qk = n * qk_bytes(layers, N)
     print(f"\n{n} revisions of pythia-160m's shape over the loopback Hub (Q/K {qk / GB:.2f} GB; one BLAS thread per "
           "process)")
-    widths = [8, 9, 9, 9, 10, 10, 9, 8, 7]
-    print(row(["mode", "wall s", "CPU s", "hub CPU", "s/revision", "CPU/rev.", "read GB", "read/QK", "cache"],
-              widths))
+    widths = [8, 9, 9, 9, 10, 10, 8, 8, 9, 8, 7]
+    print(row(["mode", "wall s", "CPU s", "hub CPU", "s/revision", "CPU/rev.", "wall x", "CPU x", "read GB",
+               "read/QK", "cache"], widths))
     out = {}
     for mode in modes:
         home, store = work / f"hf-{mode}", work / f"hub-{mode}.zarr"
@@ -240,9 +241,10 @@ def hub_section(work: Path, checkpoint: Path, n: int, modes: list[str]) -> dict:
         if done != n or repeats:  # each branch's Q/K are their own: every frame computed, none copied
             raise RuntimeError(f"{mode}: {done} of {n} frames complete, {repeats} repeats, in {store}")
         out[mode] = {"wall": m.wall, "cpu": cpu, "server_cpu": server, "served": served, "qk": qk}
+        first = out[modes[0]]  # wall x, CPU x: against the first mode run (inline by default)
         print(row([mode, f"{m.wall:.0f}", f"{cpu:.0f}", f"{server:.0f}", f"{m.wall / n:.2f}", f"{cpu / n:.2f}",
-                   f"{served / GB:.3f}", f"{served / qk:.5f}", "weights!" if weights else "clean"], widths),
-              flush=True)
+                   f"{m.wall / first['wall']:.2f}", f"{cpu / first['cpu']:.2f}", f"{served / GB:.3f}",
+                   f"{served / qk:.5f}", "weights!" if weights else "clean"], widths), flush=True)
         shutil.rmtree(store)
         shutil.rmtree(home, ignore_errors=True)
     return out
@@ -279,7 +281,7 @@ def head_cost(d_model: int, heads: int, timed: int) -> float:
     return (time.process_time() - t0) / timed
 
 
-def projection_section(hub: dict | None, timed: int) -> list[dict]:
+def projection_section(hub: dict | None, ratio: dict | None, timed: int) -> list[dict]:
     print(f"\nPer-head CPU of the profile at each Pythia shape ({timed} random heads each, one BLAS thread)")
     costs = {}
     for name, (_layers, N, H) in PYTHIA.items():
@@ -290,12 +292,23 @@ def projection_section(hub: dict | None, timed: int) -> list[dict]:
     layers, N, H = PYTHIA["pythia-160m"]
     if hub and "inline" in hub:
         h = hub["inline"]
-        revisions = h["qk"] / qk_bytes(layers, N)
-        per_rev = h["cpu"] / revisions
-        rest = per_rev - layers * H * costs[(N, H)]
+        revisions = round(h["qk"] / qk_bytes(layers, N))
+        # The start-up (imports, the store, the Hub's listing) is no revision's cost. The ratio section's
+        # ``profiles REPO --revisions step0`` is that start-up and one revision over the same Hub, so when it ran
+        # (and the hub run has more than one revision) the difference is the cost of the other revisions alone;
+        # else the start-up is spread over the revisions, an overestimate by start-up / revisions.
+        one = (ratio or {}).get("hub", {}).get("run")
+        if one is not None and revisions > 1:
+            per_rev, how = (h["cpu"] - one[1]) / (revisions - 1), "beyond the ratio section's one-revision run"
+        else:
+            per_rev, how = h["cpu"] / revisions, "its start-up included"
+        heads_cpu = layers * H * costs[(N, H)]
+        rest = per_rev - heads_cpu
+        # A rest below zero is the timings' noise (the heads' profile is timed apart, on other arrays): counted as 0.
         per_byte = max(rest, 0.0) / qk_bytes(layers, N)
-        print(f"  the inline hub run: {per_rev:.2f} CPU s per revision, of which the heads' profile "
-              f"{layers * H * costs[(N, H)]:.2f} s; the rest, {rest:.2f} s, is {per_byte * GB:.2f} CPU s per Q/K GB")
+        print(f"  the inline hub run: {per_rev:.2f} CPU s per revision ({how}), of which the heads' profile "
+              f"{heads_cpu:.2f} s; the rest, {rest:.2f} s, is {per_byte * GB:.2f} CPU s per Q/K GB"
+              + (" (counted as 0)" if rest < 0 else ""))
     else:
         per_byte = None
         print("  (no inline hub run in this invocation: the per-byte cost is left out)")
@@ -346,11 +359,10 @@ def main(argv: list[str] | None = None) -> int:
     work = Path(args.dir) if args.dir else Path(tempfile.mkdtemp(prefix="frames-bench-"))
     try:
         checkpoint = write_pythia(work / "pythia-160m")
-        if "ratio" in sections:
-            ratio_section(work, checkpoint, args.repeats)
+        ratio = ratio_section(work, checkpoint, args.repeats) if "ratio" in sections else None
         hub = hub_section(work, checkpoint, args.revisions, modes) if "hub" in sections else None
         if "projection" in sections:
-            projection_section(hub, args.timed_heads)
+            projection_section(hub, ratio, args.timed_heads)
     finally:
         if not args.dir:
             shutil.rmtree(work, ignore_errors=True)
