@@ -105,6 +105,45 @@ def test_hub_reads_of_a_latent_attention_fetch_its_query_and_key_bytes_alone(fam
     assert qk <= served <= 1.0001 * qk + other, (served, qk, other)
 
 
+def test_hub_reads_of_a_hybrid_with_gated_queries_fetch_the_query_rows_of_its_softmax_layers_alone(family_model,
+                                                                                                     hub_env):
+    """Qwen3-Next over the loopback Hub: of q_proj (per head [query | gate]) its query rows alone are fetched, with
+    k_proj and the QK-norm gains, of its softmax layers alone (its gated DeltaNet layers have no form, and nothing of
+    them is read), within 1.0001 x their bytes beside the config and header; the weights equal the local folder's."""
+    from safetensors import safe_open
+
+    from pipeline.sources.hub import hub_checkpoint
+
+    _, folder, _ = family_model("qwen3_next")
+    repo = f"test-org/{Path(folder).name}"
+    local = open_checkpoint(folder)
+    layout = layout_from_config(local.config)
+    softmax = [layer for layer in range(layout.n_layers) if layout.positional_of(layer).kind != "no form"]
+    assert softmax == [1, 3]
+    with LoopbackHub(serve_folder(folder, repo)) as hub:
+        hub_env.setenv("HF_ENDPOINT", hub.endpoint)
+        remote = hub_checkpoint(repo)
+        qk = 0
+        with safe_open(str(Path(folder) / "model.safetensors"), framework="pt") as fh:
+            for layer in softmax:
+                got, want = layer_qk(remote, layout, layer), layer_qk(local, layout, layer)
+                np.testing.assert_array_equal(got.W_Q, want.W_Q)
+                np.testing.assert_array_equal(got.W_K, want.W_K)
+                for role, tensor in qk_tensor_names(layout, local.tensor_names(), layer).items():
+                    part = fh.get_slice(tensor)
+                    size = {"F32": 4, "BF16": 2, "F16": 2, "F64": 8}[part.get_dtype()]
+                    count = int(np.prod(part.get_shape()))
+                    qk += (count // 2 if role == "q" else count) * size  # the query rows, not the gate's
+            names = qk_tensor_names(layout, local.tensor_names(), 1)
+            q, gain = (fh.get_tensor(names[role]).numpy() for role in ("q", "q_norm"))
+        served = hub.total_bytes(repo)
+    n, N = layout.d_head, layout.d_model  # the query rows are the first n of each head's 2 n, times the norm's gain
+    np.testing.assert_array_equal(layer_weights(local, layout, 1)[0],
+                                  q.reshape(layout.n_heads, 2 * n, N)[:, :n] * (1.0 + gain)[:, None])
+    other = (Path(folder) / "config.json").stat().st_size + _header_bytes(Path(folder) / "model.safetensors")
+    assert qk <= served <= 1.0001 * qk + other, (served, qk, other)
+
+
 @pytest.mark.parametrize("name", ["qwen3", "clip/text"])
 def test_a_hub_id_of_a_supported_family_needs_no_registry_entry(family_model, hub_env, tmp_path, name):
     """``profiles test-org/REPO`` for a family the registry has no entry for: stored under the id's last part (per
