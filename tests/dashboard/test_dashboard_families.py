@@ -236,3 +236,23 @@ def test_a_hybrid_page_names_its_layers_without_a_form_and_draws_no_heads_for_th
     points = np.stack([heads.data[c] for c in "abcd"], 1).reshape(L, H, 4)
     assert np.isnan(points[formless]).all()
     np.testing.assert_allclose(points[[1, 3]], want[[1, 3], :, 0], atol=0.5 / 65534)
+
+
+def test_a_hybrid_without_rotary_names_its_layers_without_a_form_in_the_note_shown_instead_of_the_slider(tmp_path):
+    """Jamba's attention layers have no positional encoding: no d slider, and the note shown instead names its Mamba
+    layers (those its config does not make attention) as layers without a form."""
+    from tests.pipeline.families.cases import save
+    from tests.pipeline.test_cli_profiles import cli
+
+    case = CASES["jamba"]
+    model = build(case)
+    formless = [layer for layer, kind in enumerate(model.config.layers_block_type) if kind == "mamba"]
+    assert formless == [0, 2, 3]
+    folder = save(model, case, tmp_path / "tiny-jamba")
+    store = tmp_path / "s.zarr"
+    assert cli("profiles", folder, "--store", store, "--quiet") == 0
+    page = models_by_name(profiles_view(data.model_data(store, "tiny-jamba"), None))
+    (note,) = page["position_note"]
+    assert note.visible and not page["d_slider"][0].visible and not page["static_layers_note"][0].visible
+    assert "this model has no positional encoding" in note.text
+    assert "<b>layers 0, 2 and 3</b> are not softmax attention" in note.text and "the 2 softmax layers" in note.text
