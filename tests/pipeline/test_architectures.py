@@ -266,8 +266,8 @@ def test_rotations_only_for_rope():
 
 
 def test_unsupported_and_broken_configs_say_what_to_do():
-    with pytest.raises(ArchitectureError, match="model_type 'jamba' is not supported; supported families"):
-        layout_from_config({"model_type": "jamba"})
+    with pytest.raises(ArchitectureError, match="model_type 'mamba' is not supported; supported families"):
+        layout_from_config({"model_type": "mamba"})
     with pytest.raises(ArchitectureError, match="not divisible"):
         layout_from_config({"model_type": "opt", "hidden_size": 10, "num_attention_heads": 3, "num_hidden_layers": 1})
     with pytest.raises(ArchitectureError, match="rope type 'llama3' needs low_freq_factor"):
@@ -295,7 +295,7 @@ def test_an_unsupported_family_lists_the_supported_ones_and_the_docs_section():
     from pipeline.families import FAMILIES
 
     with pytest.raises(ArchitectureError) as err:
-        layout_from_config({"model_type": "jamba"})
+        layout_from_config({"model_type": "mamba"})
     message = str(err.value)
     assert all(name in message for name in FAMILIES) and len(FAMILIES) >= 30
     assert 'docs/architecture.md, section "Adding a family"' in message

@@ -268,10 +268,10 @@ def test_user_errors_exit_2_say_what_to_do_and_leave_the_store_as_it_was(tiny_mo
     _drop_tensor(missing, "model.decoder.layers.1.self_attn.k_proj.weight")
     _, nan = tiny_model("gpt_neox", name="nan")  # layer 0 is fine: the bad tensor is found before any write
     _poison_tensor(nan, "gpt_neox.layers.1.attention.query_key_value.weight")
-    jamba = tmp_path / "jamba"  # a family the table lacks
-    jamba.mkdir()
-    (jamba / "config.json").write_text(json.dumps({"model_type": "jamba", "hidden_size": 8}))
-    save_file({"w": np.zeros(2)}, str(jamba / "model.safetensors"))
+    mamba = tmp_path / "mamba"  # a family the table lacks (no attention at all)
+    mamba.mkdir()
+    (mamba / "config.json").write_text(json.dumps({"model_type": "mamba", "hidden_size": 8}))
+    save_file({"w": np.zeros(2)}, str(mamba / "model.safetensors"))
     _, other = tiny_model("bert", name="other", seed=5)  # same shapes as "good", other weights
     monkeypatch.setenv("HF_HOME", str(tmp_path / "empty-hf"))
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
@@ -281,7 +281,7 @@ def test_user_errors_exit_2_say_what_to_do_and_leave_the_store_as_it_was(tiny_mo
         (["gpt5"], r"unknown model 'gpt5'.*Registry names:"),
         ([missing], r"no tensor named '\*layers.1.self_attn.k_proj.weight'.*re-save it"),
         ([nan], r"'gpt_neox.layers.1.attention.query_key_value.weight' .* NaN/Inf .* good copy"),
-        ([jamba], r"model_type 'jamba' is not supported; supported families: gpt2, opt, bloom, gpt_neox, mistral, "
+        ([mamba], r"model_type 'mamba' is not supported; supported families: gpt2, opt, bloom, gpt_neox, mistral, "
                r".*bert"),
         (["someorg/not-cached"], r"not in the local Hugging Face cache .* HF_HUB_OFFLINE=1"),
         (["gpt2"], r"'openai-community/gpt2' is not in the local Hugging Face cache"),

@@ -142,4 +142,4 @@ def test_bad_inputs_are_one_line_errors():
     with pytest.raises(InitBaselineError, match="out of range"):
         InitHeads(config("gpt2"), 0).layer(3)
     with pytest.raises(ValueError, match="not supported"):
-        InitHeads({"model_type": "jamba"}, 0)
+        InitHeads({"model_type": "mamba"}, 0)

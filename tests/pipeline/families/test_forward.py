@@ -226,8 +226,8 @@ def test_hub_configs_of_the_image_text_towers():
     assert layout_from_config(flat, "text") == want and want.positional == "rope" and not want.rope_scaling
     mistral3 = getattr(transformers, CASES["mistral3/text"].config)(**CASES["mistral3/text"].kw).to_dict()
     assert layout_from_config(mistral3, "text").family == "mistral"
-    mistral3["text_config"]["model_type"] = "jamba"
-    with pytest.raises(ArchitectureError, match="text tower of this mistral3 checkpoint is a 'jamba' model, which is "
+    mistral3["text_config"]["model_type"] = "mamba"
+    with pytest.raises(ArchitectureError, match="text tower of this mistral3 checkpoint is a 'mamba' model, which is "
                                                 "not supported"):
         layout_from_config(mistral3, "text")
 
