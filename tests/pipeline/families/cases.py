@@ -254,7 +254,7 @@ CASES: dict[str, Case] = {
     # Jamba: attention in layers 1 and 4 (period 3, offset 1), Mamba in the others; no positional encoding
     "jamba": Case("JambaConfig", _GQA | _IDS | dict(num_hidden_layers=5, attn_layer_period=3, attn_layer_offset=1,
                                                     expert_layer_period=2, expert_layer_offset=1, num_experts=2,
-                                                    mamba_d_state=4, mamba_expand=2, use_mamba_kernels=False),
+                                                    mamba_d_state=4, mamba_expand=2),
                   "JambaForCausalLM", **_DEC),
     # Qwen3-Next: layers 1 and 3 gated attention (full_attention_interval 2), 0 and 2 gated DeltaNet; a quarter of
     # each head rotary; the MoE's experts every layer
