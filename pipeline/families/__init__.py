@@ -29,6 +29,9 @@ Conventions every entry follows (docs/architecture.md, "Families", has the table
 - **Scale** (``Layout.scale``): 1/sqrt(head_dim), or what the family's config says (``query_pre_attn_scalar``,
   ``attention_multiplier``, GPT-2's ``scale_attn_weights``); a positive factor, it changes no profile.
 
+- **Hybrid models** (``spec.Hybrid``: Jamba, LFM2, Qwen3-Next, MiniMax): their softmax-attention layers are
+  profiled; the others (Mamba, short convolutions, linear attention) are of positional kind ``no form``, read by no
+  tensor reader and stored with NaN values. Falcon-H1 has attention beside Mamba in every layer: no layer without one.
 - **Forms by convention** (docs/architecture.md): DeepSeek's latent attention is read as the form at unit-RMS
   latents (``latent``); Hunyuan's QK-norm gains after the rotation as the form of the key at position 0; T5's
   relative position bias and gpt-oss's sinks, added to the scores, are left out.
