@@ -257,3 +257,31 @@ def test_latent_attention_configs_the_form_does_not_state_are_refused():
         layout_from_config(config | {"rope_parameters": config["rope_parameters"] | {"mscale": 1.0}})
     with pytest.raises(ArchitectureError, match="has no q_lora_rank"):
         layout_from_config({k: v for k, v in config.items() if k != "q_lora_rank"})
+
+
+def test_falcon_h1_attention_input_multiplier_is_a_positive_constant_beside_the_folded_form(tmp_path):
+    """Falcon-H1's attention reads its pre-norm's output times attention_in_multiplier (0.7 here): the form of the
+    attention input x is unchanged, and --fold-ln's form of the normalised residual gives the scores times
+    0.7 ** 2, a positive constant that changes no profile (the case of ``CASES`` sets 1, so that its fold-ln check
+    compares the norm's output with x)."""
+    from dataclasses import replace
+
+    from tests.pipeline.families.cases import build, probe, save
+
+    case = replace(CASES["falcon_h1"], kw=CASES["falcon_h1"].kw | dict(attention_in_multiplier=0.7))
+    model = build(case)
+    ckpt = open_checkpoint(save(model, case, tmp_path / "tiny-falcon_h1"))
+    layout = layout_from_config(ckpt.config)
+    probed = probe(model, case)
+    T = len(probed[0]["x"])
+    allowed = np.tril(np.ones((T, T), bool))
+    for layer in range(layout.n_layers):
+        p = probed[layer]
+        np.testing.assert_allclose(p["x"], 0.7 * p["ln_out"], rtol=1e-14)
+        want = scores_of(layout, layer, *layer_weights(ckpt, layout, layer), p["x"])
+        assert relative(p["scores"], want, allowed) < case.rtol
+        u, eps, kind = p["ln_in"]
+        n = normalised(u, eps, kind)[0]
+        folded = scores_of(layout, layer, *layer_weights(ckpt, layout, layer, fold_ln=True), n)
+        assert relative(p["scores"], 0.7 ** 2 * folded, allowed) < case.rtol
+        assert relative(p["scores"], folded, allowed) > 0.5  # without the constant they differ
