@@ -82,13 +82,28 @@ def _weights_on_meta():
     return _WeightsOnMeta()
 
 
+def special_floats(value):
+    """``value`` (a config.json's parsed JSON) with the floats JSON has no literal for, which transformers 5 writes as
+    ``{"__float__": "Infinity"}`` (Falcon-H1's ``time_step_limit``), made floats again, as ``from_pretrained`` reads
+    them."""
+    if isinstance(value, dict):
+        if set(value) == {"__float__"}:
+            return float(value["__float__"])
+        return {k: special_floats(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [special_floats(v) for v in value]
+    return value
+
+
 def hf_config(config: dict):
     """transformers' config object of a ``config.json`` dict, every (sub-)config set to eager attention."""
+    from huggingface_hub.errors import StrictDataclassError
+
     torch, transformers = _torch()
-    kwargs = {k: v for k, v in config.items() if k != "model_type"}
+    kwargs = {k: special_floats(v) for k, v in config.items() if k != "model_type"}
     try:
         cfg = transformers.AutoConfig.for_model(config.get("model_type"), **kwargs)
-    except (ValueError, KeyError, TypeError) as exc:
+    except (ValueError, KeyError, TypeError, StrictDataclassError) as exc:
         raise CheckError(f"transformers {transformers.__version__} cannot read this config (model_type "
                          f"{config.get('model_type')!r}): {exc}") from None
     for c in _configs(cfg):
