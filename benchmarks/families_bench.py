@@ -1,6 +1,7 @@
 """What the family table costs, and what reading a fused QKV tensor by its q and k rows saves, side by side.
 
-    python benchmarks/families_bench.py [--before REV] [--repeats 3]
+    python benchmarks/families_bench.py [--before REV] [--repeats 3] [--sections 123] [--width 4096] [--heads 2]
+                                         [--head-dim 128]
 
 1. **The table costs nothing per head.** The run path's task (``pipeline.run.compute_layer``: read one layer's
    Q/K, profile every head at d = 0..128) on a synthetic rotary Llama checkpoint (benchmarks/synthetic_checkpoints.py,
@@ -13,6 +14,23 @@
    tensors (the whole fused tensor, then views), each in a child process: peak resident memory above the
    child's level before the read (Linux: /proc/self/status VmHWM, reset through /proc/self/clear_refs), against
    the layer's compact Q/K (float32) bytes. Times are CPU times of one thread.
+3. **The profile core of every family against the eigensolver floor.** Every entry of the family table
+   (``pipeline.families.FAMILIES``, each tower of a multi-tower one) gets its layout from a tiny config of its own: the
+   family's case in tests/pipeline/families/cases.py (the case named as the family, else its first), else
+   tests/tiny_models.py's, else transformers' config of that ``model_type`` with the Mistral kind's sizes (Llama,
+   Qwen2); a standalone tower (``clip_text_model``, ...) is its parent's tower's entry and sub-config. Of each distinct
+   positional kind among its layers (a hybrid's layers without a form have none to time), one layer of ``--heads`` query
+   heads over the family's key grouping, at ``--width`` N and ``--head-dim`` n (the rotary dimensions the tiny head's
+   fraction of it, to an even count), random weights: the profile core (``pipeline.profile.head_profiles``, as
+   benchmarks/scale_bench.py --sections c times it), the run path's core (the same with ``at_zero=True``, as
+   ``pipeline.run.compute_layer`` calls it), and the eigensolver floor (numpy's ``eigvalsh`` on the stack of every
+   head's symmetric k x k cores at every offset, built beforehand, untimed), and that floor with the span's Gram
+   matrices A^T A, A = [W_K^T | W_Q^T] (N x 2n, float64, made beforehand): the one product over the model's width any
+   route needs before its k x k work, which outweighs a position-free head's one eigensolve at N = 4096 (N k^2 against
+   ~k^3 flops); all interleaved in rotated order ``--repeats`` times on one BLAS thread (scale_bench's ``interleaved``),
+   in CPU time of the thread; the ratios are the medians of the per-repeat ratios. The weights' values do not change the
+   work (QK-norm gains and latent products are folded into W_Q, W_K before the core), so random weights of the family's
+   shape time what the family's layers cost.
 """
 
 from __future__ import annotations
@@ -108,20 +126,174 @@ def fused_checkpoint(folder: str, width: int = 3072, heads: int = 32) -> str:
     return folder
 
 
+def family_configs() -> dict[str, tuple[dict, str | None]]:
+    """``family[/tower]`` -> (a tiny config dict of that family, the tower) for every entry of the family table."""
+    from dataclasses import replace
+
+    from pipeline.families import FAMILIES
+    from tests.pipeline.families.cases import CASES
+    from tests.tiny_models import KINDS, transformers
+
+    found: dict[str, tuple[dict, str | None]] = {}
+    named = sorted(CASES.items(), key=lambda kv: kv[0].split("/")[0] != transformers_type(kv[1].config))
+    for _key, case in named:  # the case named as its family first, then the others in the file's order
+        config = getattr(transformers, case.config)(**case.kw).to_dict()
+        found.setdefault(config["model_type"] + (f"/{case.tower}" if case.tower else ""), (config, case.tower))
+    for family, cls, kw, _model, _proj in KINDS.values():
+        found.setdefault(family, (getattr(transformers, cls)(**kw).to_dict(), None))
+    out = {}
+    for name, entry in FAMILIES.items():
+        for tower in [t for t, _ in entry.towers] or [None]:
+            key = name + (f"/{tower}" if tower else "")
+            if key in found:
+                out[key] = found[key]
+                continue
+            parent = next(((f, t) for f, e in FAMILIES.items() for t, _ in e.towers
+                           if entry == replace(e.tower(t), name=name, sub_config="")), None)
+            if parent is not None:  # a standalone tower: the parent's tower's sub-config under this model_type
+                config, _ = found[f"{parent[0]}/{parent[1]}"]
+                sub = FAMILIES[parent[0]].tower(parent[1]).sub_config
+                out[key] = (dict(config[sub] if sub else config, model_type=name), None)
+            else:  # no tiny config in the tests (Llama, Qwen2): transformers' own, with the Mistral kind's sizes
+                out[key] = (transformers.AutoConfig.for_model(name, **KINDS["mistral"][2]).to_dict(), tower)
+    return out
+
+
+def transformers_type(config_class: str) -> str:
+    from tests.tiny_models import transformers
+
+    return getattr(transformers, config_class).model_type
+
+
+def scaled_rotations(layout, layer: int, n: int):
+    """R(d), d = 0..128, of ``layer``'s positional kind at head size ``n`` (its rotary dimensions scaled from the
+    layout's head size, to an even count); None for a layer without rotary."""
+    from pipeline.families.rotary import N_OFFSETS, rotation_matrices, scaled_inverse_frequencies
+
+    p = layout.positional_of(layer)
+    if p.kind != "rope":
+        return None
+    rd = max(2, 2 * round(p.rotary_dim * n / layout.d_head / 2))
+    return rotation_matrices(n, rd, p.rope_theta, N_OFFSETS, style=p.style,
+                             inv_freq=scaled_inverse_frequencies(rd, p.rope_theta, dict(p.scaling)))
+
+
+def kind_label(layout, layer: int) -> str:
+    p = layout.positional_of(layer)
+    if p.kind != "rope":
+        return p.kind
+    scaling = dict(p.scaling).get("rope_type", "")
+    return f"rope {p.rotary_dim}/{layout.d_head} {p.style}" + (f" {scaling}" if scaling not in ("", "default") else "")
+
+
+def family_cases(width: int, heads: int, n: int, seed: int = 0):
+    """(label, W_Q, W_K, kv_of_head, R, floor stack, span inputs A (H, N, 2n)) per family and distinct positional
+    kind of its layers."""
+    import numpy as np
+
+    from pipeline.families import layout_from_config
+    from pipeline.profile import cores, span_cores
+
+    rng = np.random.default_rng(seed)
+    for key, (config, tower) in family_configs().items():
+        layout = layout_from_config(config, tower)
+        seen = {}
+        for layer in range(layout.n_layers):
+            p = layout.positional_of(layer)
+            if p.kind != "no form":
+                seen.setdefault(p, layer)
+        kv = heads if layout.n_kv_heads == layout.n_heads else 1
+        kv_of_head = np.arange(heads) // (heads // kv)
+        for layer in seen.values():
+            R = scaled_rotations(layout, layer, n)
+            W_Q = (rng.normal(size=(heads, n, width)) / width ** 0.5).astype(np.float32)  # a bf16 layer's compact
+            W_K = (rng.normal(size=(kv, n, width)) / width ** 0.5).astype(np.float32)
+            K, P = span_cores(W_Q.astype(np.float64), W_K[kv_of_head].astype(np.float64))
+            C = cores(K, P, R)
+            A = np.concatenate([W_K[kv_of_head], W_Q], axis=1).transpose(0, 2, 1).astype(np.float64)
+            label = f"{key} L{layer}: {kind_label(layout, layer)}, H {heads}/{kv}"
+            yield label, W_Q, W_K, kv_of_head, R, 0.5 * (C + np.swapaxes(C, -1, -2)), A
+
+
+def families_against_floor(width: int, heads: int, n: int, repeats: int) -> list[tuple[str, float, float, float]]:
+    """Section 3: per family and positional kind, the profile core's and the run path's core's CPU time over the
+    eigensolver floor's, and the core's over the floor with the span's Gram (medians of the per-repeat ratios);
+    prints a line each and returns (label, core, run, core over floor + Gram)."""
+    import time
+
+    import numpy as np
+    from scale_bench import interleaved
+
+    from pipeline.profile import head_profiles
+
+    def timed(f):
+        w, c = time.perf_counter(), time.thread_time()
+        f()
+        return time.perf_counter() - w, time.thread_time() - c
+
+    rows = []
+    print(f"3. profile core / eigensolver floor, CPU time of one thread, N = {width}, n = {n}, median of {repeats} "
+          "interleaved repeats (core: head_profiles; run: with at_zero, as compute_layer):", flush=True)
+    for label, W_Q, W_K, kv, R, S, A in family_cases(width, heads, n):
+        runs = {"floor": lambda S=S: timed(lambda: np.linalg.eigvalsh(S)),
+                "floor+G": lambda S=S, A=A: timed(lambda: (np.linalg.eigvalsh(S), np.swapaxes(A, 1, 2) @ A)),
+                "core": lambda a=(W_Q, W_K, R, kv): timed(lambda: head_profiles(*a[:3], kv_of_head=a[3])),
+                "run": lambda a=(W_Q, W_K, R, kv): timed(lambda: head_profiles(*a[:3], kv_of_head=a[3],
+                                                                                at_zero=True).layer_values())}
+        _, cpu = interleaved(runs, repeats)
+        core, run = np.median(cpu["core"] / cpu["floor"]), np.median(cpu["run"] / cpu["floor"])
+        gram = np.median(cpu["core"] / cpu["floor+G"])
+        rows.append((label, float(core), float(run), float(gram)))
+        print(f"   {label:58} floor {1e3 * np.median(cpu['floor']):6.1f} ms  core {core:5.2f}x  run {run:5.2f}x  "
+              f"core / (floor + Gram) {gram:5.2f}x{'  OVER 1.1' if core > 1.1 else ''}", flush=True)
+    with open("/proc/loadavg") as fh:
+        load = " ".join(fh.read().split()[:3])
+    core = np.array([r[1] for r in rows])
+    rope = [r for r in rows if ": rope" in r[0]]
+    flat = [r for r in rows if ": rope" not in r[0]]
+    worst, worst_rope = rows[int(np.argmax(core))], max(rope, key=lambda r: r[1])
+    print(f"   {len(rows)} layers' kinds over {len({r[0].split(' L')[0] for r in rows})} families and towers (load "
+          f"average {load}): core / floor median {np.median(core):.2f}, worst {worst[1]:.2f} ({worst[0]}), "
+          f"{int((core > 1.1).sum())} over 1.1")
+    print(f"   rotary kinds ({len(rope)}): core / floor median {np.median([r[1] for r in rope]):.2f}, worst "
+          f"{worst_rope[1]:.2f} ({worst_rope[0]}), {sum(r[1] > 1.1 for r in rope)} over 1.1; run / floor median "
+          f"{np.median([r[2] for r in rope]):.2f}")
+    if flat:
+        print(f"   position-free kinds ({len(flat)}): core / floor median {np.median([r[1] for r in flat]):.2f}, "
+              f"core / (floor + Gram) median {np.median([r[3] for r in flat]):.2f}, worst "
+              f"{max(r[3] for r in flat):.2f}")
+    return rows
+
+
 def merge_base() -> str:
     return subprocess.run(["git", "merge-base", "HEAD", "main"], cwd=ROOT, capture_output=True, text=True,
                           check=True).stdout.strip()
 
 
 def main(argv=None) -> None:
-    from revisions import revision_tree
-    from synthetic_checkpoints import write_synthetic
-
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--before", default=None, help="the revision of the 'before' arm (default: the merge base "
                                                         "with main)")
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--sections", default="123", help="which sections to run (default: 123; 1 and 2 run "
+                                                                    "together, they share a temporary folder)")
+    parser.add_argument("--width", type=int, default=4096, help="section 3's model width N (default 4096)")
+    parser.add_argument("--heads", type=int, default=2, help="section 3's query heads per layer (default 2)")
+    # one head size for every family, the most common one of the models of 2025-2026, so that the families' ratios
+    # differ by their positional kind, rotary fraction and style and key grouping alone (the floor's cost grows as n^3)
+    parser.add_argument("--head-dim", type=int, default=128, help="section 3's head size n (default 128)")
     args = parser.parse_args(argv)
+    if set(args.sections) & set("12"):
+        table_and_reads(args)
+    if "3" in args.sections:
+        families_against_floor(args.width, args.heads, args.head_dim, args.repeats)
+
+
+def table_and_reads(args) -> None:
+    """Sections 1 and 2."""
+    from revisions import revision_tree
+    from synthetic_checkpoints import write_synthetic
+
     before = args.before or merge_base()
     with tempfile.TemporaryDirectory() as tmp, revision_tree(before) as tree:
         rotary = os.path.join(tmp, "rotary")
@@ -145,5 +317,5 @@ def main(argv=None) -> None:
 
 
 if __name__ == "__main__":
-    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    sys.path[:0] = [os.path.dirname(os.path.abspath(__file__)), ROOT]  # benchmarks/ helpers; tests/ for the cases
     main()
