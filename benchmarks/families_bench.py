@@ -1,4 +1,5 @@
-"""What the family table costs, and what reading a fused QKV tensor by its q and k rows saves, side by side.
+"""What the family table costs, what reading a fused QKV tensor by its q and k rows saves, and each family's
+profile core against the eigensolver floor, side by side.
 
     python benchmarks/families_bench.py [--before REV] [--repeats 3] [--sections 123] [--width 4096] [--heads 2]
                                          [--head-dim 128]
