@@ -272,7 +272,7 @@ def merge_base() -> str:
 
 
 def main(argv=None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=" ".join(__doc__.split("\n\n")[0].split()))
     parser.add_argument("--before", default=None, help="the revision of the 'before' arm (default: the merge base "
                                                         "with main)")
     parser.add_argument("--repeats", type=int, default=3)
