@@ -157,7 +157,8 @@ def profiles_command(args) -> int:
     opts = RunOptions(**{f.name: getattr(args, f.name) for f in fields(RunOptions)})
     try:
         selected = registry_selection(getattr(args, "registry", None), getattr(args, "all_registered", False))
-        opts.models = list(dict.fromkeys([*opts.models, *selected]))
+        # the registry's models after those named, each once; the named ones as given (the run's checks see them)
+        opts.models = [*opts.models, *(name for name in selected if name not in opts.models)]
         if opts.register_only and opts.revisions is None:  # with --revisions: refused by the run's own checks
             models = list(opts.models) + (list(SEED_MODELS) if opts.seed_models else [])
             if not models:
