@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import re
+from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
@@ -44,9 +45,10 @@ def _fetch_bound(folder: Path, layout, names_by_layer) -> tuple[int, int]:
     return qk, other + sum(_header_bytes(s) for s in shards)
 
 
-@pytest.mark.parametrize("name", ["phi3-bf16-sharded", "falcon-new_decoder_architecture", "falcon-per_head",
-                                  "gpt_bigcode-per_head"])
-def test_hub_reads_only_the_q_and_k_rows_of_a_fused_tensor(family_model, hub_env, name):
+@contextmanager
+def over_the_hub(family_model, hub_env, name: str):
+    """A family case's tiny model served by the loopback Hub: yields (folder, its local checkpoint, its layout, the
+    Hub's checkpoint of it, the hub, the repo id), HF_ENDPOINT pointing at the hub meanwhile."""
     from pipeline.sources.hub import hub_checkpoint
 
     _, folder, _ = family_model(name)
@@ -55,7 +57,13 @@ def test_hub_reads_only_the_q_and_k_rows_of_a_fused_tensor(family_model, hub_env
     layout = layout_from_config(local.config)
     with LoopbackHub(serve_folder(folder, repo)) as hub:
         hub_env.setenv("HF_ENDPOINT", hub.endpoint)
-        remote = hub_checkpoint(repo)
+        yield folder, local, layout, hub_checkpoint(repo), hub, repo
+
+
+@pytest.mark.parametrize("name", ["phi3-bf16-sharded", "falcon-new_decoder_architecture", "falcon-per_head",
+                                  "gpt_bigcode-per_head"])
+def test_hub_reads_only_the_q_and_k_rows_of_a_fused_tensor(family_model, hub_env, name):
+    with over_the_hub(family_model, hub_env, name) as (folder, local, layout, remote, hub, repo):
         names = []
         for layer in range(layout.n_layers):
             got, want = layer_qk(remote, layout, layer), layer_qk(local, layout, layer)
@@ -76,15 +84,8 @@ def test_hub_reads_of_a_latent_attention_fetch_its_query_and_key_bytes_alone(fam
     from safetensors import safe_open
 
     from pipeline.families.latent import key_rows
-    from pipeline.sources.hub import hub_checkpoint
 
-    _, folder, _ = family_model(name)
-    repo = f"test-org/{Path(folder).name}"
-    local = open_checkpoint(folder)
-    layout = layout_from_config(local.config)
-    with LoopbackHub(serve_folder(folder, repo)) as hub:
-        hub_env.setenv("HF_ENDPOINT", hub.endpoint)
-        remote = hub_checkpoint(repo)
+    with over_the_hub(family_model, hub_env, name) as (folder, local, layout, remote, hub, repo):
         qk = 0
         with safe_open(str(Path(folder) / "model.safetensors"), framework="pt") as fh:
             for layer in range(layout.n_layers):
@@ -112,17 +113,9 @@ def test_hub_reads_of_a_hybrid_with_gated_queries_fetch_the_query_rows_of_its_so
     them is read), within 1.0001 x their bytes beside the config and header; the weights equal the local folder's."""
     from safetensors import safe_open
 
-    from pipeline.sources.hub import hub_checkpoint
-
-    _, folder, _ = family_model("qwen3_next")
-    repo = f"test-org/{Path(folder).name}"
-    local = open_checkpoint(folder)
-    layout = layout_from_config(local.config)
-    softmax = [layer for layer in range(layout.n_layers) if layout.positional_of(layer).kind != "no form"]
-    assert softmax == [1, 3]
-    with LoopbackHub(serve_folder(folder, repo)) as hub:
-        hub_env.setenv("HF_ENDPOINT", hub.endpoint)
-        remote = hub_checkpoint(repo)
+    with over_the_hub(family_model, hub_env, "qwen3_next") as (folder, local, layout, remote, hub, repo):
+        softmax = [layer for layer in range(layout.n_layers) if layout.positional_of(layer).kind != "no form"]
+        assert softmax == [1, 3]
         qk = 0
         with safe_open(str(Path(folder) / "model.safetensors"), framework="pt") as fh:
             for layer in softmax:
