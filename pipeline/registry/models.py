@@ -184,6 +184,26 @@ MODELS: dict[str, ModelSpec] = {
         # T5's encoder and decoder self-attention, stored as t5-base/encoder and /decoder; its bias per relative
         # position is added to the scores and is no form of the two tokens
         _spec("t5-base", "google-t5/t5-base", "t5", 12, 12, 768, 64, "relative bias", towers=("encoder", "decoder")),
+        # Hybrids: their softmax-attention layers profiled, the others stored as layers without a form. Shapes from
+        # the published config.json as their sources give it (no Hub here): Jamba-v0.1's and Qwen3-Next-80B-A3B's
+        # are transformers' JambaConfig / Qwen3NextConfig defaults, which document those checkpoints (Jamba: an
+        # attention layer, without positions, every eighth from layer 4; Qwen3-Next: every fourth, rotary on a
+        # quarter of each head); LFM2-1.2B's from its config.json as public repositories copy it (attention at
+        # full_attn_idxs 2, 5, 8, 10, 12, 14); Falcon-H1-7B-Instruct's from its config.json as an MLX copy lists it
+        # (attention beside Mamba in every layer; its rope_theta not among the keys copied, so not checked here);
+        # MiniMax-Text-01 is read in its transformers conversion (the -hf repository: the original's remote-code
+        # config is of model_type minimax_text_01), 80 layers with a softmax layer after every seven of lightning
+        # attention, 64 heads of 128, base 1e7 (transformers' MiniMax page). transformers' MiniMax rotates the whole
+        # head, as the table does, where that page says the model rotates half of it.
+        _spec("Jamba-v0.1", "ai21labs/Jamba-v0.1", "jamba", 32, 32, 4096, 128, "none", n_kv_heads=8),
+        _spec("Falcon-H1-7B-Instruct", "tiiuae/Falcon-H1-7B-Instruct", "falcon_h1", 44, 12, 3072, 128, _ROPE,
+              n_kv_heads=2, rotary_dim=128),
+        _spec("LFM2-1.2B", "LiquidAI/LFM2-1.2B", "lfm2", 16, 32, 2048, 64, _ROPE, n_kv_heads=8, rotary_dim=64,
+              rope_theta=1e6),
+        _spec("Qwen3-Next-80B-A3B-Instruct", "Qwen/Qwen3-Next-80B-A3B-Instruct", "qwen3_next", 48, 16, 2048, 256,
+              _ROPE, n_kv_heads=2, rotary_dim=64, rope_theta=1e7),
+        _spec("MiniMax-Text-01", "MiniMaxAI/MiniMax-Text-01-hf", "minimax", 80, 64, 6144, 128, _ROPE, n_kv_heads=8,
+              rotary_dim=128, rope_theta=1e7),
     )
 }
 

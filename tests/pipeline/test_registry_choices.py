@@ -17,6 +17,9 @@ def test_a_family_selects_its_registered_models_in_registry_order():
     assert registered("llama") == ("SmolLM2-135M-Instruct", "SmolLM2-135M", "TinyLlama-1.1B", "Llama-3.2-1B")
     assert registered("opt") == SEED_MODELS[4:10]
     assert registered("deepseek_v3") == ("DeepSeek-V3",)
+    assert [registered(f) for f in ("jamba", "falcon_h1", "lfm2", "qwen3_next", "minimax")] == [
+        ("Jamba-v0.1",), ("Falcon-H1-7B-Instruct",), ("LFM2-1.2B",), ("Qwen3-Next-80B-A3B-Instruct",),
+        ("MiniMax-Text-01",)]
     assert registered() == tuple(MODELS)
     assert set(families()) == {s.family for s in MODELS.values()} and list(families()) == sorted(families())
 
@@ -49,6 +52,18 @@ def test_the_command_registers_a_familys_models_and_refuses_an_unknown_one(tmp_p
     names = list(xr.open_zarr(str(store), group="profiles", chunks=None).model.values)
     # the model named first, then the families' in registry order, once each; Llama 4 Scout as its text tower's row
     assert names == ["gpt2", "Llama-4-Scout-17B-16E/text", "distilgpt2", "gpt2-medium", "gpt2-large"]
+
+
+def test_the_hybrid_families_register_their_models(tmp_path):
+    """``--registry`` takes the hybrids' families: their models are registered with the registry's shapes."""
+    store = tmp_path / "s.zarr"
+    assert main(["profiles", "--registry", "jamba", "--registry", "minimax", "--registry", "qwen3_next",
+                 "--register-only", "--store", str(store), "--quiet"]) == 0
+    ds = xr.open_zarr(str(store), group="profiles", chunks=None)
+    names = list(ds.model.values)
+    assert names == ["Jamba-v0.1", "MiniMax-Text-01", "Qwen3-Next-80B-A3B-Instruct"]
+    assert [int(ds.n_layers.sel(model=n)) for n in names] == [32, 80, 48]
+    assert [int(ds.d_head.sel(model=n)) for n in names] == [128, 128, 256]
 
 
 def test_all_registered_with_register_only_lists_the_whole_registry(tmp_path):
