@@ -67,6 +67,8 @@ def _rope_of(entry: Family, config: dict, n: int, layer_type: str | None):
     """(theta, rotary dimension, scaling pairs) of the layers of ``layer_type`` (None: every layer)."""
     params = config.get("rope_parameters") or {}
     scaling = config.get("rope_scaling") or {}
+    if entry.fixed_rope_theta:  # the model reads none of the config's rope keys (GPT-J): its own base, no scaling
+        params, scaling = {"rope_theta": entry.fixed_rope_theta, "rope_type": "default"}, {}
     if layer_type is not None and isinstance(params.get(layer_type), dict):
         params, scaling = params[layer_type], {}  # transformers 5: each type's parameters whole
     elif layer_type is not None and any(isinstance(v, dict) for v in params.values()):

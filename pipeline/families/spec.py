@@ -203,6 +203,8 @@ class Family:
     positional: str = "rope"
     rotary_style: str = "half"
     rotary_dim_key: str = ""  # a config key giving the rotary dimension itself (GPT-J's rotary_dim)
+    # a rotary base the model fixes, whatever the config says: no rope key of the config is read, no scaling (GPT-J's)
+    fixed_rope_theta: float = 0.0
     layer_rule: str = ""
     # layer_types derived from a period where the config has no list: (key, default period, phase): layer i is
     # full attention when (i + phase) % period == 0; and per type the old flat keys of its rope base, with the

@@ -145,9 +145,12 @@ ENTRIES = (
     _decoder("phi", variants=(when("qk_layernorm", True, qk_norm=QKNorm(
         "layernorm", "head", "shared", _ATTN + "q_layernorm.weight", _ATTN + "k_layernorm.weight")),)),
     _decoder("phi3", q=_ATTN + "qkv_proj.weight", k="", split="rows"),
+    # GPT-J: interleaved rotary on the first rotary_dim dimensions of each head, at the base 10000 whatever the config
+    # says (transformers' modeling_gptj.py: create_sinusoidal_positions computes 1 / 10000 ** (2i / dim), and
+    # GPTJConfig has no rope key), so a rope_theta or rope scaling in its config.json is not read
     Family("gptj", "decoder", hidden=("n_embd",), heads=("n_head",), layers=("n_layer",),
            q="h.{l}.attn.q_proj.weight", k="h.{l}.attn.k_proj.weight", rotary_style="interleaved",
-           rotary_dim_key="rotary_dim", ln="h.{l}.ln_1.weight"),
+           rotary_dim_key="rotary_dim", fixed_rope_theta=10000.0, ln="h.{l}.ln_1.weight"),
     Family("falcon", "decoder", heads=("num_attention_heads", "n_head"), layers=("num_hidden_layers", "n_layer"),
            kv_keys=("num_kv_heads", "n_head_kv"), q="h.{l}.self_attention.query_key_value.weight", split="groups",
            ln="h.{l}.input_layernorm.weight",

@@ -100,20 +100,40 @@ def _llama(folder, rope_parameters):
     return str(folder)
 
 
-def test_a_rotary_base_the_model_ignores_fails_with_a_clear_line(capsys, tmp_path):
-    """A GPT-J config.json that carries a ``rope_theta``: transformers' GPT-J rotates with the base 10000 whatever the
-    config says, while the family table reads the config's base. The scores agree at d = 0 and not beyond, and the
-    line says so."""
+def test_a_gptj_config_with_a_rope_theta_holds(capsys, tmp_path):
+    """A GPT-J config.json that carries a ``rope_theta`` of 500: transformers' GPT-J rotates with the base 10000
+    whatever the config says (modeling_gptj.py's create_sinusoidal_positions), and so does the family table's entry.
+    The profiles' forms equal the forward pass at every offset."""
     config = transformers.GPTJConfig(n_embd=32, n_head=4, n_layer=2, rotary_dim=4, vocab_size=64, n_positions=128)
     folder = tmp_path / "tiny-gptj-theta"
     transformers.GPTJForCausalLM(config).save_pretrained(str(folder))
     path = folder / "config.json"
     path.write_text(json.dumps(json.loads(path.read_text()) | {"rope_theta": 500.0}))
+    layout = layout_from_config(open_checkpoint(str(folder)).config)
+    assert (layout.rope_theta, layout.rotary_dim, layout.rope_scaling) == (10000.0, 4, ())
     rc, out, _ = cli(capsys, str(folder), "--store", str(tmp_path / "none.zarr"))
+    assert rc == 0, out
+    assert sorted(_layers(out)) == [0, 1] and all(e < 1e-5 for e in _layers(out).values()), out
+    assert re.search(r"^layer   1  max relative error \S+ at d = 0, 1, 7, 64  holds$", out, re.M), out
+
+
+def test_a_rope_scaling_beside_rope_parameters_fails_with_a_clear_line(capsys, tmp_path):
+    """A quirk the family table does not foresee: a config.json written by transformers 5 (``rope_parameters`` of
+    type default) to which the older key ``rope_scaling`` was added by hand (linear, factor 4). transformers takes
+    ``rope_scaling`` over ``rope_parameters`` (``convert_rope_params_to_dict``), the table reads ``rope_parameters``'
+    type first: the model rotates four times slower than R(d) of the table. The scores agree at d = 0 and not beyond,
+    and the line says where the readings part. (The checkpoint is one a user can make; were the table to follow
+    transformers here, this test would need another quirk or a test-local entry that leaves a key out.)"""
+    folder = _llama(tmp_path / "tiny-llama-both", {"rope_type": "default", "rope_theta": 10000.0})
+    path = tmp_path / "tiny-llama-both" / "config.json"
+    path.write_text(json.dumps(json.loads(path.read_text()) | {"rope_scaling": {"rope_type": "linear",
+                                                                                 "factor": 4.0}}))
+    rc, out, _ = cli(capsys, folder, "--store", str(tmp_path / "none.zarr"))
     assert rc == 1, out
     assert all(e > 1e-3 for e in _layers(out).values()) and "OVER the tolerance 1e-05" in out
-    assert ("d = 0 holds, d > 0 does not: the model rotates otherwise than R(d) of the table (rotary on 4 of 8 "
-            "dimensions, base 500, interleaved)") in out, out
+    assert ("d = 0 holds, d > 0 does not: the model rotates otherwise than R(d) of the table (rotary on 8 of 8 "
+            "dimensions, base 10000, half) (transformers reads the rope type 'linear' from config.json, the entry "
+            "'default')") in out, out
     assert out.rstrip().endswith("2 of 2 layer(s) fail: 0, 1")
 
 
