@@ -12,9 +12,10 @@ of BLOOM, GPT-NeoX, Falcon, GPT-2 and GPT-BigCode (llama.cpp's ``starcoder``) as
 rearranged so, GPT-2's Conv1D transposed; the reader gives the Hugging Face tensors back (``pipeline.sources.gguf``),
 reading a fused tensor's q and k rows alone. Hunyuan's (``hunyuan-dense``) NTK-alpha rotary is written as its scaled
 base, its QK-norm gains as ``attn_{q,k}_norm``. T5's (``t5``, mT5's and UMT5's too) encoder and decoder
-self-attention are ``enc.blk.N.attn_{q,k}`` and ``dec.blk.N.attn_{q,k}``. DeepSeek V2 / V3 (``deepseek2``) keep
-their latent tensors, newer files with ``kv_b_proj`` split into ``attn_k_b`` (each head's key rows transposed) and
-``attn_v_b``, joined back.
+self-attention are ``enc.blk.N.attn_{q,k}`` and ``dec.blk.N.attn_{q,k}``; an encoder alone (``T5EncoderModel``,
+written as ``t5encoder``: no decoder block, no decoder block count) has the ``enc.blk.N`` tensors only. DeepSeek V2 /
+V3 (``deepseek2``) keep their latent tensors, newer files with ``kv_b_proj`` split into ``attn_k_b`` (each head's key
+rows transposed) and ``attn_v_b``, joined back.
 """
 
 from __future__ import annotations
@@ -44,8 +45,9 @@ ARCHITECTURES = {
     "arcee": ("arcee", True), "granitemoe": ("granitemoe", True), "nemotron": ("nemotron", False),
     "gpt-oss": ("gpt_oss", False), "llama4": ("llama4_text", False), "qwen2vl": ("qwen2_vl_text", False),
     "mistral3": ("mistral", True), "deepseek2": ("deepseek_v2", False), "hunyuan-dense": ("hunyuan_v1_dense", False),
-    "t5": ("t5", False),
+    "t5": ("t5", False), "t5encoder": ("t5", False),
 }
+T5_ARCHITECTURES = ("t5", "t5encoder")  # enc.blk.N / dec.blk.N tensor names (T5, mT5, UMT5)
 # Architectures whose Q/K are one fused ``attn_qkv`` of rows [Q | K | V]: the Hugging Face names of that tensor and of
 # the attention norm's gain (Falcon's with two norms per layer, ``attn_norm_2`` in the file: ``ln_attn``).
 FUSED = {
@@ -85,7 +87,7 @@ def hf_name(gguf_name: str, arch: str = "", two_norms: bool = False) -> str | No
     """The Hugging Face name of a GGUF tensor this reader exposes (Q, K, fused QKV, attention and QK norms), else
     None. ``two_norms``: a Falcon file with two norms per layer (its attention reads ``ln_attn``). T5's self-attention
     tensors are ``enc.blk.N.`` and ``dec.blk.N.``'s, under ``encoder.block.N.layer.0.`` and ``decoder...``."""
-    if arch == "t5":
+    if arch in T5_ARCHITECTURES:
         m = re.fullmatch(r"(enc|dec)\.blk\.(\d+)\.(attn_q|attn_k|attn_norm)\.weight", gguf_name)
         tower = {"enc": "encoder", "dec": "decoder"}
         return f"{tower[m.group(1)]}.block.{m.group(2)}.layer.0.{_T5_ROLES[m.group(3)]}" if m else None
@@ -204,12 +206,8 @@ def family_config(reader, arch: str, config: dict) -> dict:
         return {"model_type": "ministral3"}  # Ministral 3's text model (its query temperature)
     if arch == "deepseek2":
         return _latent_config(reader, config)
-    if arch == "t5":  # T5 and mT5 alike (the same attention); UMT5 by a relative bias table in every block
-        layers = config["num_hidden_layers"]
-        return {"model_type": "umt5" if "enc.blk.1.attn_rel_b.weight" in names else "t5",
-                "d_model": config["hidden_size"], "num_heads": config["num_attention_heads"],
-                "d_kv": config["head_dim"], "num_layers": layers,
-                "num_decoder_layers": int(metadata(reader, "t5.decoder_block_count", layers))}
+    if arch in T5_ARCHITECTURES:  # T5 and mT5 alike (the same attention); UMT5 by a relative bias table in every block
+        return _t5_config(reader, arch, config, names)
     if arch == "gpt-oss" and "rope_scaling" in config:  # gpt-oss's YaRN is not truncated (GptOssConfig, its files)
         return {"rope_scaling": config["rope_scaling"] | {"truncate": False}}
     if arch in ("granite", "granitemoe"):
@@ -221,6 +219,21 @@ def family_config(reader, arch: str, config: dict) -> dict:
     if arch == "smollm3":  # llama.cpp leaves out the rotary of every fourth layer (n_no_rope_layer_step = 4)
         return {"no_rope_layer_interval": 4}
     return _fused_config(arch, config, names)
+
+
+def _t5_config(reader, arch: str, config: dict, names: set[str]) -> dict:
+    """T5's, mT5's and UMT5's sizes under their own keys. An encoder alone (``t5encoder``) is given the config that
+    transformers saves with a ``T5EncoderModel`` (``UMT5EncoderModel``): its ``architectures``, and the decoder's
+    layer count the config class gives where none is set, the encoder's; its decoder tower has no tensors here, as in
+    that checkpoint."""
+    layers = config["num_hidden_layers"]
+    umt5 = "enc.blk.1.attn_rel_b.weight" in names
+    out = {"model_type": "umt5" if umt5 else "t5", "d_model": config["hidden_size"],
+           "num_heads": config["num_attention_heads"], "d_kv": config["head_dim"], "num_layers": layers,
+           "num_decoder_layers": int(metadata(reader, f"{arch}.decoder_block_count", layers))}
+    if arch == "t5encoder":
+        out["architectures"] = ["UMT5EncoderModel" if umt5 else "T5EncoderModel"]
+    return out
 
 
 def _latent_config(reader, config: dict) -> dict:

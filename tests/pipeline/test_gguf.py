@@ -396,3 +396,105 @@ def test_direct_header_parse_of_the_committed_real_gguf_equals_ggufreader():
             (theirs.name, theirs.tensor_type, theirs.data_offset, theirs.n_bytes, theirs.data.shape, theirs.data.dtype)
     q = next(t for t in header.tensors if t.name == "blk.29.attn_q.weight")
     assert q.data.tobytes() == next(t for t in tensors if t.name == q.name).data.tobytes()
+
+
+# ---------------------------------------------------------------------------- T5's encoder alone (t5encoder)
+
+def t5_encoder(kind: str, seed: int = 0):
+    """A small random T5 (or UMT5) encoder, ``T5EncoderModel`` / ``UMT5EncoderModel``, its norm gains random too."""
+    cfg_cls, model_cls = {"t5": (transformers.T5Config, transformers.T5EncoderModel),
+                          "umt5": (transformers.UMT5Config, transformers.UMT5EncoderModel)}[kind]
+    config = cfg_cls(vocab_size=VOCAB, d_model=N, d_kv=16, num_heads=H, num_layers=3, d_ff=96,
+                     relative_attention_num_buckets=8)
+    torch.manual_seed(seed)
+    model = model_cls(config)
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if p.ndim == 1 and "layer_norm" in name:
+                p.uniform_(0.5, 2.0)
+    return model.float().eval()
+
+
+def write_t5encoder_gguf(model, path, qtype="F32") -> str:
+    """The encoder as llama.cpp's converter writes a ``T5EncoderModel`` (``convert_hf_to_gguf.py``'s T5EncoderModel:
+    arch ``t5encoder``, its set_gguf_parameters' keys, and every tensor by gguf's T5ENCODER name map: the shared
+    embedding, each block's attention, relative bias (block 0's, or UMT5's every block's) and feed-forward, the
+    final norm). Q, K and V are quantised to ``qtype``, the rest F32."""
+    cfg, tensors = model.config, {n: t.detach().numpy() for n, t in model.state_dict().items()}
+    names = gguf.TensorNameMap(gguf.MODEL_ARCH.T5ENCODER, cfg.num_layers)
+    w = gguf.GGUFWriter(str(path), "t5encoder")
+    w.add_name("tiny t5 encoder")
+    w.add_context_length(512)
+    w.add_embedding_length(cfg.d_model)
+    w.add_feed_forward_length(cfg.d_ff)
+    w.add_block_count(cfg.num_layers)
+    w.add_head_count(cfg.num_heads)
+    w.add_key_length(cfg.d_kv)
+    w.add_value_length(cfg.d_kv)
+    w.add_layer_norm_eps(cfg.layer_norm_epsilon)
+    w.add_relative_attn_buckets_count(cfg.relative_attention_num_buckets)
+    w.add_layer_norm_rms_eps(cfg.layer_norm_epsilon)
+    qt = gguf.GGMLQuantizationType[qtype]
+    for hf, t in tensors.items():
+        if hf == "encoder.embed_tokens.weight":
+            continue  # the converter keeps the first of the shared embeddings (shared.weight here)
+        name = names.get_name(hf, try_suffixes=(".weight",))
+        assert name is not None, hf
+        t = np.ascontiguousarray(t, dtype=np.float32)
+        if qtype != "F32" and name.split(".")[-2] in ("attn_q", "attn_k", "attn_v"):
+            w.add_tensor(name, gguf.quants.quantize(t, qt), raw_dtype=qt)
+        else:
+            w.add_tensor(name, t)
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    return str(path)
+
+
+@pytest.mark.parametrize("kind", ["t5", "umt5"])
+def test_t5encoder_gguf_reads_back_the_hf_encoder_exactly(tmp_path, kind):
+    """llama.cpp's ``t5encoder`` file of a T5 (UMT5) encoder reads back as that encoder's Hugging Face checkpoint: the
+    config transformers saves with it (model type, architectures, sizes), the encoder tower's layout, its Q, K and
+    norm gains bit for bit, and so its profiles, --fold-ln included; nothing else of the file is exposed."""
+    model = t5_encoder(kind)
+    local = open_checkpoint(save(model, tmp_path / "hf"))
+    ggml = open_gguf(write_t5encoder_gguf(model, tmp_path / "enc.gguf"))
+    assert ggml.config["model_type"] == local.config["model_type"] == kind
+    assert ggml.config["architectures"] == local.config["architectures"] == [model.__class__.__name__]
+    for key in ("d_model", "num_heads", "d_kv", "num_layers", "num_decoder_layers"):
+        assert ggml.config[key] == local.config[key], key
+    want, got = layout_from_config(local.config, "encoder"), layout_from_config(ggml.config, "encoder")
+    assert got == want and (got.n_layers, got.n_heads, got.d_head, got.positional) == (3, H, 16, "relative bias")
+    attention = [f"encoder.block.{layer}.layer.0.{role}.weight" for layer in range(3)
+                 for role in ("SelfAttention.q", "SelfAttention.k", "layer_norm")]
+    assert sorted(ggml.tensor_names()) == sorted(attention)
+    for name in attention:
+        read = ggml.read_compact if "SelfAttention" in name else ggml.read
+        np.testing.assert_array_equal(read(name), local.read_compact(name) if "SelfAttention" in name
+                                      else local.read(name))
+    R = rotations(want)
+    for fold in (False, True):
+        for layer in range(3):
+            a, b = layer_qk(ggml, got, layer, fold), layer_qk(local, want, layer, fold)
+            np.testing.assert_array_equal(
+                head_profiles(a.W_Q, a.W_K, R, kv_of_head=a.kv_of_head, gain=a.gain).profile,
+                head_profiles(b.W_Q, b.W_K, R, kv_of_head=b.kv_of_head, gain=b.gain).profile)
+
+
+def test_a_quantised_t5encoder_gguf_reads_ggufs_own_dequantisation(tmp_path):
+    """Q8_0 Q/K read back as gguf's own dequantisation of the converter's quantised Hugging Face weights, bit for
+    bit (the rows in the Hugging Face order: the converter keeps T5's), which differs from the weights themselves."""
+    model = t5_encoder("t5", seed=1)
+    local = open_checkpoint(save(model, tmp_path / "hf"))
+    ggml = open_gguf(write_t5encoder_gguf(model, tmp_path / "q8.gguf", qtype="Q8_0"))
+    assert ggml.provenance.quantization == "Q8_0"
+    q8 = gguf.GGMLQuantizationType.Q8_0
+    for layer in range(3):
+        for role in ("q", "k"):
+            name = f"encoder.block.{layer}.layer.0.SelfAttention.{role}.weight"
+            hf = local.read_compact(name).astype(np.float32)
+            want = np.asarray(gguf.quants.dequantize(gguf.quants.quantize(hf, q8), q8), np.float32).reshape(hf.shape)
+            got = ggml.read_compact(name)
+            assert got.dtype == np.float32 and np.array_equal(got.view(np.uint32), want.view(np.uint32))
+            assert not np.array_equal(got, hf)
