@@ -126,7 +126,8 @@ class LayerQK:
     each query head;  gain : (N,) float64 layer-norm gain to fold on both sides, or None. W_Q and W_K keep
     a compact dtype: float16 for fp16 checkpoints, float32 for bf16 / fp32 (``pipeline.sources.base.compact_dtype``:
     exact), float64 otherwise and
-    for families with a QK-norm (its gain and centring folded in: :func:`fold_qk_norm`).
+    for families with a QK-norm (its gain and centring folded in: :func:`fold_qk_norm`). Latent attention's are
+    stacks of heads formed one at a time from their stored factors (``pipeline.families.latent.LatentHeads``).
     """
 
     W_Q: np.ndarray
@@ -219,8 +220,8 @@ def layer_qk(checkpoint, layout, layer: int, fold_ln: bool = False) -> LayerQK:
     H, kv, n, N = layout.n_heads, layout.n_kv_heads, layout.d_head, layout.d_model
     names = check_layer(checkpoint, layout, layer, fold_ln)
     if layout.spec.split == "latent":
-        W_Q, W_K = mla.latent_qk(layout, names, lambda name: _read_compact(checkpoint, name),
-                                 lambda name, ranges: _read_rows(checkpoint, name, ranges))
+        rows = getattr(checkpoint, "read_rows", None)  # None (no row reads): each tensor read once, whole
+        W_Q, W_K = mla.latent_qk(layout, names, lambda name: _read_compact(checkpoint, name), rows)
     elif "qkv" in names:
         W_Q, W_K = _fused(checkpoint, layout, names["qkv"])
     else:

@@ -49,6 +49,9 @@ def _factor_heads(W_Q, W_K, kv_of_head, gain, dev, chunk_bytes: int):
     g = None if gain is None else _on_device(np.asarray(gain, dtype=np.float64), dev)[:, None]
     K1, Pt = torch.empty((H, m, n), dtype=f64, device=dev), torch.empty((H, n, k), dtype=f64, device=dev)
     group = max(1, chunk_bytes // max(1, N * 2 * n * 8))
+    if getattr(W_Q, "heads_on_demand", False):  # heads formed in float64 in host memory (latent attention's
+        # LatentHeads): groups of them within CHUNK_BYTES there, whatever the device's chunks
+        group = min(group, max(1, CHUNK_BYTES // max(1, N * 2 * n * 8)))
     for start in range(0, H, group):
         heads = slice(start, min(H, start + group))
         Wq, Wk = _on_device(W_Q[heads], dev).to(f64), _on_device(W_K[kv_of_head[heads]], dev).to(f64)

@@ -40,7 +40,9 @@ class HeadProfiles:
 
 
 def _checked_weights(W_Q, W_K, kv_of_head, gain) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    W_Q, W_K = np.asarray(W_Q), np.asarray(W_K)
+    # stacks of heads formed on demand (``heads_on_demand``: pipeline.families.latent.LatentHeads) are taken as they
+    # are: the routes index them a head, or a bounded group of heads, at a time
+    W_Q, W_K = (w if getattr(w, "heads_on_demand", False) else np.asarray(w) for w in (W_Q, W_K))
     if W_Q.ndim != 3 or W_K.ndim != 3 or W_Q.shape[1:] != W_K.shape[1:]:
         raise ValueError(f"W_Q and W_K must both have shape (heads, n, N); got {W_Q.shape} and {W_K.shape}")
     H, n, N = W_Q.shape

@@ -36,9 +36,11 @@ class FrameTask:
 
 def qk_digest(qk) -> str:
     """sha256 (hex) of a layer's Q/K as read (``pipeline.families.LayerQK``): W_Q, W_K, the key head of each query
-    head and any folded gain, each with its dtype and shape. Equal digests, equal weights."""
+    head and any folded gain, each with its dtype and shape (heads formed from factors, latent attention's
+    ``LatentHeads``: those factors). Equal digests, equal weights."""
     h = hashlib.sha256()
-    for x in (qk.W_Q, qk.W_K, qk.kv_of_head, qk.gain):
+    parts = [getattr(x, "factors", (x,)) for x in (qk.W_Q, qk.W_K)]
+    for x in (*parts[0], *parts[1], qk.kv_of_head, qk.gain):
         if x is None:
             h.update(b"none;")
             continue
