@@ -1,7 +1,7 @@
 """Scale: comparisons measured side by side in one run (ratios, not timed tests).
 
     python benchmarks/scale_bench.py [--dir DIR] [--mistral-layers 2] [--opt-layers 24] [--sections 12345] [--rounds 5]
-                                     [--before REV]
+                                     [--before REV] [--latent]
 
 1. eigen routes per head at (N, n) = (5120, 128) over 129 offsets: the naive N x N route (one offset
    timed, times 129), the pipeline (pipeline.profile.head_profiles), and the bare batched 2n x 2n
@@ -10,7 +10,9 @@
    settings (``pipeline.profile.Kernels``), the chunked route (benchmarks/chunked_route.py) and, with
    ``--before REV``, revision REV's in a child process, interleaved, and where each one's time goes.
 2. peak resident memory of `python -m pipeline profiles` on a Mistral-Small-24B-shaped sharded bf16
-   checkpoint (a child process), over its imports, against one layer's Q/K bytes + 200 MB.
+   checkpoint (a child process), over its imports, against one layer's Q/K bytes + 200 MB; then the same on one
+   DeepSeek-V3-shaped layer of multi-head latent attention (``--latent``; with ``--before REV`` also REV's
+   pipeline, side by side).
 3. throughput on an opt-1.3b-shaped checkpoint: the whole pipeline (the CLI's run path, one process, and a
    2-worker dask LocalCluster) vs only reading Q/K. "Reading Q/K" is opening the checkpoint and reading every
    Q/K tensor as the pipeline gets it (``read_compact``: fp16 -> float32 with its NaN/Inf check), nothing kept.
@@ -382,6 +384,49 @@ def memory_section(folder: str, layers: int) -> None:
               f"{peak - base - qk:.0f} MB")
 
 
+LATENT_CHILD = r"""
+import sys, time
+import numpy, safetensors, torch, tqdm, xarray, zarr  # noqa: F401 - what the run imports, before the start
+import pipeline, pipeline.families, pipeline.profile, pipeline.registry.checkpoints, pipeline.store
+from pipeline.__main__ import main
+
+def mb(key):
+    with open("/proc/self/status") as fh:
+        return next(int(line.split()[1]) / 1e3 for line in fh if line.startswith(key + ":"))
+
+base, t0 = mb("VmRSS"), time.perf_counter()
+code = main(["profiles", sys.argv[1], "--store", sys.argv[2], "--name", "bench", "--quiet"])
+print(pipeline.__file__, base, mb("VmHWM"), time.perf_counter() - t0, code)
+"""  # the CLI's peak over its imports, run with a tree's pipeline first on the path (cli_memory_child's measure)
+
+
+def latent_memory(folder: str, before_rev: str | None) -> None:
+    """One DeepSeek-V3-shaped latent attention layer (128 heads of 192 dimensions, N 7168) through ``python -m
+    pipeline profiles``: the peak over the imports against the layer's Q/K bytes (the query and key tensors whole,
+    of kv_b_proj the key rows) + 200 MB, this checkout's and, with ``before_rev``, that revision's."""
+    from revisions import revision_tree
+    from synthetic_checkpoints import FAMILIES
+
+    print("\n== 2b. peak memory through the CLI, one DeepSeek-V3-shaped latent attention layer ==")
+    config, _, tensors = FAMILIES["deepseek-v3"]
+    heads, nope = config["num_attention_heads"], config["qk_nope_head_dim"]
+    qk = sum(2 * (heads * nope if "kv_b_proj" in name else shape[0]) * (shape[1] if len(shape) > 1 else 1)
+             for name, shape in tensors) / MB
+    arms = [("this checkout", None)] + ([(f"before ({before_rev})", before_rev)] if before_rev else [])
+    for label, rev in arms:
+        with contextlib.ExitStack() as stack:
+            tree = ROOT if rev is None else stack.enter_context(revision_tree(rev))
+            tmp = stack.enter_context(tempfile.TemporaryDirectory())
+            out = subprocess.run([sys.executable, "-c", LATENT_CHILD, folder, os.path.join(tmp, "s.zarr")], cwd=tree,
+                                 env=dict(os.environ, PYTHONPATH=tree), capture_output=True, text=True, check=True)
+        where, base, peak, secs, code = out.stdout.split()[-5:]
+        base, peak = float(base), float(peak)
+        assert code == "0" and where.startswith(tree), (where, out.stderr)
+        print(f"{label}: 1 layer ({float(secs):.0f} s): RSS after imports {base:.0f} MB, peak over imports "
+              f"{peak - base:.0f} MB; target Q/K ({qk:.1f} MB, bf16) + 200 MB = {qk + 200:.0f} MB -> RATIO "
+              f"{(peak - base) / (qk + 200):.2f} (<= 1 meets it)")
+
+
 # ----------------------------------------------------------------------------------------- 3. throughput
 
 
@@ -688,6 +733,8 @@ def main(argv=None) -> int:
     ap.add_argument("--before", metavar="REV", default=None, help="also time this git revision's pipeline package "
                     "(e.g. the last release) in the same rounds: its profile core (sections 1 and c), its whole run "
                     "and its 2 dask workers (section 3)")
+    ap.add_argument("--latent", action="store_true", help="section 2 also profiles one DeepSeek-V3-shaped latent "
+                    "attention layer (128 heads; a few minutes, and as long again for --before's)")
     ap.add_argument("--memory-child", nargs=2, help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.memory_child:
@@ -707,6 +754,8 @@ def main(argv=None) -> int:
         pipeline_against_floors(*eigen_case(), repeats=args.repeats, before_rev=args.before)
     if "2" in args.sections:
         memory_section(mistral, args.mistral_layers)
+        if args.latent:
+            latent_memory(str(write_synthetic("deepseek-v3", os.path.join(args.dir, "deepseek-v3"), 1)), args.before)
     if "3" in args.sections:
         throughput_section(opt, args.rounds, args.before)
     if "4" in args.sections:

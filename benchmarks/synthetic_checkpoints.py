@@ -56,6 +56,23 @@ FAMILIES = {
          ("model.layers.{l}.self_attn.v_proj.weight", (1024, 5120)),
          ("model.layers.{l}.self_attn.o_proj.weight", (5120, 4096))],
     ),
+    # one DeepSeek-V3 layer's multi-head latent attention (its MoE left out): the query latent (q_a_proj, its norm,
+    # q_b_proj), the key's compressed projection and norm, kv_b_proj whole (each head's key and value rows)
+    "deepseek-v3": (
+        {"model_type": "deepseek_v3", "architectures": ["DeepseekV3ForCausalLM"], "hidden_size": 7168,
+         "num_attention_heads": 128, "num_key_value_heads": 128, "q_lora_rank": 1536, "kv_lora_rank": 512,
+         "qk_nope_head_dim": 128, "qk_rope_head_dim": 64, "v_head_dim": 128, "intermediate_size": 18432,
+         "rope_theta": 10000, "rope_scaling": {"type": "yarn", "factor": 40, "original_max_position_embeddings": 4096,
+                                               "beta_fast": 32, "beta_slow": 1, "mscale": 1.0, "mscale_all_dim": 1.0},
+         "max_position_embeddings": 163840, "vocab_size": 129280, "rms_norm_eps": 1e-06, "torch_dtype": "bfloat16"},
+        "bfloat16",
+        [("model.layers.{l}.self_attn.q_a_proj.weight", (1536, 7168)),
+         ("model.layers.{l}.self_attn.q_a_layernorm.weight", (1536,)),
+         ("model.layers.{l}.self_attn.q_b_proj.weight", (128 * 192, 1536)),
+         ("model.layers.{l}.self_attn.kv_a_proj_with_mqa.weight", (512 + 64, 7168)),
+         ("model.layers.{l}.self_attn.kv_a_layernorm.weight", (512,)),
+         ("model.layers.{l}.self_attn.kv_b_proj.weight", (128 * 256, 512))],
+    ),
     "opt-13b": _opt(5120, 40),
     "opt-1.3b": _opt(2048, 32),
     "rotary-1024": _llama(1024, 16, 4),  # ~1 s of single-thread profile work per layer
