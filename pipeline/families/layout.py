@@ -88,9 +88,10 @@ def supported(towered: bool | None = None) -> str:
 
 
 def towers(config: dict) -> tuple[str, ...]:
-    """The towers of a multi-tower model's config (CLIP: text, vision; Whisper: encoder, decoder); () for others."""
+    """The towers of a multi-tower model's config (CLIP: text, vision; Whisper: encoder, decoder), those its
+    checkpoint holds (a T5EncoderModel's: encoder); () for others."""
     entry = FAMILIES.get(config.get("model_type"))
-    return tuple(t for t, _ in entry.towers) if entry is not None else ()
+    return entry.towers_held(config) if entry is not None else ()
 
 
 def _get(config: dict, keys, what: str, default=None):
@@ -112,6 +113,11 @@ def _entry(config: dict, tower: str | None) -> tuple[Family, dict]:
                                 f"one, see {ADDING_A_FAMILY}.")
     if entry.towers:
         names = [t for t, _ in entry.towers]
+        held = entry.towers_held(config)
+        if tower in names and tower not in held:
+            classes = ", ".join(config.get("architectures") or ())
+            raise ArchitectureError(f"this {family} checkpoint ({classes}) holds the {' and '.join(held)} tower "
+                                    f"alone: it has no {tower} tower")
         if tower not in names:
             raise ArchitectureError(f"{family} is a model of {len(names)} towers ({', '.join(names)}): name one of "
                                     f"them{f', not {tower!r}' if tower else ''} (layout_from_config(config, tower=...)"

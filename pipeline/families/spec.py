@@ -233,6 +233,9 @@ class Family:
     unsupported: str = ""  # set by a variant the readers cannot profile: the reason, for the error message
     variants: tuple[When, ...] = ()
     towers: tuple[tuple[str, Family], ...] = field(default=(), repr=False)
+    # model classes whose checkpoints hold some of the towers alone, as config.json's ``architectures`` names them:
+    # (class, its towers) (T5EncoderModel: the encoder); other checkpoints hold every tower
+    towers_of_class: tuple[tuple[str, tuple[str, ...]], ...] = ()
 
     def __post_init__(self):
         if self.split not in SPLITS:
@@ -261,6 +264,13 @@ class Family:
 
     def tower(self, name: str) -> Family:
         return dict(self.towers)[name]
+
+    def towers_held(self, config: dict) -> tuple[str, ...]:
+        """The towers a checkpoint of ``config`` holds: those of the first class of its ``architectures`` that
+        ``towers_of_class`` names, else every tower (() for a model of one)."""
+        held = dict(self.towers_of_class)
+        listed = config.get("architectures") or ()
+        return next((held[c] for c in listed if c in held), tuple(t for t, _ in self.towers))
 
 
 FAMILY_FIELDS = tuple(f.name for f in fields(Family))

@@ -112,6 +112,17 @@ def _t5(name: str, tower: str) -> Family:
                   ln=attn + "layer_norm.weight", scale="1")
 
 
+def _t5_towers(name: str, classes: str) -> Family:
+    """T5's, mT5's or UMT5's model of two towers; a checkpoint of its encoder alone (``{classes}EncoderModel``, and
+    ``{classes}ForTokenClassification``, which wraps one, as config.json's ``architectures`` names them) holds the
+    encoder tower alone, its tensors named as the two-tower model's encoder's (``encoder.block.N``): one model, stored
+    as ``NAME/encoder``, as a two-tower checkpoint's encoder is, so that the same encoder gives the same row under
+    the same tower name and conventions whichever class saved it."""
+    return Family(name, "text", towers=(("encoder", _t5(name, "encoder")), ("decoder", _t5(name, "decoder"))),
+                  towers_of_class=tuple((f"{classes}{c}", ("encoder",))
+                                        for c in ("EncoderModel", "ForTokenClassification")))
+
+
 def _whisper(tower: str) -> Family:
     return Family(name="whisper", kind="audio", hidden=("d_model",), heads=(f"{tower}_attention_heads",),
                   layers=(f"{tower}_layers",), q=f"{tower}.layers.{{l}}.self_attn.q_proj.weight",
@@ -270,10 +281,11 @@ ENTRIES = (
                                               ("vision", replace(_SIGLIP_VISION, sub_config="vision_config")))),
     replace(_SIGLIP_TEXT, name="siglip_text_model"),
     replace(_SIGLIP_VISION, name="siglip_vision_model"),
-    # T5, mT5, UMT5: the encoder's and the decoder's self-attention, their relative position bias left out
-    Family("t5", "text", towers=(("encoder", _t5("t5", "encoder")), ("decoder", _t5("t5", "decoder")))),
-    Family("mt5", "text", towers=(("encoder", _t5("mt5", "encoder")), ("decoder", _t5("mt5", "decoder")))),
-    Family("umt5", "text", towers=(("encoder", _t5("umt5", "encoder")), ("decoder", _t5("umt5", "decoder")))),
+    # T5, mT5, UMT5: the encoder's and the decoder's self-attention, their relative position bias left out; an
+    # encoder saved alone (T5EncoderModel) is its encoder tower
+    _t5_towers("t5", "T5"),
+    _t5_towers("mt5", "MT5"),
+    _t5_towers("umt5", "UMT5"),
     # BART and mBART: the encoder's and the decoder's self-attention (the cross-attention left out, as Whisper's)
     Family("bart", "text", towers=(("encoder", _bart("bart", "encoder", False)),
                                    ("decoder", _bart("bart", "decoder", False)))),

@@ -498,3 +498,27 @@ def test_a_quantised_t5encoder_gguf_reads_ggufs_own_dequantisation(tmp_path):
             got = ggml.read_compact(name)
             assert got.dtype == np.float32 and np.array_equal(got.view(np.uint32), want.view(np.uint32))
             assert not np.array_equal(got, hf)
+
+
+@pytest.mark.parametrize("kind", ["t5", "umt5"])
+def test_profiles_command_on_a_t5encoder_gguf_stores_its_encoder(tmp_path, kind):
+    """``python -m pipeline profiles enc.gguf`` (llama.cpp's ``t5encoder``) end to end: one model, the encoder tower
+    (``NAME/encoder``, the GGUF's general.name), whose stored profiles and norms equal those of the Hugging Face
+    ``T5EncoderModel`` folder the file was written from, with and without --fold-ln."""
+    import xarray as xr
+
+    from pipeline.__main__ import main
+
+    model = t5_encoder(kind)
+    folder = save(model, tmp_path / "hf")
+    path = write_t5encoder_gguf(model, tmp_path / "enc.gguf")
+    for fold in ((), ("--fold-ln",)):
+        stores = [tmp_path / f"{source}{len(fold)}.zarr" for source in ("gguf", "hf")]
+        assert main(["profiles", path, "--store", str(stores[0]), "--quiet", *fold]) == 0
+        assert main(["profiles", folder, "--store", str(stores[1]), "--name", "tiny t5 encoder", "--quiet",
+                     *fold]) == 0
+        got, want = (xr.open_zarr(str(s), group="profiles", chunks=None).load() for s in stores)
+        assert list(got.model.values) == list(want.model.values) == ["tiny t5 encoder/encoder"]
+        assert list(got.tower.values) == ["encoder"] and list(got.n_layers.values) == [3]
+        np.testing.assert_array_equal(got.profile.values, want.profile.values)
+        np.testing.assert_array_equal(got.norm.values, want.norm.values)

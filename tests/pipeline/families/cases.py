@@ -350,6 +350,9 @@ CASES: dict[str, Case] = {
     "mt5/decoder": Case("MT5Config", _T5, "MT5Model", **_t5_probe("decoder")),
     "umt5/encoder": Case("UMT5Config", _T5, "UMT5Model", **_t5_probe("encoder")),
     "umt5/decoder": Case("UMT5Config", _T5, "UMT5Model", **_t5_probe("decoder")),
+    # an encoder saved alone (config.json's architectures: T5EncoderModel): a checkpoint of the encoder tower alone
+    "t5-encoder_model/encoder": Case("T5Config", _T5, "T5EncoderModel", **_t5_probe("encoder")),
+    "umt5-encoder_model/encoder": Case("UMT5Config", _T5, "UMT5EncoderModel", **_t5_probe("encoder")),
     "bart/encoder": Case("BartConfig", _BART, "BartModel", **_bart_probe("encoder", False)),
     "bart/decoder": Case("BartConfig", _BART, "BartModel", **_bart_probe("decoder", False)),
     "mbart/encoder": Case("MBartConfig", _BART, "MBartModel", **_bart_probe("encoder", True)),
