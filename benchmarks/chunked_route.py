@@ -66,7 +66,7 @@ def chunked_profiles(W_Q, W_K, rotations=None, rtol: float = DEFAULT_RTOL, *, kv
     kv_of_head = np.arange(H) if kv_of_head is None else np.asarray(kv_of_head, dtype=np.int64)
     k = min(N, 2 * n)
     m = min(n, k)
-    collector = AtZeroCollector(H, m) if at_zero else None
+    collector = AtZeroCollector(H, m, DEFAULT_KERNELS) if at_zero else None
     keep = (lambda h, top: None) if collector is None else collector.keep
     span = span_work(n, N)
     with thread_limit(default_threads(None, "numpy"), "numpy"):
@@ -90,7 +90,7 @@ def chunked_profiles(W_Q, W_K, rotations=None, rtol: float = DEFAULT_RTOL, *, kv
                 K, P = head_span(W_Q, W_K, h, kv_of_head[h], gain, factor, span)
                 prof[h], norm[h], lam0[h] = _rotary_head(K[:m], np.ascontiguousarray(P.T), rotations, pairs, rtol,
                                                          eig, bufs, lambda top, h=h: keep(h, top))
-        zero = None if collector is None else collector.result(prof[:, 0], norm[:, 0], lam0, DEFAULT_KERNELS)
+        zero = None if collector is None else collector.result(prof[:, 0], norm[:, 0], lam0)
     if rotations is None:
         prof, norm = prof[:, 0], norm[:, 0]
     return HeadProfiles(prof, norm, zero)

@@ -94,7 +94,7 @@ def latent_qk(layout, names: dict[str, str], read, read_rows=None) -> tuple:
 
 
 PART_BYTES = 16 << 20  # a factor is read in parts of about this many float32 bytes, each packed before the next
-BLOCK_BYTES = 8 << 20  # a head's rows are formed in column blocks of about this many float64 bytes of G down
+BLOCK_BYTES = 4 << 20  # a head's rows are formed in column blocks of about this many float64 bytes of G down
 
 
 class LatentHeads:

@@ -6,8 +6,9 @@ columns. So every spectrum of L at d = 0 is one of C: the singular values of L a
 the eigenvalues of the m x m Gram matrix ``[A | B] [A | B]^T``), tr L = tr A, and the eigenvalues of S are those of
 sym(C), which the route solves for the profile anyway and hands to :meth:`AtZeroCollector.result`. The three spectra
 of T and L (``pipeline.profile.core_spectra``) come from the same top rows, which ``keep`` copies (H m k numbers a
-layer), and from the Gram eigenvalues. A quantity is added as a field of :class:`AtZero`, computed in ``keep`` (per
-head, from its top rows) or in ``result`` (batched over the layer's heads).
+layer), and from the Gram eigenvalues, which ``keep`` solves head by head (H m numbers kept, not H m m). A quantity
+is added as a field of :class:`AtZero`, computed in ``keep`` (per head, from its top rows) or in ``result`` (over the
+layer's heads, in groups of bounded memory).
 """
 
 from __future__ import annotations
@@ -17,8 +18,10 @@ from dataclasses import dataclass
 import numpy as np
 
 from pipeline.profile.statistics import head_statistics, singular_energies, spectrum
+from pipeline.schema import SPECTRA
 
 from .core_spectra import CoreSpectra
+from .spectra import CHUNK_BYTES
 
 
 @dataclass(frozen=True)
@@ -54,11 +57,12 @@ class AtZero:
 
 class AtZeroCollector:
     """Gathers the heads' d = 0 quantities while a route runs (``keep``), then makes the :class:`AtZero`
-    (``result``)."""
+    (``result``); ``kernels`` (``pipeline.profile.kernels.Kernels``) solves the Gram matrices
+    (``gram_eigenvalues``) and the spectra of T and L (``spectra``)."""
 
-    def __init__(self, heads: int, m: int):
-        self.m = m
-        self.gram = np.empty((heads, m, m))
+    def __init__(self, heads: int, m: int, kernels):
+        self.m, self.kernels = m, kernels
+        self.gram_eigenvalues = np.empty((heads, m))  # each head's, solved in keep: (m,) a head, not its (m, m)
         self.trace = np.empty(heads)
         self.tops = None  # (heads, m, k): made by the first keep, which knows k
 
@@ -67,12 +71,20 @@ class AtZeroCollector:
         if self.tops is None:
             self.tops = np.empty((len(self.trace),) + top.shape)
         self.tops[h] = top
-        np.matmul(top, top.T, out=self.gram[h])
+        self.gram_eigenvalues[h] = self.kernels.gram_eigenvalues((top @ top.T)[None])[0]
         self.trace[h] = np.trace(top[:, :self.m])
 
-    def result(self, profile: np.ndarray, norm: np.ndarray, eigenvalues: np.ndarray, kernels) -> AtZero:
+    def result(self, profile: np.ndarray, norm: np.ndarray, eigenvalues: np.ndarray) -> AtZero:
         """The :class:`AtZero` from the route's profiles (H, 4), norms ||C|| (H,) and eigenvalues of S (H, k) at
-        d = 0; ``kernels.gram_eigenvalues`` solves the Gram matrices, ``kernels.spectra`` the spectra of T and L."""
-        h2, trace = singular_energies(self.gram, self.trace, norm, kernels.gram_eigenvalues)
-        tops = self.tops if self.tops is not None else np.empty((0, self.m, eigenvalues.shape[-1]))
-        return AtZero(profile, eigenvalues, h2, trace, kernels.spectra(tops, h2))
+        d = 0."""
+        h2, trace = singular_energies(self.gram_eigenvalues, self.trace, norm)
+        k = eigenvalues.shape[-1]
+        tops = self.tops if self.tops is not None else np.empty((0, self.m, k))
+        # heads a group at a time, not the layer's at once: the spectra hold about 3.5 (heads, k, k) float64 arrays
+        # (T, its Gram matrix, the eigensolver's copy, the scaled top rows): about 4 MB a head at k = 384 (66 MB
+        # measured for 16 heads; a DeepSeek-V3 layer has 128); in groups they stay within CHUNK_BYTES. A head's
+        # values are its own alone, whatever the group.
+        step = max(1, CHUNK_BYTES // (4 * 8 * k * k))
+        parts = [self.kernels.spectra(tops[a:a + step], h2[a:a + step]) for a in range(0, max(1, len(tops)), step)]
+        spectra = CoreSpectra(**{name: np.concatenate([p.as_dict()[name] for p in parts]) for name in SPECTRA})
+        return AtZero(profile, eigenvalues, h2, trace, spectra)

@@ -104,7 +104,7 @@ def head_profiles(W_Q: np.ndarray, W_K: np.ndarray, rotations: np.ndarray | None
     rotations = _checked_rotations(rotations, W_Q.shape[1])
     kernels = DEFAULT_KERNELS if kernels is None else kernels
     H, n, N = W_Q.shape
-    collector = AtZeroCollector(H, min(n, N)) if at_zero else None
+    collector = AtZeroCollector(H, min(n, N), kernels) if at_zero else None
     keep = None if collector is None else collector.keep
     with thread_limit(default_threads(threads, route), route):
         if route == "numpy":
@@ -112,7 +112,7 @@ def head_profiles(W_Q: np.ndarray, W_K: np.ndarray, rotations: np.ndarray | None
         else:
             prof, norm, lam0 = device_layer(W_Q, W_K, rotations, kv_of_head, gain, rtol, route, device, chunk_bytes,
                                             kernels, keep, progress)
-        zero = None if collector is None else collector.result(prof[:, 0], norm[:, 0], lam0, kernels)
+        zero = None if collector is None else collector.result(prof[:, 0], norm[:, 0], lam0)
     if rotations is None:
         prof, norm = prof[:, 0], norm[:, 0]
     return HeadProfiles(prof, norm, zero)

@@ -89,11 +89,10 @@ def spectrum(lam: np.ndarray) -> np.ndarray:
     return -np.sort(-np.asarray(lam, np.float64), axis=-1)
 
 
-def singular_energies(gram: np.ndarray, trace: np.ndarray, norm: np.ndarray,
-                      eigvalsh=np.linalg.eigvalsh) -> tuple[np.ndarray, np.ndarray]:
-    """Squared singular values (H, m) of L / ||L|| and tr L / ||L|| (H,), from the unscaled cores' Gram matrices
-    ``[A | B] [A | B]^T`` (H, m, m), traces tr A (H,) and norms ||C||_F (H,); zeros where the norm is 0.
-    ``eigvalsh``: the batched symmetric eigensolver of the Gram matrices (``Kernels.gram_eigenvalues``)."""
+def singular_energies(gram_eigenvalues: np.ndarray, trace: np.ndarray,
+                      norm: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Squared singular values (H, m) of L / ||L|| and tr L / ||L|| (H,), from the eigenvalues (H, m) of the unscaled
+    cores' Gram matrices ``[A | B] [A | B]^T`` (``Kernels.gram_eigenvalues``), traces tr A (H,) and norms ||C||_F
+    (H,); zeros where the norm is 0."""
     scale = np.where(norm > 0, norm, 1.0)
-    h2 = eigvalsh(gram) if gram.shape[-1] else np.zeros(gram.shape[:-1])
-    return np.maximum(h2, 0.0) / (scale * scale)[:, None], trace / scale
+    return np.maximum(gram_eigenvalues, 0.0) / (scale * scale)[:, None], trace / scale
