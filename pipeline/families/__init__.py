@@ -26,6 +26,12 @@ Conventions every entry follows (docs/architecture.md, "Families", has the table
   norm for their layer 0, and none where the attention reads no norm's output (OLMo 2, OLMo 3, EXAONE 4; post-norm
   OPT's and a projected ELECTRA's layer 0). Gemma's norms and Nemotron's LayerNorm1P multiply by 1 + weight, and so
   does the folded gain.
+- **Keys a config leaves out** take the value the family's transformers config class gives them (``Family.defaults``,
+  per entry: Qwen3's heads of 128, GPT-NeoX's rotary on a quarter of each head, Mixtral's base 1e6, Apertus's
+  Llama 3 scaling, ...), as ``from_pretrained`` reads such a config.json; the readers' own fallbacks (hidden / heads,
+  every head its own key head, base 10000, the whole head rotary, no scaling) are those of the other families.
+- **Towers held.** A checkpoint saved from a class of some towers alone (T5EncoderModel, by config.json's
+  ``architectures``: ``Family.towers_of_class``) is a model of those towers, each stored as a two-tower checkpoint's.
 - **Scale** (``Layout.scale``): 1/sqrt(head_dim), or what the family's config says (``query_pre_attn_scalar``,
   ``attention_multiplier``, GPT-2's ``scale_attn_weights``); a positive factor, it changes no profile.
 

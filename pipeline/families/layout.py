@@ -140,6 +140,7 @@ def _entry(config: dict, tower: str | None) -> tuple[Family, dict]:
             entry = replace(inner, within=entry.within)
     elif tower:
         raise ArchitectureError(f"{family} has no towers; it is profiled whole (asked for tower {tower!r})")
+    config = entry.filled(config)  # the keys config.json leaves out, as the family's transformers config class fills
     entry = entry.resolved(config)
     if entry.unsupported:
         raise ArchitectureError(f"{family} with {entry.unsupported} is not supported")

@@ -3,9 +3,10 @@
 Rotary parameters come from transformers 5's ``rope_parameters`` (flat, or keyed by attention type as Gemma 3
 and ModernBERT write them) or from the older flat keys (``rope_theta``, ``rotary_emb_base``, ``rope_scaling``,
 ``partial_rotary_factor``, ``rotary_pct``; per type the entry's ``type_theta`` keys such as Gemma 3's
-``rope_local_base_freq``). Scaled RoPE of the types in ``pipeline.families.rotary.SCALED_ROPE_TYPES`` is kept as
-(key, value) pairs (YaRN's with its attention factor); other types change the rotation with the sequence length,
-and are refused.
+``rope_local_base_freq``), the keys the config leaves out already filled with the family's transformers config
+class's defaults (``spec.Family.filled``). Scaled RoPE of the types in
+``pipeline.families.rotary.SCALED_ROPE_TYPES`` is kept as (key, value) pairs (YaRN's with its attention factor);
+other types change the rotation with the sequence length, and are refused.
 """
 
 from __future__ import annotations

@@ -231,6 +231,11 @@ class Family:
     scale: str = "1/sqrt(head_dim)"
     softcap_key: str = ""  # a config key for tanh soft-capping of the scores (does not change a profile)
     unsupported: str = ""  # set by a variant the readers cannot profile: the reason, for the error message
+    # what the family's transformers config class gives where config.json leaves a key out: (key, value) for the keys
+    # this table reads whose class default differs from the readers' own fallback (hidden / heads for head_dim, every
+    # head its own key head, the rotary base 10000, rotary on the whole head, no scaling); ``rope_parameters`` (its
+    # pairs) where the config has neither rope_parameters nor rope_scaling, as the class fills it (``filled``)
+    defaults: tuple[tuple[str, object], ...] = ()
     variants: tuple[When, ...] = ()
     towers: tuple[tuple[str, Family], ...] = field(default=(), repr=False)
     # model classes whose checkpoints hold some of the towers alone, as config.json's ``architectures`` names them:
@@ -261,6 +266,19 @@ class Family:
             if v.holds(config):
                 out = replace(out, **dict(v.changes))
         return replace(out, variants=())
+
+    def filled(self, config: dict) -> dict:
+        """``config`` with ``defaults`` where it leaves their keys out; a key it gives, null included, is its own, as
+        transformers' config classes read it (their ``rope_parameters`` default also replaces a null one, and a
+        ``rope_scaling`` is taken in its stead)."""
+        out = dict(config)
+        for key, value in self.defaults:
+            if key == "rope_parameters":
+                if config.get(key) is None and not config.get("rope_scaling"):
+                    out[key] = dict(value)
+            elif key not in config:
+                out[key] = value
+        return out
 
     def tower(self, name: str) -> Family:
         return dict(self.towers)[name]

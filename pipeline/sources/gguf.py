@@ -337,10 +337,14 @@ def _config(reader, path, arch: str) -> dict:
         "rope_theta": float(metadata(reader, f"{arch}.rope.freq_base", 10000.0)),
     }
     rot = metadata(reader, f"{arch}.rope.dimension_count")
-    if rot is not None and int(rot) != head_dim:
-        config["partial_rotary_factor"] = int(rot) / head_dim
+    # llama.cpp rotates the whole head where a file gives no dimension count, and scales nothing where it names no
+    # scaling: both stated, so that the family table's defaults for keys a config.json leaves out (transformers' config
+    # classes': GLM's half head, Apertus's Llama 3 scaling, ...) never stand in for llama.cpp's
+    config["partial_rotary_factor"] = (int(rot) if rot is not None else head_dim) / head_dim
     kind = metadata(reader, f"{arch}.rope.scaling.type", "none")
-    if kind == "linear":
+    if kind == "none":
+        config["rope_scaling"] = {"rope_type": "default"}
+    elif kind == "linear":
         config["rope_scaling"] = {"rope_type": "linear", "factor": float(need("rope.scaling.factor"))}
     elif kind == "yarn":
         config["rope_scaling"] = yarn_scaling(reader, arch, need)

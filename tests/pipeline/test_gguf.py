@@ -274,6 +274,16 @@ def test_rope_scaling_and_partial_rotary_metadata(llama):
         open_gguf(path)
 
 
+@pytest.mark.parametrize("arch", ["apertus", "glm4", "nemotron"])
+def test_a_file_naming_no_scaling_is_read_as_llama_cpp_reads_it(llama, arch):
+    """llama.cpp rotates the file's rope dimension count (the whole head here) and scales nothing where the file names
+    no scaling. The config the reader gives states both, so the family table's defaults for a config.json that leaves
+    them out (transformers' Apertus Llama 3 scaling, GLM-4's and Nemotron's half head) do not stand in."""
+    model, folder, _ = llama
+    layout = layout_from_config(open_gguf(write_gguf(model, folder / f"{arch}.gguf", arch=arch)).config)
+    assert (layout.rotary_dim, layout.rope_scaling, layout.rope_theta) == (N // H, (), 5000.0)
+
+
 def test_bad_files_give_one_line_errors(llama, tmp_path):
     model, _, _ = llama
     path = write_gguf(model, tmp_path / "mamba.gguf", arch="mamba")  # a llama.cpp architecture without attention

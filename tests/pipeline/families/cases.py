@@ -14,11 +14,13 @@ from __future__ import annotations
 
 import copy
 import functools
+import json
 import math
 import re
 import warnings
 from collections import defaultdict
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import numpy as np
 
@@ -51,6 +53,9 @@ class Case:
     temperature: str = ""
     relative_bias: bool = False  # T5's learned bias per relative position is added to the scores
     key_at_zero: bool = False  # the form is the scores' with the key at position 0 alone (Hunyuan's gains after R)
+    # keys left out of the saved config.json (at its top and in its rope_parameters), so that transformers' config
+    # class fills its default when it reads the file, as the model built here took it
+    drop: tuple[str, ...] = ()
 
 
 _GQA = dict(hidden_size=32, num_attention_heads=4, num_key_value_heads=2, num_hidden_layers=2, intermediate_size=48,
@@ -135,6 +140,12 @@ _MLA = _IDS | dict(hidden_size=32, num_attention_heads=4, num_key_value_heads=4,
 _MLA_PROBE = dict(proj=r"layers\.(\d+)\.self_attn\.q_(?:a_)?proj", ln="layers.{l}.input_layernorm",
                   q_norm=_ATTN + "q_a_layernorm", k_norm=_ATTN + "kv_a_layernorm")
 _NO_LN = dict(proj=_ATTN + "q_proj")  # post-norm decoders: no norm's output enters the attention
+# Qwen3-Next: layers 1 and 3 gated attention (full_attention_interval 2), 0 and 2 gated DeltaNet; a quarter of each
+# head rotary (Qwen3NextConfig's default partial_rotary_factor); the MoE's experts every layer
+_QWEN3_NEXT = _GQA8 | dict(num_hidden_layers=4, full_attention_interval=2, linear_conv_kernel_dim=2,
+                           linear_key_head_dim=4, linear_value_head_dim=4, linear_num_key_heads=2,
+                           linear_num_value_heads=4, moe_intermediate_size=16, shared_expert_intermediate_size=16,
+                           num_experts=4, num_experts_per_tok=2)
 
 CASES: dict[str, Case] = {
     "qwen3": Case("Qwen3Config", _GQA | dict(head_dim=8), "Qwen3ForCausalLM", **_DEC, **_QK),
@@ -256,14 +267,7 @@ CASES: dict[str, Case] = {
                                                     expert_layer_period=2, expert_layer_offset=1, num_experts=2,
                                                     mamba_d_state=4, mamba_expand=2),
                   "JambaForCausalLM", **_DEC),
-    # Qwen3-Next: layers 1 and 3 gated attention (full_attention_interval 2), 0 and 2 gated DeltaNet; a quarter of
-    # each head rotary; the MoE's experts every layer
-    "qwen3_next": Case("Qwen3NextConfig", _GQA8 | dict(num_hidden_layers=4, full_attention_interval=2,
-                                                       linear_conv_kernel_dim=2, linear_key_head_dim=4,
-                                                       linear_value_head_dim=4, linear_num_key_heads=2,
-                                                       linear_num_value_heads=4, moe_intermediate_size=16,
-                                                       shared_expert_intermediate_size=16, num_experts=4,
-                                                       num_experts_per_tok=2), "Qwen3NextForCausalLM", **_DEC, **_QK),
+    "qwen3_next": Case("Qwen3NextConfig", _QWEN3_NEXT, "Qwen3NextForCausalLM", **_DEC, **_QK),
     # MiniMax: layers 0 and 2 softmax attention, 1 and 3 lightning attention (MiniMaxConfig's alternation)
     "minimax": Case("MiniMaxConfig", _GQA8 | dict(num_hidden_layers=4, num_local_experts=2, block_size=4),
                     "MiniMaxForCausalLM", **_DEC),
@@ -277,6 +281,16 @@ CASES: dict[str, Case] = {
     "hunyuan_v1_dense": Case("HunYuanDenseV1Config", _GQA8 | dict(rope_parameters={
         "rope_type": "dynamic", "rope_theta": 1000.0, "alpha": 10.0, "factor": 1.0}), "HunYuanDenseV1ForCausalLM",
         **_DEC, q_norm=_ATTN + "query_layernorm", k_norm=_ATTN + "key_layernorm", key_at_zero=True),
+    # config.json without the keys of the rotary fraction: GPTNeoXConfig's default 0.25 (two of each head's 8
+    # dimensions rotate), and Qwen3NextConfig's 0.25, as transformers reads such a file
+    "gpt_neox-default_rotary_pct": Case("GPTNeoXConfig", dict(hidden_size=32, num_attention_heads=4,
+                                                              num_hidden_layers=2, intermediate_size=48,
+                                                              vocab_size=VOCAB, max_position_embeddings=64),
+                                        "GPTNeoXForCausalLM", proj=r"layers\.(\d+)\.attention\.query_key_value",
+                                        ln="layers.{l}.input_layernorm",
+                                        drop=("rotary_pct", "partial_rotary_factor")),
+    "qwen3_next-default_partial_rotary_factor": Case("Qwen3NextConfig", _QWEN3_NEXT, "Qwen3NextForCausalLM", **_DEC,
+                                                     **_QK, drop=("partial_rotary_factor",)),
     "roberta": Case("RobertaConfig", _BERT | dict(pad_token_id=1), "RobertaModel", **_BERT_PROBE, rtol=1e-10),
     "xlm-roberta": Case("XLMRobertaConfig", _BERT | dict(pad_token_id=1), "XLMRobertaModel", **_BERT_PROBE,
                         rtol=1e-10),
@@ -402,6 +416,13 @@ def save(model, case: Case, folder) -> str:
     out = model if dtype is None else copy.deepcopy(model).to(dtype)
     kw = {"max_shard_size": case.save["max_shard_size"]} if "max_shard_size" in case.save else {}
     out.save_pretrained(str(folder), **kw)
+    if case.drop:
+        path = Path(folder) / "config.json"
+        config = json.loads(path.read_text())
+        for holder in (config, config.get("rope_parameters") or {}):
+            for key in case.drop:
+                holder.pop(key, None)
+        path.write_text(json.dumps(config, indent=2))
     return str(folder)
 
 

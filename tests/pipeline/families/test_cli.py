@@ -29,7 +29,7 @@ SINGLE = ["qwen3", "qwen3_moe", "mixtral", "gemma", "gemma2", "gemma3_text", "ph
           "gpt_oss", "llama4_text", "ministral3", "deepseek_v2", "deepseek_v2-no_q_lora",
           "deepseek_v3", "hunyuan_v1_dense", "roberta", "xlm-roberta", "electra-projected", "distilbert",
           "modernbert", "vit", "dinov2", "dinov2_with_registers", "wav2vec2", "hubert", "lfm2", "jamba", "qwen3_next",
-          "minimax", "falcon_h1"]
+          "minimax", "falcon_h1", "gpt_neox-default_rotary_pct", "qwen3_next-default_partial_rotary_factor"]
 # The checkpoints of several towers (cases named ``family/tower``): each goes through the command line whole.
 TOWERED = sorted({name.split("/")[0] for name, case in CASES.items() if case.tower})
 
