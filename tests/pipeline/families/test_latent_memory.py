@@ -110,7 +110,6 @@ ckpt = open_checkpoint(warm)
 compute_layer(ckpt, layout_from_config(ckpt.config), 0, False)  # imports, BLAS and LAPACK set up
 ckpt = open_checkpoint(folder)
 layout = layout_from_config(ckpt.config)
-del warm
 with open("/proc/self/clear_refs", "w") as fh:
     fh.write("5")  # the peak resident size (VmHWM) starts again from the present one
 before = status("VmRSS")
