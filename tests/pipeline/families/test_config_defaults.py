@@ -95,3 +95,22 @@ def test_the_cases_without_their_rotary_fraction(family_model, name, head, rotar
     layout = layout_from_config(open_checkpoint(folder).config)
     first = next(p for p in layout.layers or [layout.positional_of(0)] if p.kind == "rope")
     assert (layout.d_head, first.rotary_dim) == (head, rotary)
+
+
+@pytest.mark.parametrize("name", ["apertus", "gpt_oss", "ministral3"])
+def test_rope_parameters_given_the_older_way_are_read_as_the_config_class_reads_them(name):
+    """A class with its own default rope parameters (Apertus's Llama 3 scaling, gpt-oss's and Ministral 3's YaRN) takes
+    a config's ``rope_scaling`` in their stead, and its default where ``rope_parameters`` is null; a flat
+    ``rope_theta`` beside them is read as the class reads it. The table reads each such config.json alike."""
+    case = CASES[name]
+    cls = getattr(transformers, case.config)
+    whole = json.loads(json.dumps(cls(**case.kw).to_dict()))
+    rope = whole.pop("rope_parameters")
+    older = [whole | {"rope_scaling": {k: v for k, v in rope.items() if k != "rope_theta"}, "rope_theta": 500.0},
+             whole | {"rope_parameters": None, "rope_theta": 500.0}, whole | {"rope_theta": 500.0}]
+    logging.disable(logging.WARNING)
+    try:
+        for config in older:
+            assert _reading(config, None) == _reading(cls.from_dict(config).to_dict(), None), config
+    finally:
+        logging.disable(logging.NOTSET)
