@@ -27,7 +27,14 @@ def _defaults(rope_parameters: dict | None = None, **keys) -> dict:
     """An entry's ``defaults``: the values its transformers config class (transformers 5.25) gives where config.json
     leaves these keys out, where they differ from the readers' own fallbacks (``spec.Family.defaults``). Each entry
     names its class; ``tests/pipeline/families/test_config_defaults.py`` checks every case's config without each key
-    against the class's reading of it."""
+    against the class's reading of it.
+
+    Held here rather than read from the class at run time: the table reads a plain dict and imports no transformers
+    (an optional dependency of the pipeline, whose import brings torch, about 2 s and 200 MB into every process that
+    reads a layout, the profile workers included), and its readings would then move with the installed transformers
+    (4.45 on lack the newer families' classes). The class's defaults live in several places (a field, the class's
+    ``default_theta``, its ``convert_rope_params_to_dict`` or ``__post_init__``), so a test against the class is
+    their one check."""
     rope = (("rope_parameters", tuple(rope_parameters.items())),) if rope_parameters else ()
     return dict(defaults=tuple(keys.items()) + rope)
 
