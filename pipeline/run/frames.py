@@ -128,9 +128,10 @@ def _open(revision: Revision, fold_ln: bool) -> tuple[object | None, object | No
     try:
         ckpt = open_checkpoint(revision.ref)
         if isinstance(ckpt.config, dict) and towers_of(ckpt.config):
-            raise ArchitectureError(f"revision {revision.name!r} ({revision.ref}) is a checkpoint of several towers "
-                                    f"({', '.join(towers_of(ckpt.config))}); a run of revisions takes models of one "
-                                    "tower: profile its revisions one by one without --revisions.")
+            towers = towers_of(ckpt.config)  # one where an encoder was saved alone: still stored as NAME/encoder
+            raise ArchitectureError(f"revision {revision.name!r} ({revision.ref}) is a checkpoint stored by tower "
+                                    f"({', '.join(towers)}, each a model NAME/TOWER); a run of revisions takes models "
+                                    "stored whole: profile its revisions one by one without --revisions.")
         layout = checkpoint_layout(ckpt, None)
         validate_checkpoint(ckpt, layout, fold_ln)
         return ckpt, layout, ""

@@ -27,7 +27,7 @@ from pipeline.schema import SPECTRA
 from pipeline.store import Store
 from tests.pipeline.test_cli_profiles import cli, expected_profiles, module_weights, snapshot
 from tests.pipeline.test_head_statistics import naive, naive_spectra
-from tests.tiny_models import build_tiny, save, torch
+from tests.tiny_models import build_tiny, random_model, save, torch
 
 KIND = "gpt_neox"  # 2 layers x 4 heads, width 64, rotary on 4 of each head's 16 dimensions
 STEPS = (0, 5, 10, 100)  # checkpoint-10 comes after checkpoint-5: steps are ordered as numbers
@@ -348,6 +348,16 @@ def test_bad_folders_and_options_are_one_line_and_write_nothing(run_folder, tmp_
     (other / "checkpoint-2" / "metrics.json").write_text(json.dumps({"heads": {"x": [[1, 2]]}}))
     refused([other, "--revisions", "all"], store, capsys, r"metrics.json: per-head metric 'x' is not 2 lists")
     (other / "checkpoint-2" / "metrics.json").unlink()
+    assert not store.exists()
+
+    # checkpoints stored by tower: a two-tower T5, and an encoder saved alone (one tower, still stored NAME/encoder)
+    t5 = {"d_model": 32, "d_kv": 8, "num_heads": 4, "num_layers": 2, "d_ff": 64}
+    for cls, towers in (("T5Model", "encoder, decoder"), ("T5EncoderModel", "encoder")):
+        folder = tmp_path / cls
+        for step in (1, 2):
+            save(random_model("T5Config", t5, cls, seed=step), folder / f"checkpoint-{step}")
+        refused([folder, "--revisions", "all"], store, capsys,
+                rf"revision 'checkpoint-1' .* is a checkpoint stored by tower \({towers}, each a model NAME/TOWER\)")
     assert not store.exists()
 
     # a store whose run of that name has another shape: refused, the store unchanged
