@@ -12,6 +12,8 @@ profiles, statistics and spectra at d = 0 through the profile route (for the rep
 
 from __future__ import annotations
 
+import numpy as np
+
 from pipeline.analyses.head_data import HeadData, from_layers
 from pipeline.schema import ModelShape
 
@@ -55,17 +57,24 @@ def config_for_shape(shape: ModelShape, rope_theta: float = 0.0) -> dict:
 def head_data(heads, name: str, progress=None) -> HeadData:
     """A baseline's HeadData at d = 0: every layer of ``heads`` (from :func:`baseline_heads`) through
     :func:`pipeline.profile.head_profiles` (numpy route, statistics and spectra at d = 0, as a profiles run computes
-    them). ``progress(layer)`` is called after each layer."""
+    them). A hybrid model's layer without a form (Mamba, a convolution, linear attention) is made by neither kind:
+    its heads hold NaN, as its profiles do (``pipeline.run.tasks.compute_layer``). ``progress(layer)`` is called
+    after each layer."""
     from pipeline.profile import head_profiles
     from pipeline.schema import SPECTRA
 
     layout, layers = heads.layout, []
     for layer in range(layout.n_layers):
-        qk = heads.layer(layer)
-        profile, _, statistics, spectrum, spectra = head_profiles(
-            qk.W_Q, qk.W_K, kv_of_head=qk.kv_of_head, gain=qk.gain, eigvalsh="numpy", at_zero=True).layer_values()
-        layers.append({"profile": profile, "statistics": statistics, "spectrum": spectrum}
-                      | dict(zip(SPECTRA, spectra, strict=True)))
+        if layout.positional_of(layer).kind == "no form":
+            layers.append(None)  # filled with NaN below, at the widths of the layers with a form
+        else:
+            qk = heads.layer(layer)
+            profile, _, statistics, spectrum, spectra = head_profiles(
+                qk.W_Q, qk.W_K, kv_of_head=qk.kv_of_head, gain=qk.gain, eigvalsh="numpy", at_zero=True).layer_values()
+            layers.append({"profile": profile, "statistics": statistics, "spectrum": spectrum}
+                          | dict(zip(SPECTRA, spectra, strict=True)))
         if progress is not None:
             progress(layer)
+    formed = next(x for x in layers if x is not None)  # a layout has a layer with a form
+    layers = [x if x is not None else {k: np.full(v.shape, np.nan) for k, v in formed.items()} for x in layers]
     return from_layers(name, layout.d_model, layout.d_head, layers)

@@ -79,7 +79,7 @@ class BaselineSource:
         self.kind, self.seed, self.config, self.of = kind, seed, dict(config), str(of)
         self.layout = layout_from_config(self.config)
         self._heads = None
-        self._first = None  # layer 0 made by check(), until make_layer(0) takes it
+        self._first = None  # (layer, LayerQK): the first layer with a form, made by check(), until make_layer takes it
 
     @property
     def text(self) -> str:
@@ -109,16 +109,18 @@ class BaselineSource:
         return self._heads
 
     def check(self) -> None:
-        """For ``init``, make layer 0 (kept for the first ``make_layer(0)``): the model is built and its
-        initialisation checked (InitBaselineError) before anything is written. (Nothing to check for ``iid``.)"""
+        """For ``init``, make the first layer with a form (kept for its first ``make_layer``; a hybrid model's
+        layer 0 may be Mamba or a convolution, which has no heads): the model is built and its initialisation
+        checked (InitBaselineError) before anything is written. (Nothing to check for ``iid``.)"""
         if self.kind == "init" and self._first is None:
-            self._first = self.heads.layer(0)
+            layer = next(i for i in range(self.layout.n_layers) if self.layout.positional_of(i).kind != "no form")
+            self._first = (layer, self.heads.layer(layer))
 
     def make_layer(self, layer: int):
         """Layer ``layer``'s heads (``pipeline.families.LayerQK``), as ``pipeline.run.tasks.read_layer`` takes
         them."""
-        if layer == 0 and self._first is not None:
-            qk, self._first = self._first, None
+        if self._first is not None and self._first[0] == layer:
+            qk, self._first = self._first[1], None
             return qk
         return self.heads.layer(layer)
 

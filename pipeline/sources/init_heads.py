@@ -7,8 +7,18 @@ meta module is given real (uninitialised) memory in the dtype ``AutoModel.from_c
 ``dtype``, else torch's default), and the class's ``_init_weights`` is applied to it and to its submodules in the
 order transformers' own initialisation walks them (children first, then the module: ``torch.nn.Module.apply``), with
 the ``_init_weights`` of the innermost transformers model holding the module, as that walk does. The layer's W_Q, W_K
-are then read from the module by :func:`pipeline.families.layer_qk`, the reader of trained
-checkpoints.
+are then read from the module by :func:`pipeline.families.layer_qk`, the reader of trained checkpoints, under the
+names ``save_pretrained`` would give its tensors: so every layout the family table reads (separate, fused, latent,
+QK-norm) is read the one way, and a model whose modules transformers renames from its checkpoints' (ViT, DINOv2:
+``layers.0.attention.q_proj`` for ``encoder.layer.0.attention.attention.query``) is read by the checkpoints' names.
+
+**Which module.** The attention module of layer l is the innermost module that holds every tensor the family table
+reads for the layer's Q/K (:func:`pipeline.families.qk_tensor_names`) in modules of its own: the parent of q_proj
+and k_proj, of a fused qkv, or of latent attention's q_a_proj, q_b_proj, kv_a_proj_with_mqa, kv_b_proj and their
+norms. A hybrid model's
+layer without a form (Mamba, a convolution, linear attention) has none: it is no baseline layer, as it is no
+profile (``layer`` refuses it; its values are NaN where a baseline is profiled). A model of several towers (CLIP,
+T5, Whisper, an image-text model's text tower) is built whole and read by ``tower``, as its checkpoint is.
 
 **The seeding rule.** A whole model's initialisation draws every module from one random stream, so layer l's heads
 depend on every parameter drawn before them, embeddings included; reproducing that for one layer would mean drawing
@@ -19,8 +29,10 @@ each attention module (``tests/pipeline/analyses/test_init_heads.py`` builds tha
 ``from_config`` and compares every parameter of every attention module). The global torch generator is left as it
 was (``torch.random.fork_rng``).
 
-``_init_weights`` is a private method of transformers: this module is its one user, and it refuses transformers
-releases other than the tested major version (``TESTED_MAJOR``).
+``_init_weights``, ``core_model_loading.revert_weight_conversion`` (the renaming ``save_pretrained`` applies) and
+``PreTrainedConfig._decode_special_floats`` (a config.json transformers wrote with ``{"__float__": "Infinity"}``, as
+Falcon-H1's ``time_step_limit``) are private to transformers: this module is their one user, and it refuses
+transformers releases other than the tested major version (``TESTED_MAJOR``).
 """
 
 from __future__ import annotations
@@ -58,8 +70,9 @@ def _transformers():
 class _ModuleTensors:
     """A module's parameters under their names in the model, read like a checkpoint's tensors (for ``layer_qk``)."""
 
-    def __init__(self, prefix: str, module):
-        self._tensors = {f"{prefix}.{name}": p for name, p in module.named_parameters()}
+    def __init__(self, prefix: str, module, saved: dict[str, str]):
+        """``saved``: a parameter's name in the model -> its name in a checkpoint (``InitHeads``)."""
+        self._tensors = {saved.get(f"{prefix}.{name}", f"{prefix}.{name}"): p for name, p in module.named_parameters()}
 
     def tensor_names(self) -> list[str]:
         return list(self._tensors)
@@ -81,20 +94,23 @@ class _ModuleTensors:
 class InitHeads:
     """The library-initialisation baseline of one config and seed (module docstring).
 
-    ``config`` is a Hugging Face config dict (``config.json``) of a supported family. ``layout`` is its
-    :class:`pipeline.families.Layout`; :meth:`layer` gives a layer's heads, :meth:`attention` the initialised
-    attention module itself.
+    ``config`` is a Hugging Face config dict (``config.json``) of a supported family, ``tower`` the tower of a model
+    of several (as ``layout_from_config`` takes it). ``layout`` is its :class:`pipeline.families.Layout`;
+    :meth:`layer` gives a layer's heads, :meth:`attention` the initialised attention module itself.
     """
 
-    def __init__(self, config: dict, seed: int):
+    def __init__(self, config: dict, seed: int, tower: str | None = None):
         try:
             self.seed = check_seed(seed)
         except ValueError as exc:
             raise InitBaselineError(str(exc)) from None
-        self.layout = layout_from_config(config)
+        self.layout = layout_from_config(config, tower)
         transformers = _transformers()
         import torch
+        from transformers.configuration_utils import PreTrainedConfig
+        from transformers.core_model_loading import revert_weight_conversion
 
+        config = PreTrainedConfig._decode_special_floats(config)  # as from_pretrained reads a config.json
         kwargs = {k: v for k, v in config.items() if k != "model_type"}
         try:
             hf_config = transformers.AutoConfig.for_model(config["model_type"], **kwargs)
@@ -103,16 +119,29 @@ class InitHeads:
         except (ValueError, TypeError, KeyError) as exc:
             raise InitBaselineError(f"transformers cannot build a {config.get('model_type')!r} model from this "
                                     f"config: {exc}") from None
-        self._names = [name for name, _ in self._model.named_parameters()]
+        # each parameter's name in the model -> its name in a checkpoint save_pretrained writes (the same tensor
+        # under the reverted name; tensors a converter makes anew, such as fused MoE experts, are no Q/K and keep
+        # their own name)
+        state = self._model.state_dict()
+        live = {id(t): name for name, t in state.items()}
+        self._saved = {name: name for name in state}
+        self._saved |= {live[id(t)]: saved for saved, t in revert_weight_conversion(self._model, dict(state)).items()
+                        if id(t) in live}
+        self._live = {saved: name for name, saved in self._saved.items()}
 
     def attention_path(self, layer: int) -> str:
-        """The name of layer ``layer``'s attention module in the model (the parent of its Q/K projections)."""
-        names = qk_tensor_names(self.layout, self._names, layer)
-        parents = {name.rsplit(".", 2)[0] for role, name in names.items() if role in ("q", "k", "qkv")}
-        if len(parents) != 1:
-            raise InitBaselineError(f"layer {layer}'s Q/K projections {sorted(names.values())} have no one parent "
-                                    "module")
-        return parents.pop()
+        """The name of layer ``layer``'s attention module in the model: the innermost module that holds every
+        tensor the family table reads for the layer's Q/K (module docstring)."""
+        names = qk_tensor_names(self.layout, list(self._live), layer)
+        if not names:
+            raise InitBaselineError(f"layer {layer} of this {self.layout.family} model is not softmax attention (no "
+                                    "form): it has no heads to initialise")
+        # the parents of the modules holding the tensors (a fused projection's parent, not the projection itself,
+        # so that the seed restarts where it does for separate ones), and the innermost module above them all
+        paths = [self._live[name].split(".")[:-2] for name in names.values()]
+        common = paths[0][:next((i for i in range(len(paths[0])) if any(len(p) <= i or p[i] != paths[0][i]
+                                                                         for p in paths)), len(paths[0]))]
+        return ".".join(common)
 
     def attention(self, layer: int):
         """Layer ``layer``'s attention module, initialised by the model class's ``_init_weights`` under the layer's
@@ -146,7 +175,8 @@ class InitHeads:
         float32 / bfloat16 / float16 parameters)."""
         if not 0 <= int(layer) < self.layout.n_layers:
             raise InitBaselineError(f"layer {layer} out of range: the config has {self.layout.n_layers} layers")
-        qk = layer_qk(_ModuleTensors(self.attention_path(layer), self.attention(layer)), self.layout, int(layer))
+        path = self.attention_path(int(layer))
+        qk = layer_qk(_ModuleTensors(path, self.attention(layer), self._saved), self.layout, int(layer))
         for name, w in (("W_Q", qk.W_Q), ("W_K", qk.W_K)):
             if not np.isfinite(w).all():
                 raise InitBaselineError(f"{type(self._model).__name__}._init_weights left part of layer {layer}'s "

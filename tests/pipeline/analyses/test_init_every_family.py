@@ -1,0 +1,130 @@
+"""The library-initialisation baseline of every family case (``tests/pipeline/families/cases.py``, each tower of a
+model of several): its shapes, and its heads equal to those of the case's model as transformers initialises it under
+the seeding rule, saved by ``save_pretrained`` and read back as a checkpoint.
+
+The reference is made without the code under test: transformers builds and initialises the case's model class (with
+its head: the heads are the same under the seeding rule, which restarts the stream at each attention module), the global
+generator reseeded with ``layer_seed(seed, l)`` as its initialisation walk enters layer l's attention module, found
+by the case's own regex (the parent of the module whose input is x, as the forward-pass tests name it); the model is
+saved with ``save_pretrained`` and its layers read by the checkpoint route (``open_checkpoint``, ``layer_qk``), which
+``tests/pipeline/families/test_forward.py`` proves against each family's forward pass. Latent attention (DeepSeek),
+fused projections, QK-norms, hybrids (their layers without a form are no baseline layer: NaN in the analyses'
+HeadData), modules transformers renames from their checkpoints' names (ViT, DINOv2) and multi-tower models are all
+among the cases.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+
+import numpy as np
+import pytest
+
+from pipeline.families import layer_qk, layout_from_config
+from pipeline.registry.checkpoints import open_checkpoint
+from pipeline.sources.init_heads import InitBaselineError, InitHeads, layer_seed
+from tests.pipeline.families.cases import CASES, Case
+from tests.tiny_models import torch, transformers
+
+SEED = 5
+
+
+def config_json(case: Case) -> dict:
+    """The config.json ``save_pretrained`` writes for the case's model (transformers' own serialisation, infinite
+    floats as ``{"__float__": "Infinity"}``), with the case's dropped keys left out."""
+    config = json.loads(getattr(transformers, case.config)(**case.kw).to_json_string())
+    config["architectures"] = [case.model]
+    for holder in (config, config.get("rope_parameters") or {}):
+        for key in case.drop:
+            holder.pop(key, None)
+    return config
+
+
+def reseeding_model(monkeypatch, case: Case):
+    """The case's model class (``case.model``) built from the case's config object through transformers' own
+    initialisation, the global generator reseeded with ``layer_seed(SEED, l)`` as the walk (children before parents)
+    enters layer l's attention module of the case's tower: at the first module of it the walk initialises, its first
+    leaf down its first children. Returns the model and the number of attention modules reseeded."""
+    hf = getattr(transformers, case.config)(**case.kw)
+    model_class = getattr(transformers, case.model)
+    with torch.device("meta"):
+        skeleton = model_class(hf)
+    entries = {}  # the name of the first module the walk initialises in an attention module -> its layer
+    for name, _ in skeleton.named_modules():
+        if (hit := re.search(case.proj + "$", name)) is not None and name.startswith(case.submodel):
+            first = name.rsplit(".", 1)[0]
+            module = skeleton.get_submodule(first)
+            while (child := next(module.named_children(), None)) is not None:
+                first, module = f"{first}.{child[0]}", child[1]
+            entries[first] = int(hit.group(1))
+    assert entries, f"no module matches {case.proj!r}"
+    original = transformers.PreTrainedModel._initialize_weights
+    # per model walking: module -> its name in that model (a sub-model, such as an image-text model's text model,
+    # walks with its own names, the end of the names in the whole model; the entries are the case's tower's alone, so
+    # no other tower's module ends the same way)
+    names: dict[int, dict[int, str]] = {}
+
+    def initialize(self, module, *args, **kwargs):
+        own = names.setdefault(id(self), {id(m): n for n, m in self.named_modules()})
+        relative = own.get(id(module), "")
+        layers = {layer for full, layer in entries.items() if relative and (full == relative or
+                                                                            full.endswith("." + relative))}
+        assert len(layers) <= 1, (relative, layers)
+        if layers:
+            torch.manual_seed(layer_seed(SEED, layers.pop()))
+        return original(self, module, *args, **kwargs)
+
+    monkeypatch.setattr(transformers.PreTrainedModel, "_initialize_weights", initialize)
+    torch.manual_seed(12345)  # whatever the stream, each attention module restarts it
+    model = model_class(hf)
+    monkeypatch.undo()
+    return model, len(entries)
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_every_family_initialises_like_from_config(monkeypatch, tmp_path, name):
+    case = CASES[name]
+    config = config_json(case)
+    heads = InitHeads(config, SEED, case.tower)
+    layout = heads.layout
+    H, kv, n, N = layout.n_heads, layout.n_kv_heads, layout.d_head, layout.d_model
+    formed = [layer for layer in range(layout.n_layers) if layout.positional_of(layer).kind != "no form"]
+    ours = {layer: heads.layer(layer) for layer in formed}  # made before the reference patches transformers
+    for layer in set(range(layout.n_layers)) - set(formed):
+        with pytest.raises(InitBaselineError, match="not softmax attention"):
+            heads.layer(layer)
+
+    model, attention_modules = reseeding_model(monkeypatch, case)
+    model.save_pretrained(str(tmp_path))
+    ckpt = open_checkpoint(str(tmp_path))
+    saved = layout_from_config(ckpt.config, case.tower)
+    assert (saved.n_layers, saved.n_heads, saved.n_kv_heads, saved.d_model, saved.d_head) == (
+        layout.n_layers, H, kv, N, n)
+    assert attention_modules >= len(formed)
+    for layer in formed:
+        qk, want = ours[layer], layer_qk(ckpt, saved, layer)
+        assert qk.W_Q.shape == (H, n, N) and qk.W_K.shape == (kv, n, N), layer
+        np.testing.assert_array_equal(qk.kv_of_head, np.arange(H) // (H // kv))
+        np.testing.assert_array_equal(qk.W_Q, want.W_Q, err_msg=f"layer {layer} W_Q")
+        np.testing.assert_array_equal(qk.W_K, want.W_K, err_msg=f"layer {layer} W_K")
+        assert np.std(qk.W_Q) > 0 and np.std(qk.W_K) > 0  # drawn, not a constant
+
+
+@pytest.mark.parametrize("name", ["jamba", "deepseek_v3"])
+def test_analyses_head_data_of_every_layer(name):
+    """The report's baseline (``pipeline.analyses.baselines.head_data``): a hybrid's layers without a form hold
+    NaN, the others the profile of the layer's heads at d = 0 (a + b + c + d = 1, c, d >= 0)."""
+    from pipeline.analyses.baselines import head_data
+
+    case = CASES[name]
+    heads = InitHeads(config_json(case), SEED, case.tower)
+    layout = heads.layout
+    data = head_data(heads, name)
+    assert data.profile.shape == (layout.n_layers * layout.n_heads, 4)
+    formless = np.array([layout.positional_of(int(layer)).kind == "no form" for layer in data.layer])
+    assert formless.any() == (name == "jamba")
+    assert np.isnan(data.profile[formless]).all() and np.isnan(data.statistics[formless]).all()
+    formed = data.profile[~formless]
+    np.testing.assert_allclose(formed.sum(axis=1), 1.0, rtol=1e-9)
+    assert (formed[:, 2:] >= 0).all() and np.isfinite(data.statistics[~formless]).any()
