@@ -25,11 +25,12 @@ from pathlib import Path
 
 from pipeline.analyses.baselines import config_for_shape
 from pipeline.cli_args import command
+from pipeline.families import towers
 from pipeline.registry.models import SEED_MODELS, spec_for
 from pipeline.run.destination import check_store, open_store, store_location
 from pipeline.run.executors import execute
 from pipeline.run.options import RunOptions, UsageError, check_options
-from pipeline.run.plan import ModelPlan, bytes_needed, layers_to_do
+from pipeline.run.plan import ModelPlan, bytes_needed, layers_to_do, tower_name
 from pipeline.schema import ModelRow
 from pipeline.sources.baseline import BaselineError, BaselineSource
 
@@ -75,8 +76,8 @@ def baseline_target(text: str, store) -> tuple[dict, str]:
         if row.is_baseline:
             raise BaselineError(f"{text!r} is itself a baseline (of {row.baseline_of!r}); give the model it is the "
                                 "baseline of")
-        if row.source and Path(row.source).expanduser().exists():
-            return _checkpoint_config(row.source)[0], row.name
+        if row.source and Path(row.source).expanduser().exists():  # a tower's entry NAME/tower: the model NAME
+            return _checkpoint_config(row.source)[0], row.name.removesuffix(f"/{row.tower}" if row.tower else "")
         try:
             return config_for_shape(row.shape), row.name
         except ValueError as exc:
@@ -84,19 +85,31 @@ def baseline_target(text: str, store) -> tuple[dict, str]:
     return _checkpoint_config(text)
 
 
+def baseline_towers(target: str, store) -> tuple[str, ...]:
+    """The towers of the model a baseline of ``target`` is made for (``pipeline.families.towers``: CLIP's text and
+    vision, T5's encoder and decoder, an image-text model's text tower), () for a model of one."""
+    if not Path(target).expanduser().exists() and spec_for(target) is None and target in store.names() and \
+            (tower := store.row(target).tower):
+        return (tower,)  # a tower's entry of the store (baseline_target's order): that tower alone
+    return towers(baseline_target(target, store)[0])
+
+
 def plan_baseline(target: str, kind: str, seed: int, store, name: str | None = None, force: bool = False,
-                  stored: list[str] | None = None, hold=None) -> ModelPlan | None:
+                  stored: list[str] | None = None, hold=None, tower: str | None = None) -> ModelPlan | None:
     """The plan of one baseline (None when the store holds it complete already). ``store`` is an open store,
-    ``stored`` its model names (read once per run), ``hold(name)`` takes the model's writer lock.
+    ``stored`` its model names (read once per run), ``hold(name)`` takes the model's writer lock. ``tower``: the
+    tower of a model of several (:func:`baseline_towers`), the baseline of its store entry NAME/tower, stored as
+    NAME/tower~KIND-seedS (``--name``: NAME/tower), as the profiles command stores each tower.
 
     Everything is checked before the store is touched: the config (a Layout), the kind's library (for ``init`` the
-    model is built on the meta device and layer 0 initialised), and that ``name`` is not a trained model of the
-    store."""
+    model is built on the meta device and its first layer with a form initialised), and that ``name`` is not a
+    trained model of the store."""
     config, of = baseline_target(target, store)
-    source = BaselineSource(kind, seed, config, of)
+    of = tower_name(of, tower or "")
+    source = BaselineSource(kind, seed, config, of, tower or "")
     source.check()
     default = baseline_name(of, kind, seed)
-    name = name or default
+    name = tower_name(name, tower or "") if name else default
     if hold is not None:
         hold(name)
     stored = store.names() if stored is None else stored
@@ -127,13 +140,14 @@ def run_baselines(targets: list[str], kind: str = "init", seed: int = 0, store_p
     with contextlib.ExitStack() as locks:
         plans = []
         for t in targets:
-            plan = plan_baseline(t, kind, seed, store, name, force, stored,
-                                 hold=lambda n: locks.enter_context(store.writer(n)))
-            if plan is None:
-                log(f"{name or t}: its {kind} baseline (seed {seed}) is complete in {location}; skipped (add --force "
-                    "to recompute)")
-            else:
-                plans.append(plan)
+            for tower in baseline_towers(t, store) or (None,):
+                plan = plan_baseline(t, kind, seed, store, name, force, stored,
+                                     hold=lambda n: locks.enter_context(store.writer(n)), tower=tower)
+                if plan is None:
+                    log(f"{tower_name(name or t, tower or '')}: its {kind} baseline (seed {seed}) is complete in "
+                        f"{location}; skipped (add --force to recompute)")
+                else:
+                    plans.append(plan)
         if not plans:
             return []
         check_store(location, bytes_needed(plans))

@@ -38,19 +38,20 @@ KIND_HELP = {"iid": "W_Q, W_K with i.i.d. standard normal entries at the model's
              "init": "the heads transformers' own _init_weights gives a model of the config as training starts"}
 
 
-def baseline_heads(config: dict, kind: str, seed: int):
-    """The baseline of ``kind`` and ``seed`` for ``config``: the i.i.d. Gaussian products (:class:`IidHeads`) or the
-    library's own initialisation (:class:`InitHeads`), an object with ``layout`` and ``layer(l) -> LayerQK``, the form
-    of a checkpoint's layer on its way to :func:`pipeline.profile.head_profiles`."""
+def baseline_heads(config: dict, kind: str, seed: int, tower: str | None = None):
+    """The baseline of ``kind`` and ``seed`` for ``config`` (its ``tower``, for a model of several): the i.i.d.
+    Gaussian products (:class:`IidHeads`) or the library's own initialisation (:class:`InitHeads`), an object with
+    ``layout`` and ``layer(l) -> LayerQK``, the form of a checkpoint's layer on its way to
+    :func:`pipeline.profile.head_profiles`."""
     if kind not in KINDS:
         raise ValueError(f"baseline kind must be one of {', '.join(KINDS)}; got {kind!r}")
     if kind == "iid":
         from pipeline.sources.iid_heads import IidHeads
 
-        return IidHeads(layout_from_config(config), seed)
+        return IidHeads(layout_from_config(config, tower), seed)
     from pipeline.sources.init_heads import InitHeads
 
-    return InitHeads(config, seed)
+    return InitHeads(config, seed, tower)
 
 
 
@@ -67,25 +68,28 @@ def _version(package: str) -> str:
 
 class BaselineSource:
     """The baseline of ``kind`` and ``seed`` of the model ``of`` (a name: what it is the baseline of), whose config is
-    ``config`` (a Hugging Face config dict). ``layout`` is the config's Layout (a rotary model's R(d) with it)."""
+    ``config`` (a Hugging Face config dict), of its ``tower`` for a model of several (CLIP, T5, Whisper: ``of`` is then
+    the tower's store name, NAME/tower). ``layout`` is the config's Layout (a rotary model's R(d) with it)."""
 
-    def __init__(self, kind: str, seed: int, config: dict, of: str):
+    def __init__(self, kind: str, seed: int, config: dict, of: str, tower: str = ""):
         if kind not in BASELINE_KINDS:
             raise BaselineError(f"baseline kind must be one of {', '.join(BASELINE_KINDS)}; got {kind!r}")
         try:
             seed = check_seed(seed)
         except ValueError as exc:
             raise BaselineError(str(exc)) from None
-        self.kind, self.seed, self.config, self.of = kind, seed, dict(config), str(of)
-        self.layout = layout_from_config(self.config)
+        self.kind, self.seed, self.config, self.of, self.tower = kind, seed, dict(config), str(of), str(tower or "")
+        self.layout = layout_from_config(self.config, self.tower or None)
         self._heads = None
         self._first = None  # (layer, LayerQK): the first layer with a form, made by check(), until make_layer takes it
 
     @property
     def text(self) -> str:
         """The source a task carries (module docstring)."""
-        return PREFIX + json.dumps({"kind": self.kind, "seed": self.seed, "of": self.of, "config": self.config},
-                                   sort_keys=True, separators=(",", ":"))
+        spec = {"kind": self.kind, "seed": self.seed, "of": self.of, "config": self.config}
+        if self.tower:  # only then: a model of one tower keeps the text, and so the revision, it had without towers
+            spec["tower"] = self.tower
+        return PREFIX + json.dumps(spec, sort_keys=True, separators=(",", ":"))
 
     @property
     def revision(self) -> str:
@@ -105,7 +109,7 @@ class BaselineSource:
         """The IidHeads or InitHeads that make the layers (made once: InitHeads builds the model on the meta
         device)."""
         if self._heads is None:
-            self._heads = baseline_heads(self.config, self.kind, self.seed)
+            self._heads = baseline_heads(self.config, self.kind, self.seed, self.tower or None)
         return self._heads
 
     def check(self) -> None:
@@ -133,4 +137,4 @@ def is_baseline(source: str) -> bool:
 def open_baseline(text: str) -> BaselineSource:
     """The :class:`BaselineSource` a task's source text describes."""
     spec = json.loads(text[len(PREFIX):])
-    return BaselineSource(spec["kind"], spec["seed"], spec["config"], spec["of"])
+    return BaselineSource(spec["kind"], spec["seed"], spec["config"], spec["of"], spec.get("tower", ""))

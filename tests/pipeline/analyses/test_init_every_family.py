@@ -128,3 +128,42 @@ def test_analyses_head_data_of_every_layer(name):
     formed = data.profile[~formless]
     np.testing.assert_allclose(formed.sum(axis=1), 1.0, rtol=1e-9)
     assert (formed[:, 2:] >= 0).all() and np.isfinite(data.statistics[~formless]).any()
+
+
+@pytest.mark.parametrize("name", ["t5/decoder", "jamba"])
+def test_the_baseline_command_stores_each_tower_and_a_hybrids_layers(monkeypatch, tmp_path, name):
+    """``python -m pipeline baseline CONFIG``: a model of several towers gets one baseline per tower, stored as
+    NAME/tower~init-seedS, the baseline of NAME/tower; a hybrid's layers without a form are stored NaN. Each head's
+    stored profile at d = 0 is that of W_K^T W_Q from the reference (the case's model initialised by transformers
+    under the seeding rule, read back as a checkpoint), by the naive profile."""
+    from pipeline.__main__ import main
+    from pipeline.profile import naive_profiles
+    from pipeline.store import Store
+
+    case = CASES[name]
+    folder = tmp_path / "model"
+    folder.mkdir()
+    (folder / "config.json").write_text(json.dumps(config_json(case)))
+    store = str(tmp_path / "s.zarr")
+    assert main(["baseline", str(folder / "config.json"), "--seed", str(SEED), "--store", store]) in (0, None)
+    rows = {row.name: row for row in Store.open(store, mode="r").models()}
+    want_names = {f"model/{t}~init-seed{SEED}" for t in ("encoder", "decoder")} if case.tower else \
+        {f"model~init-seed{SEED}"}
+    assert set(rows) == want_names
+    stored_name = f"model/{case.tower}~init-seed{SEED}" if case.tower else f"model~init-seed{SEED}"
+    assert rows[stored_name].baseline_of == stored_name.split("~")[0]
+
+    model, _ = reseeding_model(monkeypatch, case)
+    model.save_pretrained(str(tmp_path / "reference"))
+    ckpt = open_checkpoint(str(tmp_path / "reference"))
+    layout = layout_from_config(ckpt.config, case.tower)
+    assert rows[stored_name].n_layers == layout.n_layers
+    profile = Store.open(store, mode="r").dataset("profiles").sel(model=stored_name).profile.values
+    for layer in range(layout.n_layers):
+        if layout.positional_of(layer).kind == "no form":
+            assert np.isnan(profile[layer, :layout.n_heads, 0]).all()
+            continue
+        qk = layer_qk(ckpt, layout, layer)
+        for h in range(layout.n_heads):
+            L = np.asarray(qk.W_K[qk.kv_of_head[h]], np.float64).T @ np.asarray(qk.W_Q[h], np.float64)
+            np.testing.assert_allclose(profile[layer, h, 0], naive_profiles(L)[0], rtol=1e-9, atol=1e-12)
