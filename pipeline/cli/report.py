@@ -127,7 +127,7 @@ def register(sub) -> None:
 def _baseline(store, ds, args):
     """(the HeadData of the baseline, or None, and what to say when there is none): --baseline as the help says."""
     from pipeline.analyses import baselines, head_data
-    from pipeline.analyses.baseline_run import baseline_command
+    from pipeline.analyses.baseline_run import baseline_command, baseline_target
     from pipeline.schema import baselines_of
 
     rows = store.models()
@@ -136,8 +136,11 @@ def _baseline(store, ds, args):
     if args.baseline in KINDS:
         stored = [r for r in stored if r.baseline_kind == args.baseline and r.baseline_seed == args.seed]
         if not stored:
-            config = baselines.config_for_shape(row.shape)
-            heads = baseline_heads(config, args.baseline, args.seed)
+            # the config `baseline MODEL` takes: its checkpoint's where the source is at hand (latent attention,
+            # a tower, what no shape states), else its shape's
+            config = baselines.config_for_shape(row.shape) if row.is_baseline else baseline_target(args.model,
+                                                                                                  store)[0]
+            heads = baseline_heads(config, args.baseline, args.seed, row.tower or None)
             print(f"computing the {args.baseline} baseline of {args.model} (seed {args.seed}) at d = 0 ...",
                   file=sys.stderr)
             return baselines.head_data(heads, f"{args.model} ({args.baseline}, seed {args.seed})"), ""

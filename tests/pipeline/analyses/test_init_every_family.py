@@ -167,3 +167,23 @@ def test_the_baseline_command_stores_each_tower_and_a_hybrids_layers(monkeypatch
         for h in range(layout.n_heads):
             L = np.asarray(qk.W_K[qk.kv_of_head[h]], np.float64).T @ np.asarray(qk.W_Q[h], np.float64)
             np.testing.assert_allclose(profile[layer, h, 0], naive_profiles(L)[0], rtol=1e-9, atol=1e-12)
+
+
+def test_report_computes_the_init_baseline_of_a_stored_latent_model(tmp_path, capsys):
+    """``report MODEL --baseline init`` without a stored baseline computes it from the config of the model's
+    checkpoint (DeepSeek's latent sizes are no shape's): the baseline of that config and seed, as ``head_data`` of
+    its ``InitHeads`` gives it."""
+    from pipeline.__main__ import main
+    from pipeline.analyses.baselines import head_data
+    from tests.pipeline.families.cases import build, save
+
+    case = CASES["deepseek_v3"]
+    folder = save(build(case), case, tmp_path / "ds3")
+    store = str(tmp_path / "s.zarr")
+    assert main(["profiles", folder, "--store", store]) in (0, None)
+    capsys.readouterr()
+    assert main(["report", "ds3", "--store", store, "--baseline", "init", "--seed", "3", "--json"]) in (0, None)
+    baseline = json.loads(capsys.readouterr().out)["baseline"]
+    want = head_data(InitHeads(json.loads((tmp_path / "ds3" / "config.json").read_text()), 3), "want")
+    assert baseline["heads"] == want.heads == 8
+    assert baseline["pairing"]["baseline_median"] == pytest.approx(float(np.median(want.stat("pairing"))), rel=1e-12)
