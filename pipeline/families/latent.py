@@ -58,19 +58,15 @@ def key_rows(latent, heads: int) -> list[tuple[int, int]]:
     return [(h * (nope + v), h * (nope + v) + nope) for h in range(heads)]
 
 
-def latent_qk(layout, names: dict[str, str], read, read_rows=None) -> tuple:
+def latent_qk(layout, names: dict[str, str], read, read_rows, whole: bool) -> tuple:
     """W_Q, W_K (H, n, N) of one layer, rows [rope | nope] per head, the latents' gains folded in: W_K, and W_Q where
     the queries have a latent, as :class:`LatentHeads` (a head formed in float64 when it is taken), W_Q of q_proj as
     a compact array (its rows reordered). ``read(name)``: a tensor, compact; ``read_rows(name, ranges)``: its rows
-    [a, b) for each (a, b), stacked, compact; None where the checkpoint reads whole tensors: each is then read once,
-    whole, not once per part."""
+    [a, b) for each (a, b), stacked, compact; ``whole``: the checkpoint has no row reads (``read_rows`` reads the whole
+    tensor), so each tensor is read once, in one part, not once per part."""
     lat, H, N, offset = layout.spec.latent, layout.n_heads, layout.d_model, layout.spec.gain_offset
     qr, kvr, nope, rope = (lat.size(k) for k in ("q_lora_rank", "kv_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim"))
-    n, whole = nope + rope, read_rows is None
-    if whole:
-        def read_rows(name, ranges):
-            w = read(name)
-            return np.concatenate([w[a:b] for a, b in ranges])
+    n = nope + rope
 
     def gain(role):
         return offset + np.asarray(read(names[role]), dtype=np.float64)

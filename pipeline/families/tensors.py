@@ -220,8 +220,9 @@ def layer_qk(checkpoint, layout, layer: int, fold_ln: bool = False) -> LayerQK:
     H, kv, n, N = layout.n_heads, layout.n_kv_heads, layout.d_head, layout.d_model
     names = check_layer(checkpoint, layout, layer, fold_ln)
     if layout.spec.split == "latent":
-        rows = getattr(checkpoint, "read_rows", None)  # None (no row reads): each tensor read once, whole
-        W_Q, W_K = mla.latent_qk(layout, names, lambda name: _read_compact(checkpoint, name), rows)
+        W_Q, W_K = mla.latent_qk(layout, names, lambda name: _read_compact(checkpoint, name),
+                                 lambda name, ranges: _read_rows(checkpoint, name, ranges),
+                                 whole=getattr(checkpoint, "read_rows", None) is None)
     elif "qkv" in names:
         W_Q, W_K = _fused(checkpoint, layout, names["qkv"])
     else:

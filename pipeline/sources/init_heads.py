@@ -38,6 +38,7 @@ transformers releases other than the tested major version (``TESTED_MAJOR``).
 from __future__ import annotations
 
 import copy
+import os
 
 import numpy as np
 
@@ -139,9 +140,7 @@ class InitHeads:
         # the parents of the modules holding the tensors (a fused projection's parent, not the projection itself,
         # so that the seed restarts where it does for separate ones), and the innermost module above them all
         paths = [self._live[name].split(".")[:-2] for name in names.values()]
-        common = paths[0][:next((i for i in range(len(paths[0])) if any(len(p) <= i or p[i] != paths[0][i]
-                                                                         for p in paths)), len(paths[0]))]
-        return ".".join(common)
+        return ".".join(os.path.commonprefix(paths))  # element by element: the lists' longest common head
 
     def attention(self, layer: int):
         """Layer ``layer``'s attention module, initialised by the model class's ``_init_weights`` under the layer's
