@@ -24,9 +24,9 @@ from pipeline.profile.span import head_span, rotation_pairs, span_work
 from pipeline.profile.spectra import CHUNK_BYTES, DEFAULT_RTOL, profile_of_top
 
 
-def numpy_qr(A: np.ndarray, G=None) -> np.ndarray:
-    """The span's factor by numpy's ``qr`` (on a copy of A)."""
-    return np.linalg.qr(A, mode="r")
+def numpy_qr(span, work=None) -> np.ndarray:
+    """The span's factor by numpy's ``qr`` (on a copy of the whole span, ``pipeline.profile.span.Span``)."""
+    return np.linalg.qr(span.whole(), mode="r")
 
 
 def _rotary_head(Km, Pt, rotations, pairs, rtol, eig, bufs, keep_d0) -> tuple[np.ndarray, ...]:
@@ -59,7 +59,7 @@ def chunked_profiles(W_Q, W_K, rotations=None, rtol: float = DEFAULT_RTOL, *, kv
                      chunk_bytes: int = CHUNK_BYTES, at_zero: bool = False, factor=numpy_qr,
                      eigvalsh=None) -> HeadProfiles:
     """``pipeline.profile.head_profiles`` (numpy route, one BLAS thread) by the chunked route: same arguments and
-    result. ``factor(A, G)``: the span's factor (numpy's ``qr``); ``eigvalsh``: the rotary chunks' eigensolver
+    result. ``factor(span, work)``: the span's factor (numpy's ``qr``); ``eigvalsh``: the rotary chunks' eigensolver
     (numpy's ``eigvalsh``, upper triangles read); benchmarks/scale_bench.py wraps both to time them."""
     W_Q, W_K = np.asarray(W_Q), np.asarray(W_K)
     H, n, N = W_Q.shape

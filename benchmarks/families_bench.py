@@ -26,12 +26,17 @@ profile core against the eigensolver floor, side by side.
    benchmarks/scale_bench.py --sections c times it), the run path's core (the same with ``at_zero=True``, as
    ``pipeline.run.compute_layer`` calls it), and the eigensolver floor (numpy's ``eigvalsh`` on the stack of every
    head's symmetric k x k cores at every offset, built beforehand, untimed), and that floor with the span's Gram
-   matrices A^T A, A = [W_K^T | W_Q^T] (N x 2n, float64, made beforehand): the one product over the model's width any
-   route needs before its k x k work, which outweighs a position-free head's one eigensolve at N = 4096 (N k^2 against
-   ~k^3 flops); all interleaved in rotated order ``--repeats`` times on one BLAS thread (scale_bench's ``interleaved``),
-   in CPU time of the thread; the ratios are the medians of the per-repeat ratios. The weights' values do not change the
-   work (QK-norm gains and latent products are folded into W_Q, W_K before the core), so random weights of the family's
-   shape time what the family's layers cost.
+   matrices A^T A, A = [W_K^T | W_Q^T] (N x 2n): the one product over the model's width any route needs before its
+   k x k work, which outweighs a position-free head's one eigensolve at N = 4096 (N k^2 against ~k^3 flops). The Gram
+   matrices are timed two ways: of float64 spans made beforehand (untimed), and from the layer's float32 weights
+   (:func:`grams_from_weights`: each head's span converted to float64 into one reused array, then numpy's product),
+   which is what a route starts from. A rotary kind is held to the eigensolver floor, a position-free kind to the floor
+   with the Gram matrices from the weights: a line ends in OVER 1.1 where that ratio is over 1.1. All interleaved in
+   rotated order ``--repeats`` times on one BLAS thread (scale_bench's ``interleaved``), in CPU time of the thread; the
+   ratios are the medians of the per-repeat ratios. The weights' values do not change the work (QK-norm gains and
+   latent products are folded into W_Q, W_K before the core), so random weights of the family's shape time what the
+   family's layers cost. The section starts with one line on the span's factor (:func:`gram_by_blocks`): its Gram
+   matrix by blocks of rows against one block of the whole span.
 """
 
 from __future__ import annotations
@@ -187,16 +192,22 @@ def kind_label(layout, layer: int) -> str:
     return f"rope {p.rotary_dim}/{layout.d_head} {p.style}" + (f" {scaling}" if scaling not in ("", "default") else "")
 
 
-def family_cases(width: int, heads: int, n: int, seed: int = 0):
+def family_cases(width: int, heads: int, n: int, seed: int = 0, only: list[str] | None = None):
     """(label, W_Q, W_K, kv_of_head, R, floor stack, span inputs A (H, N, 2n)) per family and distinct positional
-    kind of its layers."""
+    kind of its layers; ``only``: those families and towers (``family[/tower]``), else all."""
     import numpy as np
 
     from pipeline.families import layout_from_config
     from pipeline.profile import cores, span_cores
 
     rng = np.random.default_rng(seed)
-    for key, (config, tower) in family_configs().items():
+    configs = family_configs()
+    unknown = sorted(set(only or ()) - set(configs))
+    if unknown:
+        raise SystemExit(f"families_bench: no family or tower {', '.join(unknown)}; the table has {', '.join(configs)}")
+    for key, (config, tower) in configs.items():
+        if only is not None and key not in only:
+            continue
         layout = layout_from_config(config, tower)
         seen = {}
         for layer in range(layout.n_layers):
@@ -216,10 +227,56 @@ def family_cases(width: int, heads: int, n: int, seed: int = 0):
             yield label, W_Q, W_K, kv_of_head, R, 0.5 * (C + np.swapaxes(C, -1, -2)), A
 
 
-def families_against_floor(width: int, heads: int, n: int, repeats: int) -> list[tuple[str, float, float, float]]:
+def grams_from_weights(W_Q, W_K, kv_of_head, buf) -> None:
+    """Each head's span Gram matrix A^T A from the layer's stored (float32) weights: A = [W_K^T | W_Q^T] converted
+    to float64 into ``buf`` (N, 2n), F-ordered, made beforehand and reused, then numpy's product (one ``dsyrk``)."""
+    n = W_Q.shape[1]
+    for h in range(len(W_Q)):
+        buf[:, :n] = W_K[kv_of_head[h]].T
+        buf[:, n:] = W_Q[h].T
+        buf.T @ buf
+
+
+def gram_by_blocks(width: int, n: int, heads: int, repeats: int) -> None:
+    """Section 3's first line: a span's factor (``pipeline.profile.span.span_r``) with its Gram matrix accumulated
+    over blocks of rows (``span_work``'s block array, about ``SPAN_BLOCK_BYTES``), against the same with one block of
+    the whole span (its float64 conversion a pass of its own before one ``dsyrk``), on ``heads`` heads' float32
+    weights (a layer's: larger than the CPU's caches at the default sizes), interleaved, CPU time of one thread."""
+    import time
+
+    import numpy as np
+    from scale_bench import interleaved
+
+    from pipeline import optional_imports
+    from pipeline.profile.span import Span, span_r, span_work
+
+    # scipy's BLAS loaded before interleaved's thread limit starts, which limits only the libraries loaded by then
+    # (else dsyrk runs on two threads, and the CPU time of this one counts half of it)
+    optional_imports.scipy_linalg()
+    rng = np.random.default_rng(1)
+    W_Q, W_K = ((rng.normal(size=(heads, n, width)) / width ** 0.5).astype(np.float32) for _ in range(2))
+    block, G = span_work(n, width)
+    whole = np.empty((width, 2 * n), order="F")
+
+    def timed(work):
+        c = time.thread_time()
+        for h in range(heads):
+            span_r(Span(W_K[h], W_Q[h]), work)
+        return 0.0, time.thread_time() - c
+
+    _, cpu = interleaved({"blocks": lambda: timed((block, G)), "whole": lambda: timed((whole, G))}, repeats)
+    print(f"   the span's factor, Gram matrix by blocks of {len(block)} rows / by the whole span converted first: "
+          f"{1e3 * np.median(cpu['blocks']) / heads:.2f} / {1e3 * np.median(cpu['whole']) / heads:.2f} ms a head, "
+          f"ratio {np.median(cpu['blocks'] / cpu['whole']):.3f} (N = {width}, n = {n}, {heads} heads, median of "
+          f"{repeats})", flush=True)
+
+
+def families_against_floor(width: int, heads: int, n: int, repeats: int,
+                           only: list[str] | None = None) -> list[tuple[str, float, float, float, float, float]]:
     """Section 3: per family and positional kind, the profile core's and the run path's core's CPU time over the
-    eigensolver floor's, and the core's over the floor with the span's Gram (medians of the per-repeat ratios);
-    prints a line each and returns (label, core, run, core over floor + Gram)."""
+    eigensolver floor's, and the core's over the floor with the span's Gram, made from float64 spans and from the
+    float32 weights (medians of the per-repeat ratios); prints a line each and returns (label, core, run, core over
+    floor + Gram, core over floor + Gram(w), the ratio the kind is held to: core for rotary, the last otherwise)."""
     import time
 
     import numpy as np
@@ -234,35 +291,45 @@ def families_against_floor(width: int, heads: int, n: int, repeats: int) -> list
 
     rows = []
     print(f"3. profile core / eigensolver floor, CPU time of one thread, N = {width}, n = {n}, median of {repeats} "
-          "interleaved repeats (core: head_profiles; run: with at_zero, as compute_layer):", flush=True)
-    for label, W_Q, W_K, kv, R, S, A in family_cases(width, heads, n):
+          "interleaved repeats (core: head_profiles; run: with at_zero, as compute_layer; floor + Gram: with the "
+          "Gram matrices of float64 spans made beforehand; floor + Gram(w): of the spans converted from the float32 "
+          "weights; a position-free kind is held to the last):", flush=True)
+    gram_by_blocks(width, n, 8, repeats)
+    buf = np.empty((width, 2 * n), order="F")
+    for label, W_Q, W_K, kv, R, S, A in family_cases(width, heads, n, only=only):
         runs = {"floor": lambda S=S: timed(lambda: np.linalg.eigvalsh(S)),
                 "floor+G": lambda S=S, A=A: timed(lambda: (np.linalg.eigvalsh(S), np.swapaxes(A, 1, 2) @ A)),
+                "floor+Gw": lambda S=S, a=(W_Q, W_K, kv): timed(lambda: (np.linalg.eigvalsh(S),
+                                                                         grams_from_weights(*a, buf))),
                 "core": lambda a=(W_Q, W_K, R, kv): timed(lambda: head_profiles(*a[:3], kv_of_head=a[3])),
                 "run": lambda a=(W_Q, W_K, R, kv): timed(lambda: head_profiles(*a[:3], kv_of_head=a[3],
                                                                                 at_zero=True).layer_values())}
         _, cpu = interleaved(runs, repeats)
         core, run = np.median(cpu["core"] / cpu["floor"]), np.median(cpu["run"] / cpu["floor"])
-        gram = np.median(cpu["core"] / cpu["floor+G"])
-        rows.append((label, float(core), float(run), float(gram)))
+        gram, gram_w = np.median(cpu["core"] / cpu["floor+G"]), np.median(cpu["core"] / cpu["floor+Gw"])
+        held = core if R is not None else gram_w
+        rows.append((label, float(core), float(run), float(gram), float(gram_w), float(held)))
         print(f"   {label:58} floor {1e3 * np.median(cpu['floor']):6.1f} ms  core {core:5.2f}x  run {run:5.2f}x  "
-              f"core / (floor + Gram) {gram:5.2f}x{'  OVER 1.1' if core > 1.1 else ''}", flush=True)
+              f"core / (floor + Gram) {gram:5.2f}x  / (floor + Gram(w)) {gram_w:5.2f}x"
+              f"{'  OVER 1.1' if held > 1.1 else ''}", flush=True)
     with open("/proc/loadavg") as fh:
         load = " ".join(fh.read().split()[:3])
-    core = np.array([r[1] for r in rows])
+    held = np.array([r[5] for r in rows])
     rope = [r for r in rows if ": rope" in r[0]]
     flat = [r for r in rows if ": rope" not in r[0]]
-    worst, worst_rope = rows[int(np.argmax(core))], max(rope, key=lambda r: r[1])
+    worst, worst_rope = rows[int(np.argmax(held))], max(rope, key=lambda r: r[1])
     print(f"   {len(rows)} layers' kinds over {len({r[0].split(' L')[0] for r in rows})} families and towers (load "
-          f"average {load}): core / floor median {np.median(core):.2f}, worst {worst[1]:.2f} ({worst[0]}), "
-          f"{int((core > 1.1).sum())} over 1.1")
+          f"average {load}), each held to its floor (rotary: the eigensolver's; position-free: with the Gram "
+          f"matrices from the weights): median {np.median(held):.2f}, worst {worst[5]:.2f} ({worst[0]}), "
+          f"{int((held > 1.1).sum())} over 1.1")
     print(f"   rotary kinds ({len(rope)}): core / floor median {np.median([r[1] for r in rope]):.2f}, worst "
           f"{worst_rope[1]:.2f} ({worst_rope[0]}), {sum(r[1] > 1.1 for r in rope)} over 1.1; run / floor median "
           f"{np.median([r[2] for r in rope]):.2f}")
     if flat:
-        print(f"   position-free kinds ({len(flat)}): core / floor median {np.median([r[1] for r in flat]):.2f}, "
+        print(f"   position-free kinds ({len(flat)}): core / floor median {np.median([r[1] for r in flat]):.2f}; "
               f"core / (floor + Gram) median {np.median([r[3] for r in flat]):.2f}, worst "
-              f"{max(r[3] for r in flat):.2f}")
+              f"{max(r[3] for r in flat):.2f}; core / (floor + Gram(w)) median {np.median([r[4] for r in flat]):.2f}, "
+              f"worst {max(r[4] for r in flat):.2f}, {sum(r[4] > 1.1 for r in flat)} over 1.1")
     return rows
 
 
@@ -283,11 +350,14 @@ def main(argv=None) -> None:
     # one head size for every family, the most common one of the models of 2025-2026, so that the families' ratios
     # differ by their positional kind, rotary fraction and style and key grouping alone (the floor's cost grows as n^3)
     parser.add_argument("--head-dim", type=int, default=128, help="section 3's head size n (default 128)")
+    parser.add_argument("--families", default=None, help="section 3's families and towers, comma-separated as its "
+                                                         "lines name them (gpt2,t5/encoder,...); default: all")
     args = parser.parse_args(argv)
     if set(args.sections) & set("12"):
         table_and_reads(args)
     if "3" in args.sections:
-        families_against_floor(args.width, args.heads, args.head_dim, args.repeats)
+        families_against_floor(args.width, args.heads, args.head_dim, args.repeats,
+                               None if args.families is None else args.families.split(","))
 
 
 def table_and_reads(args) -> None:

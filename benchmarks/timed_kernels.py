@@ -46,8 +46,8 @@ class TimedKernels(Kernels):
         """CPU (or wall) seconds spent in ``name`` so far."""
         return self.spent.get(name, [0.0, 0.0, 0])[1 if cpu else 0]
 
-    def span_factor(self, A, G=None):
-        return self.timed(SPAN, super().span_factor)(A, G)
+    def span_factor(self, span, work=None):
+        return self.timed(SPAN, super().span_factor)(span, work)
 
     def in_place_eigensolver(self, k: int):
         eig, trmm = super().in_place_eigensolver(k)

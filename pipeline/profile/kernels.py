@@ -18,7 +18,7 @@ import numpy as np
 from .core_spectra import CoreSpectra, core_spectra
 from .eigen import torch_eigvalsh
 from .lapack import SYTRD_BLOCK, lapack_in_place
-from .span import GRAM_RCOND, QR_BLOCK, span_r
+from .span import GRAM_RCOND, QR_BLOCK, Span, span_r
 
 
 @dataclass(frozen=True)
@@ -32,9 +32,9 @@ class Kernels:
     qr_block: int | None = QR_BLOCK
     sytrd_block: int | None = SYTRD_BLOCK
 
-    def span_factor(self, A: np.ndarray, G: np.ndarray | None = None) -> np.ndarray:
-        """An upper triangular R with R^T R = A^T A (``pipeline.profile.span.span_r``); may overwrite A."""
-        return span_r(A, G, self.gram_rcond, self.qr_block)
+    def span_factor(self, span: Span, work: tuple[np.ndarray, np.ndarray] | None = None) -> np.ndarray:
+        """An upper triangular R with R^T R = A^T A for a head's span A (``pipeline.profile.span.span_r``)."""
+        return span_r(span, work, self.gram_rcond, self.qr_block)
 
     def in_place_eigensolver(self, k: int):
         """``(eig, trmm)`` of the per-offset route for k x k cores (``pipeline.profile.lapack.lapack_in_place``)."""

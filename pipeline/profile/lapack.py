@@ -45,7 +45,7 @@ import numpy as np
 from pipeline import optional_imports
 
 from .span import head_span, rotation_pairs, span_work
-from .spectra import profile_of_spectra, profile_of_top
+from .spectra import profile_of_spectra
 
 SYTRD_BLOCK = 8  # dsytrd's block size on the per-offset route (dsyevd_lwork); None: LAPACK's default
 
@@ -106,7 +106,7 @@ def rotary_offsets(K1: np.ndarray, Pt: np.ndarray, rows, rotations: np.ndarray, 
     scaling pass). The module docstring says where the time goes.
     """
     eig, trmm = lapack_fns
-    D, (m, n), k = len(rotations), K1.shape, Pt.shape[1]
+    D, (m, n), k = 1 if rotations is None else len(rotations), K1.shape, Pt.shape[1]
     Z, tmp, Dm = bufs
     in_place = trmm is not None and m == n
     top, A, B = work[:m], work[:m, :m], work[:m, m:]  # the core's nonzero rows [A | B], unscaled
@@ -117,7 +117,9 @@ def rotary_offsets(K1: np.ndarray, Pt: np.ndarray, rows, rotations: np.ndarray, 
     for d in range(D):
         work[m:, m:] = 0.0  # rows m: of a core are zero: the eigensolver overwrote the upper triangle of this
         # block (the block left of it is below the diagonal: never read nor written, zero from the start)
-        if rows is None:
+        if rotations is None:  # R = I
+            np.copyto(Z, Pt)
+        elif rows is None:
             np.matmul(rotations[d], Pt, out=Z)
         else:  # (R P^T)[j] = diag[d, j] P^T[j] + off[d, j] P^T[partner[j]]
             np.multiply(Pt, rows[0][d][:, None], out=Z)
@@ -150,14 +152,12 @@ def numpy_layer(W_Q, W_K, rotations, kv_of_head, gain, rtol: float, kernels, kee
     ``Kernels``; ``keep(h, top)`` (or None) gets head h's unscaled top rows [A | B] at d = 0; ``progress(h)`` (or
     None) is called as each head is done."""
     keep = keep or (lambda h, top: None)
-    if rotations is None:
-        return _position_free(W_Q, W_K, kv_of_head, gain, rtol, kernels, keep, progress)
     H, n, N = W_Q.shape
     k = min(N, 2 * n)
     m = min(n, k)  # nonzero rows of K: [K | P] is upper triangular
-    D = rotations.shape[0]
+    D = 1 if rotations is None else rotations.shape[0]
     prof, norm, lam0 = np.empty((H, D, 4)), np.empty((H, D)), np.empty((H, k))
-    rows = rotation_pairs(np.swapaxes(rotations, -1, -2))
+    rows = None if rotations is None else rotation_pairs(np.swapaxes(rotations, -1, -2))
     fns = kernels.in_place_eigensolver(k)
     work, bufs = np.zeros((k, k)), (np.empty((n, k)), np.empty((n, k)), np.empty((m, m)))
     span = span_work(n, N)
@@ -169,21 +169,3 @@ def numpy_layer(W_Q, W_K, rotations, kv_of_head, gain, rtol: float, kernels, kee
         if progress is not None:
             progress(h)
     return prof, norm, lam0
-
-
-def _position_free(W_Q, W_K, kv_of_head, gain, rtol: float, kernels, keep,
-                   progress) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """:func:`numpy_layer` without rotations: every head's core in one (H, k, k) work array, each solved in place."""
-    H, n, N = W_Q.shape
-    k = min(N, 2 * n)
-    m = min(n, k)
-    each = kernels.batched_eigensolver(k)
-    S, span = np.zeros((H, k, k)), span_work(n, N)
-    for h in range(H):
-        K, P = head_span(W_Q, W_K, h, kv_of_head[h], gain, kernels.span_factor, span)
-        np.matmul(K[:m], P.T, out=S[h, :m])
-        keep(h, S[h, :m])
-        if progress is not None:
-            progress(h)
-    prof, norm, lam = profile_of_top(S, m, rtol, each, np.empty((H, m, m)))
-    return prof[:, None], norm[:, None], lam

@@ -10,6 +10,8 @@ elementwise.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 
 from pipeline import optional_imports
@@ -17,6 +19,9 @@ from pipeline import optional_imports
 GRAM_RCOND = 1e-4  # a head's span is factored through its Gram matrix when R's reciprocal condition is at least
 # this, else by Householder QR (span_r); 0 always takes the QR
 QR_BLOCK = 32  # dgeqrt's block size for the QR of a span (qr_r_in_place); None: dgeqrf, LAPACK's default
+SPAN_BLOCK_BYTES = 1 << 19  # a span's rows are converted and multiplied into its Gram matrix in blocks of about this
+# size, which the CPU's L2 cache holds: on a (4096, 256) span the Gram matrix took 6-7 % less time than one dsyrk
+# over the span converted whole beforehand (CPU time, medians of 61, 1 thread; blocks of 192 to 384 rows alike)
 
 
 def span_cores(W_Q: np.ndarray, W_K: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -100,77 +105,109 @@ def qr_r_in_place(A: np.ndarray, block: int | None = QR_BLOCK) -> np.ndarray:
     return np.triu(qr[:min(M, c)])
 
 
-def span_r(A: np.ndarray, G: np.ndarray | None = None, gram_rcond: float = GRAM_RCOND,
-           qr_block: int | None = QR_BLOCK) -> np.ndarray:
-    """An upper triangular R (k, c) with R^T R = A^T A, for an F-ordered float64 A (M, c), M >= c: the factor the
-    numpy route needs. ``G``: an F-ordered float64 (c, c) work array the Gram matrix and its Cholesky factor are
-    written into (then R is G); None: a new one.
+@dataclass(frozen=True)
+class Span:
+    """One head's span input ``A = [W_K^T | W_Q^T]`` (N, 2n), times the layer-norm gain on its rows when there is one,
+    in float64, never held whole on the Gram route: :meth:`rows` writes a block of its rows. ``w_k``, ``w_q``: the
+    key and query weights (n, N), any float dtype (or a stack's head formed on demand); ``gain``: (N,) or None."""
 
-    The Cholesky factor of the Gram matrix (BLAS ``dsyrk``, LAPACK ``dpotrf``) when it is well conditioned: LAPACK
-    ``dtrcon``'s estimate of R's reciprocal condition number (1-norm) at least ``gram_rcond``. Otherwise, and when
-    the Cholesky breaks down (a rank-deficient span: a zero head, N < 2n, shared rows), or M < c, or without scipy,
-    or with ``gram_rcond`` 0: the Householder QR of A (:func:`qr_r_in_place` in blocks of ``qr_block``, which
-    overwrites A; the Gram route leaves A as it is).
+    w_k: np.ndarray
+    w_q: np.ndarray
+    gain: np.ndarray | None = None
+
+    @property
+    def shape(self) -> tuple[int, int]:
+        n, N = self.w_q.shape
+        return N, 2 * n
+
+    def rows(self, r0: int, r1: int, out: np.ndarray) -> np.ndarray:
+        """Rows r0:r1 of A written into ``out`` (r1 - r0, 2n), converted to float64 there; returns ``out``."""
+        n = self.w_q.shape[0]
+        out[:, :n] = self.w_k[:, r0:r1].T
+        out[:, n:] = self.w_q[:, r0:r1].T
+        if self.gain is not None:
+            out *= np.asarray(self.gain[r0:r1], dtype=np.float64)[:, None]
+        return out
+
+    def whole(self) -> np.ndarray:
+        """A, F-ordered (LAPACK's layout), made afresh."""
+        return self.rows(0, self.shape[0], np.empty(self.shape, order="F"))
+
+
+def span_r(span: Span, work: tuple[np.ndarray, np.ndarray] | None = None, gram_rcond: float = GRAM_RCOND,
+           qr_block: int | None = QR_BLOCK) -> np.ndarray:
+    """An upper triangular R (k, c) with R^T R = A^T A for a head's :class:`Span` A (N, c): the factor the numpy
+    route needs. ``work``: :func:`span_work`'s arrays for the span's shape, overwritten (R may be a view of the
+    second); None: new ones.
+
+    The Cholesky factor of the Gram matrix when it is well conditioned: the Gram matrix accumulated over blocks of
+    A's rows (BLAS ``dsyrk``, lower triangle), each converted to float64 in the block array while the CPU's cache
+    holds it, then LAPACK ``dpotrf``; taken when LAPACK ``dtrcon``'s estimate of the factor's reciprocal condition
+    number (1-norm) is at least ``gram_rcond``. Otherwise, and when the Cholesky breaks down (a rank-deficient span:
+    a zero head, N < 2n, shared rows), or N < c, or without scipy, or with ``gram_rcond`` 0: the Householder QR of
+    the whole A (:func:`qr_r_in_place` in blocks of ``qr_block``).
 
     Why: the Gram matrix and its Cholesky factor cost about a third of the QR's time (CPU time, one thread, medians
-    of 11: 0.9 ms against 3.9 ms for dgeqrf on (2048, 128); 9.0 ms against 23 ms for dgeqrt on (5120, 256);
-    benchmarks/scale_bench.py prints the whole route). Accuracy: forming A^T A rounds relative to ||A||^2, which
-    moves R by about cond(A) eps ||A||, so the eigenvalues of sym(C) by about cond(A) eps relative to ||C||. The guard
-    keeps cond(A) near or below 1/GRAM_RCOND (the estimate is within a factor of about k of the 2-norm one).
+    of 11: 0.9 ms against 3.9 ms for dgeqrf on (2048, 128); 9.0 ms against 23 ms for dgeqrt on (5120, 256)); made by
+    blocks, A's conversion to float64 costs no pass over memory of its own, and the Gram matrix of a position-free
+    head, which outweighs its eigensolve, is the whole of the work besides (benchmarks/families_bench.py --sections
+    3 prints the core against that floor). Accuracy: forming A^T A rounds relative to ||A||^2, which moves R by
+    about cond(A) eps ||A||, so the eigenvalues of sym(C) by about cond(A) eps relative to ||C||. The guard keeps
+    cond(A) near or below 1/GRAM_RCOND (the estimate is within a factor of about k of the 2-norm one).
     ``tests/pipeline/test_profile.py`` holds the profiles, norms and spectra of spans of condition numbers 1 to 1e8
     within 1e-13 of the QR's, and spans past the guard on the QR itself."""
-    M, c = A.shape
+    M, c = span.shape
     if M >= c and gram_rcond > 0:
         linalg = optional_imports.scipy_linalg()
         if linalg is None:
-            return qr_r_in_place(A, qr_block)
+            return qr_r_in_place(span.whole(), qr_block)
         blas, lapack = linalg
-        # A^T A, upper triangle (A F-ordered: no copy); with beta = 0, BLAS does not read G's old values
-        G = blas.dsyrk(1.0, A, trans=1, lower=0) if G is None else blas.dsyrk(1.0, A, c=G, trans=1, lower=0,
-                                                                               overwrite_c=1)
-        R, info = lapack.dpotrf(G, lower=0, clean=1, overwrite_a=1)
+        block, G = work if work is not None else span_work(c // 2, M)
+        b = len(block)
+        for r0 in range(0, M, b):
+            rows = span.rows(r0, min(M, r0 + b), block[:min(b, M - r0)])
+            # with beta = 0 (the first block), BLAS does not read G's old values
+            blas.dsyrk(1.0, rows, c=G, trans=1, lower=1, beta=0.0 if r0 == 0 else 1.0, overwrite_c=1)
+        # G = F F^T with F lower triangular, F-ordered: R = F^T is the same memory read in C order
+        F, info = lapack.dpotrf(G, lower=1, clean=1, overwrite_a=1)
         if info == 0:
-            rcond, info = lapack.dtrcon(R, norm="1", uplo="U")
+            rcond, info = lapack.dtrcon(F, norm="1", uplo="L")
             if info == 0 and rcond >= gram_rcond:
-                return R
-    return qr_r_in_place(A, qr_block)
+                return F.T
+    return qr_r_in_place(span.whole(), qr_block)
 
 
 def span_work(n: int, N: int) -> tuple[np.ndarray, np.ndarray]:
-    """The float64 work arrays :func:`head_span` fills for every head of a layer: the span's input (N, 2n) and its
-    Gram matrix (2n, 2n), both F-ordered (LAPACK's layout).
+    """The float64 work arrays :func:`span_r` fills for every head of a layer: a block of the span's rows (about
+    ``SPAN_BLOCK_BYTES``, b x 2n) and the Gram matrix (2n, 2n), both F-ordered (LAPACK's layout).
 
-    Made once per layer, not per head. A process whose ``malloc`` returns large blocks to the system at once
-    (dask's workers set ``MALLOC_TRIM_THRESHOLD_``, which fixes glibc's threshold for serving a block by ``mmap``
-    at 128 KiB) otherwise maps, faults in and unmaps the N x 2n array for every head. On the opt-1.3b shape (24
-    layers in one process with that setting) the layers took 675-689 thousand page faults and 1.4-1.6 s of system
-    time, against 16-41 thousand and 0.2-0.4 s without it; these arrays were about 380 thousand of those faults,
-    the reads' temporaries most of the rest (benchmarks/scaling_bench.py prints the workers' page faults). The
+    Made once per layer, not per head: dask starts its workers with ``MALLOC_TRIM_THRESHOLD_`` set, which fixes
+    glibc's threshold for serving a block by ``mmap`` at 128 KiB, so an array of that size made per head would be
+    mapped, faulted in and unmapped for every head (benchmarks/scaling_bench.py prints the workers' page faults). The
     orbit experiment's entry points change their process's ``malloc`` instead (``pipeline.orbits.malloc``): they
     own their processes, while a profile task may run in a user's dask worker, whose memory policy is dask's."""
-    return np.empty((N, 2 * n), order="F"), np.empty((2 * n, 2 * n), order="F")
+    b = max(1, min(N, SPAN_BLOCK_BYTES // (16 * max(1, n))))
+    return np.empty((b, 2 * n), order="F"), np.empty((2 * n, 2 * n), order="F")
 
 
 def head_span(W_Q, W_K, h: int, kv: int, gain, factor,
               work: tuple[np.ndarray, np.ndarray] | None = None) -> tuple[np.ndarray, np.ndarray]:
     """K, P (k, n) of head h: its query weights and key head ``kv``, in float64 (times the gain), factored by
-    ``factor(A, G)`` (:func:`span_r` or a kernel's, which may overwrite A). ``work``: :func:`span_work`'s arrays,
-    overwritten (K and P may be views of them: used before the next head's call); None: new ones."""
-    n, N = W_Q.shape[-2:]
-    A, G = work if work is not None else span_work(n, N)
-    A[:, :n] = W_K[kv].T
-    A[:, n:] = W_Q[h].T
-    if gain is not None:
-        A *= np.asarray(gain, dtype=np.float64)[:, None]
-    R = factor(A, G)
+    ``factor(span, work)`` (:func:`span_r` or a kernel's) on its :class:`Span`. ``work``: :func:`span_work`'s
+    arrays, overwritten (K and P may be views of them: used before the next head's call); None: new ones."""
+    span = Span(W_K[kv], W_Q[h], gain)
+    R = factor(span, work)
     # NaN or Inf in A reaches R on every route (through the Gram matrix or the reflections), so R (k x k) is
-    # checked instead of A (N x 2n): a k / N of the reads. A finite head whose factor is not finite overflowed.
-    if not np.all(np.isfinite(R)):
-        weights = (W_K[kv], W_Q[h]) + (() if gain is None else (np.asarray(gain),))
+    # checked instead of A (N x 2n): a k / N of the reads. Its sum first (one pass, no temporary): finite when every
+    # entry is, unless entries near the float64 limit overflow it, which the entrywise check then tells apart. A
+    # finite head whose factor is not finite overflowed.
+    if not np.isfinite(R.sum()) and not np.all(np.isfinite(R)):
+        weights = (span.w_k, span.w_q) + (() if gain is None else (np.asarray(gain),))
         if not all(np.all(np.isfinite(w)) for w in weights):
             raise nonfinite_head(h)
         raise ValueError(f"head {h}: the factor of its weights overflowed float64 (entries near 1e154 or larger); "
                          "check the checkpoint it was read from")
+    n = span.w_q.shape[0]
     return R[:, :n], R[:, n:]
 
 

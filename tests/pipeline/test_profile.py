@@ -285,18 +285,16 @@ def test_the_gram_factor_gives_the_qr_factors_values(monkeypatch, cond):
 
 @pytest.mark.parametrize("cond", [1.0, 10.0, 1e6, 1e12, "rank 40"])
 def test_the_gram_guard_leaves_ill_conditioned_and_rank_deficient_spans_to_the_qr(monkeypatch, cond):
-    """At the default GRAM_RCOND, well-conditioned spans take the Gram route (A untouched, F^T F = A^T A, F upper
-    triangular); spans of condition 1e6 and 1e12, and a span of rank 40 < 2n, get the Householder QR's factor itself."""
+    """At the default GRAM_RCOND, well-conditioned spans take the Gram route (F^T F = A^T A, F upper triangular);
+    spans of condition 1e6 and 1e12, and a span of rank 40 < 2n, get the Householder QR's factor itself."""
     pytest.importorskip("scipy.linalg.lapack", reason="the Gram route is scipy's BLAS and LAPACK")
     W_Q, W_K = conditioned_heads(cond)
-    A = np.asfortranarray(np.concatenate([W_K[0].T, W_Q[0].T], axis=1))
-    A0 = A.copy()
+    A0 = np.asfortranarray(np.concatenate([W_K[0].T, W_Q[0].T], axis=1))
     taken = spy_qr(monkeypatch)
-    F = span.span_r(A)
+    F = span.span_r(span.Span(W_K[0], W_Q[0]))
     assert np.array_equal(F, np.triu(F))
     if cond in (1.0, 10.0):
         assert taken == []
-        np.testing.assert_array_equal(A, A0)
         np.testing.assert_allclose(F.T @ F, A0.T @ A0, rtol=0, atol=1e-13 * np.abs(A0.T @ A0).max())
     else:
         assert taken == ["qr"]
@@ -305,19 +303,40 @@ def test_the_gram_guard_leaves_ill_conditioned_and_rank_deficient_spans_to_the_q
 
 def test_the_gram_factor_written_into_a_used_work_array_is_the_one_made_afresh():
     """The span's work arrays (``span_work``) serve every head of a layer: a Gram matrix written over another head's
-    factor, or over NaN, gives the factor of a new array bit for bit (dsyrk with beta = 0 reads nothing of it)."""
+    factor, or over NaN, with another head's rows or NaN in the block array, gives the factor of new arrays bit for
+    bit (dsyrk with beta = 0 reads nothing of G; every block is written before it is read)."""
     pytest.importorskip("scipy.linalg.lapack", reason="the Gram route is scipy's BLAS and LAPACK")
     W_Q, W_K = conditioned_heads(10.0)
     n, N = W_Q.shape[-2:]
-    A = np.asfortranarray(np.concatenate([W_K[0].T, W_Q[0].T], axis=1))
-    fresh = span.span_r(A.copy(order="F"))
-    work_A, work_G = span.span_work(n, N)
-    for old in (np.full_like(work_G, np.nan), span.span_r(np.asfortranarray(A[::-1]))):
-        work_G[...] = old
-        work_A[...] = A
-        R = span.span_r(work_A, work_G)
+    head = span.Span(W_K[0], W_Q[0])
+    fresh = span.span_r(head)
+    work_block, work_G = span.span_work(n, N)
+    other = span.Span(W_K[0][:, ::-1], W_Q[0][:, ::-1])
+    for old in (np.nan, "other"):
+        if old == "other":
+            span.span_r(other, (work_block, work_G))
+        else:
+            work_G[...], work_block[...] = old, old
+        R = span.span_r(head, (work_block, work_G))
         assert np.shares_memory(R, work_G)
         np.testing.assert_array_equal(R, fresh)
+
+
+@pytest.mark.parametrize("rows", [1, 7, 64, 1 << 20])
+def test_the_gram_factor_by_blocks_of_rows_is_that_of_the_whole_span(monkeypatch, rows):
+    """The Gram matrix accumulated over blocks of the span's rows (``SPAN_BLOCK_BYTES``; blocks of 1 and 7 rows leave
+    a last block shorter than the others) gives the factor of one dsyrk over the whole span, converted and scaled by
+    the gain beforehand, within rounding: F^T F = A^T A of that A."""
+    pytest.importorskip("scipy.linalg.lapack", reason="the Gram route is scipy's BLAS and LAPACK")
+    W_Q, W_K = conditioned_heads(10.0)
+    gain = np.random.default_rng(3).uniform(0.5, 2.0, W_Q.shape[-1])
+    A = np.asfortranarray(np.concatenate([W_K[0].T, W_Q[0].T], axis=1)) * gain[:, None]
+    monkeypatch.setattr(span, "SPAN_BLOCK_BYTES", rows * 16 * W_Q.shape[1])
+    block, _ = work = span.span_work(W_Q.shape[1], W_Q.shape[-1])
+    assert len(block) == min(rows, W_Q.shape[-1])
+    F = span.span_r(span.Span(W_K[0].astype(np.float32), W_Q[0].astype(np.float32), gain), work)
+    A32 = np.asfortranarray(np.concatenate([W_K[0].T, W_Q[0].T], axis=1).astype(np.float32)) * gain[:, None]
+    np.testing.assert_allclose(F.T @ F, A32.T @ A32, rtol=0, atol=1e-13 * np.abs(A.T @ A).max())
 
 
 def test_spectra_in_blocks_of_rows_are_those_of_one_pass(monkeypatch):
