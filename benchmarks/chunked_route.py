@@ -59,8 +59,8 @@ def chunked_profiles(W_Q, W_K, rotations=None, rtol: float = DEFAULT_RTOL, *, kv
                      chunk_bytes: int = CHUNK_BYTES, at_zero: bool = False, factor=numpy_qr,
                      eigvalsh=None) -> HeadProfiles:
     """``pipeline.profile.head_profiles`` (numpy route, one BLAS thread) by the chunked route: same arguments and
-    result. ``factor(span, work)``: the span's factor (numpy's ``qr``); ``eigvalsh``: the rotary chunks' eigensolver
-    (numpy's ``eigvalsh``, upper triangles read); benchmarks/scale_bench.py wraps both to time them."""
+    result. ``factor(span, work)``: the span's factor (numpy's ``qr``); ``eigvalsh``: the chunks' eigensolver (numpy's
+    ``eigvalsh``, upper triangles read); benchmarks/scale_bench.py wraps both to time them."""
     W_Q, W_K = np.asarray(W_Q), np.asarray(W_K)
     H, n, N = W_Q.shape
     kv_of_head = np.arange(H) if kv_of_head is None else np.asarray(kv_of_head, dtype=np.int64)
@@ -69,6 +69,7 @@ def chunked_profiles(W_Q, W_K, rotations=None, rtol: float = DEFAULT_RTOL, *, kv
     collector = AtZeroCollector(H, m, DEFAULT_KERNELS) if at_zero else None
     keep = (lambda h, top: None) if collector is None else collector.keep
     span = span_work(n, N)
+    eig = eigvalsh_fn("numpy", None) if eigvalsh is None else functools.partial(eigvalsh, UPLO="U")
     with thread_limit(default_threads(None, "numpy"), "numpy"):
         if rotations is None:  # every head's core in one work array, each solved in place
             S = np.zeros((H, k, k))
@@ -76,7 +77,7 @@ def chunked_profiles(W_Q, W_K, rotations=None, rtol: float = DEFAULT_RTOL, *, kv
                 K, P = head_span(W_Q, W_K, h, kv_of_head[h], gain, factor, span)
                 np.matmul(K[:m], P.T, out=S[h, :m])
                 keep(h, S[h, :m])
-            prof, norm, lam0 = profile_of_top(S, m, rtol, DEFAULT_KERNELS.batched_eigensolver(k), np.empty((H, m, m)))
+            prof, norm, lam0 = profile_of_top(S, m, rtol, eig, np.empty((H, m, m)))
             prof, norm = prof[:, None], norm[:, None]
         else:
             rotations = np.asarray(rotations, dtype=np.float64)
@@ -85,7 +86,6 @@ def chunked_profiles(W_Q, W_K, rotations=None, rtol: float = DEFAULT_RTOL, *, kv
             bufs = np.zeros((step, k, k)), np.empty((step, m, m)), np.empty((step, m, n)), np.empty((step, m, n))
             prof, norm, lam0 = np.empty((H, D, 4)), np.empty((H, D)), np.empty((H, k))
             pairs = rotation_pairs(rotations)
-            eig = eigvalsh_fn("numpy", None) if eigvalsh is None else functools.partial(eigvalsh, UPLO="U")
             for h in range(H):
                 K, P = head_span(W_Q, W_K, h, kv_of_head[h], gain, factor, span)
                 prof[h], norm[h], lam0[h] = _rotary_head(K[:m], np.ascontiguousarray(P.T), rotations, pairs, rtol,

@@ -5,7 +5,7 @@
 2. The (heads x offsets) pairs, in order, in chunks of ``chunk_bytes`` of (k, k) float64 work arrays (at most
    EIG_BATCH): the top rows ``K[:m] R(d) P^T`` of their cores (R(d) applied elementwise when ``rotation_pairs``
    finds the rotary structure, else a batched product), norms, ||antisym|| and the upper triangle of 2 sym(C)
-   unscaled, as the numpy route forms them (``pipeline.profile.lapack.rotary_offsets``), and one batched
+   unscaled, as the numpy route forms them (``pipeline.profile.lapack.head_offsets``), and one batched
    ``eigvalsh``.
 3. Eigenvalues, norms and ||T|| come back to the CPU (a few numbers per matrix) for ``profile_of_spectra``.
 

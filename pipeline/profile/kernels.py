@@ -40,16 +40,6 @@ class Kernels:
         """``(eig, trmm)`` of the per-offset route for k x k cores (``pipeline.profile.lapack.lapack_in_place``)."""
         return lapack_in_place(k, self.sytrd_block)
 
-    def batched_eigensolver(self, k: int):
-        """A function (B, k, k) -> (B, k) ascending eigenvalues, upper triangles read, each matrix solved in place by
-        :meth:`in_place_eigensolver` (the numpy route's position-free layers)."""
-        one = self.in_place_eigensolver(k)[0]
-
-        def each(S: np.ndarray) -> np.ndarray:
-            return np.stack([one(s) for s in S]) if len(S) else np.empty((0, k))
-
-        return each
-
     def torch_eigensolver(self, route: str):
         """The torch routes' batched eigensolver (``pipeline.profile.eigen.torch_eigvalsh``)."""
         return torch_eigvalsh(route)

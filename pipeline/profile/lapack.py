@@ -93,17 +93,18 @@ def lapack_in_place(k: int, sytrd_block: int | None = SYTRD_BLOCK):
     return eig, trmm
 
 
-def rotary_offsets(K1: np.ndarray, Pt: np.ndarray, rows, rotations: np.ndarray, rtol: float, lapack_fns,
+def head_offsets(K1: np.ndarray, Pt: np.ndarray, rows, rotations: np.ndarray | None, rtol: float, lapack_fns,
                    work: np.ndarray, bufs: tuple[np.ndarray, np.ndarray, np.ndarray],
                    keep_d0) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Profiles (D, 4), norms (D,) and eigenvalues (D, k) of one head's cores ``K1 R(d) P^T``, one offset at a time.
 
-    K1 (m, n) = the top rows of K; Pt = P^T (n, k); ``rows``: ``rotation_pairs`` of R(d)^T (the rows of R(d)) or
-    None; ``lapack_fns``: :func:`lapack_in_place`'s pair; ``work`` (k, k); ``bufs`` = Z (n, k), tmp (n, k), Dm (m, m)
-    scratch; ``keep_d0(top)`` gets the unscaled top rows of the core at d = 0. The product is ``K1 @ (R(d) P^T)``,
-    R(d) applied to the rows of P^T elementwise and K1 triangular (``trmm``, half a dense product's flops) when
-    m = n. The eigensolver gets 2 sym(C) unscaled; its eigenvalues and ||T|| are divided by 2 ||C|| afterwards (no
-    scaling pass). The module docstring says where the time goes.
+    K1 (m, n) = the top rows of K; Pt = P^T (n, k); ``rotations`` (D, n, n), or None for a position-free head (one
+    core, R = I); ``rows``: ``rotation_pairs`` of R(d)^T (the rows of R(d)) or None; ``lapack_fns``:
+    :func:`lapack_in_place`'s pair; ``work`` (k, k); ``bufs`` = Z (n, k), tmp (n, k), Dm (m, m) scratch;
+    ``keep_d0(top)`` gets the unscaled top rows of the core at d = 0. The product is ``K1 @ (R(d) P^T)``, R(d)
+    applied to the rows of P^T elementwise and K1 triangular (``trmm``, half a dense product's flops) when m = n.
+    The eigensolver gets 2 sym(C) unscaled; its eigenvalues and ||T|| are divided by 2 ||C|| afterwards (no scaling
+    pass). The module docstring says where the time goes.
     """
     eig, trmm = lapack_fns
     D, (m, n), k = 1 if rotations is None else len(rotations), K1.shape, Pt.shape[1]
@@ -163,8 +164,8 @@ def numpy_layer(W_Q, W_K, rotations, kv_of_head, gain, rtol: float, kernels, kee
     span = span_work(n, N)
     for h in range(H):
         K, P = head_span(W_Q, W_K, h, kv_of_head[h], gain, kernels.span_factor, span)
-        prof[h], norm[h], lam = rotary_offsets(np.ascontiguousarray(K[:m]), np.ascontiguousarray(P.T), rows,
-                                               rotations, rtol, fns, work, bufs, functools.partial(keep, h))
+        prof[h], norm[h], lam = head_offsets(np.ascontiguousarray(K[:m]), np.ascontiguousarray(P.T), rows,
+                                             rotations, rtol, fns, work, bufs, functools.partial(keep, h))
         lam0[h] = lam[0]
         if progress is not None:
             progress(h)

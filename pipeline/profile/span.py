@@ -20,8 +20,8 @@ GRAM_RCOND = 1e-4  # a head's span is factored through its Gram matrix when R's 
 # this, else by Householder QR (span_r); 0 always takes the QR
 QR_BLOCK = 32  # dgeqrt's block size for the QR of a span (qr_r_in_place); None: dgeqrf, LAPACK's default
 SPAN_BLOCK_BYTES = 1 << 19  # a span's rows are converted and multiplied into its Gram matrix in blocks of about this
-# size, which the CPU's L2 cache holds: on a (4096, 256) span the Gram matrix took 6-7 % less time than one dsyrk
-# over the span converted whole beforehand (CPU time, medians of 61, 1 thread; blocks of 192 to 384 rows alike)
+# size, which the CPU's L2 cache holds: the span is never held whole (benchmarks/families_bench.py --sections 3
+# prints the span's factor by blocks against the whole span converted first, side by side)
 
 
 def span_cores(W_Q: np.ndarray, W_K: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -148,12 +148,14 @@ def span_r(span: Span, work: tuple[np.ndarray, np.ndarray] | None = None, gram_r
     the whole A (:func:`qr_r_in_place` in blocks of ``qr_block``).
 
     Why: the Gram matrix and its Cholesky factor cost about a third of the QR's time (CPU time, one thread, medians
-    of 11: 0.9 ms against 3.9 ms for dgeqrf on (2048, 128); 9.0 ms against 23 ms for dgeqrt on (5120, 256)); made by
-    blocks, A's conversion to float64 costs no pass over memory of its own, and the Gram matrix of a position-free
-    head, which outweighs its eigensolve, is the whole of the work besides (benchmarks/families_bench.py --sections
-    3 prints the core against that floor). Accuracy: forming A^T A rounds relative to ||A||^2, which moves R by
-    about cond(A) eps ||A||, so the eigenvalues of sym(C) by about cond(A) eps relative to ||C||. The guard keeps
-    cond(A) near or below 1/GRAM_RCOND (the estimate is within a factor of about k of the 2-norm one).
+    of 11: 0.9 ms against 3.9 ms for dgeqrf on (2048, 128); 9.0 ms against 23 ms for dgeqrt on (5120, 256)). By
+    blocks, the span is never held whole in float64 (8 MiB at N = 4096, n = 128; 21 MiB for a DeepSeek-V3 head), and
+    each block is multiplied while the cache holds it, in about the time of one product over the whole span (the
+    benchmark's first line). The Gram matrix of a position-free head outweighs its eigensolve
+    (benchmarks/families_bench.py --sections 3 prints the core against the two together). Accuracy: forming A^T A
+    rounds relative to ||A||^2, which moves R by about cond(A) eps ||A||, so the eigenvalues of sym(C) by about
+    cond(A) eps relative to ||C||. The guard keeps cond(A) near or below 1/GRAM_RCOND (the estimate is within a factor
+    of about k of the 2-norm one).
     ``tests/pipeline/test_profile.py`` holds the profiles, norms and spectra of spans of condition numbers 1 to 1e8
     within 1e-13 of the QR's, and spans past the guard on the QR itself."""
     M, c = span.shape
