@@ -94,8 +94,8 @@ def lapack_in_place(k: int, sytrd_block: int | None = SYTRD_BLOCK):
 
 
 def head_offsets(K1: np.ndarray, Pt: np.ndarray, rows, rotations: np.ndarray | None, rtol: float, lapack_fns,
-                   work: np.ndarray, bufs: tuple[np.ndarray, np.ndarray, np.ndarray],
-                   keep_d0) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+                 work: np.ndarray, bufs: tuple[np.ndarray, np.ndarray, np.ndarray],
+                 keep_d0) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Profiles (D, 4), norms (D,) and eigenvalues (D, k) of one head's cores ``K1 R(d) P^T``, one offset at a time.
 
     K1 (m, n) = the top rows of K; Pt = P^T (n, k); ``rotations`` (D, n, n), or None for a position-free head (one
