@@ -164,8 +164,10 @@ def numpy_layer(W_Q, W_K, rotations, kv_of_head, gain, rtol: float, kernels, kee
     span = span_work(n, N)
     for h in range(H):
         K, P = head_span(W_Q, W_K, h, kv_of_head[h], gain, kernels.span_factor, span)
-        prof[h], norm[h], lam = head_offsets(np.ascontiguousarray(K[:m]), np.ascontiguousarray(P.T), rows,
-                                             rotations, rtol, fns, work, bufs, functools.partial(keep, h))
+        # a position-free head's one core takes P^T by one copy into the work array: no contiguous copy before it
+        Pt = P.T if rotations is None else np.ascontiguousarray(P.T)
+        prof[h], norm[h], lam = head_offsets(np.ascontiguousarray(K[:m]), Pt, rows, rotations, rtol, fns, work, bufs,
+                                             functools.partial(keep, h))
         lam0[h] = lam[0]
         if progress is not None:
             progress(h)

@@ -137,8 +137,8 @@ class Span:
 def span_r(span: Span, work: tuple[np.ndarray, np.ndarray] | None = None, gram_rcond: float = GRAM_RCOND,
            qr_block: int | None = QR_BLOCK) -> np.ndarray:
     """An upper triangular R (k, c) with R^T R = A^T A for a head's :class:`Span` A (N, c): the factor the numpy
-    route needs. ``work``: :func:`span_work`'s arrays for the span's shape, overwritten (R may be a view of the
-    second); None: new ones.
+    route needs. ``work``: :func:`span_work`'s arrays for the span's shape, overwritten but for the Gram matrix's
+    strict upper triangle, which must be zero (R may be a view of the Gram matrix); None: new ones.
 
     The Cholesky factor of the Gram matrix when it is well conditioned: the Gram matrix accumulated over blocks of
     A's rows (BLAS ``dsyrk``, lower triangle), each converted to float64 in the block array while the CPU's cache
@@ -170,8 +170,9 @@ def span_r(span: Span, work: tuple[np.ndarray, np.ndarray] | None = None, gram_r
             rows = span.rows(r0, min(M, r0 + b), block[:min(b, M - r0)])
             # with beta = 0 (the first block), BLAS does not read G's old values
             blas.dsyrk(1.0, rows, c=G, trans=1, lower=1, beta=0.0 if r0 == 0 else 1.0, overwrite_c=1)
-        # G = F F^T with F lower triangular, F-ordered: R = F^T is the same memory read in C order
-        F, info = lapack.dpotrf(G, lower=1, clean=1, overwrite_a=1)
+        # G = F F^T with F lower triangular, F-ordered: R = F^T is the same memory read in C order. G's strict upper
+        # triangle is zero from span_work on, and neither dsyrk nor dpotrf writes it (lower=1), so F needs no cleaning
+        F, info = lapack.dpotrf(G, lower=1, clean=0, overwrite_a=1)
         if info == 0:
             rcond, info = lapack.dtrcon(F, norm="1", uplo="L")
             if info == 0 and rcond >= gram_rcond:
@@ -181,7 +182,9 @@ def span_r(span: Span, work: tuple[np.ndarray, np.ndarray] | None = None, gram_r
 
 def span_work(n: int, N: int) -> tuple[np.ndarray, np.ndarray]:
     """The float64 work arrays :func:`span_r` fills for every head of a layer: a block of the span's rows (about
-    ``SPAN_BLOCK_BYTES``, b x 2n) and the Gram matrix (2n, 2n), both F-ordered (LAPACK's layout).
+    ``SPAN_BLOCK_BYTES``, b x 2n) and the Gram matrix (2n, 2n), both F-ordered (LAPACK's layout). The Gram matrix's
+    strict upper triangle is made zero here and stays so: :func:`span_r` writes only the lower triangle, and its
+    factor R is the transpose of what is there.
 
     Made once per layer, not per head: dask starts its workers with ``MALLOC_TRIM_THRESHOLD_`` set, which fixes
     glibc's threshold for serving a block by ``mmap`` at 128 KiB, so an array of that size made per head would be
@@ -189,7 +192,7 @@ def span_work(n: int, N: int) -> tuple[np.ndarray, np.ndarray]:
     orbit experiment's entry points change their process's ``malloc`` instead (``pipeline.orbits.malloc``): they
     own their processes, while a profile task may run in a user's dask worker, whose memory policy is dask's."""
     b = max(1, min(N, SPAN_BLOCK_BYTES // (16 * max(1, n))))
-    return np.empty((b, 2 * n), order="F"), np.empty((2 * n, 2 * n), order="F")
+    return np.empty((b, 2 * n), order="F"), np.zeros((2 * n, 2 * n), order="F")
 
 
 def head_span(W_Q, W_K, h: int, kv: int, gain, factor,

@@ -303,8 +303,9 @@ def test_the_gram_guard_leaves_ill_conditioned_and_rank_deficient_spans_to_the_q
 
 def test_the_gram_factor_written_into_a_used_work_array_is_the_one_made_afresh():
     """The span's work arrays (``span_work``) serve every head of a layer: a Gram matrix written over another head's
-    factor, or over NaN, with another head's rows or NaN in the block array, gives the factor of new arrays bit for
-    bit (dsyrk with beta = 0 reads nothing of G; every block is written before it is read)."""
+    factor, or over NaN in the triangle it writes, with another head's rows or NaN in the block array, gives the
+    factor of new arrays bit for bit (dsyrk with beta = 0 reads nothing of G; every block is written before it is
+    read), and G's strict upper triangle, which R is read from, stays zero."""
     pytest.importorskip("scipy.linalg.lapack", reason="the Gram route is scipy's BLAS and LAPACK")
     W_Q, W_K = conditioned_heads(10.0)
     n, N = W_Q.shape[-2:]
@@ -316,10 +317,11 @@ def test_the_gram_factor_written_into_a_used_work_array_is_the_one_made_afresh()
         if old == "other":
             span.span_r(other, (work_block, work_G))
         else:
-            work_G[...], work_block[...] = old, old
+            work_G[np.tril_indices(len(work_G))], work_block[...] = old, old
         R = span.span_r(head, (work_block, work_G))
         assert np.shares_memory(R, work_G)
         np.testing.assert_array_equal(R, fresh)
+        assert not np.triu(work_G, 1).any()
 
 
 @pytest.mark.parametrize("rows", [1, 7, 64, 1 << 20])
