@@ -115,9 +115,11 @@ def plan_baseline(target: str, kind: str, seed: int, store, name: str | None = N
     stored = store.names() if stored is None else stored
     if name in stored and not store.row(name).is_baseline:
         raise UsageError(f"{name!r} is a trained model in the store; store the baseline under another --name")
+    # the conventions of the model's layout, as its own row records them (a tower, a hybrid's layers without a form)
     row = ModelRow.of(name, source.layout.shape, source.provenance, source=target, revision=source.revision,
                       command=baseline_command(target, kind, seed, None if name == default else name),
-                      baseline_of=of, baseline_kind=kind, baseline_seed=source.seed)
+                      baseline_of=of, baseline_kind=kind, baseline_seed=source.seed,
+                      **source.layout.conventions().fields())
     todo = layers_to_do(store, row, stored, force)
     return None if todo is None else ModelPlan(source, source, source.layout, row, *todo)
 

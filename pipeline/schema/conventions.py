@@ -3,7 +3,7 @@
 that one under 500 lines).
 
 What a profile does not show but a reader needs beside it, written when a model is registered from its checkpoint's
-``pipeline.families.Layout``:
+``pipeline.families.Layout`` (a baseline from the layout of the model it is made for):
 
 - per model: the ``tower`` of a multi-tower checkpoint (CLIP ``text`` / ``vision``, Whisper ``encoder`` /
   ``decoder``; "" for a model of one tower), the ``qk_norm`` folded into the form ("" none, ``rms per head``,

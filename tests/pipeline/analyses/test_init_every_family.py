@@ -133,9 +133,10 @@ def test_analyses_head_data_of_every_layer(name):
 @pytest.mark.parametrize("name", ["t5/decoder", "jamba"])
 def test_the_baseline_command_stores_each_tower_and_a_hybrids_layers(monkeypatch, tmp_path, name):
     """``python -m pipeline baseline CONFIG``: a model of several towers gets one baseline per tower, stored as
-    NAME/tower~init-seedS, the baseline of NAME/tower; a hybrid's layers without a form are stored NaN. Each head's
-    stored profile at d = 0 is that of W_K^T W_Q from the reference (the case's model initialised by transformers
-    under the seeding rule, read back as a checkpoint), by the naive profile."""
+    NAME/tower~init-seedS, the baseline of NAME/tower; a hybrid's layers without a form are stored NaN. Each row
+    records its model's conventions (the tower, every layer's positional kind), as the model's own row does. Each
+    head's stored profile at d = 0 is that of W_K^T W_Q from the reference (the case's model initialised by
+    transformers under the seeding rule, read back as a checkpoint), by the naive profile."""
     from pipeline.__main__ import main
     from pipeline.profile import naive_profiles
     from pipeline.store import Store
@@ -158,6 +159,9 @@ def test_the_baseline_command_stores_each_tower_and_a_hybrids_layers(monkeypatch
     ckpt = open_checkpoint(str(tmp_path / "reference"))
     layout = layout_from_config(ckpt.config, case.tower)
     assert rows[stored_name].n_layers == layout.n_layers
+    assert rows[stored_name].conventions == layout.conventions()
+    assert rows[stored_name].tower == (case.tower or "")
+    assert ("no form" in rows[stored_name].layer_positional) == (name == "jamba")
     profile = Store.open(store, mode="r").dataset("profiles").sel(model=stored_name).profile.values
     for layer in range(layout.n_layers):
         if layout.positional_of(layer).kind == "no form":
