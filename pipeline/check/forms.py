@@ -5,7 +5,7 @@ For a layer of a :class:`~pipeline.families.Layout`, the pre-softmax scores of t
     scores[h, i, j] * r_q(i, h) * r_k(j, h) / t(i) - bias[h, i, j] = c * x_j^T L_h(i - j) x_i,
     L_h(d) = W_K[h]^T R(d) W_Q[h]
 
-with W_Q, W_K from ``pipeline.families.layer_weights`` (QK-norm gain and centring folded in), R(d) the layer's
+with W_Q, W_K as ``pipeline.families.layer_qk`` reads them (QK-norm gain and centring folded in), R(d) the layer's
 rotation (the identity without rotary), x the vectors entering the Q/K projections, r the divisors of the QK-norm
 (1 without one), t Llama 4's query temperature on its layers without rotary (1 elsewhere), the bias an additive
 position bias (ALiBi) and c the layer's ``score_scale``. A tanh soft-cap is undone first (Gemma 2), and gpt-oss's
@@ -50,25 +50,40 @@ def divisors(u: np.ndarray, eps: float, kind: str, heads: int, tokens: int) -> n
     return normalised(u, eps, kind)[1]
 
 
-def form_scores(layout, layer: int, W_Q: np.ndarray, W_K: np.ndarray, xq: np.ndarray, xk: np.ndarray,
-                offsets=None, key_divisor: np.ndarray | None = None) -> np.ndarray:
+def form_scores(layout, layer: int, qk, xq: np.ndarray, xk: np.ndarray, offsets=None,
+                key_divisor: np.ndarray | None = None) -> np.ndarray:
     """(H, T, T): c * xk_j^T W_K^T R(i - j) W_Q xq_i (c the layer's score scale), at every pair (i, j), or only at
-    the pairs whose offset i - j is in ``offsets`` (NaN elsewhere). W_Q, W_K: (H, n, N) per query head.
+    the pairs whose offset i - j is in ``offsets`` (NaN elsewhere).
+
+    ``qk``: the layer's weights as the profiles read them (``pipeline.families.layer_qk``'s ``LayerQK``: W_Q per
+    query head, W_K per key head with ``kv_of_head``, a layer's latent heads formed on demand, the gain when there is
+    one). A head's weights are formed in float64 only while its queries and keys are computed, so memory holds the
+    layer's compact weights, one head in float64 and the (H, T, n) queries and keys: not the layer's (H, n, N)
+    float64 forms (2.8 GB for a DeepSeek-V3 layer).
 
     ``key_divisor`` (T,), for latent attention (``pipeline.families.latent``): the key latent's divisor r_kv(j),
     which divides the non-rotary part of each head's score alone, c (x_j^T A_h x_i / r_kv(j) + x_j^T B_h(i - j) x_i),
     A_h and B_h the blocks of the heads' [rope | nope] rows; at r_kv = 1 it is the form's."""
-    if key_divisor is not None:
-        rope = np.arange(W_Q.shape[1])[:, None] < layout.positional_of(layer).rotary_dim
-        rotary = form_scores(layout, layer, W_Q * rope, W_K * rope, xq, xk, offsets)
-        plain = form_scores(layout, layer, W_Q * ~rope, W_K * ~rope, xq, xk, offsets)
-        return rotary + plain / np.asarray(key_divisor)[None, None, :]
-    T = len(xq)
+    H, n = qk.W_Q.shape[:2]
+    Q, K = np.empty((H, len(xq), n)), np.empty((H, len(xk), n))
+    for h in range(H):
+        w_q, w_k = np.asarray(qk.W_Q[h], dtype=np.float64), np.asarray(qk.W_K[qk.kv_of_head[h]], dtype=np.float64)
+        if qk.gain is not None:
+            w_q, w_k = w_q * qk.gain, w_k * qk.gain
+        Q[h], K[h] = xq @ w_q.T, xk @ w_k.T
+    if key_divisor is None:
+        return _pair_scores(layout, layer, Q, K, offsets)
+    rope = np.arange(n) < layout.positional_of(layer).rotary_dim
+    return (_pair_scores(layout, layer, Q * rope, K * rope, offsets)
+            + _pair_scores(layout, layer, Q * ~rope, K * ~rope, offsets) / np.asarray(key_divisor)[None, None, :])
+
+
+def _pair_scores(layout, layer: int, Q: np.ndarray, K: np.ndarray, offsets) -> np.ndarray:
+    """c * K[h, j] . R(i - j) Q[h, i] at the pairs :func:`form_scores` asks for; Q, K (H, T, n)."""
+    T = Q.shape[1]
     wanted = np.arange(-(T - 1), T) if offsets is None else np.array([d for d in offsets if -T < d < T], dtype=int)
     R = rotations(layout, wanted, layer)
-    Q = np.einsum("hnm,im->hin", W_Q, xq)
-    K = np.einsum("hnm,jm->hjn", W_K, xk)
-    out = np.full((W_Q.shape[0], T, T), np.nan)
+    out = np.full((Q.shape[0], T, T), np.nan)
     for k, d in enumerate(wanted):
         i = np.arange(max(d, 0), min(T, T + d))  # the queries with a key at i - d
         q = Q[:, i] if R is None else Q[:, i] @ R[k].T

@@ -3,8 +3,8 @@
 The scores are captured by :class:`pipeline.check.forward.LayerRunner`; what is no form (QK-norm divisors, a query
 temperature, a soft-cap, sinks, an ALiBi bias) is taken off by :func:`pipeline.check.forms.bare_scores`, and the
 result is compared with c x_j^T L(i - j) x_i at the offsets i - j in :data:`OFFSETS`, L(d) = W_K^T R(d) W_Q from the
-weights the profiles read (``pipeline.families.layer_weights``, the QK-norm's gain folded in, no layer-norm
-folding). The error of a layer is the largest |difference| over those pairs relative to the largest |score|.
+weights the profiles read (``pipeline.families.layer_qk``, the QK-norm's gain folded in, no layer-norm folding; a
+head formed in float64 at a time). The error of a layer is the largest |difference| over those pairs relative to the largest |score|.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from pipeline.check.forms import bare_scores, divisors, form_scores, query_temperature, relative
-from pipeline.families import ArchitectureError, layer_weights
+from pipeline.families import ArchitectureError, layer_qk
 
 OFFSETS = (0, 1, 7, 64)
 DEFAULT_TOLERANCE = 1e-5  # transformers computes rotation angles and QK-norms in float32 (errors ~1e-7 here)
@@ -121,10 +121,9 @@ def check_layer(runner, layer: int, tolerance: float = DEFAULT_TOLERANCE) -> Lay
                                    k_divisors=k_div, temperature=query_temperature(layout, layer,
                                                                                    runner.tower_config(layer), T),
                                    bias=bias)
-        W_Q, W_K = layer_weights(ckpt, layout, layer)
         rotary = layout.positional_of(layer).kind == "rope"
         key_at_zero = normed and norm.after_rotation and norm.gain != "none"  # Hunyuan: the form of the key at 0
-        want = form_scores(layout, layer, W_Q, W_K, capture.x, capture.x,
+        want = form_scores(layout, layer, layer_qk(ckpt, layout, layer), capture.x, capture.x,
                            OFFSETS if rotary and not key_at_zero else None, r_kv)
         if key_at_zero:
             allowed = allowed & (np.arange(T) == 0)[None, :]

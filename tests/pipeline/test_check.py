@@ -381,3 +381,56 @@ def test_a_model_of_several_towers_is_checked_tower_by_tower(capsys, tmp_path, f
     heads = [line.split(":")[0] for line in out.splitlines() if ": clip, " in line]
     assert rc == 0 and heads == ["tiny-clip-vision/text", "tiny-clip-vision/vision"], out
     assert out.count("layer   0  max relative error") == 2
+
+
+class _HeadsAsked:
+    """A stack of heads that records each index it is asked for (as ``pipeline.families.latent.LatentHeads``, which
+    forms a head in float64 when it is indexed)."""
+
+    def __init__(self, W: np.ndarray):
+        self.W, self.shape, self.asked = W, W.shape, []
+
+    def __len__(self) -> int:
+        return len(self.W)
+
+    def __getitem__(self, index):
+        self.asked.append(index)
+        return self.W[index]
+
+
+@pytest.mark.parametrize("latent", [False, True])
+def test_form_scores_take_one_head_at_a_time_and_equal_the_dense_forms(latent):
+    """``form_scores`` asks a layer's stacks for one head at a time (a DeepSeek-V3 layer's (H, n, N) float64 forms
+    would be 2.8 GB) and gives c x_j^T W_K^T R(i - j) W_Q x_i of the dense N x N forms, grouped key heads and a gain
+    included; with a key divisor, the rotary block's part of each score alone is left undivided."""
+    from pipeline.check.forms import form_scores
+    from pipeline.families import LayerQK, rotations
+
+    config = transformers.GPTNeoXConfig(hidden_size=32, num_attention_heads=4, num_hidden_layers=1,
+                                        intermediate_size=48, vocab_size=64, max_position_embeddings=256,
+                                        rotary_pct=0.5).to_dict()
+    layout = layout_from_config(config)
+    assert 0 < layout.positional_of(0).rotary_dim < layout.d_head  # a rotary block and a plain one
+    rng = np.random.default_rng(4)
+    H, n, N, T = layout.n_heads, layout.d_head, layout.d_model, 12
+    W_Q, W_K = rng.normal(size=(H, n, N)).astype(np.float32), rng.normal(size=(2, n, N)).astype(np.float32)
+    gain, x = rng.uniform(0.5, 2.0, N), rng.normal(size=(T, N))
+    kv = np.arange(H) // 2
+    r_kv = rng.uniform(0.5, 2.0, T) if latent else None
+    stack = _HeadsAsked(W_Q)
+    got = form_scores(layout, 0, LayerQK(stack, W_K, kv, gain), x, x, (0, 1, 7), r_kv)
+    assert sorted(stack.asked) == list(range(H)) and all(isinstance(i, int | np.integer) for i in stack.asked)
+    rope = np.arange(n) < layout.positional_of(0).rotary_dim
+    for h in range(H):
+        q, k = W_Q[h].astype(np.float64) * gain, W_K[kv[h]].astype(np.float64) * gain
+        for d in (0, 1, 7):
+            R = rotations(layout, [d], 0)[0]
+            L = k.T @ R @ q
+            if latent:  # the rotary rows' form over the key divisor's part: (B(d) + A / r_kv(j))
+                L_rope, L_plain = (k * rope[:, None]).T @ R @ (q * rope[:, None]), \
+                    (k * ~rope[:, None]).T @ R @ (q * ~rope[:, None])
+            for i in range(d, T):
+                j = i - d
+                want = x[j] @ L @ x[i] if not latent else x[j] @ L_rope @ x[i] + x[j] @ L_plain @ x[i] / r_kv[j]
+                np.testing.assert_allclose(got[h, i, j], layout.score_scale(0) * want, rtol=1e-10)
+    assert np.isnan(got[:, 2, 0]).all()  # offset 2 was not asked for
