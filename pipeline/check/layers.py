@@ -4,7 +4,8 @@ The scores are captured by :class:`pipeline.check.forward.LayerRunner`; what is 
 temperature, a soft-cap, sinks, an ALiBi bias) is taken off by :func:`pipeline.check.forms.bare_scores`, and the
 result is compared with c x_j^T L(i - j) x_i at the offsets i - j in :data:`OFFSETS`, L(d) = W_K^T R(d) W_Q from the
 weights the profiles read (``pipeline.families.layer_qk``, the QK-norm's gain folded in, no layer-norm folding; a
-head formed in float64 at a time). The error of a layer is the largest |difference| over those pairs relative to the largest |score|.
+head formed in float64 at a time). The error of a layer is the largest |difference| over those pairs relative to
+the largest |score|.
 """
 
 from __future__ import annotations

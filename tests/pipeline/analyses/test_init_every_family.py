@@ -191,3 +191,24 @@ def test_report_computes_the_init_baseline_of_a_stored_latent_model(tmp_path, ca
     want = head_data(InitHeads(json.loads((tmp_path / "ds3" / "config.json").read_text()), 3), "want")
     assert baseline["heads"] == want.heads == 8
     assert baseline["pairing"]["baseline_median"] == pytest.approx(float(np.median(want.stat("pairing"))), rel=1e-12)
+
+
+@pytest.mark.parametrize("name", ["olmo3", "deepseek_v3"])
+def test_a_key_weight_the_initialisation_leaves_unwritten_is_refused(monkeypatch, name):
+    """A key projection that ``_init_weights`` left unwritten (NaN, as ``InitHeads.attention`` fills a module
+    first) refuses the layer, naming W_K; a latent layer's heads are formed for that check one at a time."""
+    case = CASES[name]
+    heads = InitHeads(config_json(case), SEED, case.tower)
+    assert getattr(heads.layer(0).W_K, "heads_on_demand", False) == (name == "deepseek_v3")
+    original = InitHeads.attention
+
+    def partly_written(self, layer):
+        module = original(self, layer)
+        key = next(p for n, p in module.named_parameters() if n.split(".")[-2] in ("k_proj", "kv_b_proj"))
+        with torch.no_grad():
+            key.fill_(float("nan"))
+        return module
+
+    monkeypatch.setattr(InitHeads, "attention", partly_written)
+    with pytest.raises(InitBaselineError, match="left part of layer 0's W_K unwritten"):
+        heads.layer(0)
