@@ -317,14 +317,16 @@ def families_against_floor(width: int, heads: int, n: int, repeats: int,
     held = np.array([r[5] for r in rows])
     rope = [r for r in rows if ": rope" in r[0]]
     flat = [r for r in rows if ": rope" not in r[0]]
-    worst, worst_rope = rows[int(np.argmax(held))], max(rope, key=lambda r: r[1])
+    worst = rows[int(np.argmax(held))]
     print(f"   {len(rows)} layers' kinds over {len({r[0].split(' L')[0] for r in rows})} families and towers (load "
           f"average {load}), each held to its floor (rotary: the eigensolver's; position-free: with the Gram "
           f"matrices from the weights): median {np.median(held):.2f}, worst {worst[5]:.2f} ({worst[0]}), "
           f"{int((held > 1.1).sum())} over 1.1")
-    print(f"   rotary kinds ({len(rope)}): core / floor median {np.median([r[1] for r in rope]):.2f}, worst "
-          f"{worst_rope[1]:.2f} ({worst_rope[0]}), {sum(r[1] > 1.1 for r in rope)} over 1.1; run / floor median "
-          f"{np.median([r[2] for r in rope]):.2f}")
+    if rope:
+        worst_rope = max(rope, key=lambda r: r[1])
+        print(f"   rotary kinds ({len(rope)}): core / floor median {np.median([r[1] for r in rope]):.2f}, worst "
+              f"{worst_rope[1]:.2f} ({worst_rope[0]}), {sum(r[1] > 1.1 for r in rope)} over 1.1; run / floor median "
+              f"{np.median([r[2] for r in rope]):.2f}")
     if flat:
         print(f"   position-free kinds ({len(flat)}): core / floor median {np.median([r[1] for r in flat]):.2f}; "
               f"core / (floor + Gram) median {np.median([r[3] for r in flat]):.2f}, worst "
