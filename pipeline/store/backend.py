@@ -66,13 +66,13 @@ class Local:
         if (p / ".zgroup").exists() or (p / ".zarray").exists():
             raise StoreError(v2_message(loc))
         meta = p / "zarr.json"
-        if not meta.exists():
-            # an empty folder becomes a store; zarr's temporary files are what a kill before its first write left
-            partial = [n for n in os.listdir(p) if n.endswith(".partial")]
-            if mode == "a" and len(partial) == len(os.listdir(p)):
-                for n in partial:
-                    with contextlib.suppress(OSError):
-                        os.remove(p / n)
+        if not meta.exists() and "zarr.json" not in (names := os.listdir(p)):
+            # Listed again after the check: another writer may have created the store in between. An empty folder
+            # becomes a store, and so does one holding only zarr's temporary files (".partial"). Those are another
+            # writer's creation in flight or what a kill before its first write left; they are not removed here,
+            # outside the store lock, but by the journal's recovery, which lists them again under the lock every
+            # creation holds (``Journal.recover``).
+            if mode == "a" and all(n.endswith(".partial") for n in names):
                 return
             raise StoreError(f"{loc!r} is not a Zarr store (no zarr.json). Point at a store written by "
                              "`python -m pipeline`, or choose a new --store.")

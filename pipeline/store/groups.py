@@ -148,10 +148,12 @@ class Hierarchy:
                     ds.to_zarr(self.location, group=group, mode="w", consolidated=False, zarr_format=3)
                     self.journal.consolidate()
                 return
-            self.backend.create_root()
             token = uuid.uuid4().hex
             new, old = f"{STAGING}/{group}.{token}", f"{STAGING}/{group}.old.{token}"
-            with self.locks.store_lock():  # held while staging too: recovery removes staging only of dead writers
+            # held while creating the root and staging too: recovery removes the temporary files and staging of
+            # writers that do not hold it
+            with self.locks.store_lock():
+                self.backend.create_root()
                 try:
                     ds.to_zarr(str(self.backend.aux / new), mode="w", consolidated=False, zarr_format=3)
                     ino = os.stat(self.backend.aux / new).st_ino  # tells the new group from the old after an exchange

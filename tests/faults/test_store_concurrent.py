@@ -13,11 +13,13 @@ import multiprocessing.connection
 import os
 import shutil
 import time
+from pathlib import Path
 
 import numpy as np
 import pytest
 
 from pipeline import store as st
+from pipeline.store import backend
 from tests.factories import random_layers
 from tests.faults import tree_digest
 from tests.faults.figures import record
@@ -173,3 +175,39 @@ def test_same_model_with_wait_runs_one_after_the_other(tmp_path):
     ds = st.Store.open(path, mode="r").dataset("profiles")
     assert [str(m) for m in ds.model.values] == ["model-3"] and bool(ds.complete.values[0])
     assert st.Store.open(path).verify() == []
+
+
+def test_a_store_another_writer_creates_between_the_two_looks_is_opened(tmp_path, monkeypatch):
+    """Another writer creates the store (its first registration) after this one found no zarr.json and before it
+    lists the folder: the interleaving in which one of three writers on an empty store was refused as "not a Zarr
+    store". Made certain here by running that writer from inside the listing."""
+    path = tmp_path / "s.zarr"
+    path.mkdir()
+    real_listdir, created = os.listdir, []
+
+    def listdir_while_another_writer_creates(p):
+        if not created and Path(p) == path:
+            created.append(True)
+            write_all(path, row(7), values(7, 0))  # the other writer's whole run
+        return real_listdir(p)
+
+    monkeypatch.setattr(backend.os, "listdir", listdir_while_another_writer_creates)
+    write_all(path, row(8), values(8, 0))
+    assert created
+    assert st.Store.open(path, mode="r").names() == ["model-7", "model-8"]
+    assert st.Store.open(path).verify() == []
+
+
+def test_temporary_files_are_left_to_their_writer_and_a_dead_writers_removed_under_the_lock(tmp_path):
+    """A folder holding only zarr's temporary file of the root's metadata: another writer's creation in flight, or
+    a killed one's. The look outside the store lock leaves it (removing it made the live writer's rename fail); the
+    recovery that the next open runs under the lock removes it, since no live writer holds the lock."""
+    path = tmp_path / "s.zarr"
+    path.mkdir()
+    partial = path / "zarr.0123456789abcdef.partial"
+    partial.write_bytes(b'{"zarr_format": 3')
+    backend.Local(str(path)).check_kind("a")
+    assert partial.exists()
+    write_all(path, row(1), values(1, 0))
+    assert not partial.exists()
+    assert st.Store.open(path, mode="r").names() == ["model-1"]
