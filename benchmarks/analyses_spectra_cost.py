@@ -13,7 +13,8 @@
    checkpoint (``--opt-layers`` layers of 32 heads, N = 2048, n = 64; benchmarks/synthetic_checkpoints.py), and (b)
    a rotary model of real size (``--rotary``: SmolLM2-135M-Instruct's pinned GGUF file, 30 layers x 9 heads, N =
    576, n = 64, 129 offsets; a Llama-shaped synthetic checkpoint of 1024 wide when that file is not installed), by
-   this checkout and by revision ``--before`` (default 09eda08: the last one without the spectra), each in a child
+   this checkout and by revision ``--before`` (default 09eda08: the last one without the spectra; any other revision
+   compares this checkout's route of the spectra with that revision's), each in a child
    process importing its own ``pipeline`` (one untimed run first), in ``--rounds`` interleaved rounds; wall and
    process CPU time of each run (reading, checks, profiles, statistics, spectra, writes) and the medians of the
    per-round ratios this / before.
@@ -112,8 +113,8 @@ def whole_runs(before: str, rounds: int, opt_layers: int, rotary: str) -> None:
     from revisions import revision_tree
     from synthetic_checkpoints import write_synthetic
 
-    print(f"\n== 2. whole runs (python -m pipeline profiles): this checkout against revision {before} (without the "
-          f"spectra); {rounds} interleaved rounds, medians")
+    print(f"\n== 2. whole runs (python -m pipeline profiles): this checkout against revision {before}; {rounds} "
+          "interleaved rounds, medians")
     with tempfile.TemporaryDirectory() as tmp, revision_tree(before) as tree:
         models = [(str(write_synthetic("opt-1.3b", os.path.join(tmp, "opt"), opt_layers)),
                    f"opt-1.3b-shaped fp16 synthetic checkpoint, {opt_layers} layers x 32 heads (position-free)"),
@@ -125,8 +126,8 @@ def whole_runs(before: str, rounds: int, opt_layers: int, rotary: str) -> None:
             for k, unit in ((0, "wall"), (1, "CPU")):
                 b, a = median(p[0][k] for p in pairs), median(p[1][k] for p in pairs)
                 ratio = median(p[1][k] / p[0][k] for p in pairs)
-                print(f"  {unit:4}: before {b:7.2f} s, with the spectra {a:7.2f} s -> RATIO {ratio:.3f} "
-                      f"(the spectra add {100 * (ratio - 1):+.1f}%)", flush=True)
+                print(f"  {unit:4}: {before} {b:7.2f} s, this checkout {a:7.2f} s -> RATIO {ratio:.3f} "
+                      f"({100 * (ratio - 1):+.1f}%)", flush=True)
 
 
 def main(argv=None) -> int:
@@ -134,7 +135,8 @@ def main(argv=None) -> int:
     ap.add_argument("--shapes", default="5120x128,2048x64,576x64", help="comma-separated NxN_head list")
     ap.add_argument("--heads", type=int, default=4, help="heads per timing (default 4)")
     ap.add_argument("--repeats", type=int, default=3, help="repeats of each per-head timing; the least is kept")
-    ap.add_argument("--before", default="09eda08", help="the revision without the spectra (default 09eda08)")
+    ap.add_argument("--before", default="09eda08", help="the revision to compare whole runs with (default 09eda08, "
+                    "the last without the spectra)")
     ap.add_argument("--rounds", type=int, default=3, help="interleaved rounds of whole runs (default 3)")
     ap.add_argument("--opt-layers", type=int, default=6, help="layers of the opt-1.3b-shaped checkpoint (default 6)")
     ap.add_argument("--rotary", default="SmolLM2-135M-Instruct", help="the rotary model (a pinned registry model)")

@@ -85,7 +85,7 @@ def singular_values(M: np.ndarray, squares: np.ndarray | None = None) -> np.ndar
         squares = np.linalg.eigvalsh(G) if len(M) else np.zeros(G.shape[:-1])
     squares = np.asarray(squares, dtype=np.float64)
     top = squares.max(axis=-1, initial=0.0)
-    squared = (top > 0) & (squares.min(axis=-1, initial=0.0) >= SQUARED_RCOND * top)
+    squared = (top > 0) & (squares.min(axis=-1, initial=np.inf) >= SQUARED_RCOND * top)
     out = np.sqrt(np.maximum(squares, 0.0))
     if not squared.all():
         out[~squared] = np.linalg.svd(M[~squared], compute_uv=False)

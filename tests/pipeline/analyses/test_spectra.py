@@ -173,3 +173,38 @@ def test_one_real_head_per_committed_model(committed, name):
     stats = data.statistics[h]  # layer 0: the first n_heads rows
     assert stats[STATISTICS.index("participation_ratio")] == pytest.approx(e.sum() ** 2 / (e ** 2).sum(), rel=1e-9)
     assert stats[STATISTICS.index("stable_rank")] == pytest.approx(e.sum() / e.max(), rel=1e-9)
+
+
+def test_the_squared_route_is_taken_where_exact_and_the_svd_elsewhere(monkeypatch):
+    """A stack of well-conditioned matrices takes no SVD; a rank-deficient one in it (squares below SQUARED_RCOND
+    times the largest) takes the SVD alone. Both equal numpy's SVD: within 1e-12 on the squared route (its error
+    bound, eps sigma_max / sqrt(SQUARED_RCOND), is 2.2e-12 at sigma_max <= 1) and exactly on the SVD."""
+    from pipeline.profile import core_spectra as cs
+
+    rng = np.random.default_rng(5)
+    M = rng.standard_normal((4, 12, 20))
+    M /= np.linalg.norm(M, axis=(1, 2), keepdims=True)
+    want = np.linalg.svd(M, compute_uv=False)
+    M_def = M.copy()
+    M_def[2, 5:] = M_def[2, :7]  # rank 7 of 12: five squares at rounding level
+    want_def = np.linalg.svd(M_def, compute_uv=False)
+    svd, taken = np.linalg.svd, []
+
+    def counted(A, *args, **kwargs):
+        taken.append(A.shape)
+        return svd(A, *args, **kwargs)
+
+    monkeypatch.setattr(cs.np.linalg, "svd", counted)
+    np.testing.assert_allclose(np.sort(cs.singular_values(M))[:, ::-1], want, rtol=0, atol=1e-12)
+    assert taken == []
+    squares = np.linalg.eigvalsh(M @ np.swapaxes(M, -1, -2))
+    np.testing.assert_allclose(np.sort(cs.singular_values(M, squares))[:, ::-1], want, rtol=0, atol=1e-12)
+    assert taken == []
+    got = np.sort(cs.singular_values(M_def))[:, ::-1]
+    assert taken == [(1, 12, 20)]
+    np.testing.assert_array_equal(got[2], want_def[2])
+    np.testing.assert_allclose(got, want_def, rtol=0, atol=1e-12)
+    T = cs.antisymmetric_part(rng.standard_normal((2, 5, 11)))  # odd k = 11: T has a zero singular value
+    taken.clear()
+    cs.singular_values(T)
+    assert taken == [(2, 11, 11)]
