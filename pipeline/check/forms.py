@@ -67,9 +67,7 @@ def form_scores(layout, layer: int, qk, xq: np.ndarray, xk: np.ndarray, offsets=
     H, n = qk.W_Q.shape[:2]
     Q, K = np.empty((H, len(xq), n)), np.empty((H, len(xk), n))
     for h in range(H):
-        w_q, w_k = np.asarray(qk.W_Q[h], dtype=np.float64), np.asarray(qk.W_K[qk.kv_of_head[h]], dtype=np.float64)
-        if qk.gain is not None:
-            w_q, w_k = w_q * qk.gain, w_k * qk.gain
+        w_q, w_k = qk.head(h)
         Q[h], K[h] = xq @ w_q.T, xk @ w_k.T
     if key_divisor is None:
         return _pair_scores(layout, layer, Q, K, offsets)

@@ -135,6 +135,15 @@ class LayerQK:
     kv_of_head: np.ndarray
     gain: np.ndarray | None = None
 
+    def head(self, h: int) -> tuple[np.ndarray, np.ndarray]:
+        """Query head h's W_Q and its key head's W_K, each (n, N) in float64, with the gain folded in (W diag(g)):
+        one head's form L = W_K^T W_Q made from the compact layer, a head at a time."""
+        w_q = np.asarray(self.W_Q[h], dtype=np.float64)
+        w_k = np.asarray(self.W_K[self.kv_of_head[h]], dtype=np.float64)
+        if self.gain is not None:
+            w_q, w_k = w_q * self.gain, w_k * self.gain
+        return w_q, w_k
+
 
 def _read_compact(checkpoint, name: str) -> np.ndarray:
     """A tensor in its compact dtype (checkpoints with ``read_compact``), else as ``read`` gives it."""
@@ -254,8 +263,5 @@ def layer_weights(checkpoint, layout, layer: int, fold_ln: bool = False) -> tupl
     compact :func:`layer_qk`.
     """
     qk = layer_qk(checkpoint, layout, layer, fold_ln)
-    W_Q = np.asarray(qk.W_Q, dtype=np.float64)
-    W_K = np.asarray(qk.W_K, dtype=np.float64)[qk.kv_of_head]
-    if qk.gain is not None:
-        W_Q, W_K = W_Q * qk.gain, W_K * qk.gain
-    return np.ascontiguousarray(W_Q), np.ascontiguousarray(W_K)
+    heads = [qk.head(h) for h in range(len(qk.kv_of_head))]
+    return np.stack([w_q for w_q, _ in heads]), np.stack([w_k for _, w_k in heads])
